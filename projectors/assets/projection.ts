@@ -1,0 +1,42 @@
+import type { AssetRecord } from '../../schemas/topics/index.ts';
+import { del, type Projection } from '../projection.ts';
+
+const KNOWN_CLASSES = new Set(['crypto', 'equities', 'commodities', 'fx', 'other']);
+
+/** Raw class as the contract names it: unknown or missing classes read as `other`. */
+export function assetClassOf(raw: string | null): string {
+  const c = (raw ?? '').toLowerCase();
+  return KNOWN_CLASSES.has(c) ? c : 'other';
+}
+
+/** Equities split: an Indices category resolves to `indices`, any other equity to `stocks`. */
+export function resolvedAssetClassOf(raw: string | null, category: string | null): string {
+  const c = assetClassOf(raw);
+  if (c !== 'equities') return c;
+  return (category ?? '').toLowerCase() === 'indices' ? 'indices' : 'stocks';
+}
+
+/** The preferred active market's quote symbol; else the first active market's; null when none is active. */
+export function quoteSymbolOf(markets: AssetRecord['markets']): string | null {
+  const active = markets.filter((m) => m.active);
+  return (active.find((m) => m.preferred) ?? active[0])?.quoteSymbol ?? null;
+}
+
+export const assetsProjection: Projection = {
+  name: 'assets',
+  canHandle: ['assets'],
+  table: 'assets',
+  ddl: [`CREATE TABLE IF NOT EXISTS $db.assets (
+    id UInt64, name String, symbol String, logoUrl Nullable(String),
+    assetClass LowCardinality(String), resolvedAssetClass LowCardinality(String), category Nullable(String),
+    quoteSymbol Nullable(String), hasActiveMarket UInt8, version UInt64, deleted UInt8
+  ) ENGINE = ReplacingMergeTree(version) ORDER BY id`],
+  handle: (batch) => batch.map(({ value: a }: { value: AssetRecord }) => {
+    const quoteSymbol = quoteSymbolOf(a.markets);
+    return {
+      id: a.id, name: a.name, symbol: a.symbol, logoUrl: a.logoUrl,
+      assetClass: assetClassOf(a.assetClass), resolvedAssetClass: resolvedAssetClassOf(a.assetClass, a.category), category: a.category,
+      quoteSymbol, hasActiveMarket: quoteSymbol === null ? 0 : 1, version: a.version, deleted: del(a),
+    };
+  }),
+};

@@ -1,0 +1,14 @@
+import type { Projection } from './projection.ts';
+import { accountsProjection, apiKeysProjection } from './access/projection.ts';
+import { sourceIdentitiesProjection, traderTagsProjection, tradersProjection } from './traders/projection.ts';
+import { assetsProjection } from './assets/projection.ts';
+import { pricesProjection } from './prices/projection.ts';
+import { messagesProjection } from './messages/projection.ts';
+import { eventsProjection, positionsProjection } from './trading/projection.ts';
+import { aggregateSummariesProjection, channelSummariesProjection } from './summaries/projection.ts';
+
+export const PROJECTIONS: readonly Projection[] = [
+  accountsProjection, apiKeysProjection, tradersProjection, sourceIdentitiesProjection, traderTagsProjection,
+  assetsProjection, pricesProjection, messagesProjection, eventsProjection, positionsProjection,
+  channelSummariesProjection, aggregateSummariesProjection,
+];

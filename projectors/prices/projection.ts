@@ -1,0 +1,15 @@
+import type { PriceRecord } from '../../schemas/topics/index.ts';
+import { del, type Projection } from '../projection.ts';
+
+export const pricesProjection: Projection = {
+  name: 'prices',
+  canHandle: ['prices'],
+  table: 'prices',
+  // Ordered by (assetId, at): forward-price look-ups and latest marks are range reads.
+  ddl: [`CREATE TABLE IF NOT EXISTS $db.prices (
+    assetId UInt64, at DateTime64(3, 'UTC'), price Float64, version UInt64, deleted UInt8
+  ) ENGINE = ReplacingMergeTree(version) ORDER BY (assetId, at)`],
+  handle: (batch) => batch.map(({ value: p }: { value: PriceRecord }) => ({
+    assetId: p.assetId, at: p.at, price: p.price, version: p.version, deleted: del(p),
+  })),
+};

@@ -1,0 +1,73 @@
+import { Compile } from 'typebox/compile';
+import { TOPICS, TOPIC_NAMES, topicByName } from '../schemas/topics/index.ts';
+import type { Log, LogBatch, LogSubscription } from './log/port.ts';
+import type { Projection, ValidRecord } from './projection.ts';
+import { PROJECTIONS } from './index.ts';
+import type { Store } from './store/port.ts';
+
+const DEAD_LETTERS_DDL = `CREATE TABLE IF NOT EXISTS $db.dead_letters (
+  topic LowCardinality(String), offset String, key String, raw String, reason String, at DateTime64(3, 'UTC')
+) ENGINE = ReplacingMergeTree ORDER BY (topic, offset)`;
+
+
+export async function ensureSchema(store: Store, projections: readonly Projection[] = PROJECTIONS): Promise<void> {
+  await store.exec(DEAD_LETTERS_DDL);
+  for (const p of projections) for (const ddl of p.ddl) await store.exec(ddl);
+}
+
+const validators = new Map<string, ReturnType<typeof Compile>>(TOPICS.map((t) => [t.name, Compile(t.schema)]));
+
+export interface DeadLetter { topic: string; offset: string; key: string; raw: string; reason: string }
+
+/** Validates a batch at the edge: invalid JSON or schema violations become dead letters with a reason. */
+export function validateBatch(batch: LogBatch): { valid: ValidRecord[]; dead: DeadLetter[] } {
+  const valid: ValidRecord[] = [];
+  const dead: DeadLetter[] = [];
+  const check = validators.get(batch.topic);
+  for (const r of batch.records) {
+    const base = { topic: batch.topic, offset: r.offset, key: r.key, raw: r.value };
+    if (!check) { dead.push({ ...base, reason: `unknown topic ${batch.topic}` }); continue; }
+    let value: unknown;
+    try { value = JSON.parse(r.value); } catch (e) { dead.push({ ...base, reason: `invalid JSON: ${(e as Error).message}` }); continue; }
+    if (!check.Check(value)) {
+      const errs = [...check.Errors(value)].slice(0, 5).map((e) => `${e.instancePath || '/'} ${e.message}`);
+      dead.push({ ...base, reason: `schema: ${errs.join('; ')}` });
+      continue;
+    }
+    const v = value as { deleted?: boolean };
+    const topic = topicByName.get(batch.topic)!;
+    valid.push({ topic: batch.topic, key: r.key || topic.key(v), offset: r.offset, value: v });
+  }
+  return { valid, dead };
+}
+
+/** Applies one batch to the store: rows of every projection that handles the topic, then dead letters. */
+export async function applyBatch(store: Store, batch: LogBatch, projections: readonly Projection[] = PROJECTIONS): Promise<{ applied: number; dead: number }> {
+  const { valid, dead } = validateBatch(batch);
+  const version = BigInt(batch.records.at(-1)?.offset ?? '0');
+  if (valid.length) {
+    for (const p of projections) {
+      if (!p.canHandle.includes(batch.topic)) continue;
+      if (p.handle && p.table) await store.insert(p.table, p.handle(valid));
+      if (p.afterStore) await p.afterStore(store, valid, version);
+    }
+  }
+  if (dead.length) {
+    const at = new Date().toISOString();
+    await store.insert('dead_letters', dead.map((d) => ({ ...d, at })));
+  }
+  return { applied: valid.length, dead: dead.length };
+}
+
+export interface ProjectorEvents {
+  onCommit?: (info: { topic: string; applied: number; dead: number }) => void;
+  onError?: (err: unknown, topic: string) => void;
+}
+
+/** Moves batches from the log to the store (at-least-once: offsets commit after the store write). */
+export function runProjector(log: Log, store: Store, events: ProjectorEvents = {}, group = 'projector'): LogSubscription {
+  return log.subscribe(group, TOPIC_NAMES, async (batch) => {
+    const res = await applyBatch(store, batch);
+    events.onCommit?.({ topic: batch.topic, ...res });
+  }, { onError: (err, batch) => events.onError?.(err, batch.topic) });
+}

@@ -1,0 +1,88 @@
+import { mkdirSync } from 'node:fs';
+import { Session } from 'chdb';
+import { bindDatabase, checkIdentifier, type Params, type Store } from './port.ts';
+
+/**
+ * chdb holds one data directory per process, so sessions are shared per path and stores are
+ * isolated by database inside it (tests create one database each).
+ */
+const sessions = new Map<string, { session: Session; users: number }>();
+
+function openSession(path: string): Session {
+  const entry = sessions.get(path);
+  if (entry) { entry.users++; return entry.session; }
+  mkdirSync(path, { recursive: true });
+  const session = new Session(path);
+  sessions.set(path, { session, users: 1 });
+  return session;
+}
+
+function parseRows<T>(text: string): T[] {
+  if (!text) return [];
+  const out: T[] = [];
+  let start = 0;
+  for (;;) {
+    const nl = text.indexOf('\n', start);
+    const line = nl === -1 ? text.slice(start) : text.slice(start, nl);
+    if (line.length) out.push(JSON.parse(line) as T);
+    if (nl === -1) break;
+    start = nl + 1;
+  }
+  return out;
+}
+
+export class ChdbStore implements Store {
+  readonly database: string;
+  private readonly session: Session;
+  private closed = false;
+
+  constructor(readonly path: string, database = 'signalbase') {
+    this.database = checkIdentifier(database);
+    this.session = openSession(path);
+  }
+
+  async init(): Promise<this> {
+    await this.session.queryAsync(`CREATE DATABASE IF NOT EXISTS ${this.database}`);
+    return this;
+  }
+
+  async query<T>(sql: string, params: Params = {}): Promise<T[]> {
+    const res = await this.session.queryBindAsync(bindDatabase(sql, this.database), params, { format: 'JSONEachRow' });
+    return parseRows<T>(res.text());
+  }
+
+  async exec(sql: string, params: Params = {}): Promise<void> {
+    await this.session.queryBindAsync(bindDatabase(sql, this.database), params, { format: 'Null' });
+  }
+
+  async insert(table: string, rows: readonly object[]): Promise<void> {
+    if (!rows.length) return;
+    let payload = '';
+    for (const r of rows) payload += JSON.stringify(r) + '\n';
+    await this.session.insert({
+      table: `${this.database}.${checkIdentifier(table)}`,
+      values: Buffer.from(payload),
+      format: 'JSONEachRow',
+      settings: { date_time_input_format: 'best_effort' },
+    });
+  }
+
+  /** Drops this store's database (tests). */
+  async drop(): Promise<void> {
+    await this.session.queryAsync(`DROP DATABASE IF EXISTS ${this.database}`);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    const entry = sessions.get(this.path);
+    if (entry && --entry.users === 0) {
+      sessions.delete(this.path);
+      entry.session.close();
+    }
+  }
+}
+
+export async function openChdbStore(path: string, database?: string): Promise<ChdbStore> {
+  return new ChdbStore(path, database).init();
+}

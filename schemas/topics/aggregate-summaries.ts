@@ -1,0 +1,29 @@
+import Type from 'typebox';
+import { DateTime, Nullable, Versioned } from './common.ts';
+import { Confidence, Stance, SummaryStatus } from './channel-summaries.ts';
+
+export const AggregateSummaryRecord = Type.Object({
+  id: Type.String({ minLength: 1 }),
+  windowStart: DateTime,
+  windowEnd: DateTime,
+  generatedAt: DateTime,
+  status: SummaryStatus,
+  headline: Type.String(),
+  overview: Type.String(),
+  dominantNarratives: Type.Array(Type.String(), { maxItems: 5 }),
+  contrarianTheses: Type.Array(Type.String(), { maxItems: 5 }),
+  marketDrivers: Type.Array(Type.String(), { maxItems: 8 }),
+  assetSentiment: Type.Array(Type.Object({
+    symbol: Type.String(), name: Nullable(Type.String()), discussionRank: Type.Integer({ minimum: 1 }),
+    sentiment: Stance, intensity: Confidence, thesis: Type.String(), drivers: Type.Array(Type.String()),
+    contrarianAngle: Nullable(Type.String()), confidence: Confidence,
+  }, { additionalProperties: false }), { maxItems: 8 }),
+  risks: Type.Array(Type.String(), { maxItems: 5 }),
+  coverage: Type.Object({
+    eligibleSourceCount: Type.Integer({ minimum: 0 }), activeSourceCount: Type.Integer({ minimum: 0 }),
+    messageCount: Type.Integer({ minimum: 0 }), attachmentCount: Type.Integer({ minimum: 0 }),
+  }, { additionalProperties: false }),
+  ...Versioned,
+}, { additionalProperties: false });
+export type AggregateSummaryRecord = Type.Static<typeof AggregateSummaryRecord>;
+export const aggregateSummaries = { name: 'aggregate-summaries', schema: AggregateSummaryRecord, key: (r: AggregateSummaryRecord) => r.id } as const;

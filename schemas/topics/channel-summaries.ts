@@ -1,0 +1,24 @@
+import Type from 'typebox';
+import { DateTime, Id, Nullable, Versioned } from './common.ts';
+
+export const Stance = Type.Union(['bullish', 'bearish', 'mixed', 'neutral', 'unclear'].map((s) => Type.Literal(s)));
+export const Confidence = Type.Union(['low', 'medium', 'high'].map((s) => Type.Literal(s)));
+export const SummaryStatus = Type.Union([Type.Literal('safe'), Type.Literal('low_signal')]);
+
+export const ChannelSummaryRecord = Type.Object({
+  id: Type.String({ minLength: 1 }),
+  traderId: Id,
+  windowStart: DateTime,
+  windowEnd: DateTime,
+  generatedAt: DateTime,
+  status: SummaryStatus,
+  overview: Type.String(),
+  keyInsights: Type.Array(Type.String(), { maxItems: 3 }),
+  marketBias: Stance,
+  mentionedAssets: Type.Array(Type.Object({
+    symbol: Type.String(), name: Nullable(Type.String()), stance: Stance, confidence: Confidence,
+  }, { additionalProperties: false }), { maxItems: 5 }),
+  ...Versioned,
+}, { additionalProperties: false });
+export type ChannelSummaryRecord = Type.Static<typeof ChannelSummaryRecord>;
+export const channelSummaries = { name: 'channel-summaries', schema: ChannelSummaryRecord, key: (r: ChannelSummaryRecord) => r.id } as const;

@@ -1,0 +1,21 @@
+import Type, { type TSchema } from 'typebox';
+
+// Every ingest record carries a monotonic per-entity `version` (later wins) and may be a tombstone.
+export const Versioned = {
+  version: Type.Integer({ minimum: 0, description: 'monotonic per entity; the highest version wins' }),
+  deleted: Type.Optional(Type.Boolean({ description: 'tombstone: the entity is gone' })),
+};
+
+export const Platform = Type.Union([Type.Literal('TELEGRAM'), Type.Literal('X')]);
+export type Platform = Type.Static<typeof Platform>;
+export const PLATFORMS = ['TELEGRAM', 'X'] as const;
+
+export const Direction = Type.Union([Type.Literal('long'), Type.Literal('short')]);
+export const EventType = Type.Union([Type.Literal('open'), Type.Literal('close'), Type.Literal('increase'), Type.Literal('decrease')]);
+export const EVENT_TYPES = ['open', 'close', 'increase', 'decrease'] as const;
+
+export const DateTime = Type.String({ format: 'date-time' });
+export const Id = Type.Integer({ minimum: 1 });
+export const Nullable = <T extends TSchema>(t: T) => Type.Union([t, Type.Null()]);
+
+export const Attachment = Type.Object({ type: Type.String({ minLength: 1 }), url: Type.String({ format: 'uri' }) }, { additionalProperties: false });
