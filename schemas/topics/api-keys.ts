@@ -1,9 +1,9 @@
 import Type from 'typebox';
-import { DateTime, Versioned } from './common.ts';
+import { DateTime, StringEnum, Versioned } from './common.ts';
 
 export const SCOPES = ['events.read', 'messages.read', 'feed.read', 'summaries.read', 'positions.read', 'directory.read', 'stats.read'] as const;
 export type Scope = (typeof SCOPES)[number];
-export const Scope = Type.Union(SCOPES.map((s) => Type.Literal(s)));
+export const Scope = StringEnum(SCOPES);
 
 /** Only the SHA-256 of a key is ever stored; the key itself is shown once by `keys create`. */
 export const ApiKeyRecord = Type.Object({

@@ -1,8 +1,8 @@
 import Type from 'typebox';
-import { DateTime, Id, Nullable, Versioned } from './common.ts';
+import { DateTime, Id, Nullable, StringEnum, Versioned } from './common.ts';
 
-export const Stance = Type.Union(['bullish', 'bearish', 'mixed', 'neutral', 'unclear'].map((s) => Type.Literal(s)));
-export const Confidence = Type.Union(['low', 'medium', 'high'].map((s) => Type.Literal(s)));
+export const Stance = StringEnum(['bullish', 'bearish', 'mixed', 'neutral', 'unclear']);
+export const Confidence = StringEnum(['low', 'medium', 'high']);
 export const SummaryStatus = Type.Union([Type.Literal('safe'), Type.Literal('low_signal')]);
 
 export const ChannelSummaryRecord = Type.Object({

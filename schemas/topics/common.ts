@@ -19,3 +19,7 @@ export const Id = Type.Integer({ minimum: 1 });
 export const Nullable = <T extends TSchema>(t: T) => Type.Union([t, Type.Null()]);
 
 export const Attachment = Type.Object({ type: Type.String({ minLength: 1 }), url: Type.String({ format: 'uri' }) }, { additionalProperties: false });
+
+/** A string enum with a precise static type (`{ type: 'string', enum: [...] }`). */
+export const StringEnum = <const V extends readonly string[]>(values: V, opts: Record<string, unknown> = {}) =>
+  Type.Unsafe<V[number]>({ type: 'string', enum: [...values], ...opts });

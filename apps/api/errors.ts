@@ -1,0 +1,42 @@
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { ApiError, type ValidationDetail } from '../../schemas/api/errors.ts';
+
+/** Ajv errors of a query schema as `[{ param, message }]`, with the schema's own wording for list formats. */
+export function validationDetails(err: FastifyError, querySchema: any): ValidationDetail[] {
+  const out: ValidationDetail[] = [];
+  for (const v of err.validation ?? []) {
+    const params = (v.params ?? {}) as Record<string, string>;
+    const param = params.additionalProperty ?? params.missingProperty ?? (v.instancePath ?? '').replace(/^\//, '').split('/')[0] ?? '';
+    let message = v.message ?? 'is invalid';
+    if (v.keyword === 'additionalProperties') message = 'unknown parameter';
+    else if (v.keyword === 'required') message = 'is required';
+    else if (v.keyword === 'pattern' && querySchema?.properties?.[param]?.['x-list-message']) message = querySchema.properties[param]['x-list-message'];
+    else if (v.keyword === 'format' && params.format === 'date-time') message = 'must be an ISO-8601 date-time with a time zone, e.g. 2026-01-31T00:00:00Z';
+    if (!out.some((d) => d.param === param && d.message === message)) out.push({ param, message });
+  }
+  return out;
+}
+
+export function sendError(reply: FastifyReply, request: FastifyRequest, err: ApiError): FastifyReply {
+  if (err.code === 'RATE_LIMITED') reply.header('retry-after', String((err.details as any)?.retryAfterSeconds ?? 1));
+  return reply.code(err.status).send({
+    success: false,
+    error: { code: err.code, message: err.message, details: err.details ?? null },
+    requestId: request.id,
+  });
+}
+
+export function errorHandler(err: FastifyError | ApiError, request: FastifyRequest, reply: FastifyReply) {
+  if (err instanceof ApiError) return sendError(reply, request, err);
+  if ((err as FastifyError).validation) {
+    const details = validationDetails(err as FastifyError, request.routeOptions.schema?.querystring);
+    const first = details[0];
+    return sendError(reply, request, new ApiError('VALIDATION_ERROR', first ? `Invalid query parameter ${first.param}: ${first.message}` : 'Invalid request', details));
+  }
+  const status = (err as FastifyError).statusCode;
+  if (status && status >= 400 && status < 500) {
+    return sendError(reply, request, new ApiError(status === 404 ? 'NOT_FOUND' : 'VALIDATION_ERROR', err.message));
+  }
+  request.log.error({ err }, 'request failed');
+  return sendError(reply, request, new ApiError('INTERNAL_ERROR', 'Internal error; quote the requestId when reporting it'));
+}

@@ -1,0 +1,35 @@
+import { ErrorEnvelope } from '../../schemas/api/errors.ts';
+import { OPERATIONS, type Version } from '../registry.ts';
+
+/** The machine-readable description of one version, generated from the operations registry. */
+export function openApiDocument(version: Version, serverUrl = ''): Record<string, unknown> {
+  const paths: Record<string, unknown> = {};
+  for (const op of OPERATIONS.filter((o) => o.versions.includes(version))) {
+    const props = (op.query as any).properties as Record<string, any>;
+    const required = new Set<string>((op.query as any).required ?? []);
+    paths[op.path] = {
+      get: {
+        operationId: op.tool,
+        summary: op.summary,
+        description: `Scope: \`${op.scope}\`. MCP tool: \`${op.tool}\`.`,
+        security: [{ apiKey: [] }],
+        'x-scope': op.scope,
+        parameters: Object.entries(props).map(([name, schema]) => ({
+          name, in: 'query', required: required.has(name), description: schema.description, schema,
+        })),
+        responses: {
+          200: { description: 'success envelope', content: { 'application/json': { schema: op.response } } },
+          ...Object.fromEntries([400, 401, 403, 500, 503].map((s) => [s, { description: 'error envelope', content: { 'application/json': { schema: ErrorEnvelope } } }])),
+        },
+      },
+    };
+  }
+  paths['/healthz'] = { get: { operationId: 'healthz', summary: 'Health check', security: [], responses: { 200: { description: 'ok' } } } };
+  return {
+    openapi: '3.1.0',
+    info: { title: `signalbase API ${version}`, version, description: 'Read-only trading-signal data service. Authenticate with the `x-api-key` header.' },
+    servers: [{ url: `${serverUrl}/${version}` }],
+    components: { securitySchemes: { apiKey: { type: 'apiKey', in: 'header', name: 'x-api-key' } } },
+    paths,
+  };
+}

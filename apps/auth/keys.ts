@@ -1,0 +1,73 @@
+import { createHash, randomBytes } from 'node:crypto';
+import type { Store } from '../../projectors/store/port.ts';
+import { ApiError } from '../../schemas/api/errors.ts';
+import type { Scope, VisibilityPolicy } from '../../schemas/topics/index.ts';
+import type { Principal } from '../reads/context.ts';
+
+/** Keys are `sb_<16 hex id>_<43 chars of 32 random bytes>`; only the SHA-256 of the whole key is stored. */
+export function generateApiKey(): { key: string; id: string; keyHash: string } {
+  const id = randomBytes(8).toString('hex');
+  const key = `sb_${id}_${randomBytes(32).toString('base64url')}`;
+  return { key, id, keyHash: hashApiKey(key) };
+}
+
+export const hashApiKey = (key: string): string => createHash('sha256').update(key).digest('hex');
+
+interface KeyRow {
+  keyId: string; scopes: Scope[]; revoked: number; accountId: string; hasAccount: number; status: string; emailVerified: number;
+  msgMode: VisibilityPolicy['mode']; msgPlatforms: ('TELEGRAM' | 'X')[]; msgTraderIds: number[];
+  sigMode: VisibilityPolicy['mode']; sigPlatforms: ('TELEGRAM' | 'X')[]; sigTraderIds: number[]; historyWindowDays: number | null;
+}
+
+/**
+ * Resolves `x-api-key` to a Principal. Answers are cached for at most `ttlMs` (5 s) and the
+ * cache is dropped whenever the projector commits, so a revoked key or a blocked/unverified
+ * account is refused well within 30 s, and a new key works as soon as it is projected.
+ */
+export class ApiKeyAuthenticator {
+  private cache = new Map<string, { at: number; result: Principal | ApiError }>();
+  constructor(private readonly store: Store, private readonly ttlMs = 5000) {}
+
+  invalidate(): void { this.cache.clear(); }
+
+  async authenticate(key: string | undefined): Promise<Principal> {
+    if (!key) throw new ApiError('UNAUTHORIZED', 'Missing API key: send it in the x-api-key header');
+    const hash = hashApiKey(key);
+    const now = Date.now();
+    const hit = this.cache.get(hash);
+    let result = hit && now - hit.at < this.ttlMs ? hit.result : undefined;
+    if (!result) {
+      result = await this.lookup(hash);
+      if (this.cache.size > 10_000) this.cache.clear();
+      this.cache.set(hash, { at: now, result });
+    }
+    if (result instanceof ApiError) throw result;
+    return result;
+  }
+
+  private async lookup(hash: string): Promise<Principal | ApiError> {
+    let rows: KeyRow[];
+    try {
+      rows = await this.store.query<KeyRow>(`
+        SELECT k.id AS keyId, k.scopes AS scopes, k.revoked AS revoked, k.accountId AS accountId, a.id != '' AS hasAccount,
+               a.status AS status, a.emailVerified AS emailVerified, a.msgMode AS msgMode, a.msgPlatforms AS msgPlatforms,
+               a.msgTraderIds AS msgTraderIds, a.sigMode AS sigMode, a.sigPlatforms AS sigPlatforms, a.sigTraderIds AS sigTraderIds,
+               a.historyWindowDays AS historyWindowDays
+        FROM (SELECT * FROM $db.api_keys FINAL WHERE keyHash = {hash:String} AND deleted = 0) AS k
+        LEFT JOIN (SELECT * FROM $db.accounts FINAL WHERE deleted = 0) AS a ON a.id = k.accountId
+        LIMIT 1`, { hash });
+    } catch {
+      throw new ApiError('AUTHENTICATION_UNAVAILABLE', 'Authentication is temporarily unavailable; retry shortly');
+    }
+    const r = rows[0];
+    if (!r || r.revoked === 1 || r.hasAccount !== 1) return new ApiError('UNAUTHORIZED', 'Invalid or revoked API key');
+    if (r.status !== 'active') return new ApiError('FORBIDDEN', 'The account that owns this key is blocked');
+    if (r.emailVerified !== 1) return new ApiError('FORBIDDEN', 'The account that owns this key has no verified email');
+    return {
+      accountId: r.accountId, keyId: r.keyId, scopes: new Set(r.scopes),
+      messageVisibility: { mode: r.msgMode, platforms: r.msgPlatforms, traderIds: r.msgTraderIds },
+      signalVisibility: { mode: r.sigMode, platforms: r.sigPlatforms, traderIds: r.sigTraderIds },
+      historyWindowDays: r.historyWindowDays,
+    };
+  }
+}

@@ -1,0 +1,196 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { SingleBar, Presets } from 'cli-progress';
+import { EmbeddedLog } from '../projectors/log/embedded.ts';
+import { ensureSchema, runProjector } from '../projectors/runner.ts';
+import { openChdbStore } from '../projectors/store/chdb.ts';
+import { SCOPES, TOPIC_NAMES, topicByName } from '../schemas/topics/index.ts';
+import { Compile } from 'typebox/compile';
+import { createKey, listAccounts, listKeys, parseScopes, parseVisibility, putAccount, revokeKey } from './admin.ts';
+import { loadConfig } from './config.ts';
+import { DEMO_ACCOUNT, demoKeyFile, runningServerPid, startEmbedded, storePath } from './embedded.ts';
+import { appendDemo } from './seed.ts';
+
+const ENV_HELP = `Environment: PORT (default 8080), HOST (default 127.0.0.1), DATA_DIR (default ./.data), LOG_LEVEL (default info; silent turns request logs off)`;
+
+interface Command { usage: string; help: string; options: NonNullable<ParseArgsConfig['options']>; run(values: any, positionals: string[]): Promise<number | void> }
+
+const die = (msg: string): never => { throw new UsageError(msg); };
+class UsageError extends Error {}
+
+/** Projects the log into the store when no server runs on DATA_DIR (otherwise the server does it). */
+async function projectNow(dataDir: string, total?: number): Promise<void> {
+  const pid = runningServerPid(dataDir);
+  if (pid) { console.error(`signalbase start (pid ${pid}) is running on ${dataDir}: it projects the new records itself.`); return; }
+  const log = new EmbeddedLog(dataDir, 50);
+  const store = await openChdbStore(storePath(dataDir));
+  await ensureSchema(store);
+  const bar = new SingleBar({ format: 'project |{bar}| {percentage}% {value}/{total} records {eta_formatted} left', noTTYOutput: true, notTTYSchedule: 5000, stream: process.stderr }, Presets.shades_classic);
+  let done = 0;
+  let dead = 0;
+  bar.start(total ?? 0, 0);
+  const sub = runProjector(log, store, { onCommit: (c) => { done += c.applied + c.dead; dead += c.dead; bar.setTotal(Math.max(total ?? 0, done)); bar.update(done); } });
+  await sub.caughtUp();
+  bar.stop();
+  await sub.stop();
+  await store.close();
+  console.error(`projected ${done} records${dead ? `, ${dead} went to the dead-letter table` : ''}`);
+}
+
+const dataDirOption = { 'data-dir': { type: 'string' as const } };
+const dataDirOf = (v: { 'data-dir'?: string }) => (v['data-dir'] ? loadConfig({ ...process.env, DATA_DIR: v['data-dir'] }).dataDir : loadConfig().dataDir);
+
+const COMMANDS: Record<string, Command> = {
+  start: {
+    usage: 'signalbase start [--port N] [--data-dir DIR] [--no-seed]',
+    help: 'Runs the embedded service: log, projectors, chdb and the REST API in one process. Seeds the small demo data set on the first start and prints a demo API key with every scope.',
+    options: { port: { type: 'string' }, ...dataDirOption, 'no-seed': { type: 'boolean' } },
+    async run(v) {
+      const cfg = loadConfig({ ...process.env, ...(v.port ? { PORT: v.port } : {}), ...(v['data-dir'] ? { DATA_DIR: v['data-dir'] } : {}) });
+      const say = (l: string) => console.log(`[signalbase] ${l}`);
+      const emb = await startEmbedded(cfg, { seed: !v['no-seed'], say });
+      const key = existsSync(demoKeyFile(cfg.dataDir)) ? readFileSync(demoKeyFile(cfg.dataDir), 'utf8').trim() : null;
+      say(`REST v2:  ${emb.url}/v2   (v1: ${emb.url}/v1)`);
+      say(`OpenAPI:  ${emb.url}/v2/openapi.json   docs: ${emb.url}/docs   health: ${emb.url}/healthz`);
+      if (key) say(`demo API key (every scope, also in ${demoKeyFile(cfg.dataDir)}):\n${key}`);
+      say(`try: curl -H "x-api-key: $(cat ${demoKeyFile(cfg.dataDir)})" "${emb.url}/v2/events?limit=5"`);
+      const stop = async () => { say('stopping'); await emb.close(); process.exit(0); };
+      process.once('SIGINT', stop);
+      process.once('SIGTERM', stop);
+      return new Promise<number>(() => {}); // runs until a signal
+    },
+  },
+  seed: {
+    usage: 'signalbase seed [--scale small|large] [--seed N] [--data-dir DIR]',
+    help: 'Writes the deterministic demo data set through the log, then projects it (unless a running `start` does). small: ~200 traders, ~50k events; large: >= 2M events, 500k positions, 1M messages.',
+    options: { scale: { type: 'string', default: 'small' }, seed: { type: 'string', default: '42' }, ...dataDirOption },
+    async run(v) {
+      if (v.scale !== 'small' && v.scale !== 'large') die(`--scale is small or large (got ${v.scale})`);
+      const seed = Number(v.seed);
+      if (!Number.isInteger(seed)) die(`--seed takes an integer (got ${v.seed})`);
+      const dataDir = dataDirOf(v);
+      const log = new EmbeddedLog(dataDir);
+      const bar = new SingleBar({ format: 'seed    |{bar}| {percentage}% {value}/{total} records {eta_formatted} left', noTTYOutput: true, notTTYSchedule: 5000, stream: process.stderr }, Presets.shades_classic);
+      bar.start(1, 0);
+      const t0 = Date.now();
+      const n = await appendDemo(log, { scale: v.scale, seed, now: new Date(), onProgress: (done, total) => { bar.setTotal(total); bar.update(done); } });
+      bar.stop();
+      console.error(`appended ${n} demo records to ${dataDir}/log in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+      await projectNow(dataDir, n);
+      console.error(`seed done in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+    },
+  },
+  ingest: {
+    usage: 'signalbase ingest FILE.ndjson [--data-dir DIR]',
+    help: `Appends records to the log. One JSON object per line: {"topic": "<topic>", "value": {...}}. Topics: ${TOPIC_NAMES.join(', ')}. A line that is not JSON or names no known topic stops the whole file (nothing is appended); a record that fails its schema is appended and lands in the dead-letter table with the reason.`,
+    options: { ...dataDirOption },
+    async run(v, pos) {
+      const file = pos[0] ?? die('ingest needs a file: signalbase ingest FILE.ndjson');
+      if (!existsSync(file)) die(`no such file: ${file}`);
+      const byTopic = new Map<string, { key: string; value: unknown }[]>();
+      const problems: string[] = [];
+      let invalid = 0;
+      readFileSync(file, 'utf8').split('\n').forEach((line, i) => {
+        if (!line.trim()) return;
+        let rec: any;
+        try { rec = JSON.parse(line); } catch (e) { problems.push(`line ${i + 1}: not JSON (${(e as Error).message})`); return; }
+        const topic = topicByName.get(rec?.topic);
+        if (!topic) { problems.push(`line ${i + 1}: unknown topic ${JSON.stringify(rec?.topic)}; topics: ${TOPIC_NAMES.join(', ')}`); return; }
+        if (!Compile(topic.schema).Check(rec.value)) { invalid++; console.error(`line ${i + 1}: ${topic.name} record fails its schema: it will be dead-lettered`); }
+        let key = '';
+        try { key = topic.key(rec.value); } catch { /* invalid record: the projector keys it */ }
+        (byTopic.get(topic.name) ?? byTopic.set(topic.name, []).get(topic.name)!).push({ key, value: rec.value });
+      });
+      if (problems.length) { for (const p of problems) console.error(p); die(`${problems.length} line(s) cannot be routed; nothing was appended`); }
+      const dataDir = dataDirOf(v);
+      const log = new EmbeddedLog(dataDir);
+      let n = 0;
+      for (const [topic, recs] of byTopic) { log.appendSync(topic, recs); n += recs.length; }
+      console.error(`appended ${n} records (${invalid} failing their schema) from ${file}`);
+      await projectNow(dataDir, n);
+    },
+  },
+  keys: {
+    usage: 'signalbase keys create [--account ID] [--scopes a,b] | keys list [--account ID] | keys revoke KEY_ID   [--data-dir DIR]',
+    help: `Manages API keys through the log (works while start runs). create prints the key on its last stdout line; it is shown only once. Scopes: ${SCOPES.join(', ')} (default: all).`,
+    options: { account: { type: 'string' }, scopes: { type: 'string' }, ...dataDirOption },
+    async run(v, pos) {
+      const log = new EmbeddedLog(dataDirOf(v));
+      const [sub, arg] = pos;
+      if (sub === 'create') {
+        const scopes = v.scopes ? parseScopes(v.scopes) : [...SCOPES];
+        const { key, record } = createKey(log, v.account ?? DEMO_ACCOUNT, scopes);
+        console.log(`created key ${record.id} for account ${record.accountId} with scopes ${record.scopes.join(',')}`);
+        console.log(key);
+      } else if (sub === 'list') {
+        for (const k of listKeys(log).filter((k) => !v.account || k.accountId === v.account)) {
+          console.log(`${k.id}  account=${k.accountId}  scopes=${k.scopes.join(',')}  ${k.revoked ? 'REVOKED' : 'active'}  created=${k.createdAt}`);
+        }
+      } else if (sub === 'revoke') {
+        const r = revokeKey(log, arg ?? die('keys revoke needs a key id (see keys list)'));
+        console.log(`revoked key ${r.id}`);
+      } else die(`unknown keys subcommand ${sub ?? ''}; use create, list or revoke`);
+    },
+  },
+  accounts: {
+    usage: 'signalbase accounts create ID | accounts set ID | accounts list   [--status active|blocked] [--email-verified true|false] [--message-visibility V] [--signal-visibility V] [--history-days N|none] [--data-dir DIR]',
+    help: 'Manages accounts through the log. A visibility V is all, none, platforms:TELEGRAM,X or traders:1,2. New accounts default to active, verified, all visibility, unlimited history.',
+    options: {
+      status: { type: 'string' }, 'email-verified': { type: 'string' }, 'message-visibility': { type: 'string' },
+      'signal-visibility': { type: 'string' }, 'history-days': { type: 'string' }, ...dataDirOption,
+    },
+    async run(v, pos) {
+      const log = new EmbeddedLog(dataDirOf(v));
+      const [sub, id] = pos;
+      if (sub === 'list') {
+        for (const a of listAccounts(log)) {
+          console.log(`${a.id}  status=${a.status}  emailVerified=${a.emailVerified}  messages=${JSON.stringify(a.messageVisibility)}  signals=${JSON.stringify(a.signalVisibility)}  historyDays=${a.historyWindowDays ?? 'unlimited'}`);
+        }
+        return;
+      }
+      if (sub !== 'create' && sub !== 'set') die(`unknown accounts subcommand ${sub ?? ''}; use create, set or list`);
+      if (!id || !/^[A-Za-z0-9_.@-]+$/.test(id)) die('accounts create|set needs an id of letters, digits and _ . @ -');
+      const prev = listAccounts(log).find((a) => a.id === id);
+      if (sub === 'create' && prev) die(`account ${id} exists; use accounts set`);
+      if (sub === 'set' && !prev) die(`no account ${id}; use accounts create`);
+      if (v.status && v.status !== 'active' && v.status !== 'blocked') die('--status is active or blocked');
+      if (v['email-verified'] && !['true', 'false'].includes(v['email-verified'])) die('--email-verified is true or false');
+      const days = v['history-days'];
+      if (days && days !== 'none' && !(Number.isInteger(Number(days)) && Number(days) > 0)) die('--history-days is a positive integer or none');
+      const rec = putAccount(log, {
+        id,
+        status: v.status ?? prev?.status ?? 'active',
+        emailVerified: v['email-verified'] ? v['email-verified'] === 'true' : prev?.emailVerified ?? true,
+        messageVisibility: v['message-visibility'] ? parseVisibility(v['message-visibility']) : prev?.messageVisibility ?? { mode: 'all' },
+        signalVisibility: v['signal-visibility'] ? parseVisibility(v['signal-visibility']) : prev?.signalVisibility ?? { mode: 'all' },
+        historyWindowDays: days === undefined ? prev?.historyWindowDays ?? null : days === 'none' ? null : Number(days),
+      });
+      console.log(`${sub === 'create' ? 'created' : 'updated'} account ${rec.id} (version ${rec.version})`);
+    },
+  },
+};
+
+function mainHelp(): string {
+  return `signalbase: read-only trading-signal data service\n\nUsage:\n${Object.values(COMMANDS).map((c) => `  ${c.usage}`).join('\n')}\n\nRun signalbase COMMAND --help for details.\n${ENV_HELP}\n`;
+}
+
+async function main(argv: string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  if (!name || name === '--help' || name === '-h' || name === 'help') { process.stdout.write(mainHelp()); return name ? 0 : 1; }
+  const cmd = COMMANDS[name];
+  if (!cmd) { process.stderr.write(`unknown command ${name}\n\n${mainHelp()}`); return 2; }
+  if (rest.includes('--help') || rest.includes('-h')) { process.stdout.write(`${cmd.usage}\n\n${cmd.help}\n\n${ENV_HELP}\n`); return 0; }
+  let parsed;
+  try {
+    parsed = parseArgs({ args: rest, options: cmd.options, allowPositionals: true, strict: true });
+  } catch (e) { process.stderr.write(`${(e as Error).message}\n\nUsage: ${cmd.usage}\n`); return 2; }
+  try {
+    return (await cmd.run(parsed.values, parsed.positionals)) ?? 0;
+  } catch (e) {
+    if (e instanceof UsageError) { process.stderr.write(`${e.message}\n\nUsage: ${cmd.usage}\n`); return 2; }
+    process.stderr.write(`signalbase ${name}: ${(e as Error).message}\n`);
+    return 1;
+  }
+}
+
+process.exitCode = await main(process.argv.slice(2));

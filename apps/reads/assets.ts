@@ -1,0 +1,37 @@
+import { splitIds, splitList } from '../../schemas/api/common-params.ts';
+import type { AssetRow } from '../../schemas/api/resources.ts';
+import { visibleTradersSql, type ReadContext } from './context.ts';
+import { listRead } from './list.ts';
+
+export interface AssetsQuery { search?: string; assetClass?: string; assetIds?: string; traderIds?: string; limit: number; cursor?: string }
+
+/**
+ * Asset discovery: only assets with an active market, ordered by symbol then id. `assetClass`
+ * matches the resolved class (equities split into stocks and indices); `traderIds` keeps assets
+ * those (signal-visible) traders hold eligible positions in. All filters intersect.
+ */
+export function listAssets(ctx: ReadContext, q: AssetsQuery) {
+  return listRead<AssetRow, AssetRow>(ctx, {
+    op: 'list_assets', query: q as any, historical: false,
+    fetch: ({ where, after, limit }) => {
+      where.add('deleted = 0 AND hasActiveMarket = 1')
+        .when(splitList(q.assetClass), 'resolvedAssetClass IN {classes:Array(String)}', 'classes')
+        .when(splitIds(q.assetIds), 'id IN {assetIds:Array(UInt64)}', 'assetIds');
+      if (q.search !== undefined) {
+        where.add('(positionCaseInsensitiveUTF8(name, {search:String}) > 0 OR positionCaseInsensitiveUTF8(symbol, {search:String}) > 0)', { search: q.search });
+      }
+      const traderIds = splitIds(q.traderIds);
+      if (traderIds) {
+        where.add(`id IN (SELECT assetId FROM $db.positions FINAL WHERE deleted = 0 AND traderId IN {traderIds:Array(UInt64)}
+          AND traderId IN (${visibleTradersSql('sig')}))`, { traderIds });
+      }
+      if (after) where.add('(symbol, id) > ({cSymbol:String}, {cId:UInt64})', { cSymbol: String(after[0]), cId: Number(after[1]) });
+      return ctx.store.query<AssetRow>(`
+        SELECT id, name, symbol, logoUrl, assetClass, resolvedAssetClass, category, quoteSymbol
+        FROM $db.assets FINAL WHERE ${where.sql}
+        ORDER BY symbol, id LIMIT {limit:UInt32}`, { ...where.params, limit });
+    },
+    keyOf: (r) => [r.symbol, r.id],
+    shape: (rows) => rows,
+  });
+}

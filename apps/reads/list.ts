@@ -1,0 +1,73 @@
+import { decodeCursor, encodeCursor, fingerprint, type CursorState } from './cursor.ts';
+import { appliedTimeRange, resolveWindow, type Window } from './window.ts';
+import type { ReadContext } from './context.ts';
+import { policyParams } from './context.ts';
+
+export interface ListMeta {
+  hasMore: boolean;
+  nextCursor: string | null;
+  serverTime: string;
+  appliedTimeRange?: { startTime: string | null; endTime: string | null };
+}
+export interface ListResult<T> { results: T[]; meta: ListMeta }
+
+/** WHERE clauses with their parameters; clause text is constant, values always bound. */
+export class Where {
+  readonly clauses: string[] = ['1'];
+  readonly params: Record<string, unknown>;
+  constructor(params: Record<string, unknown> = {}) { this.params = { ...params }; }
+  add(sql: string, params: Record<string, unknown> = {}): this {
+    this.clauses.push(sql);
+    Object.assign(this.params, params);
+    return this;
+  }
+  /** Adds the clause only when `value` is given. */
+  when<V>(value: V | undefined, sql: string, name: string): this {
+    return value === undefined ? this : this.add(sql, { [name]: value });
+  }
+  get sql(): string { return this.clauses.join('\n      AND '); }
+}
+
+/**
+ * The shared shape of every keyset-paginated list read: resolve the cursor and window, run the
+ * page query for limit + 1 rows, shape rows, and build `meta`.
+ */
+export async function listRead<Row, Item>(ctx: ReadContext, spec: {
+  op: string;
+  query: Record<string, unknown> & { limit: number; cursor?: string; startTime?: string; endTime?: string };
+  /** historical reads resolve a time window and echo `appliedTimeRange`. */
+  historical: boolean;
+  unboundedDefault?: boolean;
+  fetch: (args: { where: Where; after: CursorState['k'] | undefined; window: Window; limit: number }) => Promise<Row[]>;
+  keyOf: (row: Row) => CursorState['k'];
+  shape: (rows: Row[]) => Promise<Item[]> | Item[];
+}): Promise<ListResult<Item>> {
+  const fp = fingerprint(spec.op, spec.query);
+  const cur = spec.query.cursor !== undefined ? decodeCursor(spec.query.cursor, fp) : undefined;
+  const window = spec.historical
+    ? resolveWindow(spec.query, ctx.now, ctx.principal, { fromCursor: cur?.w, unboundedDefault: spec.unboundedDefault })
+    : { start: null, end: null };
+  const where = new Where(policyParams(ctx.principal));
+  const rows = await spec.fetch({ where, after: cur?.k, window, limit: spec.query.limit + 1 });
+  const hasMore = rows.length > spec.query.limit;
+  const page = hasMore ? rows.slice(0, spec.query.limit) : rows;
+  const nextCursor = hasMore
+    ? encodeCursor({ k: spec.keyOf(page[page.length - 1]!), ...(spec.historical ? { w: [window.start, window.end] as [number | null, number | null] } : {}) }, fp)
+    : null;
+  const meta: ListMeta = { hasMore, nextCursor, serverTime: ctx.now.toISOString() };
+  if (spec.historical) meta.appliedTimeRange = appliedTimeRange(window);
+  return { results: await spec.shape(page), meta };
+}
+
+/** Time-window clauses on a DateTime64 column (bounds inclusive). */
+export function addWindow(where: Where, column: string, w: Window): void {
+  if (w.start !== null) where.add(`${column} >= fromUnixTimestamp64Milli({wStart:Int64}, 'UTC')`, { wStart: w.start });
+  if (w.end !== null) where.add(`${column} <= fromUnixTimestamp64Milli({wEnd:Int64}, 'UTC')`, { wEnd: w.end });
+}
+
+/** Keyset clause for "newest first, ties by id descending" on (time, id). */
+export function addBefore(where: Where, timeCol: string, idCol: string, idType: 'UInt64' | 'String', after: CursorState['k'] | undefined): void {
+  if (!after) return;
+  const [t, id] = after;
+  where.add(`(${timeCol}, ${idCol}) < (fromUnixTimestamp64Milli({cT:Int64}, 'UTC'), {cId:${idType}})`, { cT: Number(t), cId: id });
+}
