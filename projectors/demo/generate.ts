@@ -247,13 +247,12 @@ function syntheticSpecs(rng: Prng, count: number, used: Set<string>): AssetSpec[
   return out;
 }
 
-function buildAssets(seed: number, count: number, nowMs: number): Asset[] {
+function buildAssets(seed: number, count: number): Asset[] {
   const rng = new Prng(seed, S_ASSETS, 0);
   const specs = CATALOG.slice(0, Math.min(count, CATALOG.length));
   if (count > CATALOG.length) {
     specs.push(...syntheticSpecs(rng, count - CATALOG.length, new Set(CATALOG.map((s) => s.symbol))));
   }
-  void nowMs;
   return specs.map((spec, i) => {
     const id = i + 1;
     const flags = spec.flags ?? [];
@@ -571,7 +570,7 @@ function buildPlan(ctx: Ctx, t: Profile): Plan {
     const open = mkEvent(pos, 'open', openSess, t0);
     if (flipFrom) {
       open.assumed = true;
-      open.retro = false;
+      open.retro = flipFrom.retro;
       open.sess = flipFrom.sess;
       open.price = flipFrom.price;
     } else {
@@ -727,7 +726,7 @@ export function* generateDemo(opts: DemoOptions): Generator<DemoRecord> {
   const params = SCALES[opts.scale];
   if (!params) throw new Error(`generateDemo: unknown scale ${String(opts.scale)}`);
 
-  const assets = buildAssets(seed, params.assets, nowMs);
+  const assets = buildAssets(seed, params.assets);
   const byFocus: Record<Focus, Asset[]> = {
     crypto: assets.filter((a) => a.spec.assetClass === 'crypto'),
     equities: assets.filter((a) => a.spec.assetClass === 'equities'),

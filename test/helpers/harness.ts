@@ -1,0 +1,103 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import { buildApi } from '../../apps/api/server.ts';
+import { ApiKeyAuthenticator } from '../../apps/auth/keys.ts';
+import { ALL, createKey, putAccount } from '../../apps/admin.ts';
+import { EmbeddedLog } from '../../projectors/log/embedded.ts';
+import { ensureSchema, runProjector } from '../../projectors/runner.ts';
+import { ChdbStore } from '../../projectors/store/chdb.ts';
+import { SCOPES, type AccountRecord, type Scope, type TopicName } from '../../schemas/topics/index.ts';
+import { topicByName } from '../../schemas/topics/index.ts';
+
+/**
+ * chdb allows one data directory per process: every test process shares one directory and each
+ * harness gets a database of its own in it.
+ */
+const processDir = join(tmpdir(), `signalbase-test-${process.pid}`);
+let counter = 0;
+
+export interface TopicRecord { topic: TopicName; value: any }
+
+export interface Harness {
+  store: ChdbStore;
+  log: EmbeddedLog;
+  app: FastifyInstance;
+  /** Appends records through the log and waits until the projector has applied them. */
+  given(records: readonly TopicRecord[]): Promise<void>;
+  /** Waits until everything appended so far is projected. */
+  settle(): Promise<void>;
+  /** Creates (or updates) an account through the log and returns a new key for it. */
+  key(opts?: { scopes?: readonly Scope[]; account?: Partial<Omit<AccountRecord, 'version'>> }): Promise<string>;
+  /** GET with a key; returns status, parsed body and headers. */
+  get(url: string, key?: string): Promise<{ status: number; body: any; headers: Record<string, unknown> }>;
+  close(): Promise<void>;
+}
+
+export async function createHarness(): Promise<Harness> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'signalbase-log-'));
+  const store = await new ChdbStore(processDir, `t${process.pid}_${++counter}_${Date.now() % 100000}`).init();
+  await ensureSchema(store);
+  const log = new EmbeddedLog(dataDir, 20);
+  const auth = new ApiKeyAuthenticator(store);
+  let version = 0;
+  const projector = runProjector(log, store, { onCommit: () => { version++; auth.invalidate(); } });
+  const app = buildApi({ store, auth, dataVersion: () => version });
+  await app.ready();
+  let accounts = 0;
+  const h: Harness = {
+    store, log, app,
+    async given(records) {
+      const byTopic = new Map<string, { key: string; value: unknown }[]>();
+      for (const r of records) {
+        const topic = topicByName.get(r.topic)!;
+        let key = '';
+        try { key = topic.key(r.value); } catch { /* invalid record: dead-lettered */ }
+        (byTopic.get(r.topic) ?? byTopic.set(r.topic, []).get(r.topic)!).push({ key, value: r.value });
+      }
+      for (const [topic, recs] of byTopic) log.appendSync(topic, recs);
+      await projector.caughtUp();
+    },
+    settle: () => projector.caughtUp(),
+    async key(opts = {}) {
+      const id = opts.account?.id ?? `acct${++accounts}`;
+      putAccount(log, { id, status: 'active', emailVerified: true, messageVisibility: ALL, signalVisibility: ALL, historyWindowDays: null, ...opts.account });
+      const { key } = createKey(log, id, opts.scopes ?? SCOPES);
+      await projector.caughtUp();
+      return key;
+    },
+    async get(url, key) {
+      const res = await app.inject({ method: 'GET', url, headers: key ? { 'x-api-key': key } : {} });
+      return { status: res.statusCode, body: res.json(), headers: res.headers };
+    },
+    async close() {
+      await app.close();
+      await projector.stop();
+      await store.drop();
+      await store.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+  return h;
+}
+
+/** Small record builders with sensible defaults, for specs that state their own data. */
+export const build = {
+  trader: (id: number, over: Record<string, unknown> = {}) => ({ topic: 'traders' as const, value: {
+    id, name: `Trader ${id}`, slug: `trader-${id}`, avatarUrl: null, source: { platform: 'TELEGRAM', sourceIdentityId: `src-${id}` }, version: 1, ...over } }),
+  source: (sourceIdentityId: string, over: Record<string, unknown> = {}) => ({ topic: 'source-identities' as const, value: {
+    platform: 'TELEGRAM', sourceIdentityId, displayName: `Source ${sourceIdentityId}`, handle: sourceIdentityId, avatarUrl: null,
+    profileUrl: `https://t.me/${sourceIdentityId}`, audienceCount: 100, version: 1, ...over } }),
+  asset: (id: number, over: Record<string, unknown> = {}) => ({ topic: 'assets' as const, value: {
+    id, name: `Asset ${id}`, symbol: `A${id}`, logoUrl: null, assetClass: 'crypto', category: null,
+    markets: [{ quoteSymbol: 'USD', active: true, preferred: true }], version: 1, ...over } }),
+  event: (id: number, over: Record<string, unknown> = {}) => ({ topic: 'trade-events' as const, value: {
+    id, type: 'open', direction: 'long', price: 100, timeOfEvent: '2026-01-01T00:00:00.000Z', assumed: false, retrospective: false,
+    autoGenerated: false, positionId: id, traderId: 1, assetId: 1, messageId: null, version: 1, ...over } }),
+  price: (assetId: number, at: string, price: number, over: Record<string, unknown> = {}) => ({ topic: 'prices' as const, value: {
+    assetId, at, price, version: 1, ...over } }),
+  message: (id: string, sourceIdentityId: string, writtenAt: string, over: Record<string, unknown> = {}) => ({ topic: 'messages' as const, value: {
+    id, platform: 'TELEGRAM', sourceIdentityId, writtenAt, url: null, text: `message ${id}`, attachments: [], isEdited: false,
+    isReply: false, isQuote: false, isRepost: false, version: 1, ...over } }),
+};
