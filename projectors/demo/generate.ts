@@ -406,7 +406,7 @@ function buildProfiles(seed: number, p: ScaleParams): Profile[] {
     if (id === 1) longBias = 0.85;
     if (id === 2) longBias = 0.15;
     const f = rng.next();
-    const focus: Focus = f < 0.5 ? 'crypto' : f < 0.7 ? 'equities' : f < 0.82 ? 'macro' : 'mixed';
+    const focus: Focus = id === 1 ? 'crypto' : f < 0.5 ? 'crypto' : f < 0.7 ? 'equities' : f < 0.82 ? 'macro' : 'mixed';
     const w = rng.next();
     const positions = noPositions ? 0 : Math.max(1, Math.round(p.meanPositions * (0.15 + 2.55 * w * w)));
     const sourceIdentityId = sourceNull ? null : sourceIdFor(platform, id);

@@ -1,0 +1,103 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ensureSchema } from '../../projectors/runner.ts';
+import { ChdbStore } from '../../projectors/store/chdb.ts';
+import { build } from '../helpers/harness.ts';
+import { projectionSpec } from '../helpers/spec.ts';
+
+let store: ChdbStore;
+let spec: ReturnType<typeof projectionSpec>;
+beforeAll(async () => {
+  store = await new ChdbStore(join(tmpdir(), `signalbase-test-${process.pid}`), `proj_${process.pid}`).init();
+  await store.drop();
+  await store.init();
+  await ensureSchema(store);
+  spec = projectionSpec(store);
+});
+afterAll(async () => { await store?.drop(); await store?.close(); });
+
+const finalRows = (table: string, where = '1') => store.query<any>(`SELECT * EXCEPT version FROM $db.${table} FINAL WHERE ${where} ORDER BY 1`);
+
+describe('traders projection', () => {
+  it('keeps the highest version whatever the arrival order, and honours tombstones', () =>
+    spec.given([
+      build.trader(101, { name: 'New name', version: 2 }),
+      build.trader(101, { name: 'Old name', version: 1 }),
+      build.trader(102, { name: 'Gone' }),
+      build.trader(102, { name: 'Gone', version: 2, deleted: true }),
+    ]).when(() => finalRows('traders', 'id IN (101, 102)')).then((rows) => {
+      expect(rows.map((r) => [r.id, r.name, r.deleted])).toEqual([[101, 'New name', 0], [102, 'Gone', 1]]);
+    }));
+});
+
+describe('assets projection', () => {
+  it('normalises the class, splits equities and resolves the preferred active market', () =>
+    spec.given([
+      build.asset(201, { assetClass: 'equities', category: 'Indices', markets: [
+        { quoteSymbol: 'EUR', active: true, preferred: false }, { quoteSymbol: 'USD', active: true, preferred: true }] }),
+      build.asset(202, { assetClass: 'equities', category: 'Technology' }),
+      build.asset(203, { assetClass: 'bonds' }),
+      build.asset(204, { assetClass: null, markets: [{ quoteSymbol: 'USD', active: false, preferred: true }] }),
+    ]).when(() => store.query<any>('SELECT id, assetClass, resolvedAssetClass, quoteSymbol, hasActiveMarket FROM $db.assets FINAL WHERE id >= 201 AND id <= 204 ORDER BY id'))
+      .then([
+        { id: 201, assetClass: 'equities', resolvedAssetClass: 'indices', quoteSymbol: 'USD', hasActiveMarket: 1 },
+        { id: 202, assetClass: 'equities', resolvedAssetClass: 'stocks', quoteSymbol: 'USD', hasActiveMarket: 1 },
+        { id: 203, assetClass: 'other', resolvedAssetClass: 'other', quoteSymbol: 'USD', hasActiveMarket: 1 },
+        { id: 204, assetClass: 'other', resolvedAssetClass: 'other', quoteSymbol: null, hasActiveMarket: 0 },
+      ]));
+});
+
+describe('positions fold', () => {
+  const positions = () => store.query<any>(`SELECT id, traderId, assetId, direction, toUnixTimestamp64Milli(openAt) AS openAt, openPrice, isOpen, deleted
+    FROM $db.positions FINAL WHERE id >= 300 AND id < 400 ORDER BY id`);
+  it('folds open, increase, decrease and close per position, in any arrival order', () =>
+    spec.given([
+      build.event(3003, { positionId: 301, type: 'close', price: 120, timeOfEvent: '2026-01-03T00:00:00.000Z', traderId: 7, assetId: 8, direction: 'short' }),
+      build.event(3001, { positionId: 301, type: 'open', price: 100, timeOfEvent: '2026-01-01T00:00:00.000Z', traderId: 7, assetId: 8, direction: 'short' }),
+      build.event(3002, { positionId: 301, type: 'increase', price: 110, timeOfEvent: '2026-01-02T00:00:00.000Z', traderId: 7, assetId: 8, direction: 'short' }),
+      build.event(3010, { positionId: 302, type: 'open', price: null, timeOfEvent: '2026-01-05T00:00:00.000Z' }),
+      build.event(3011, { positionId: 302, type: 'decrease', price: 90, timeOfEvent: '2026-01-06T00:00:00.000Z' }),
+    ]).when(positions).then([
+      { id: 301, traderId: 7, assetId: 8, direction: 'short', openAt: Date.parse('2026-01-01T00:00:00Z'), openPrice: 100, isOpen: 0, deleted: 0 },
+      { id: 302, traderId: 1, assetId: 1, direction: 'long', openAt: Date.parse('2026-01-05T00:00:00Z'), openPrice: null, isOpen: 1, deleted: 0 },
+    ]));
+
+  it('a deleted open event deletes the position; a deleted close reopens it', () =>
+    spec.given([
+      build.event(3020, { positionId: 303, type: 'open', timeOfEvent: '2026-02-01T00:00:00.000Z' }),
+      build.event(3021, { positionId: 303, type: 'close', timeOfEvent: '2026-02-02T00:00:00.000Z' }),
+      build.event(3021, { positionId: 303, type: 'close', timeOfEvent: '2026-02-02T00:00:00.000Z', version: 2, deleted: true }),
+      build.event(3030, { positionId: 304, type: 'open', timeOfEvent: '2026-02-01T00:00:00.000Z' }),
+      build.event(3030, { positionId: 304, type: 'open', timeOfEvent: '2026-02-01T00:00:00.000Z', version: 2, deleted: true }),
+    ]).when(() => store.query<any>('SELECT id, isOpen, deleted FROM $db.positions FINAL WHERE id IN (303, 304) ORDER BY id'))
+      .then([{ id: 303, isOpen: 1, deleted: 0 }, { id: 304, isOpen: 0, deleted: 1 }]));
+});
+
+describe('messages projection', () => {
+  it('an edit (higher version) replaces the text; a tombstone deletes', () =>
+    spec.given([
+      build.message('m-1', 's', '2026-03-01T00:00:00.000Z', { text: 'first' }),
+      build.message('m-1', 's', '2026-03-01T00:00:00.000Z', { text: 'edited', isEdited: true, version: 2 }),
+      build.message('m-2', 's', '2026-03-01T00:00:00.000Z'),
+      build.message('m-2', 's', '2026-03-01T00:00:00.000Z', { version: 2, deleted: true }),
+    ]).when(() => store.query<any>("SELECT id, text, isEdited, deleted FROM $db.messages FINAL WHERE id IN ('m-1', 'm-2') ORDER BY id"))
+      .then([{ id: 'm-1', text: 'edited', isEdited: 1, deleted: 0 }, { id: 'm-2', text: 'message m-2', isEdited: 0, deleted: 1 }]));
+});
+
+describe('validation at the edge', () => {
+  it('sends an invalid record to the dead-letter table with its reason and keeps going', () =>
+    spec.given([
+      { topic: 'traders', raw: '{"id": "not a number"}' },
+      { topic: 'traders', raw: 'not json at all' },
+      build.trader(501, { name: 'Valid after invalid' }),
+    ]).when(async () => ({
+      dead: await store.query<any>("SELECT topic, reason FROM $db.dead_letters FINAL WHERE topic = 'traders' ORDER BY offset"),
+      trader: await store.query<any>('SELECT name FROM $db.traders FINAL WHERE id = 501'),
+    })).then((r) => {
+      expect(r.dead).toHaveLength(2);
+      expect(r.dead[0].reason).toMatch(/^schema: /);
+      expect(r.dead[1].reason).toMatch(/^invalid JSON/);
+      expect(r.trader).toEqual([{ name: 'Valid after invalid' }]);
+    }));
+});
