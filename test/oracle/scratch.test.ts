@@ -4,23 +4,15 @@ import { generateDemo } from '../../projectors/demo/generate.ts';
 import * as O from './oracle.ts';
 let h: Harness; let key: string; let records: any[];
 beforeAll(async () => {
-  let t = Date.now();
   h = await createHarness();
   records = [...generateDemo({ scale: 'small', now: new Date() })];
-  console.log('gen', records.length, Date.now() - t); t = Date.now();
   await h.given(records);
-  console.log('ingest', Date.now() - t); t = Date.now();
   key = await h.key();
-  O.buildWorld(records); console.log('world', Date.now() - t);
 });
 afterAll(async () => { await h?.close(); });
-it('latency', async () => {
-  for (const url of ['/v2/events?limit=200', '/v2/positions?limit=200', '/v2/positions/open?limit=200', '/v2/messages?limit=200', '/v2/traders?limit=200', '/v2/assets?limit=200']) {
-    let t = Date.now();
-    let r: any;
-    for (let i = 0; i < 5; i++) r = await h.get(url, key);
-    console.log(url, r.status, (Date.now() - t) / 5, r.body.data?.results?.length, JSON.stringify(r.body).slice(0, 300));
-  }
-  const w = O.buildWorld(records);
-  console.log('events', O.events(w, {}).length, 'positions', w.positions.size, 'messages', O.messages(w).length);
+it('ovfl', async () => {
+  const r = await h.get('/v2/positions/open?limit=20&assetIds=22', key);
+  console.log(r.status, JSON.stringify(r.body).slice(0, 1500));
+  const r2 = await h.get('/v2/positions?limit=5&assetIds=22&startTime=2000-01-01T00:00:00Z', key);
+  console.log(r2.status, JSON.stringify(r2.body).slice(0, 1500));
 });
