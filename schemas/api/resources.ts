@@ -60,32 +60,32 @@ export const PositionTimeBasedPerformance = Type.Object({
 });
 export type PositionTimeBasedPerformance = Type.Static<typeof PositionTimeBasedPerformance>;
 
-export const Position = Type.Object({
+/** Fields a position history row and an open-position row share, in the contract's order. */
+const positionHead = {
   id: Type.Integer(),
   direction: Direction,
   openAt: DateTime,
   openPrice: Nullable(Type.Number()),
   quoteSymbol: Nullable(Type.String()),
+};
+const positionTail = { traderId: Type.Integer(), assetId: Type.Integer() };
+
+export const Position = Type.Object({
+  ...positionHead,
   timeBasedPerformances: Type.Object({
     '1D': Nullable(PositionTimeBasedPerformance),
     '7D': Nullable(PositionTimeBasedPerformance),
     '30D': Nullable(PositionTimeBasedPerformance),
   }),
-  traderId: Type.Integer(),
-  assetId: Type.Integer(),
+  ...positionTail,
 });
 export type Position = Type.Static<typeof Position>;
 
 export const OpenPosition = Type.Object({
-  id: Type.Integer(),
-  direction: Direction,
-  openAt: DateTime,
-  openPrice: Nullable(Type.Number()),
-  quoteSymbol: Nullable(Type.String()),
+  ...positionHead,
   currentPrice: Type.Number(),
   currentReturnPercentage: Type.Number(),
-  traderId: Type.Integer(),
-  assetId: Type.Integer(),
+  ...positionTail,
 });
 export type OpenPosition = Type.Static<typeof OpenPosition>;
 

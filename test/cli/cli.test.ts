@@ -1,0 +1,234 @@
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort, pollUntil, runCli, startServer, type ServerProcess } from '../helpers/cli.ts';
+
+/**
+ * End to end over real processes and a real socket: `signalbase start` on a fresh DATA_DIR, the
+ * admin CLI (keys, accounts) against the same DATA_DIR while it runs, a restart that must not
+ * re-seed, and the CLI's help, errors and ingest.
+ */
+
+const HOUR = 3_600_000;
+const tmpDirs: string[] = [];
+const tempDir = (prefix: string) => { const d = mkdtempSync(join(tmpdir(), prefix)); tmpDirs.push(d); return d; };
+
+let dataDir: string;
+let port: number;
+let server: ServerProcess | undefined;
+const servers: ServerProcess[] = [];
+
+const env = () => ({ DATA_DIR: dataDir, PORT: String(port), LOG_LEVEL: 'warn' });
+
+async function get(path: string, key?: string): Promise<{ status: number; body: any }> {
+  const res = await fetch(`http://127.0.0.1:${port}${path}`, { headers: key ? { 'x-api-key': key } : {} });
+  const text = await res.text();
+  let body: any = text;
+  try { body = JSON.parse(text); } catch { /* not JSON */ }
+  return { status: res.status, body };
+}
+
+/** Polls every 200 ms for up to 5 s until GET path with key answers `status`. */
+async function expectStatusWithin(path: string, key: string, status: number, timeoutMs = 5000) {
+  const r = await pollUntil(() => get(path, key), (res) => res.status === status, timeoutMs, 200);
+  expect(r.value.status, `GET ${path} after ${r.ms} ms: ${JSON.stringify(r.value.body)}`).toBe(status);
+  return r.value;
+}
+
+function logSizes(dir: string): Record<string, number> {
+  const logDir = join(dir, 'log');
+  if (!existsSync(logDir)) return {};
+  const out: Record<string, number> = {};
+  for (const f of readdirSync(logDir).filter((f) => f.endsWith('.ndjson')).sort()) out[f] = statSync(join(logDir, f)).size;
+  return out;
+}
+
+const lastLine = (s: string) => s.trim().split('\n').at(-1)!.trim();
+const KEY_RE = /^sb_[0-9a-f]{16}_[A-Za-z0-9_-]{43}$/;
+
+/** Every event id in [startTime, endTime], paging with the cursor. */
+async function eventIdsIn(startTime: string, endTime: string, key: string): Promise<number[]> {
+  const ids: number[] = [];
+  let cursor: string | null = null;
+  for (let page = 0; page < 100; page++) {
+    const q = new URLSearchParams({ startTime, endTime, limit: '200', ...(cursor ? { cursor } : {}) });
+    const res = await get(`/v2/events?${q}`, key);
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    ids.push(...res.body.data.results.map((e: any) => e.id));
+    cursor = res.body.data.meta.nextCursor;
+    if (!cursor) break;
+  }
+  return ids;
+}
+
+beforeAll(async () => {
+  dataDir = tempDir('signalbase-cli-');
+  port = await freePort();
+  server = await startServer(env(), 120_000);
+  servers.push(server);
+}, 130_000);
+
+afterAll(async () => {
+  // Always stop every server we spawned, also when a test failed.
+  await Promise.all(servers.map((s) => s.stop(5000).catch(() => undefined)));
+  for (const d of tmpDirs) rmSync(d, { recursive: true, force: true });
+}, 30_000);
+
+describe('signalbase start (first start on a fresh DATA_DIR)', () => {
+  let demoKey: string;
+  let roKey: string;
+  let revokedKey: string;
+  const fixedEnd = new Date(Math.floor((Date.now() - 2 * HOUR) / 1000) * 1000).toISOString();
+  const fixedStart = new Date(Date.parse(fixedEnd) - 24 * HOUR).toISOString();
+  let idsBefore: number[];
+
+  it('seeds the demo set and prints the demo key, which equals DATA_DIR/demo-api-key.txt and works', async () => {
+    const out = server!.stdout();
+    expect(out).toMatch(/seeding/i);
+    demoKey = readFileSync(join(dataDir, 'demo-api-key.txt'), 'utf8').trim();
+    expect(demoKey).toMatch(KEY_RE);
+    const printed = out.split('\n').map((l) => l.trim()).filter((l) => KEY_RE.test(l));
+    expect(printed).toEqual([demoKey]);
+    const res = await get('/v2/events', demoKey);
+    expect(res.status).toBe(200);
+    expect(res.body.success).toBe(true);
+    expect(res.body.data.results.length).toBeGreaterThan(0);
+  });
+
+  it('keys create --scopes events.read: key works on /v2/events within 5 s, /v2/messages is 403; keys list shows it; keys revoke -> 401 within 5 s', async () => {
+    const created = await runCli(['keys', 'create', '--scopes', 'events.read'], env());
+    expect(created.code, created.stderr).toBe(0);
+    const key = lastLine(created.stdout);
+    expect(key).toMatch(KEY_RE);
+    revokedKey = key;
+    const id = key.split('_')[1]!;
+
+    await expectStatusWithin('/v2/events', key, 200);
+    const msg = await get('/v2/messages', key);
+    expect(msg.status).toBe(403);
+    expect(msg.body.error.code).toBe('FORBIDDEN');
+
+    const list = await runCli(['keys', 'list'], env());
+    expect(list.code, list.stderr).toBe(0);
+    const line = list.stdout.split('\n').find((l) => l.startsWith(id));
+    expect(line, list.stdout).toBeDefined();
+    expect(line).toMatch(/scopes=events\.read\b/);
+    expect(line).toMatch(/\bactive\b/);
+    expect(list.stdout).not.toContain(key); // only the id is listed, never the secret
+
+    const revoked = await runCli(['keys', 'revoke', id], env());
+    expect(revoked.code, revoked.stderr).toBe(0);
+    const gone = await expectStatusWithin('/v2/events', key, 401);
+    expect(gone.body.error.code).toBe('UNAUTHORIZED');
+
+    const list2 = await runCli(['keys', 'list'], env());
+    expect(list2.stdout.split('\n').find((l) => l.startsWith(id))).toMatch(/REVOKED/);
+  });
+
+  it('accounts create ro --signal-visibility none + keys create --account ro -> /v2/events 403', async () => {
+    const acc = await runCli(['accounts', 'create', 'ro', '--signal-visibility', 'none'], env());
+    expect(acc.code, acc.stderr).toBe(0);
+    const created = await runCli(['keys', 'create', '--account', 'ro'], env());
+    expect(created.code, created.stderr).toBe(0);
+    roKey = lastLine(created.stdout);
+    expect(roKey).toMatch(KEY_RE);
+    const res = await expectStatusWithin('/v2/events', roKey, 403);
+    expect(res.body.error.code).toBe('FORBIDDEN');
+    // message visibility stays `all`: messages are readable
+    expect((await get('/v2/messages', roKey)).status).toBe(200);
+  });
+
+  it('records a fixed-bounds event page set before the restart', async () => {
+    idsBefore = await eventIdsIn(fixedStart, fixedEnd, demoKey);
+    expect(idsBefore.length).toBeGreaterThan(0);
+    expect(new Set(idsBefore).size).toBe(idsBefore.length);
+  });
+
+  it('restart after SIGTERM: no re-seed, log unchanged, same demo key, same events, keys keep their state', async () => {
+    const exit = await server!.stop(20_000);
+    expect(exit.signal, `server did not exit on SIGTERM by itself`).toBeNull();
+    expect(exit.code).toBe(0);
+    const sizesBefore = logSizes(dataDir);
+    expect(Object.keys(sizesBefore).length).toBeGreaterThan(0);
+
+    server = await startServer(env(), 120_000);
+    servers.push(server);
+    expect(server.stdout()).not.toMatch(/seeding/i);
+    expect(logSizes(dataDir)).toEqual(sizesBefore);
+    expect(readFileSync(join(dataDir, 'demo-api-key.txt'), 'utf8').trim()).toBe(demoKey);
+
+    const res = await get('/v2/events', demoKey);
+    expect(res.status).toBe(200);
+    expect(res.body.data.results.length).toBeGreaterThan(0);
+
+    const idsAfter = await eventIdsIn(fixedStart, fixedEnd, demoKey);
+    expect(new Set(idsAfter).size).toBe(idsAfter.length);
+    expect(idsAfter).toEqual(idsBefore);
+
+    expect((await get('/v2/events', revokedKey)).status).toBe(401);
+    expect((await get('/v2/events', roKey)).status).toBe(403);
+    expect(logSizes(dataDir)).toEqual(sizesBefore);
+  });
+
+  it('ingest of a file with one non-JSON line exits non-zero and appends nothing', async () => {
+    const file = join(tempDir('signalbase-ingest-'), 'bad.ndjson');
+    writeFileSync(file, [
+      JSON.stringify({ topic: 'traders', value: { id: 900001, name: 'Ingested', slug: null, avatarUrl: null, source: null, version: 1 } }),
+      '{this is not json',
+      '',
+    ].join('\n'));
+    const before = logSizes(dataDir);
+    const r = await runCli(['ingest', file], env());
+    expect(r.code).not.toBe(0);
+    expect(r.code).not.toBeNull();
+    expect(r.stderr).toMatch(/line 2/);
+    expect(logSizes(dataDir)).toEqual(before);
+  });
+});
+
+describe('signalbase help and usage errors', () => {
+  it('--help and <cmd> --help exit 0 and print a Usage line', async () => {
+    const cmds = ['start', 'seed', 'ingest', 'keys', 'accounts'];
+    const [main, ...each] = await Promise.all([
+      runCli(['--help']),
+      ...cmds.map((c) => runCli([c, '--help'])),
+    ]);
+    expect(main!.code, main!.stderr).toBe(0);
+    expect(main!.stdout).toMatch(/^Usage:/m);
+    for (const c of cmds) expect(main!.stdout).toContain(`signalbase ${c}`);
+    each.forEach((r, i) => {
+      expect(r.code, `${cmds[i]} --help: ${r.stderr}`).toBe(0);
+      expect(r.stdout, `${cmds[i]} --help`).toContain(`signalbase ${cmds[i]}`);
+      expect(r.stdout, `${cmds[i]} --help prints no "Usage:" line`).toMatch(/^Usage:/m);
+    });
+  });
+
+  it('an unknown command exits non-zero', async () => {
+    const r = await runCli(['no-such-command']);
+    expect(r.code).not.toBe(0);
+    expect(r.code).not.toBeNull();
+    expect(r.stderr).toMatch(/unknown command/i);
+  });
+});
+
+describe('signalbase ingest without a running server', () => {
+  it('a valid trader plus a schema-invalid record: exit 0 and one record reported as failing its schema', async () => {
+    const dir = tempDir('signalbase-ingest-fresh-');
+    const file = join(dir, 'records.ndjson');
+    writeFileSync(file, [
+      JSON.stringify({ topic: 'traders', value: { id: 900001, name: 'Ingested', slug: 'ingested', avatarUrl: null, source: null, version: 1 } }),
+      JSON.stringify({ topic: 'traders', value: { id: 'not-a-number', name: '', version: 1 } }),
+      '',
+    ].join('\n'));
+    const r = await runCli(['ingest', file], { DATA_DIR: join(dir, 'data') });
+    const all = r.stdout + r.stderr;
+    expect(r.code, all).toBe(0);
+    expect(all.split('\n').filter((l) => /fails its schema/.test(l))).toHaveLength(1);
+    expect(all).toMatch(/line 2/);
+    expect(all).toMatch(/\(1 failing their schema\)/);
+    // both were appended: the invalid record goes to the dead-letter table, it does not vanish
+    expect(all).toMatch(/appended 2 records/);
+    expect(all).toMatch(/1 went to the dead-letter table/);
+  }, 60_000);
+});
