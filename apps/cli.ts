@@ -8,7 +8,7 @@ import { SCOPES, TOPIC_NAMES, topicByName } from '../schemas/topics/index.ts';
 import { Compile } from 'typebox/compile';
 import { createKey, listAccounts, listKeys, parseScopes, parseVisibility, putAccount, revokeKey } from './admin.ts';
 import { loadConfig } from './config.ts';
-import { DEMO_ACCOUNT, demoKeyFile, runningServerPid, startEmbedded, storePath } from './embedded.ts';
+import { DEMO_ACCOUNT, demoKeyFile, ensureDemoAccess, markSeeded, runningServerPid, startEmbedded, storePath } from './embedded.ts';
 import { appendDemo } from './seed.ts';
 
 const ENV_HELP = `Environment: PORT (default 8080), HOST (default 127.0.0.1), DATA_DIR (default ./.data), LOG_LEVEL (default info; silent turns request logs off)`;
@@ -76,8 +76,10 @@ const COMMANDS: Record<string, Command> = {
       const n = await appendDemo(log, { scale: v.scale, seed, now: new Date(), onProgress: (done, total) => { bar.setTotal(total); bar.update(done); } });
       bar.stop();
       console.error(`appended ${n} demo records to ${dataDir}/log in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+      ensureDemoAccess(dataDir, log);
+      markSeeded(dataDir, v.scale, n);
       await projectNow(dataDir, n);
-      console.error(`seed done in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+      console.error(`seed done in ${((Date.now() - t0) / 1000).toFixed(1)} s; demo API key in ${demoKeyFile(dataDir)}`);
     },
   },
   ingest: {
@@ -179,7 +181,7 @@ async function main(argv: string[]): Promise<number> {
   if (!name || name === '--help' || name === '-h' || name === 'help') { process.stdout.write(mainHelp()); return name ? 0 : 1; }
   const cmd = COMMANDS[name];
   if (!cmd) { process.stderr.write(`unknown command ${name}\n\n${mainHelp()}`); return 2; }
-  if (rest.includes('--help') || rest.includes('-h')) { process.stdout.write(`${cmd.usage}\n\n${cmd.help}\n\n${ENV_HELP}\n`); return 0; }
+  if (rest.includes('--help') || rest.includes('-h')) { process.stdout.write(`Usage: ${cmd.usage}\n\n${cmd.help}\n\n${ENV_HELP}\n`); return 0; }
   let parsed;
   try {
     parsed = parseArgs({ args: rest, options: cmd.options, allowPositionals: true, strict: true });

@@ -29,15 +29,25 @@ export function runningServerPid(dataDir: string): number | null {
 
 export type Say = (line: string) => void;
 
+/** Creates the `demo` account and a key with every scope, once per DATA_DIR (the key file marks it). */
+export function ensureDemoAccess(dataDir: string, log: EmbeddedLog): void {
+  if (existsSync(demoKeyFile(dataDir))) return;
+  putAccount(log, { id: DEMO_ACCOUNT, status: 'active', emailVerified: true, messageVisibility: ALL, signalVisibility: ALL, historyWindowDays: null });
+  const { key } = createKey(log, DEMO_ACCOUNT, SCOPES);
+  writeFileSync(demoKeyFile(dataDir), key + '\n', { mode: 0o600 });
+}
+
+/** Records that DATA_DIR holds demo data, so `start` does not seed it again. */
+export const markSeeded = (dataDir: string, scale: string, records: number) =>
+  writeFileSync(seededMarker(dataDir), JSON.stringify({ scale, records, at: new Date().toISOString() }));
+
 /** Seeds the demo data and the demo account/key on the first start only. */
 export async function seedOnFirstStart(dataDir: string, log: EmbeddedLog, say: Say): Promise<void> {
   if (existsSync(seededMarker(dataDir))) return;
   say('first start: seeding the small demo data set through the log');
   const records = await appendDemo(log, { scale: 'small', now: new Date() });
-  putAccount(log, { id: DEMO_ACCOUNT, status: 'active', emailVerified: true, messageVisibility: ALL, signalVisibility: ALL, historyWindowDays: null });
-  const { key } = createKey(log, DEMO_ACCOUNT, SCOPES);
-  writeFileSync(demoKeyFile(dataDir), key + '\n', { mode: 0o600 });
-  writeFileSync(seededMarker(dataDir), JSON.stringify({ scale: 'small', records, at: new Date().toISOString() }));
+  ensureDemoAccess(dataDir, log);
+  markSeeded(dataDir, 'small', records);
 }
 
 export interface Embedded {

@@ -52,10 +52,11 @@ export function listPositions(ctx: ReadContext, q: PositionsQuery) {
 /**
  * Open positions with live marks: the mark is the asset's latest price sample at or before
  * serverTime. `currentPrice` and `currentReturnPercentage` are required numbers, so a position
- * that cannot be marked (no price series, or an entry price that is null or 0) is omitted.
+ * that cannot be marked (no price series, an entry price that is null or 0, or a non-finite
+ * return) is omitted.
  */
 export function listOpenPositions(ctx: ReadContext, q: OpenPositionsQuery) {
-  type OpenRow = Row & { currentPrice: number };
+  type OpenRow = Row & { currentPrice: number; currentReturnPercentage: number };
   return listRead<OpenRow, OpenPosition>(ctx, {
     op: 'list_open_positions', query: q as any, historical: false,
     fetch: ({ where, after, limit }) => {
@@ -63,23 +64,20 @@ export function listOpenPositions(ctx: ReadContext, q: OpenPositionsQuery) {
       where.add('p.isOpen = 1 AND p.openPrice IS NOT NULL AND p.openPrice != 0');
       addBefore(where, 'p.openAt', 'p.id', 'UInt64', after);
       return ctx.store.query<OpenRow>(`
-        SELECT ${POSITION_COLUMNS}, m.price AS currentPrice
+        SELECT ${POSITION_COLUMNS}, m.price AS currentPrice,
+               if(p.direction = 'long', (m.price / p.openPrice - 1) * 100, (1 - m.price / p.openPrice) * 100) AS currentReturnPercentage
         FROM $db.positions AS p FINAL ${ASSET_JOIN}
         INNER JOIN (
           SELECT assetId, argMax(price, at) AS price FROM $db.prices FINAL
           WHERE deleted = 0 AND at <= fromUnixTimestamp64Milli({now:Int64}, 'UTC') GROUP BY assetId
         ) AS m ON m.assetId = p.assetId
-        WHERE ${where.sql}
+        WHERE ${where.sql} AND isFinite(currentReturnPercentage)
         ORDER BY p.openAt DESC, p.id DESC LIMIT {limit:UInt32}`, { ...where.params, limit, now: ctx.now.getTime() });
     },
     keyOf: (r) => [r.t, r.id],
-    shape: (rows) => rows.map((r) => {
-      const ratio = r.currentPrice / r.openPrice!;
-      return {
-        id: r.id, direction: r.direction, openAt: iso(r.t), openPrice: r.openPrice, quoteSymbol: r.quoteSymbol,
-        currentPrice: r.currentPrice, currentReturnPercentage: r.direction === 'long' ? (ratio - 1) * 100 : (1 - ratio) * 100,
-        traderId: r.traderId, assetId: r.assetId,
-      };
-    }),
+    shape: (rows) => rows.map((r) => ({
+      id: r.id, direction: r.direction, openAt: iso(r.t), openPrice: r.openPrice, quoteSymbol: r.quoteSymbol,
+      currentPrice: r.currentPrice, currentReturnPercentage: r.currentReturnPercentage, traderId: r.traderId, assetId: r.assetId,
+    })),
   });
 }

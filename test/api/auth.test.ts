@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createKey, putAccount, revokeKey } from '../../apps/admin.ts';
-import { OPERATIONS } from '../../apps/registry.ts';
+import { OPERATIONS, type Operation } from '../../apps/registry.ts';
 import { SCOPES, type AccountRecord, type Scope, type VisibilityPolicy } from '../../schemas/topics/index.ts';
 import { build, createHarness, type Harness } from '../helpers/harness.ts';
 
@@ -37,8 +37,35 @@ function expectOk(res: Res): void {
   expect(res.headers['x-request-id']).toBe(res.body.requestId);
 }
 
-/** Every (version, operation) route the registry serves. */
-const ROUTES = OPERATIONS.flatMap((op) => op.versions.map((version) => ({ op, version, url: `/${version}${op.path}` })));
+/**
+ * A valid query for an operation: its required parameters (none today) filled with a sample value
+ * derived from their schema, so an operation added later with required parameters is still covered.
+ */
+function minimalQuery(op: Operation): string {
+  const schema = op.query as any;
+  const params = new URLSearchParams();
+  for (const name of (schema.required ?? []) as string[]) {
+    const p = schema.properties[name];
+    const list = p['x-list'];
+    let v: string;
+    if (list?.enum) v = list.enum[0];
+    else if (list?.type === 'integer') v = '1';
+    else if (p.enum) v = String(p.enum[0]);
+    else if (p.anyOf?.[0]?.const !== undefined) v = String(p.anyOf[0].const);
+    else if (p.const !== undefined) v = String(p.const);
+    else if (p.type === 'integer' || p.type === 'number') v = String(p.minimum ?? 1);
+    else if (p.type === 'boolean') v = 'false';
+    else if (p.format === 'date-time') v = new Date(NOW - DAY).toISOString();
+    else v = 'x';
+    params.set(name, v);
+  }
+  const q = params.toString();
+  return q ? `?${q}` : '';
+}
+
+/** Every (version, operation) route the registry serves, with a valid query. */
+const ROUTES = OPERATIONS.flatMap((op) => op.versions.map((version) => ({ op, version, url: `/${version}${op.path}${minimalQuery(op)}` })));
+const withParams = (url: string, extra: string) => `${url}${url.includes('?') ? '&' : '?'}${extra}`;
 
 // ---- Data: 3 traders (1 TELEGRAM, 2 X, 3 TELEGRAM), 2 assets, messages, events, positions, prices. ----
 const T1 = 1; const T2 = 2; const T3 = 3;
@@ -121,7 +148,7 @@ describe('scope matrix (generated from OPERATIONS x versions x SCOPES)', () => {
   });
 
   for (const { op, url } of ROUTES) {
-    describe(`GET ${url} (scope ${op.scope})`, () => {
+    describe(`GET ${url} (scope ${op.scope}, visibility ${op.visibility ?? 'none needed'})`, () => {
       for (const scope of SCOPES) {
         const allowed = scope === op.scope;
         it(`a key holding only ${scope} -> ${allowed ? '200' : '403 FORBIDDEN'}`, async () => {
@@ -140,10 +167,10 @@ describe('scope matrix (generated from OPERATIONS x versions x SCOPES)', () => {
       });
 
       it('401 wins over parameter validation (bad params, no key or an unknown key)', async () => {
-        expectError(await h.get(`${url}?limit=0&noSuchParam=1&cursor=`), 401, 'UNAUTHORIZED');
-        expectError(await h.get(`${url}?limit=abc`, 'not-a-key'), 401, 'UNAUTHORIZED');
+        expectError(await h.get(withParams(url, 'limit=0&noSuchParam=1&cursor=')), 401, 'UNAUTHORIZED');
+        expectError(await h.get(withParams(url, 'limit=abc'), 'not-a-key'), 401, 'UNAUTHORIZED');
         // and with a valid key the same parameters are a validation error
-        expectError(await h.get(`${url}?limit=0&noSuchParam=1`, allKey), 400, 'VALIDATION_ERROR');
+        expectError(await h.get(withParams(url, 'limit=0&noSuchParam=1'), allKey), 400, 'VALIDATION_ERROR');
       });
     });
   }
@@ -351,6 +378,18 @@ describe('account history window (historyWindowDays: 10)', () => {
     const unlimited = await h.get(`/v2/events?limit=200&startTime=${encodeURIComponent(start)}`, allKey);
     expect(unlimited.body.data.meta.appliedTimeRange.startTime).toBe(start);
     expect(ids(unlimited)).toContain(1111);
+  });
+
+  it('hydration by ids / positionIds (no default window) is still held to the history window', async () => {
+    const msg = await h.get('/v2/messages?ids=m1a,m1old', key);
+    expectOk(msg);
+    expect(ids(msg)).toEqual(['m1a']);
+    expect(Math.abs(Date.parse(msg.body.data.meta.appliedTimeRange.startTime) - floorOf(msg))).toBeLessThanOrEqual(1000);
+    const pos = await h.get('/v2/positions?positionIds=101,111', key);
+    expectOk(pos);
+    expect(ids(pos)).toEqual([101]);
+    // without a history window the same hydration returns both
+    expect(sorted(ids(await h.get('/v2/messages?ids=m1a,m1old', allKey)))).toEqual(['m1a', 'm1old']);
   });
 
   it('an explicit startTime newer than the floor is kept', async () => {

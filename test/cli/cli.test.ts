@@ -2,7 +2,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, w
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, pollUntil, runCli, startServer, type ServerProcess } from '../helpers/cli.ts';
+import { freePort, pollUntil, runCli, startServer, type CliResult, type ServerProcess } from '../helpers/cli.ts';
 
 /**
  * End to end over real processes and a real socket: `signalbase start` on a fresh DATA_DIR, the
@@ -62,7 +62,38 @@ async function eventIdsIn(startTime: string, endTime: string, key: string): Prom
   return ids;
 }
 
+/**
+ * CLI runs that need no server are started at once, in the background, so they overlap with the
+ * server's first start (each CLI process pays a few seconds of tsx + chdb start-up); the tests
+ * below await them.
+ */
+const HELP_CMDS = ['start', 'seed', 'ingest', 'keys', 'accounts'] as const;
+let background: {
+  mainHelp: Promise<CliResult>;
+  cmdHelp: Promise<CliResult[]>;
+  unknown: Promise<CliResult>;
+  ingestFresh: Promise<CliResult>;
+};
+
+function startBackgroundRuns() {
+  const dir = tempDir('signalbase-ingest-fresh-');
+  const file = join(dir, 'records.ndjson');
+  writeFileSync(file, [
+    JSON.stringify({ topic: 'traders', value: { id: 900001, name: 'Ingested', slug: 'ingested', avatarUrl: null, source: null, version: 1 } }),
+    JSON.stringify({ topic: 'traders', value: { id: 'not-a-number', name: '', version: 1 } }),
+    '',
+  ].join('\n'));
+  background = {
+    mainHelp: runCli(['--help']),
+    cmdHelp: Promise.all(HELP_CMDS.map((c) => runCli([c, '--help']))),
+    unknown: runCli(['no-such-command']),
+    ingestFresh: runCli(['ingest', file], { DATA_DIR: join(dir, 'data') }, 90_000),
+  };
+  for (const p of Object.values(background)) (p as Promise<unknown>).catch(() => undefined); // awaited (and reported) by the tests
+}
+
 beforeAll(async () => {
+  startBackgroundRuns();
   dataDir = tempDir('signalbase-cli-');
   port = await freePort();
   server = await startServer(env(), 120_000);
@@ -72,6 +103,7 @@ beforeAll(async () => {
 afterAll(async () => {
   // Always stop every server we spawned, also when a test failed.
   await Promise.all(servers.map((s) => s.stop(5000).catch(() => undefined)));
+  if (background) await Promise.allSettled(Object.values(background)); // no CLI process outlives the file
   for (const d of tmpDirs) rmSync(d, { recursive: true, force: true });
 }, 30_000);
 
@@ -188,24 +220,27 @@ describe('signalbase start (first start on a fresh DATA_DIR)', () => {
 });
 
 describe('signalbase help and usage errors', () => {
-  it('--help and <cmd> --help exit 0 and print a Usage line', async () => {
-    const cmds = ['start', 'seed', 'ingest', 'keys', 'accounts'];
-    const [main, ...each] = await Promise.all([
-      runCli(['--help']),
-      ...cmds.map((c) => runCli([c, '--help'])),
-    ]);
-    expect(main!.code, main!.stderr).toBe(0);
-    expect(main!.stdout).toMatch(/^Usage:/m);
-    for (const c of cmds) expect(main!.stdout).toContain(`signalbase ${c}`);
+  it('--help and <cmd> --help exit 0 and print the usage', async () => {
+    const main = await background.mainHelp;
+    expect(main.code, main.stderr).toBe(0);
+    expect(main.stdout).toMatch(/^Usage:/m);
+    for (const c of HELP_CMDS) expect(main.stdout).toContain(`signalbase ${c}`);
+    const each = await background.cmdHelp;
     each.forEach((r, i) => {
-      expect(r.code, `${cmds[i]} --help: ${r.stderr}`).toBe(0);
-      expect(r.stdout, `${cmds[i]} --help`).toContain(`signalbase ${cmds[i]}`);
-      expect(r.stdout, `${cmds[i]} --help prints no "Usage:" line`).toMatch(/^Usage:/m);
+      expect(r.code, `${HELP_CMDS[i]} --help: ${r.stderr}`).toBe(0);
+      expect(r.stdout, `${HELP_CMDS[i]} --help`).toContain(`signalbase ${HELP_CMDS[i]}`);
+    });
+  });
+
+  it('<cmd> --help labels its usage with a "Usage:" line, like --help and the usage errors do', async () => {
+    const each = await background.cmdHelp;
+    each.forEach((r, i) => {
+      expect(r.stdout, `${HELP_CMDS[i]} --help prints no "Usage:" line`).toMatch(new RegExp(`^Usage: signalbase ${HELP_CMDS[i]}\\b`, 'm'));
     });
   });
 
   it('an unknown command exits non-zero', async () => {
-    const r = await runCli(['no-such-command']);
+    const r = await background.unknown;
     expect(r.code).not.toBe(0);
     expect(r.code).not.toBeNull();
     expect(r.stderr).toMatch(/unknown command/i);
@@ -214,14 +249,7 @@ describe('signalbase help and usage errors', () => {
 
 describe('signalbase ingest without a running server', () => {
   it('a valid trader plus a schema-invalid record: exit 0 and one record reported as failing its schema', async () => {
-    const dir = tempDir('signalbase-ingest-fresh-');
-    const file = join(dir, 'records.ndjson');
-    writeFileSync(file, [
-      JSON.stringify({ topic: 'traders', value: { id: 900001, name: 'Ingested', slug: 'ingested', avatarUrl: null, source: null, version: 1 } }),
-      JSON.stringify({ topic: 'traders', value: { id: 'not-a-number', name: '', version: 1 } }),
-      '',
-    ].join('\n'));
-    const r = await runCli(['ingest', file], { DATA_DIR: join(dir, 'data') });
+    const r = await background.ingestFresh;
     const all = r.stdout + r.stderr;
     expect(r.code, all).toBe(0);
     expect(all.split('\n').filter((l) => /fails its schema/.test(l))).toHaveLength(1);
@@ -230,5 +258,5 @@ describe('signalbase ingest without a running server', () => {
     // both were appended: the invalid record goes to the dead-letter table, it does not vanish
     expect(all).toMatch(/appended 2 records/);
     expect(all).toMatch(/1 went to the dead-letter table/);
-  }, 60_000);
+  });
 });

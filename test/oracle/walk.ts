@@ -33,13 +33,14 @@ export async function page(h: Harness, key: string, path: string, params: Params
  * `hasMore` iff `nextCursor`, full pages while more follow, the same `appliedTimeRange` on every
  * page (historical reads) and none on the others.
  */
-export async function walk(h: Harness, key: string, path: string, params: Params, limit: number, maxPages = 5000): Promise<Walk> {
+export async function walk(h: Harness, key: string, path: string, params: Params, limitOf: number | ((page: number) => number), maxPages = 5000): Promise<Walk> {
   const rows: any[] = [];
   const rowTimes: number[] = [];
   let first: any;
   let cursor: string | undefined;
   let pages = 0;
   for (;;) {
+    const limit = typeof limitOf === 'number' ? limitOf : limitOf(pages);
     const { results, meta } = await page(h, key, path, { ...params, limit, cursor });
     pages++;
     first ??= meta;
