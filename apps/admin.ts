@@ -21,6 +21,8 @@ export const listAccounts = (log: EmbeddedLog) => [...latest<AccountRecord>(log,
 export const listKeys = (log: EmbeddedLog) => [...latest<ApiKeyRecord>(log, 'api-keys').values()].filter((k) => !k.deleted);
 
 export const ALL: VisibilityPolicy = { mode: 'all' };
+/** The account `start` creates on first run; `keys create` uses it when no --account is given. */
+export const DEMO_ACCOUNT = 'demo';
 
 export function putAccount(log: EmbeddedLog, a: Omit<AccountRecord, 'version'>): AccountRecord {
   const prev = latest<AccountRecord>(log, 'accounts').get(a.id);

@@ -2,14 +2,14 @@ import { existsSync, readFileSync } from 'node:fs';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { SingleBar, Presets } from 'cli-progress';
 import { EmbeddedLog } from '../projectors/log/embedded.ts';
-import { ensureSchema, runProjector } from '../projectors/runner.ts';
-import { openChdbStore } from '../projectors/store/chdb.ts';
 import { SCOPES, TOPIC_NAMES, topicByName } from '../schemas/topics/index.ts';
 import { Compile } from 'typebox/compile';
-import { createKey, listAccounts, listKeys, parseScopes, parseVisibility, putAccount, revokeKey } from './admin.ts';
+import { createKey, DEMO_ACCOUNT, listAccounts, listKeys, parseScopes, parseVisibility, putAccount, revokeKey } from './admin.ts';
 import { loadConfig } from './config.ts';
-import { DEMO_ACCOUNT, demoKeyFile, ensureDemoAccess, markSeeded, runningServerPid, startEmbedded, storePath } from './embedded.ts';
-import { appendDemo } from './seed.ts';
+
+// The engine, the projectors and the HTTP server load only for the commands that use them,
+// so `--help`, `keys` and `accounts` answer quickly.
+const embedded = () => import('./embedded.ts');
 
 const ENV_HELP = `Environment: PORT (default 8080), HOST (default 127.0.0.1), DATA_DIR (default ./.data), LOG_LEVEL (default info; silent turns request logs off)`;
 
@@ -20,6 +20,9 @@ class UsageError extends Error {}
 
 /** Projects the log into the store when no server runs on DATA_DIR (otherwise the server does it). */
 async function projectNow(dataDir: string, total?: number): Promise<void> {
+  const { runningServerPid, storePath } = await embedded();
+  const { ensureSchema, runProjector } = await import('../projectors/runner.ts');
+  const { openChdbStore } = await import('../projectors/store/chdb.ts');
   const pid = runningServerPid(dataDir);
   if (pid) { console.error(`signalbase start (pid ${pid}) is running on ${dataDir}: it projects the new records itself.`); return; }
   const log = new EmbeddedLog(dataDir, 50);
@@ -48,6 +51,7 @@ const COMMANDS: Record<string, Command> = {
     async run(v) {
       const cfg = loadConfig({ ...process.env, ...(v.port ? { PORT: v.port } : {}), ...(v['data-dir'] ? { DATA_DIR: v['data-dir'] } : {}) });
       const say = (l: string) => console.log(`[signalbase] ${l}`);
+      const { demoKeyFile, startEmbedded } = await embedded();
       const emb = await startEmbedded(cfg, { seed: !v['no-seed'], say });
       const key = existsSync(demoKeyFile(cfg.dataDir)) ? readFileSync(demoKeyFile(cfg.dataDir), 'utf8').trim() : null;
       say(`REST v2:  ${emb.url}/v2   (v1: ${emb.url}/v1)`);
@@ -70,6 +74,8 @@ const COMMANDS: Record<string, Command> = {
       if (!Number.isInteger(seed)) die(`--seed takes an integer (got ${v.seed})`);
       const dataDir = dataDirOf(v);
       const log = new EmbeddedLog(dataDir);
+      const { demoKeyFile, ensureDemoAccess, markSeeded } = await embedded();
+      const { appendDemo } = await import('./seed.ts');
       const bar = new SingleBar({ format: 'seed    |{bar}| {percentage}% {value}/{total} records {eta_formatted} left', noTTYOutput: true, notTTYSchedule: 5000, stream: process.stderr }, Presets.shades_classic);
       bar.start(1, 0);
       const t0 = Date.now();

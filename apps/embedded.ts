@@ -6,13 +6,12 @@ import { ensureSchema, runProjector } from '../projectors/runner.ts';
 import { openChdbStore, type ChdbStore } from '../projectors/store/chdb.ts';
 import type { LogSubscription } from '../projectors/log/port.ts';
 import { SCOPES } from '../schemas/topics/index.ts';
-import { ALL, createKey, putAccount } from './admin.ts';
+import { ALL, createKey, DEMO_ACCOUNT, putAccount } from './admin.ts';
 import { buildApi } from './api/server.ts';
 import { ApiKeyAuthenticator } from './auth/keys.ts';
 import type { Config } from './config.ts';
 import { appendDemo } from './seed.ts';
 
-export const DEMO_ACCOUNT = 'demo';
 export const storePath = (dataDir: string) => join(dataDir, 'chdb');
 const pidFile = (dataDir: string) => join(dataDir, 'server.pid');
 const seededMarker = (dataDir: string) => join(dataDir, 'seeded.json');

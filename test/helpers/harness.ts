@@ -17,6 +17,7 @@ import { topicByName } from '../../schemas/topics/index.ts';
  */
 const processDir = join(tmpdir(), `signalbase-test-${process.pid}`);
 let counter = 0;
+let open = 0;
 
 export interface TopicRecord { topic: TopicName; value: any }
 
@@ -37,6 +38,7 @@ export interface Harness {
 
 export async function createHarness(): Promise<Harness> {
   const dataDir = mkdtempSync(join(tmpdir(), 'signalbase-log-'));
+  open++;
   const store = await new ChdbStore(processDir, `t${process.pid}_${++counter}_${Date.now() % 100000}`).init();
   await ensureSchema(store);
   const log = new EmbeddedLog(dataDir, 20);
@@ -77,6 +79,8 @@ export async function createHarness(): Promise<Harness> {
       await store.drop();
       await store.close();
       rmSync(dataDir, { recursive: true, force: true });
+      // The last harness of the process closed the chdb session: its directory can go too.
+      if (--open === 0) rmSync(processDir, { recursive: true, force: true });
     },
   };
   return h;

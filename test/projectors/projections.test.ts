@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ensureSchema } from '../../projectors/runner.ts';
@@ -6,16 +7,17 @@ import { ChdbStore } from '../../projectors/store/chdb.ts';
 import { build } from '../helpers/harness.ts';
 import { projectionSpec } from '../helpers/spec.ts';
 
+const dir = join(tmpdir(), `signalbase-test-${process.pid}`);
 let store: ChdbStore;
 let spec: ReturnType<typeof projectionSpec>;
 beforeAll(async () => {
-  store = await new ChdbStore(join(tmpdir(), `signalbase-test-${process.pid}`), `proj_${process.pid}`).init();
+  store = await new ChdbStore(dir, `proj_${process.pid}`).init();
   await store.drop();
   await store.init();
   await ensureSchema(store);
   spec = projectionSpec(store);
 });
-afterAll(async () => { await store?.drop(); await store?.close(); });
+afterAll(async () => { await store?.drop(); await store?.close(); rmSync(dir, { recursive: true, force: true }); });
 
 const finalRows = (table: string, where = '1') => store.query<any>(`SELECT * EXCEPT version FROM $db.${table} FINAL WHERE ${where} ORDER BY 1`);
 
