@@ -11,7 +11,10 @@ import { buildApi } from './api/server.ts';
 import { ApiKeyAuthenticator } from './auth/keys.ts';
 import type { Config } from './config.ts';
 import { appendDemo } from './seed.ts';
+import { MemoryCache, MemoryWatermarks } from './cache/memory.ts';
 
+/** Watermark of committed projector batches: it changes exactly when a read's answer may change. */
+export const DATA_VERSION = 'data-version';
 export const storePath = (dataDir: string) => join(dataDir, 'chdb');
 const pidFile = (dataDir: string) => join(dataDir, 'server.pid');
 const seededMarker = (dataDir: string) => join(dataDir, 'seeded.json');
@@ -71,11 +74,12 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
 
   const store = await openChdbStore(storePath(cfg.dataDir));
   await ensureSchema(store);
-  const auth = new ApiKeyAuthenticator(store);
-  let dataVersion = 0;
+  const auth = new ApiKeyAuthenticator(store, new MemoryCache());
+  const watermarks = new MemoryWatermarks();
+  let commits = 0;
   let projected = 0;
   const projector = runProjector(log, store, {
-    onCommit: ({ applied, dead }) => { dataVersion++; projected += applied + dead; auth.invalidate(); },
+    onCommit: async ({ applied, dead }) => { await watermarks.advance(DATA_VERSION, ++commits); projected += applied + dead; await auth.invalidate(); },
     onError: (err, topic) => say(`projector: batch of ${topic} failed, retrying: ${(err as Error).message}`),
   });
   const t0 = Date.now();
@@ -84,7 +88,7 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
   clearInterval(ticker);
   say(`read models up to date (${projected} records projected in ${((Date.now() - t0) / 1000).toFixed(1)} s)`);
 
-  const app = buildApi({ store, auth, dataVersion: () => dataVersion, logger: cfg.logLevel === 'silent' ? false : { level: cfg.logLevel } });
+  const app = buildApi({ store, auth, dataVersion: () => watermarks.get(DATA_VERSION), logger: cfg.logLevel === 'silent' ? false : { level: cfg.logLevel } });
   const address = await app.listen({ port: cfg.port, host: cfg.host });
   const url = address.replace('[::1]', 'localhost');
   return {

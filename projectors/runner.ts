@@ -60,7 +60,8 @@ export async function applyBatch(store: Store, batch: LogBatch, projections: rea
 }
 
 export interface ProjectorEvents {
-  onCommit?: (info: { topic: string; applied: number; dead: number }) => void;
+  /** Awaited before the next batch, so what it invalidates is gone before more data lands. */
+  onCommit?: (info: { topic: string; applied: number; dead: number }) => void | Promise<void>;
   onError?: (err: unknown, topic: string) => void;
 }
 
@@ -68,6 +69,6 @@ export interface ProjectorEvents {
 export function runProjector(log: Log, store: Store, events: ProjectorEvents = {}, group = 'projector'): LogSubscription {
   return log.subscribe(group, TOPIC_NAMES, async (batch) => {
     const res = await applyBatch(store, batch);
-    events.onCommit?.({ topic: batch.topic, ...res });
+    await events.onCommit?.({ topic: batch.topic, ...res });
   }, { onError: (err, batch) => events.onError?.(err, batch.topic) });
 }

@@ -13,7 +13,7 @@ export interface ApiDeps {
   store: Store;
   auth: ApiKeyAuthenticator;
   /** Count of projector commits so far (healthz shows it; the read cache will key on it). */
-  dataVersion: () => number;
+  dataVersion: () => number | Promise<number>;
   logger?: FastifyServerOptions['logger'];
 }
 
@@ -72,7 +72,7 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
   app.setNotFoundHandler((req, reply) => sendError(reply, req, new ApiError('NOT_FOUND', `No route GET ${req.url.split('?')[0]}`)));
 
   const health = async (req: { id: string }) => ({
-    success: true, data: { status: 'ok', serverTime: new Date().toISOString(), dataVersion: deps.dataVersion() }, requestId: req.id,
+    success: true, data: { status: 'ok', serverTime: new Date().toISOString(), dataVersion: await deps.dataVersion() }, requestId: req.id,
   });
   app.get('/healthz', health);
   const openapi = { v1: openApiDocument('v1'), v2: openApiDocument('v2') };

@@ -3,6 +3,7 @@ import type { Store } from '../../projectors/store/port.ts';
 import { ApiError } from '../../schemas/api/errors.ts';
 import type { Scope, VisibilityPolicy } from '../../schemas/topics/index.ts';
 import type { Principal } from '../reads/context.ts';
+import type { Cache } from '../cache/port.ts';
 
 /** Keys are `sb_<16 hex id>_<43 chars of 32 random bytes>`; only the SHA-256 of the whole key is stored. */
 export function generateApiKey(): { key: string; id: string; keyHash: string } {
@@ -13,6 +14,9 @@ export function generateApiKey(): { key: string; id: string; keyHash: string } {
 
 export const hashApiKey = (key: string): string => createHash('sha256').update(key).digest('hex');
 
+/** What the cache holds per key hash: the principal (scopes as an array) or the refusal. */
+type CachedAnswer = { principal: Omit<Principal, 'scopes'> & { scopes: Scope[] } } | { error: 'UNAUTHORIZED' | 'FORBIDDEN'; message: string };
+
 interface KeyRow {
   keyId: string; scopes: Scope[]; revoked: number; accountId: string; hasAccount: number; status: string; emailVerified: number;
   msgMode: VisibilityPolicy['mode']; msgPlatforms: ('TELEGRAM' | 'X')[]; msgTraderIds: number[];
@@ -20,32 +24,27 @@ interface KeyRow {
 }
 
 /**
- * Resolves `x-api-key` to a Principal. Answers are cached for at most `ttlMs` (5 s) and the
- * cache is dropped whenever the projector commits, so a revoked key or a blocked/unverified
+ * Resolves `x-api-key` to a Principal. Answers (refusals too) are cached by key hash for at most
+ * `ttlMs` (5 s) and dropped whenever the projector commits, so a revoked key or a blocked/unverified
  * account is refused well within 30 s, and a new key works as soon as it is projected.
  */
 export class ApiKeyAuthenticator {
-  private cache = new Map<string, { at: number; result: Principal | ApiError }>();
-  constructor(private readonly store: Store, private readonly ttlMs = 5000) {}
+  constructor(private readonly store: Store, private readonly cache: Cache, private readonly ttlMs = 5000) {}
 
-  invalidate(): void { this.cache.clear(); }
+  /** Forgets every cached answer (called on each projector commit). */
+  invalidate(): Promise<void> { return this.cache.clear('auth:'); }
 
   async authenticate(key: string | undefined): Promise<Principal> {
     if (!key) throw new ApiError('UNAUTHORIZED', 'Missing API key: send it in the x-api-key header');
-    const hash = hashApiKey(key);
-    const now = Date.now();
-    const hit = this.cache.get(hash);
-    let result = hit && now - hit.at < this.ttlMs ? hit.result : undefined;
-    if (!result) {
-      result = await this.lookup(hash);
-      if (this.cache.size > 10_000) this.cache.clear();
-      this.cache.set(hash, { at: now, result });
-    }
-    if (result instanceof ApiError) throw result;
-    return result;
+    const cacheKey = `auth:${hashApiKey(key)}`;
+    const hit = await this.cache.get(cacheKey);
+    const answer: CachedAnswer = hit ? JSON.parse(hit) : await this.lookup(cacheKey.slice(5));
+    if (!hit) await this.cache.set(cacheKey, JSON.stringify(answer), this.ttlMs);
+    if ('error' in answer) throw new ApiError(answer.error, answer.message);
+    return { ...answer.principal, scopes: new Set(answer.principal.scopes) };
   }
 
-  private async lookup(hash: string): Promise<Principal | ApiError> {
+  private async lookup(hash: string): Promise<CachedAnswer> {
     let rows: KeyRow[];
     try {
       rows = await this.store.query<KeyRow>(`
@@ -60,14 +59,14 @@ export class ApiKeyAuthenticator {
       throw new ApiError('AUTHENTICATION_UNAVAILABLE', 'Authentication is temporarily unavailable; retry shortly');
     }
     const r = rows[0];
-    if (!r || r.revoked === 1 || r.hasAccount !== 1) return new ApiError('UNAUTHORIZED', 'Invalid or revoked API key');
-    if (r.status !== 'active') return new ApiError('FORBIDDEN', 'The account that owns this key is blocked');
-    if (r.emailVerified !== 1) return new ApiError('FORBIDDEN', 'The account that owns this key has no verified email');
-    return {
-      accountId: r.accountId, keyId: r.keyId, scopes: new Set(r.scopes),
+    if (!r || r.revoked === 1 || r.hasAccount !== 1) return { error: 'UNAUTHORIZED', message: 'Invalid or revoked API key' };
+    if (r.status !== 'active') return { error: 'FORBIDDEN', message: 'The account that owns this key is blocked' };
+    if (r.emailVerified !== 1) return { error: 'FORBIDDEN', message: 'The account that owns this key has no verified email' };
+    return { principal: {
+      accountId: r.accountId, keyId: r.keyId, scopes: r.scopes,
       messageVisibility: { mode: r.msgMode, platforms: r.msgPlatforms, traderIds: r.msgTraderIds },
       signalVisibility: { mode: r.sigMode, platforms: r.sigPlatforms, traderIds: r.sigTraderIds },
       historyWindowDays: r.historyWindowDays,
-    };
+    } };
   }
 }
