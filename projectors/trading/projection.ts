@@ -39,7 +39,8 @@ export async function foldPositions(store: Store, positionIds: readonly number[]
              argMinIf(assetId, (timeOfEvent, id), type = 'open') AS assetId,
              argMinIf(direction, (timeOfEvent, id), type = 'open') AS direction,
              minIf(timeOfEvent, type = 'open') AS openAt,
-             argMinIf(price, (timeOfEvent, id), type = 'open') AS openPrice,
+             -- wrapped in a tuple: argMin skips NULL arguments, but a null entry price must win when it is the earliest open's
+             tupleElement(argMinIf(tuple(price), (timeOfEvent, id), type = 'open'), 1) AS openPrice,
              countIf(type = 'close') = 0 AS isOpen,
              if(countIf(type = 'close') > 0, maxIf(timeOfEvent, type = 'close'), NULL) AS closedAt
       FROM $db.events FINAL

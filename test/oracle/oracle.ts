@@ -4,7 +4,10 @@
 // 2-4) plus DESIGN sections 5-6, restated here on purpose so that a bug in the service's SQL cannot
 // leak into the expected answers.
 
-export interface TopicRec { topic: string; value: any }
+import type { TopicName } from '../../schemas/topics/index.ts';
+
+/** One ingest record (topic name + value), as appended to the log. Only the type is imported. */
+export interface TopicRec { topic: TopicName; value: any }
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -219,8 +222,11 @@ export function evaluate(w: World, p: Pick<Pos, 'assetId' | 'openAt' | 'openPric
   if (serverTime < E) return res('too_young');
   if (p.openPrice === null) return res('missing_entry_price');
   if (p.openPrice === 0) return res('zero_entry_price');
-  let fwd: Price | null = null;
-  for (const s of series) if (s.at >= E) { fwd = s; break; }
+  // First sample at or after E (binary search over the ascending series).
+  let lo = 0;
+  let hi = series.length;
+  while (lo < hi) { const mid = (lo + hi) >>> 1; if (series[mid]!.at < E) lo = mid + 1; else hi = mid; }
+  const fwd: Price | null = series[lo] ?? null;
   if (fwd === null || fwd.at - E > TOLERANCE_MS[win]) return res('missing_forward_price');
   const ret = returnOf(p.direction, p.openPrice, fwd.price);
   if (!Number.isFinite(ret)) return res('calculation_error');
@@ -263,11 +269,10 @@ export function positions(input: readonly TopicRec[] | World, f: PositionFilters
 /**
  * Open positions with a live mark. `currentPrice` and `currentReturnPercentage` are required
  * numbers in the contract, so a position that cannot be marked is left out: no price sample at or
- * before serverTime, an entry price that is null or 0, or (option `dropNonFinite`, default true) a
- * mark-to-market return that is not a finite number.
+ * before serverTime, an entry price that is null or 0, or a mark-to-market return that is not a
+ * finite number (JSON has no Infinity).
  */
-export function openPositions(input: readonly TopicRec[] | World, f: Omit<PositionFilters, 'window' | 'positionIds'>, serverTime: number,
-  opts: { dropNonFinite?: boolean } = {}): any[] {
+export function openPositions(input: readonly TopicRec[] | World, f: Omit<PositionFilters, 'window' | 'positionIds'>, serverTime: number): any[] {
   const w = worldOf(input);
   const out: any[] = [];
   for (const { p, asset } of eligiblePositions(w, f)) {
@@ -276,7 +281,7 @@ export function openPositions(input: readonly TopicRec[] | World, f: Omit<Positi
     for (const s of w.prices.get(p.assetId) ?? []) if (s.at <= serverTime) mark = s; else break;
     if (mark === null) continue;
     const ret = returnOf(p.direction, p.openPrice, mark.price);
-    if ((opts.dropNonFinite ?? true) && !Number.isFinite(ret)) continue;
+    if (!Number.isFinite(ret)) continue;
     out.push({
       id: p.id, direction: p.direction, openAt: isoOf(p.openAt), openPrice: p.openPrice, quoteSymbol: quoteSymbol(asset),
       currentPrice: mark.price, currentReturnPercentage: ret, traderId: p.traderId, assetId: p.assetId,

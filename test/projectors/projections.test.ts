@@ -65,6 +65,14 @@ describe('positions fold', () => {
       { id: 302, traderId: 1, assetId: 1, direction: 'long', openAt: Date.parse('2026-01-05T00:00:00Z'), openPrice: null, isOpen: 1, deleted: 0 },
     ]));
 
+  // Regression: argMinIf skips NULL arguments, so a later open's price used to replace a null entry price.
+  it('the earliest open gives openPrice even when that price is null', () =>
+    spec.given([
+      build.event(3040, { positionId: 305, type: 'open', price: null, timeOfEvent: '2026-02-01T00:00:00.000Z' }),
+      build.event(3041, { positionId: 305, type: 'open', price: 100, timeOfEvent: '2026-02-01T01:00:00.000Z' }),
+    ]).when(() => store.query<any>('SELECT id, openPrice FROM $db.positions FINAL WHERE id = 305'))
+      .then([{ id: 305, openPrice: null }]));
+
   it('a deleted open event deletes the position; a deleted close reopens it', () =>
     spec.given([
       build.event(3020, { positionId: 303, type: 'open', timeOfEvent: '2026-02-01T00:00:00.000Z' }),
