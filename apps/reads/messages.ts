@@ -30,24 +30,28 @@ export function listMessages(ctx: ReadContext, q: MessagesQuery) {
     // Hydration by id is not limited by the 90-day default window.
     unboundedDefault: ids !== undefined,
     fetch: ({ where, after, window, limit }) => {
-      where.add(visibilitySql('msg', 't.traderId', 'm.platform'))
-        .when(splitIds(q.traderIds), 't.traderId IN {traderIds:Array(UInt64)}', 'traderIds')
+      // Trader-side conditions select the assigned sources first (a small set); the big table is
+      // then filtered by (platform, sourceIdentityId) and only the page is joined back for traderId.
+      const traderIds = splitIds(q.traderIds);
+      where.add(`(m.platform, m.sourceIdentityId) IN (SELECT sourcePlatform, sourceIdentityId FROM (${MESSAGE_TRADERS_SQL})
+          WHERE ${visibilitySql('msg', 'traderId', 'sourcePlatform')}${traderIds ? ' AND traderId IN {traderIds:Array(UInt64)}' : ''})`,
+        traderIds ? { traderIds } : {})
         .when(ids, 'm.id IN {ids:Array(String)}', 'ids')
         .when(splitList(q.sourcePlatforms), 'm.platform IN {platforms:Array(String)}', 'platforms');
       addWindow(where, 'm.writtenAt', window);
       addBefore(where, 'm.writtenAt', 'm.id', 'String', after);
       return ctx.store.query<Row>(`
-        SELECT p.*, s.displayName AS displayName, s.handle AS handle, s.avatarUrl AS avatarUrl, s.profileUrl AS profileUrl, s.audienceCount AS audienceCount
+        SELECT p.id AS id, t.traderId AS traderId, p.platform AS platform, p.sourceIdentityId AS sourceIdentityId,
+               toUnixTimestamp64Milli(p.writtenAt) AS t, p.url AS url, p.text AS text,
+               p.attachmentTypes AS attachmentTypes, p.attachmentUrls AS attachmentUrls,
+               p.isEdited AS isEdited, p.isReply AS isReply, p.isQuote AS isQuote, p.isRepost AS isRepost,
+               s.displayName AS displayName, s.handle AS handle, s.avatarUrl AS avatarUrl, s.profileUrl AS profileUrl, s.audienceCount AS audienceCount
         FROM (
-          SELECT m.id AS id, t.traderId AS traderId, m.platform AS platform, m.sourceIdentityId AS sourceIdentityId,
-                 toUnixTimestamp64Milli(m.writtenAt) AS t, m.writtenAt AS writtenAt, m.url AS url, m.text AS text,
-                 m.attachmentTypes AS attachmentTypes, m.attachmentUrls AS attachmentUrls,
-                 m.isEdited AS isEdited, m.isReply AS isReply, m.isQuote AS isQuote, m.isRepost AS isRepost
-          FROM (SELECT * FROM $db.messages FINAL WHERE deleted = 0) AS m
-          INNER JOIN (${MESSAGE_TRADERS_SQL}) AS t ON t.sourcePlatform = m.platform AND t.sourceIdentityId = m.sourceIdentityId
-          WHERE ${where.sql}
+          SELECT * FROM $db.messages AS m FINAL
+          WHERE m.deleted = 0 AND ${where.sql}
           ORDER BY m.writtenAt DESC, m.id DESC LIMIT {limit:UInt32}
         ) AS p
+        INNER JOIN (${MESSAGE_TRADERS_SQL}) AS t ON t.sourcePlatform = p.platform AND t.sourceIdentityId = p.sourceIdentityId
         LEFT JOIN (SELECT * FROM $db.source_identities FINAL WHERE deleted = 0) AS s
           ON s.platform = p.platform AND s.sourceIdentityId = p.sourceIdentityId
         ORDER BY p.writtenAt DESC, p.id DESC
