@@ -41,22 +41,47 @@ export function validateBatch(batch: LogBatch): { valid: ValidRecord[]; dead: De
   return { valid, dead };
 }
 
+async function project(store: Store, topic: string, valid: readonly ValidRecord[], version: bigint, projections: readonly Projection[]): Promise<void> {
+  for (const p of projections) {
+    if (!p.canHandle.includes(topic)) continue;
+    if (p.handle && p.table) await store.insert(p.table, p.handle(valid));
+    if (p.afterStore) await p.afterStore(store, valid, version);
+  }
+}
+
+/**
+ * Projects valid records; when the store refuses them while it still answers, the batch is
+ * bisected so that only the records it refuses are dead-lettered (with the store's reason) and
+ * the projector never stalls on one poisoned record. A store that does not answer is an outage:
+ * the error propagates and the batch is retried from its committed offset.
+ */
+async function projectOrIsolate(store: Store, topic: string, valid: readonly ValidRecord[], version: bigint, projections: readonly Projection[], dead: DeadLetter[]): Promise<number> {
+  try {
+    await project(store, topic, valid, version, projections);
+    return valid.length;
+  } catch (err) {
+    await store.query('SELECT 1'); // throws during an outage: retry the whole batch later
+    if (valid.length === 1) {
+      const r = valid[0]!;
+      dead.push({ topic, offset: r.offset, key: r.key, raw: JSON.stringify(r.value), reason: `store: ${(err as Error).message.slice(0, 500)}` });
+      return 0;
+    }
+    const mid = valid.length >> 1;
+    return (await projectOrIsolate(store, topic, valid.slice(0, mid), version, projections, dead))
+      + (await projectOrIsolate(store, topic, valid.slice(mid), version, projections, dead));
+  }
+}
+
 /** Applies one batch to the store: rows of every projection that handles the topic, then dead letters. */
 export async function applyBatch(store: Store, batch: LogBatch, projections: readonly Projection[] = PROJECTIONS): Promise<{ applied: number; dead: number }> {
   const { valid, dead } = validateBatch(batch);
   const version = BigInt(batch.records.at(-1)?.offset ?? '0');
-  if (valid.length) {
-    for (const p of projections) {
-      if (!p.canHandle.includes(batch.topic)) continue;
-      if (p.handle && p.table) await store.insert(p.table, p.handle(valid));
-      if (p.afterStore) await p.afterStore(store, valid, version);
-    }
-  }
+  const applied = valid.length ? await projectOrIsolate(store, batch.topic, valid, version, projections, dead) : 0;
   if (dead.length) {
     const at = new Date().toISOString();
     await store.insert('dead_letters', dead.map((d) => ({ ...d, at })));
   }
-  return { applied: valid.length, dead: dead.length };
+  return { applied, dead: dead.length };
 }
 
 export interface ProjectorEvents {

@@ -15,7 +15,8 @@ export const EventType = Type.Union([Type.Literal('open'), Type.Literal('close')
 export const EVENT_TYPES = ['open', 'close', 'increase', 'decrease'] as const;
 
 export const DateTime = Type.String({ format: 'date-time' });
-export const Id = Type.Integer({ minimum: 1 });
+// Ids stay within JSON's exact integers: a larger one would be silently wrapped by UInt64 columns.
+export const Id = Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER });
 export const Nullable = <T extends TSchema>(t: T) => Type.Union([t, Type.Null()]);
 
 export const Attachment = Type.Object({ type: Type.String({ minLength: 1 }), url: Type.String({ format: 'uri' }) }, { additionalProperties: false });

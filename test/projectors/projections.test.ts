@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ensureSchema } from '../../projectors/runner.ts';
+import { applyBatch, ensureSchema } from '../../projectors/runner.ts';
 import { ChdbStore } from '../../projectors/store/chdb.ts';
 import { build } from '../helpers/harness.ts';
 import { projectionSpec } from '../helpers/spec.ts';
@@ -110,4 +110,31 @@ describe('validation at the edge', () => {
       expect(r.dead[1].reason).toMatch(/^invalid JSON/);
       expect(r.trader).toEqual([{ name: 'Valid after invalid' }]);
     }));
+});
+
+describe('records the store refuses', () => {
+  // A projection whose rows the store rejects for one record (a string in a UInt64 column).
+  const poisonable = {
+    name: 'poisonable', canHandle: ['traders'], table: 'poison_probe', ddl: [],
+    handle: (batch: readonly { value: any }[]) => batch.map((r) => ({ id: r.value.name === 'poison' ? 'not-a-number' : r.value.id })),
+  };
+  const batchOf = (names: string[]) => ({
+    topic: 'traders', partition: 0,
+    records: names.map((name, i) => ({ key: '', offset: String(9000 + i), value: JSON.stringify(build.trader(800 + i, { name }).value) })),
+  });
+
+  it('dead-letters only the refused record and applies the rest of the batch', async () => {
+    await store.exec('CREATE TABLE IF NOT EXISTS $db.poison_probe (id UInt64) ENGINE = MergeTree ORDER BY id');
+    const res = await applyBatch(store, batchOf(['a', 'b', 'poison', 'c', 'd']), [poisonable]);
+    expect(res).toEqual({ applied: 4, dead: 1 });
+    expect(await store.query<any>('SELECT id FROM $db.poison_probe ORDER BY id')).toEqual([{ id: 800 }, { id: 801 }, { id: 803 }, { id: 804 }]);
+    const dead = await store.query<any>("SELECT offset, reason FROM $db.dead_letters FINAL WHERE offset = '9002'");
+    expect(dead).toEqual([{ offset: '9002', reason: expect.stringMatching(/^store: /) }]);
+  });
+
+  it('during a store outage the batch fails as a whole, to be retried', async () => {
+    const down = { ...store, database: store.database, query: async () => { throw new Error('connection refused'); },
+      exec: async () => { throw new Error('connection refused'); }, insert: async () => { throw new Error('connection refused'); }, close: async () => {} };
+    await expect(applyBatch(down, batchOf(['x']), [poisonable])).rejects.toThrow('connection refused');
+  });
 });
