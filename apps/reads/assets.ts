@@ -3,7 +3,7 @@ import type { AssetRow } from '../../schemas/api/resources.ts';
 import { visibleTradersSql, type ReadContext } from './context.ts';
 import { listRead } from './list.ts';
 
-export interface AssetsQuery { search?: string; assetClass?: string; assetIds?: string; traderIds?: string; limit: number; cursor?: string }
+import type { AssetsQuery } from '../../schemas/api/queries.ts';
 
 /**
  * Asset discovery: only assets with an active market, ordered by symbol then id. `assetClass`
@@ -12,7 +12,7 @@ export interface AssetsQuery { search?: string; assetClass?: string; assetIds?: 
  */
 export function listAssets(ctx: ReadContext, q: AssetsQuery) {
   return listRead<AssetRow, AssetRow>(ctx, {
-    op: 'list_assets', query: q as any, historical: false,
+    op: 'list_assets', query: q, historical: false,
     fetch: ({ where, after, limit }) => {
       where.add('deleted = 0 AND hasActiveMarket = 1')
         .when(splitList(q.assetClass), 'resolvedAssetClass IN {classes:Array(String)}', 'classes')

@@ -3,10 +3,7 @@ import type { Event } from '../../schemas/api/resources.ts';
 import { DELETED_POSITIONS_SQL, ELIGIBLE_ASSETS_SQL, iso, visibleTradersSql, type ReadContext } from './context.ts';
 import { addBefore, addWindow, listRead } from './list.ts';
 
-export interface EventsQuery {
-  traderIds?: string; assetIds?: string; directions?: string; types?: string;
-  startTime?: string; endTime?: string; limit: number; cursor?: string;
-}
+import type { EventsQuery } from '../../schemas/api/queries.ts';
 
 interface Row {
   id: number; type: Event['type']; price: number | null; quoteSymbol: string | null; t: number;
@@ -25,7 +22,7 @@ export function eligibleEventsSql(where: string): string {
 
 export function listEvents(ctx: ReadContext, q: EventsQuery) {
   return listRead<Row, Event>(ctx, {
-    op: 'list_events', query: q as any, historical: true,
+    op: 'list_events', query: q, historical: true,
     fetch: ({ where, after, window, limit }) => {
       where.when(splitIds(q.traderIds), 'traderId IN {traderIds:Array(UInt64)}', 'traderIds')
         .when(splitIds(q.assetIds), 'assetId IN {assetIds:Array(UInt64)}', 'assetIds')

@@ -3,10 +3,7 @@ import type { Message } from '../../schemas/api/resources.ts';
 import { b, iso, visibilitySql, type ReadContext } from './context.ts';
 import { addBefore, addWindow, listRead } from './list.ts';
 
-export interface MessagesQuery {
-  traderIds?: string; ids?: string; sourcePlatforms?: string;
-  startTime?: string; endTime?: string; limit: number; cursor?: string;
-}
+import type { MessagesQuery } from '../../schemas/api/queries.ts';
 
 interface Row {
   id: string; traderId: number; platform: 'TELEGRAM' | 'X'; sourceIdentityId: string; t: number;
@@ -26,7 +23,7 @@ const MESSAGE_TRADERS_SQL = `SELECT sourcePlatform, sourceIdentityId, min(id) AS
 export function listMessages(ctx: ReadContext, q: MessagesQuery) {
   const ids = splitList(q.ids);
   return listRead<Row, Message>(ctx, {
-    op: 'list_messages', query: q as any, historical: true,
+    op: 'list_messages', query: q, historical: true,
     // Hydration by id is not limited by the 90-day default window.
     unboundedDefault: ids !== undefined,
     fetch: ({ where, after, window, limit }) => {

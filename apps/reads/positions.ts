@@ -4,11 +4,7 @@ import { ELIGIBLE_ASSETS_SQL, iso, visibleTradersSql, type ReadContext } from '.
 import { addBefore, addWindow, listRead, type Where } from './list.ts';
 import { timeBasedPerformances } from './performance.ts';
 
-export interface PositionsQuery {
-  traderIds?: string; assetIds?: string; directions?: string; positionIds?: string;
-  startTime?: string; endTime?: string; limit: number; cursor?: string;
-}
-export type OpenPositionsQuery = Omit<PositionsQuery, 'positionIds' | 'startTime' | 'endTime'>;
+import type { OpenPositionsQuery, PositionsQuery } from '../../schemas/api/queries.ts';
 
 interface Row { id: number; direction: 'long' | 'short'; t: number; openPrice: number | null; quoteSymbol: string | null; traderId: number; assetId: number }
 
@@ -28,7 +24,7 @@ const ASSET_JOIN = 'INNER JOIN (SELECT id, quoteSymbol FROM $db.assets FINAL WHE
 export function listPositions(ctx: ReadContext, q: PositionsQuery) {
   const positionIds = splitIds(q.positionIds);
   return listRead<Row, Position>(ctx, {
-    op: 'list_positions', query: q as any, historical: true, unboundedDefault: positionIds !== undefined,
+    op: 'list_positions', query: q, historical: true, unboundedDefault: positionIds !== undefined,
     fetch: ({ where, after, window, limit }) => {
       addPositionFilters(where, q);
       addWindow(where, 'p.openAt', window);
@@ -58,7 +54,7 @@ export function listPositions(ctx: ReadContext, q: PositionsQuery) {
 export function listOpenPositions(ctx: ReadContext, q: OpenPositionsQuery) {
   type OpenRow = Row & { currentPrice: number; currentReturnPercentage: number };
   return listRead<OpenRow, OpenPosition>(ctx, {
-    op: 'list_open_positions', query: q as any, historical: false,
+    op: 'list_open_positions', query: q, historical: false,
     fetch: ({ where, after, limit }) => {
       addPositionFilters(where, q);
       where.add('p.isOpen = 1 AND p.openPrice IS NOT NULL AND p.openPrice != 0');

@@ -3,7 +3,7 @@ import type { TraderDirectoryRow } from '../../schemas/api/resources.ts';
 import { visibilitySql, type ReadContext } from './context.ts';
 import { listRead } from './list.ts';
 
-export interface TradersQuery { search?: string; sourcePlatforms?: string; limit: number; cursor?: string }
+import type { TraderDirectoryQuery } from '../../schemas/api/queries.ts';
 
 interface Row {
   id: number; name: string; slug: string | null; avatarUrl: string | null; sourcePlatform: string; sourceIdentityId: string;
@@ -11,9 +11,9 @@ interface Row {
 }
 
 /** Trader directory (v2): ordered by name then id; a row needs message or signal visibility. */
-export function listTraderDirectory(ctx: ReadContext, q: TradersQuery) {
+export function listTraderDirectory(ctx: ReadContext, q: TraderDirectoryQuery) {
   return listRead<Row, TraderDirectoryRow>(ctx, {
-    op: 'list_trader_directory', query: q as any, historical: false,
+    op: 'list_trader_directory', query: q, historical: false,
     fetch: ({ where, after, limit }) => {
       where.add(`(${visibilitySql('msg', 't.id', 't.sourcePlatform')} OR ${visibilitySql('sig', 't.id', 't.sourcePlatform')})`)
         .when(splitList(q.sourcePlatforms), 't.sourcePlatform IN {platforms:Array(String)}', 'platforms');

@@ -49,12 +49,15 @@ export const DIRECTION_VALUES = ['long', 'short'] as const;
 export const EVENT_TYPE_VALUES = ['open', 'close', 'increase', 'decrease'] as const;
 export const ASSET_CLASS_FILTER_VALUES = ['crypto', 'stocks', 'indices', 'commodities', 'fx'] as const;
 
-/** Query objects: every parameter optional unless named in `required`; unknown parameters are rejected (DESIGN 6). */
-export function Query(props: Record<string, TSchema>, required: readonly string[] = []) {
-  const out: Record<string, TSchema> = {};
-  for (const [k, v] of Object.entries(props)) out[k] = required.includes(k) ? v : Type.Optional(v);
-  return Type.Object(out, { additionalProperties: false });
-}
+/** Query objects reject unknown parameters (DESIGN 6); mark optional ones with `Type.Optional`. */
+export const Query = <P extends Record<string, TSchema>>(props: P) => Type.Object(props, { additionalProperties: false });
+
+/** Parameters every keyset-paginated read takes. */
+export const pageParams = (max = 200, dflt = 50) => ({ limit: Type.Optional(Limit(max, dflt)), cursor: Type.Optional(Cursor) });
+export const windowParams = { startTime: Type.Optional(StartTime), endTime: Type.Optional(EndTime) };
+
+/** A validated query: `limit` is always present once its default is applied. */
+export type Validated<Q> = Q & { limit: number };
 
 /** Splits a comma-separated list parameter (validated by its pattern already). */
 export function splitList(v: string | undefined): string[] | undefined {
