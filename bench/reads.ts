@@ -104,24 +104,21 @@ if (!ownDir) {
 // ---------------------------------------------------------------------------------------------
 // Measurement helpers.
 
-let deadline = Infinity;
-const pastDeadline = () => performance.now() > deadline;
-
 const pct = (sorted: number[], p: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]! : NaN);
 const median = (xs: number[]) => pct([...xs].sort((a, b) => a - b), 50);
 
 interface Sample { lat: number[]; secs: number; errors: number; truncated: boolean }
 interface HttpFigures { n: number; p50: number; p95: number; rps: number; errors: number; truncated: boolean }
 
-/** `total` GETs with `concurrency` in flight (global fetch: undici, keep-alive); latency includes reading the body. */
-async function load(url: string, headers: Record<string, string>, total: number, concurrency: number, measure: boolean): Promise<Sample> {
+/** `total` GETs (fewer if `until` passes first) with CONCURRENCY in flight (global fetch: undici, keep-alive); latency includes reading the body. */
+async function load(url: string, headers: Record<string, string>, total: number, until: number): Promise<Sample> {
   const lat: number[] = [];
   let started = 0;
   let errors = 0;
   let truncated = false;
   const worker = async () => {
     while (started < total) {
-      if (measure && pastDeadline()) { truncated = true; return; }
+      if (performance.now() > until) { truncated = true; return; }
       started++;
       const t0 = performance.now();
       try {
@@ -133,7 +130,7 @@ async function load(url: string, headers: Record<string, string>, total: number,
     }
   };
   const t0 = performance.now();
-  await Promise.all(Array.from({ length: Math.min(concurrency, total) }, worker));
+  await Promise.all(Array.from({ length: Math.min(CONCURRENCY, total) }, worker));
   return { lat, secs: (performance.now() - t0) / 1000, errors, truncated };
 }
 
@@ -147,16 +144,22 @@ function figures(...samples: Sample[]): HttpFigures {
   };
 }
 
-/** Two measured halves per side, interleaved real/floor/floor/real, so drift hits both alike. */
-async function compareHttp(realUrl: string, floorUrl: string, headers: Record<string, string>) {
-  await load(realUrl, headers, WARMUP, CONCURRENCY, false);
-  await load(floorUrl, headers, WARMUP, CONCURRENCY, false);
+/**
+ * Warm-up (at most `warmMs` of the time), then two measured halves per side, interleaved
+ * real/floor/floor/real so drift hits both alike; each loop may use an equal share of what is
+ * left until `until`.
+ */
+async function compareHttp(realUrl: string, floorUrl: string, headers: Record<string, string>, warmMs: number, until: number) {
+  const warmUntil = performance.now() + warmMs;
+  await load(realUrl, headers, WARMUP, performance.now() + (warmUntil - performance.now()) / 2);
+  await load(floorUrl, headers, WARMUP, warmUntil);
   const half = Math.max(1, Math.floor(REQUESTS / 2));
   const rest = Math.max(1, REQUESTS - half);
-  const r1 = await load(realUrl, headers, half, CONCURRENCY, true);
-  const f1 = await load(floorUrl, headers, half, CONCURRENCY, true);
-  const f2 = await load(floorUrl, headers, rest, CONCURRENCY, true);
-  const r2 = await load(realUrl, headers, rest, CONCURRENCY, true);
+  const share = (left: number) => performance.now() + Math.max(0, until - performance.now()) / left;
+  const r1 = await load(realUrl, headers, half, share(4));
+  const f1 = await load(floorUrl, headers, half, share(3));
+  const f2 = await load(floorUrl, headers, rest, share(2));
+  const r2 = await load(realUrl, headers, rest, share(1));
   return { real: figures(r1, r2), floor: figures(f1, f2) };
 }
 
@@ -209,11 +212,11 @@ const benchPrincipal: Principal = {
   messageVisibility: { mode: 'all' }, signalVisibility: { mode: 'all' }, historyWindowDays: null,
 };
 
-async function compareStore(emb: Embedded, op: Operation, query: Record<string, unknown>) {
+async function compareStore(emb: Embedded, op: Operation, query: Record<string, unknown>, until: number) {
+  const pastDeadline = () => performance.now() > until;
   const call = (recs: Recorded[]) => op.handler({ store: recordingStore(emb.store, recs), principal: benchPrincipal, now: new Date() }, query);
-  for (let i = 0; i < 3; i++) { const recs: Recorded[] = []; await call(recs); await replay(emb.store, recs); }
+  for (let i = 0; i < 3 && !pastDeadline(); i++) { const recs: Recorded[] = []; await call(recs); await replay(emb.store, recs); }
   const handlerMs: number[] = [];
-  const inHandlerSqlMs: number[] = [];
   const rawMs: number[] = [];
   let queries = 0;
   let truncated = false;
@@ -223,11 +226,10 @@ async function compareStore(emb: Embedded, op: Operation, query: Record<string, 
     const t0 = performance.now();
     await call(recs);
     handlerMs.push(performance.now() - t0);
-    inHandlerSqlMs.push(recs.reduce((s, r) => s + (r.end - r.start), 0));
     queries = recs.length;
     rawMs.push(await replay(emb.store, recs)); // the same SQL and params, straight on the store, right after
   }
-  return { n: handlerMs.length, handler: median(handlerMs), sqlInHandler: median(inHandlerSqlMs), raw: median(rawMs), queries, truncated };
+  return { n: handlerMs.length, handler: median(handlerMs), raw: median(rawMs), queries, truncated };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -252,7 +254,7 @@ try {
   if (!existsSync(demoKeyFile(dataDir))) throw new Error(`no demo key in ${demoKeyFile(dataDir)}: seed the data dir first`);
   const headers = { 'x-api-key': readFileSync(demoKeyFile(dataDir), 'utf8').trim() };
 
-  deadline = performance.now() + MAX_SECONDS * 1000;
+  const budgetEnd = performance.now() + MAX_SECONDS * 1000;
   // Hard stop if something hangs: the soft deadline ends loops, this ends the process.
   setTimeout(() => { console.error(`bench/reads: still running ${MAX_SECONDS + 60} s after setup; giving up`); process.exit(1); }, (MAX_SECONDS + 60) * 1000).unref();
 
@@ -264,7 +266,11 @@ try {
 
   const rows: string[][] = [];
   const notes: string[] = [];
-  for (const read of reads) {
+  for (const [i, read] of reads.entries()) {
+    // Each read gets an equal share of what is left of the budget, so a slow one cannot starve the
+    // rest: up to 15% of it for warm-up, the measured HTTP loops until 80%, the store part the rest.
+    const readStart = performance.now();
+    const readShare = Math.max(0, budgetEnd - readStart) / (reads.length - i);
     const u = new URL(read, emb.url);
     const op = OPERATIONS.find((o) => o.versions.includes('v2') && `/v2${o.path}` === u.pathname);
     if (!op) throw new Error(`no v2 operation for ${u.pathname}`);
@@ -282,19 +288,20 @@ try {
     const floorBase = await floor.listen({ port: 0, host: '127.0.0.1' });
 
     progress(`${read}: ${results} rows, ${body.length} bytes; http ...`);
-    const http = await compareHttp(u.href, floorBase + u.pathname + u.search, headers);
+    const http = await compareHttp(u.href, floorBase + u.pathname + u.search, headers, 0.15 * readShare, readStart + 0.8 * readShare);
     await floor.close();
     progress(`${read}: store ...`);
-    const store = await compareStore(emb, op, handlerQuery(op, u.searchParams));
+    const store = await compareStore(emb, op, handlerQuery(op, u.searchParams), readStart + readShare);
 
     if (http.real.errors || http.floor.errors) { notes.push(`${read}: ${http.real.errors} real / ${http.floor.errors} floor requests failed`); exitCode = 1; }
     if (http.real.truncated || http.floor.truncated || store.truncated) notes.push(`${read}: stopped early at the time budget (http ${http.real.n}+${http.floor.n} requests, ${store.n} handler calls)`);
+    const f = (x: number, digits: number, suffix = '') => (Number.isFinite(x) ? x.toFixed(digits) + suffix : '-');
     rows.push([
       read.replace(/ids=[^&]+/, 'ids=<2 ids>'), String(results), String(body.length),
-      http.real.p50.toFixed(2), http.real.p95.toFixed(2), http.real.rps.toFixed(0),
-      http.floor.p50.toFixed(2), http.floor.p95.toFixed(2), http.floor.rps.toFixed(0),
-      (http.real.p50 / http.floor.p50).toFixed(1) + 'x',
-      String(store.queries), store.handler.toFixed(2), store.raw.toFixed(2), (store.handler / store.raw).toFixed(2) + 'x',
+      f(http.real.p50, 2), f(http.real.p95, 2), f(http.real.rps, 0),
+      f(http.floor.p50, 2), f(http.floor.p95, 2), f(http.floor.rps, 0),
+      f(http.real.p50 / http.floor.p50, 1, 'x'),
+      store.n ? String(store.queries) : '-', f(store.handler, 2), f(store.raw, 2), f(store.handler / store.raw, 2, 'x'),
     ]);
   }
 
