@@ -2,13 +2,14 @@ import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, type ValidationDetail } from '../../schemas/api/errors.ts';
 
 /** Ajv errors of a query schema as `[{ param, message }]`, with the schema's own wording for list formats. */
-export function validationDetails(err: FastifyError, querySchema: any): ValidationDetail[] {
+export function validationDetails(err: FastifyError, querySchema: any, query: Record<string, unknown> = {}): ValidationDetail[] {
   const out: ValidationDetail[] = [];
   for (const v of err.validation ?? []) {
     const params = (v.params ?? {}) as Record<string, string>;
     const param = params.additionalProperty ?? params.missingProperty ?? (v.instancePath ?? '').replace(/^\//, '').split('/')[0] ?? '';
     let message = v.message ?? 'is invalid';
     if (v.keyword === 'additionalProperties') message = 'unknown parameter';
+    else if (Array.isArray(query[param])) message = 'given more than once; pass it once (lists are comma-separated)';
     else if (v.keyword === 'required') message = 'is required';
     else if (v.keyword === 'pattern' && querySchema?.properties?.[param]?.['x-list-message']) message = querySchema.properties[param]['x-list-message'];
     else if (v.keyword === 'format' && params.format === 'date-time') message = 'must be an ISO-8601 date-time with a time zone, e.g. 2026-01-31T00:00:00Z';
@@ -29,7 +30,7 @@ export function sendError(reply: FastifyReply, request: FastifyRequest, err: Api
 export function errorHandler(err: FastifyError | ApiError, request: FastifyRequest, reply: FastifyReply) {
   if (err instanceof ApiError) return sendError(reply, request, err);
   if ((err as FastifyError).validation) {
-    const details = validationDetails(err as FastifyError, request.routeOptions.schema?.querystring);
+    const details = validationDetails(err as FastifyError, request.routeOptions.schema?.querystring, request.query as Record<string, unknown>);
     const first = details[0];
     return sendError(reply, request, new ApiError('VALIDATION_ERROR', first ? `Invalid query parameter ${first.param}: ${first.message}` : 'Invalid request', details));
   }

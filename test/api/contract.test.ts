@@ -114,6 +114,8 @@ describe('limits and validation', () => {
     expect(bad.status).toBe(400);
     expect(bad.body.error.details[0]).toEqual({ param: 'types', message: expect.stringContaining('open, close, increase, decrease') });
     expect((await h.get('/v2/events?traderIds=1,,2', key)).status).toBe(400);
+    const repeated = await h.get('/v2/events?types=open&types=close', key);
+    expect(repeated.body.error.details).toEqual([{ param: 'types', message: 'given more than once; pass it once (lists are comma-separated)' }]);
     expect((await h.get('/v2/events?startTime=yesterday', key)).body.error.details[0].param).toBe('startTime');
   });
 
