@@ -12,6 +12,7 @@ import { ApiKeyAuthenticator } from './auth/keys.ts';
 import type { Config } from './config.ts';
 import { appendDemo } from './seed.ts';
 import { MemoryCache, MemoryWatermarks } from './cache/memory.ts';
+import { ReadCache } from './api/read-cache.ts';
 
 /** Watermark of committed projector batches: it changes exactly when a read's answer may change. */
 export const DATA_VERSION = 'data-version';
@@ -88,7 +89,8 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
   clearInterval(ticker);
   say(`read models up to date (${projected} records projected in ${((Date.now() - t0) / 1000).toFixed(1)} s)`);
 
-  const app = buildApi({ store, auth, dataVersion: () => watermarks.get(DATA_VERSION), logger: cfg.logLevel === 'silent' ? false : { level: cfg.logLevel } });
+  const readCache = new ReadCache(new MemoryCache());
+  const app = buildApi({ store, auth, readCache, dataVersion: () => watermarks.get(DATA_VERSION), logger: cfg.logLevel === 'silent' ? false : { level: cfg.logLevel } });
   const address = await app.listen({ port: cfg.port, host: cfg.host });
   const url = address.replace('[::1]', 'localhost');
   return {

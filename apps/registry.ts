@@ -4,6 +4,8 @@ import { ListEnvelope } from '../schemas/api/envelope.ts';
 import { AssetRow, Event, Message, OpenPosition, Position, TraderDirectoryRow } from '../schemas/api/resources.ts';
 import type { Scope } from '../schemas/topics/index.ts';
 import type { ReadContext } from './reads/context.ts';
+import type { CacheRule } from './api/read-cache.ts';
+import { untilNextStatusChange } from './reads/performance.ts';
 import { listAssets } from './reads/assets.ts';
 import { listEvents } from './reads/events.ts';
 import { listMessages } from './reads/messages.ts';
@@ -28,6 +30,8 @@ export interface Operation {
   query: TObject;
   response: TSchema;
   handler: (ctx: ReadContext, query: any) => Promise<unknown>;
+  /** When an answer may be served from the read cache (DESIGN 9); absent: never. */
+  cache?: CacheRule;
 }
 
 export const OPERATIONS: readonly Operation[] = [
@@ -37,6 +41,7 @@ export const OPERATIONS: readonly Operation[] = [
     query: TraderDirectoryQuery,
     response: ListEnvelope(TraderDirectoryRow, false),
     handler: listTraderDirectory,
+    cache: { when: 'always' },
   },
   {
     tool: 'list_assets', path: '/assets', versions: ['v1', 'v2'], scope: 'directory.read', visibility: null,
@@ -44,6 +49,7 @@ export const OPERATIONS: readonly Operation[] = [
     query: AssetsQuery,
     response: ListEnvelope(AssetRow, false),
     handler: listAssets,
+    cache: { when: 'always' },
   },
   {
     tool: 'list_events', path: '/events', versions: ['v1', 'v2'], scope: 'events.read', visibility: 'sig',
@@ -51,6 +57,7 @@ export const OPERATIONS: readonly Operation[] = [
     query: EventsQuery,
     response: ListEnvelope(Event, true),
     handler: listEvents,
+    cache: { when: 'pinned-window' },
   },
   {
     tool: 'list_messages', path: '/messages', versions: ['v1', 'v2'], scope: 'messages.read', visibility: 'msg',
@@ -58,6 +65,7 @@ export const OPERATIONS: readonly Operation[] = [
     query: MessagesQuery,
     response: ListEnvelope(Message, true),
     handler: listMessages,
+    cache: { when: 'pinned-window', hydrationParams: ['ids'] },
   },
   {
     tool: 'list_positions', path: '/positions', versions: ['v1', 'v2'], scope: 'positions.read', visibility: 'sig',
@@ -65,12 +73,14 @@ export const OPERATIONS: readonly Operation[] = [
     query: PositionsQuery,
     response: ListEnvelope(Position, true),
     handler: listPositions,
+    // too_young turns into another status as the clock passes openAt + window
+    cache: { when: 'pinned-window', hydrationParams: ['positionIds'], ttlMs: untilNextStatusChange },
   },
   {
     tool: 'list_open_positions', path: '/positions/open', versions: ['v1', 'v2'], scope: 'positions.read', visibility: 'sig',
     summary: 'Currently open positions with a best-effort live mark from the latest price.',
     query: OpenPositionsQuery,
     response: ListEnvelope(OpenPosition, false),
-    handler: listOpenPositions,
+    handler: listOpenPositions, // live marks: never cached
   },
 ];

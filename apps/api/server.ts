@@ -8,6 +8,7 @@ import { OPERATIONS, type Operation } from '../registry.ts';
 import { registerDocs } from './docs.ts';
 import { errorHandler, sendError } from './errors.ts';
 import { openApiDocument } from './openapi.ts';
+import { cacheKey, envelope, isCacheable, type ReadCache } from './read-cache.ts';
 
 export interface ApiDeps {
   store: Store;
@@ -15,6 +16,8 @@ export interface ApiDeps {
   /** Count of projector commits so far (healthz shows it; the read cache will key on it). */
   dataVersion: () => number | Promise<number>;
   logger?: FastifyServerOptions['logger'];
+  /** Answers keyed by (operation, parameters, policy, data version); omit to read the store every time. */
+  readCache?: ReadCache;
 }
 
 declare module 'fastify' {
@@ -96,11 +99,19 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
           if (denied) throw new ApiError('FORBIDDEN', denied);
           req.principal = principal;
         },
-        handler: async (req) => {
+        handler: async (req, reply) => {
           const query = req.query as Record<string, unknown>;
           checkListSizes(op, query);
-          const data = await op.handler({ store: deps.store, principal: req.principal!, now: req.startedAt }, query);
-          return { success: true, data, requestId: req.id };
+          const ctx = { store: deps.store, principal: req.principal!, now: req.startedAt };
+          if (!deps.readCache || !isCacheable(op.cache, query, ctx.principal)) {
+            return { success: true, data: await op.handler(ctx, query), requestId: req.id };
+          }
+          // The data version is read before the store: an answer is never older than its key.
+          const key = cacheKey(op, query, ctx.principal, await deps.dataVersion());
+          const entry = (await deps.readCache.get(key))
+            ?? (await deps.readCache.put(key, op.cache!, (await op.handler(ctx, query)) as any, ctx.now.getTime()));
+          // A hit costs no query and no re-serialization: the stored JSON is spliced into a fresh envelope.
+          return reply.type('application/json; charset=utf-8').send(envelope(entry, ctx.now.toISOString(), req.id));
         },
       });
     }

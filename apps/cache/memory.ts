@@ -1,25 +1,34 @@
 import type { Cache, Watermarks } from './port.ts';
 
-/** In-process adapter: a bounded map with per-entry expiry (oldest entries go first when full). */
+/** In-process adapter: a map bounded in entries and bytes, with per-entry expiry (oldest entries go first when full). */
 export class MemoryCache implements Cache {
   private readonly map = new Map<string, { value: string; expires: number }>();
-  constructor(private readonly maxEntries = 50_000) {}
+  private bytes = 0;
+  constructor(private readonly maxEntries = 50_000, private readonly maxBytes = 256 << 20) {}
+
+  private remove(key: string): void {
+    const e = this.map.get(key);
+    if (e) { this.bytes -= e.value.length * 2; this.map.delete(key); }
+  }
 
   async get(key: string): Promise<string | undefined> {
     const e = this.map.get(key);
     if (!e) return undefined;
-    if (e.expires <= Date.now()) { this.map.delete(key); return undefined; }
+    if (e.expires <= Date.now()) { this.remove(key); return undefined; }
     return e.value;
   }
 
   async set(key: string, value: string, ttlMs: number): Promise<void> {
-    if (this.map.size >= this.maxEntries) this.map.delete(this.map.keys().next().value!);
-    this.map.delete(key); // re-insert so Map order stays oldest-first
+    const size = value.length * 2; // UTF-16 code units
+    if (size > this.maxBytes) return;
+    this.remove(key); // re-insert so Map order stays oldest-first
+    while (this.map.size && (this.map.size >= this.maxEntries || this.bytes + size > this.maxBytes)) this.remove(this.map.keys().next().value!);
     this.map.set(key, { value, expires: Date.now() + ttlMs });
+    this.bytes += size;
   }
 
   async clear(prefix: string): Promise<void> {
-    for (const k of this.map.keys()) if (k.startsWith(prefix)) this.map.delete(k);
+    for (const k of [...this.map.keys()]) if (k.startsWith(prefix)) this.remove(k);
   }
 }
 

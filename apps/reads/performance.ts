@@ -26,6 +26,17 @@ export function evaluateWindow(
   return result('ready', ret);
 }
 
+/** Milliseconds until the first `too_young` window of a page of positions comes of age (Infinity: none will). */
+export function untilNextStatusChange(data: { results: { openAt: string; timeBasedPerformances: Record<WindowName, PositionTimeBasedPerformance | null> }[] }, now: number): number {
+  let next = Infinity;
+  for (const p of data.results) {
+    for (const w of WINDOWS) {
+      if (p.timeBasedPerformances[w]?.status === 'too_young') next = Math.min(next, Date.parse(p.openAt) + WINDOW_MS[w] - now);
+    }
+  }
+  return next;
+}
+
 /**
  * `timeBasedPerformances` for a page of positions: one query finds, per position and window,
  * the first price sample at or after the evaluation time (ASOF JOIN); a window is null only

@@ -5,6 +5,7 @@ import type { FastifyInstance } from 'fastify';
 import { buildApi } from '../../apps/api/server.ts';
 import { ApiKeyAuthenticator } from '../../apps/auth/keys.ts';
 import { MemoryCache } from '../../apps/cache/memory.ts';
+import { ReadCache } from '../../apps/api/read-cache.ts';
 import { ALL, createKey, putAccount } from '../../apps/admin.ts';
 import { EmbeddedLog } from '../../projectors/log/embedded.ts';
 import { ensureSchema, runProjector } from '../../projectors/runner.ts';
@@ -46,7 +47,7 @@ export async function createHarness(): Promise<Harness> {
   const auth = new ApiKeyAuthenticator(store, new MemoryCache());
   let version = 0;
   const projector = runProjector(log, store, { onCommit: () => { version++; return auth.invalidate(); } });
-  const app = buildApi({ store, auth, dataVersion: () => version });
+  const app = buildApi({ store, auth, readCache: new ReadCache(new MemoryCache()), dataVersion: () => version });
   await app.ready();
   let accounts = 0;
   const h: Harness = {

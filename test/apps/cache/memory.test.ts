@@ -29,6 +29,17 @@ describe('in-process cache', () => {
     await c.set('c', '3', 60e3);
     expect([await c.get('a'), await c.get('b'), await c.get('c')]).toEqual([undefined, '2', '3']);
   });
+
+  it('stays within its byte budget, dropping the oldest entries', async () => {
+    const c = new MemoryCache(100, 40); // 40 bytes: two 8-character values (16 bytes each)
+    await c.set('a', 'xxxxxxxx', 60e3);
+    await c.set('b', 'yyyyyyyy', 60e3);
+    await c.set('c', 'zzzzzzzz', 60e3);
+    expect([await c.get('a'), await c.get('b'), await c.get('c')]).toEqual([undefined, 'yyyyyyyy', 'zzzzzzzz']);
+    await c.set('huge', 'x'.repeat(100), 60e3); // larger than the whole budget: not kept
+    expect(await c.get('huge')).toBeUndefined();
+    expect(await c.get('c')).toBe('zzzzzzzz');
+  });
 });
 
 describe('in-process watermarks', () => {

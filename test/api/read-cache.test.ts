@@ -1,0 +1,82 @@
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { build, createHarness, type Harness } from '../helpers/harness.ts';
+
+/** DESIGN 9: answers are reused only while they cannot differ from a fresh read. */
+let h: Harness;
+let key: string;
+const HOUR = 3600e3;
+const ago = (ms: number) => new Date(Date.now() - ms).toISOString();
+const start = ago(48 * HOUR);
+
+beforeAll(async () => {
+  h = await createHarness();
+  await h.given([build.source('src-1'), build.trader(1), build.source('src-2'), build.trader(2, { source: { platform: 'TELEGRAM', sourceIdentityId: 'src-2' } }),
+    build.asset(1), ...Array.from({ length: 10 }, (_, i) => build.event(i + 1, { traderId: (i % 2) + 1, timeOfEvent: ago((i + 1) * HOUR) }))]);
+  key = await h.key();
+});
+afterAll(async () => { await h?.close(); });
+
+const queries = () => vi.spyOn(h.store, 'query');
+
+describe('read cache', () => {
+  it('serves a pinned read again without a query, with a fresh requestId and serverTime', async () => {
+    const url = `/v2/events?startTime=${start}&limit=4`;
+    const first = await h.get(url, key);
+    const spy = queries();
+    await new Promise((r) => setTimeout(r, 5));
+    const second = await h.get(url, key);
+    expect(spy).not.toHaveBeenCalled();
+    spy.mockRestore();
+    expect(second.body.data.results).toEqual(first.body.data.results);
+    expect(second.body.data.meta).toEqual({ ...first.body.data.meta, serverTime: second.body.data.meta.serverTime });
+    expect(second.body.data.meta.serverTime > first.body.data.meta.serverTime).toBe(true);
+    expect(second.body.requestId).not.toBe(first.body.requestId);
+    expect(second.headers['x-request-id']).toBe(second.body.requestId);
+    expect(Object.keys(second.body.data.meta)).toEqual(['hasMore', 'nextCursor', 'serverTime', 'appliedTimeRange']);
+  });
+
+  it('cursor pages are cached too, and new data is visible at once after a projector commit', async () => {
+    const url = `/v2/events?startTime=${start}&limit=4`;
+    const page2 = `/v2/events?startTime=${start}&limit=4&cursor=${(await h.get(url, key)).body.data.meta.nextCursor}`;
+    await h.get(page2, key);
+    const spy = queries();
+    await h.get(page2, key);
+    expect(spy).not.toHaveBeenCalled();
+    spy.mockRestore();
+    await h.given([build.event(100, { timeOfEvent: ago(HOUR / 2) })]);
+    expect((await h.get(url, key)).body.data.results[0].id).toBe(100);
+  });
+
+  it('never caches a default-window read, whose window slides with serverTime', async () => {
+    await h.get('/v2/events', key);
+    const spy = queries();
+    const res = await h.get('/v2/events', key);
+    expect(spy).toHaveBeenCalled();
+    spy.mockRestore();
+    expect(res.body.data.meta.appliedTimeRange.endTime).toBe(res.body.data.meta.serverTime);
+  });
+
+  it('keeps accounts with different policies apart', async () => {
+    const onlyTrader2 = await h.key({ account: { signalVisibility: { mode: 'traders', traderIds: [2] } } });
+    const url = `/v2/events?startTime=${start}&limit=200`;
+    const all = (await h.get(url, key)).body.data.results.map((e: any) => e.traderId);
+    const some = (await h.get(url, onlyTrader2)).body.data.results.map((e: any) => e.traderId);
+    expect(new Set(all)).toEqual(new Set([1, 2]));
+    expect(new Set(some)).toEqual(new Set([2]));
+  });
+
+  it('a cached position page expires when a too_young window comes of age', async () => {
+    const openAt = Date.now() - 24 * HOUR + 1500; // its 1D window ends 1.5 s from now
+    await h.given([
+      build.asset(9, { symbol: 'NINE' }),
+      build.event(900, { positionId: 900, assetId: 9, price: 100, timeOfEvent: new Date(openAt).toISOString() }),
+      build.price(9, new Date(openAt + 24 * HOUR + 1000).toISOString(), 110), // the forward sample, already known
+    ]);
+    const url = `/v2/positions?positionIds=900`;
+    const status = async () => (await h.get(url, key)).body.data.results[0].timeBasedPerformances['1D'];
+    expect((await status()).status).toBe('too_young');
+    expect((await status()).status).toBe('too_young'); // served from the cache
+    await new Promise((r) => setTimeout(r, Math.max(0, openAt + 24 * HOUR - Date.now()) + 50));
+    expect(await status()).toEqual({ window: '1D', status: 'ready', returnPercentage: expect.closeTo(10, 9) });
+  });
+});
