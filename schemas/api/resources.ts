@@ -1,5 +1,6 @@
 import Type from 'typebox';
-import { Attachment, DateTime, Direction, EventType, Nullable, Platform, StringEnum } from '../topics/common.ts';
+import { DateTime, Direction, EventType, Nullable, Platform, StringEnum } from '../topics/common.ts';
+import { MessageRecord } from '../topics/messages.ts';
 
 /** Resources of contract section 2. */
 export const Event = Type.Object({
@@ -29,17 +30,9 @@ export const SourceIdentity = Type.Object({
 });
 export type SourceIdentity = Type.Static<typeof SourceIdentity>;
 
-export const SourcePreview = Type.Object({
-  platform: Platform,
-  writtenAt: DateTime,
-  url: Nullable(Type.String()),
-  text: Nullable(Type.String()),
-  attachments: Type.Array(Attachment),
-  isEdited: Nullable(Type.Boolean()),
-  isReply: Nullable(Type.Boolean()),
-  isQuote: Nullable(Type.Boolean()),
-  isRepost: Nullable(Type.Boolean()),
-});
+// The preview serves the ingest record's own fields: one definition of each.
+const { platform, writtenAt, url, text, attachments, isEdited, isReply, isQuote, isRepost } = MessageRecord.properties;
+export const SourcePreview = Type.Object({ platform, writtenAt, url, text, attachments, isEdited, isReply, isQuote, isRepost });
 
 export const Message = Type.Object({
   traderId: Type.Integer(),
