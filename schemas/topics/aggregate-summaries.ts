@@ -1,13 +1,9 @@
 import Type from 'typebox';
-import { DateTime, Nullable, Versioned } from './common.ts';
-import { Confidence, Stance, SummaryStatus } from './channel-summaries.ts';
+import { Nullable, Versioned } from './common.ts';
+import { Confidence, Stance, SummaryHead } from './channel-summaries.ts';
 
 export const AggregateSummaryRecord = Type.Object({
-  id: Type.String({ minLength: 1 }),
-  windowStart: DateTime,
-  windowEnd: DateTime,
-  generatedAt: DateTime,
-  status: SummaryStatus,
+  ...SummaryHead,
   headline: Type.String(),
   overview: Type.String(),
   dominantNarratives: Type.Array(Type.String(), { maxItems: 5 }),

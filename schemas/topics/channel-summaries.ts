@@ -5,13 +5,18 @@ export const Stance = StringEnum(['bullish', 'bearish', 'mixed', 'neutral', 'unc
 export const Confidence = StringEnum(['low', 'medium', 'high']);
 export const SummaryStatus = Type.Union([Type.Literal('safe'), Type.Literal('low_signal')]);
 
-export const ChannelSummaryRecord = Type.Object({
+/** Fields every generated summary has: its Source Window (end exclusive), when it was generated, its status. */
+export const SummaryHead = {
   id: Type.String({ minLength: 1 }),
-  traderId: Id,
   windowStart: DateTime,
   windowEnd: DateTime,
   generatedAt: DateTime,
   status: SummaryStatus,
+};
+
+export const ChannelSummaryRecord = Type.Object({
+  ...SummaryHead,
+  traderId: Id,
   overview: Type.String(),
   keyInsights: Type.Array(Type.String(), { maxItems: 3 }),
   marketBias: Stance,
