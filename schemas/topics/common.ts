@@ -1,4 +1,5 @@
 import Type, { type TSchema } from 'typebox';
+import '../formats.ts'; // registers the strict `date-time` format before any schema is compiled
 
 // Every ingest record carries a monotonic per-entity `version` (later wins) and may be a tombstone.
 export const Versioned = {
@@ -14,6 +15,7 @@ export const Direction = Type.Union([Type.Literal('long'), Type.Literal('short')
 export const EventType = Type.Union([Type.Literal('open'), Type.Literal('close'), Type.Literal('increase'), Type.Literal('decrease')]);
 export const EVENT_TYPES = ['open', 'close', 'increase', 'decrease'] as const;
 
+/** RFC 3339 with a real calendar date, no leap second, 1970..2299 (`schemas/formats.ts`). */
 export const DateTime = Type.String({ format: 'date-time' });
 // Ids stay within JSON's exact integers: a larger one would be silently wrapped by UInt64 columns.
 export const Id = Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER });
