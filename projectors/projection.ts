@@ -1,7 +1,8 @@
+import { parseDateTime } from '../schemas/formats.ts';
 import type { Store } from './store/port.ts';
 
-/** A record that passed validation at the edge, with where it came from. */
-export interface ValidRecord<T = any> { topic: string; key: string; offset: string; value: T }
+/** A record that passed validation at the edge, with where it came from and its text as received. */
+export interface ValidRecord<T = any> { topic: string; key: string; offset: string; value: T; raw: string }
 
 /**
  * A projection is a plain object: which topics it reads, the DDL of its read model, a pure
@@ -22,3 +23,14 @@ export interface Projection {
 
 export const bool = (b: boolean | null | undefined): number | null => (b == null ? null : b ? 1 : 0);
 export const del = (r: { deleted?: boolean }): number => (r.deleted ? 1 : 0);
+
+/**
+ * Canonical ISO form (`2026-01-01T00:00:00.000Z`) of a validated date-time. The store parses
+ * date-times with best_effort, which may read lower-case `t`/`z`, offsets or long fractions
+ * differently from our validator: it gets exactly the instant that was validated.
+ */
+export function iso(s: string): string {
+  const ms = parseDateTime(s);
+  if (ms === null) throw new Error(`not a valid date-time: ${s}`); // validated records never get here
+  return new Date(ms).toISOString();
+}

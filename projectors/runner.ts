@@ -1,9 +1,9 @@
-import { Compile } from 'typebox/compile';
-import { TOPICS, TOPIC_NAMES, topicByName } from '../schemas/topics/index.ts';
+import { TOPIC_NAMES } from '../schemas/topics/index.ts';
 import type { Log, LogBatch, LogSubscription } from './log/port.ts';
 import type { Projection, ValidRecord } from './projection.ts';
 import { PROJECTIONS } from './index.ts';
 import type { Store } from './store/port.ts';
+import { oversizeReason, validateRecord } from './validate.ts';
 
 const DEAD_LETTERS_DDL = `CREATE TABLE IF NOT EXISTS $db.dead_letters (
   topic LowCardinality(String), offset String, key String, raw String, reason String, at DateTime64(3, 'UTC')
@@ -15,28 +15,21 @@ export async function ensureSchema(store: Store, projections: readonly Projectio
   for (const p of projections) for (const ddl of p.ddl) await store.exec(ddl);
 }
 
-const validators = new Map<string, ReturnType<typeof Compile>>(TOPICS.map((t) => [t.name, Compile(t.schema)]));
-
 export interface DeadLetter { topic: string; offset: string; key: string; raw: string; reason: string }
 
-/** Validates a batch at the edge: invalid JSON or schema violations become dead letters with a reason. */
+/**
+ * Validates a batch at the edge: invalid JSON, schema violations, non-finite numbers and
+ * oversized records become dead letters with a reason; `raw` is always the text as received.
+ */
 export function validateBatch(batch: LogBatch): { valid: ValidRecord[]; dead: DeadLetter[] } {
   const valid: ValidRecord[] = [];
   const dead: DeadLetter[] = [];
-  const check = validators.get(batch.topic);
   for (const r of batch.records) {
     const base = { topic: batch.topic, offset: r.offset, key: r.key, raw: r.value };
-    if (!check) { dead.push({ ...base, reason: `unknown topic ${batch.topic}` }); continue; }
-    let value: unknown;
-    try { value = JSON.parse(r.value); } catch (e) { dead.push({ ...base, reason: `invalid JSON: ${(e as Error).message}` }); continue; }
-    if (!check.Check(value)) {
-      const errs = [...check.Errors(value)].slice(0, 5).map((e) => `${e.instancePath || '/'} ${e.message}`);
-      dead.push({ ...base, reason: `schema: ${errs.join('; ')}` });
-      continue;
-    }
-    const v = value as { deleted?: boolean };
-    const topic = topicByName.get(batch.topic)!;
-    valid.push({ topic: batch.topic, key: r.key || topic.key(v), offset: r.offset, value: v });
+    if (r.oversize !== undefined) { dead.push({ ...base, reason: oversizeReason(r.oversize) }); continue; }
+    const res = validateRecord(batch.topic, r.value);
+    if (!res.ok) { dead.push({ ...base, reason: res.reason }); continue; }
+    valid.push({ topic: batch.topic, key: r.key || res.key, offset: r.offset, value: res.value, raw: r.value });
   }
   return { valid, dead };
 }
@@ -63,7 +56,7 @@ async function projectOrIsolate(store: Store, topic: string, valid: readonly Val
     await store.query('SELECT 1'); // throws during an outage: retry the whole batch later
     if (valid.length === 1) {
       const r = valid[0]!;
-      dead.push({ topic, offset: r.offset, key: r.key, raw: JSON.stringify(r.value), reason: `store: ${(err as Error).message.slice(0, 500)}` });
+      dead.push({ topic, offset: r.offset, key: r.key, raw: r.raw, reason: `store: ${(err as Error).message.slice(0, 500)}` });
       return 0;
     }
     const mid = valid.length >> 1;

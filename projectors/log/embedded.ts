@@ -1,6 +1,45 @@
-import { closeSync, fstatSync, mkdirSync, openSync, readFileSync, readSync, renameSync, statSync, writeFileSync, writeSync, existsSync } from 'node:fs';
+import { closeSync, existsSync, fstatSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, statSync, writeFileSync, writeSync } from 'node:fs';
+import { open } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { AppendRecord, Log, LogBatch, LogRecord, LogSubscription, SubscribeOptions } from './port.ts';
+import { MAX_KEY_BYTES, MAX_RECORD_BYTES, OVERSIZE_PREFIX_BYTES, type AppendRecord, type Log, type LogBatch, type LogRecord, type LogSubscription, type SubscribeOptions } from './port.ts';
+
+const NL = 10;
+/** Bytes read per step; also the most read for a batch of ordinary records. */
+const CHUNK = 8 << 20;
+/** The longest line delivered whole: `{"k":<key>,"v":<value>}`. */
+const MAX_LINE_BYTES = MAX_RECORD_BYTES + MAX_KEY_BYTES + 16;
+/** Splits the envelope without re-parsing the value. */
+const ENVELOPE = /^\{"k":("(?:[^"\\]|\\.)*"),"v":/;
+
+function readAt(fd: number, pos: number, len: number): Buffer {
+  const buf = Buffer.allocUnsafe(len);
+  let got = 0;
+  while (got < len) {
+    const n = readSync(fd, buf, got, len - got, pos + got);
+    if (n === 0) break;
+    got += n;
+  }
+  return got < len ? buf.subarray(0, got) : buf;
+}
+
+const isBlank = (buf: Buffer, start: number, end: number): boolean => {
+  for (let i = start; i < end; i++) if (buf[i] !== 32 && buf[i] !== 9 && buf[i] !== 13) return false;
+  return true;
+};
+
+/** Key and value of a line; a line that is not an envelope (a torn fragment) is the value as a whole, to be dead-lettered. */
+function splitEnvelope(line: string): { key: string; value: string } {
+  const m = line.endsWith('}') ? ENVELOPE.exec(line) : null;
+  if (!m) return { key: '', value: line };
+  try { return { key: JSON.parse(m[1]!), value: line.slice(m[0].length, -1) }; } catch { return { key: '', value: line }; }
+}
+
+/** End of `len` bytes cut back so that no UTF-8 character is split. */
+function utf8Cut(buf: Buffer, start: number, len: number): number {
+  let end = Math.min(buf.length, start + len);
+  if (end < buf.length) while (end > start && (buf[end]! & 0xc0) === 0x80) end--;
+  return end;
+}
 
 /**
  * Embedded append-only log under `DATA_DIR/log`: one NDJSON file per topic (`{"k":key,"v":value}`
@@ -8,10 +47,17 @@ import type { AppendRecord, Log, LogBatch, LogRecord, LogSubscription, Subscribe
  * `DATA_DIR/log/offsets/<group>.json` (written atomically). Several processes may append (the
  * CLI while `start` runs): each append is a single O_APPEND write of whole lines, and readers
  * only take complete lines.
+ *
+ * Nothing can stall a topic: a line up to the maximum record size is delivered, a longer one is
+ * skipped in chunks and delivered as an `oversize` record (to be dead-lettered), a blank line is
+ * consumed, and a torn last line (a crash mid-append) is ended by the next append or by
+ * `sealTornTails()`, so that it becomes a line of its own.
  */
 export class EmbeddedLog implements Log {
   private readonly dir: string;
   private readonly subs = new Set<EmbeddedSubscription>();
+  /** Per topic: no complete line starts at `from` in a file of `size` bytes (spares re-reading a tail that has not grown). */
+  private readonly incomplete = new Map<string, { from: number; size: number }>();
 
   constructor(dataDir: string, private readonly pollMs = 200) {
     this.dir = join(dataDir, 'log');
@@ -30,18 +76,80 @@ export class EmbeddedLog implements Log {
   appendSync(topic: string, records: readonly AppendRecord[]): void {
     if (!records.length) return;
     let text = '';
-    for (const r of records) text += JSON.stringify({ k: r.key, v: r.value }) + '\n';
-    const buf = Buffer.from(text);
-    const fd = openSync(this.topicFile(topic), 'a');
+    for (const r of records) {
+      const v = 'raw' in r ? r.raw : JSON.stringify(r.value);
+      if ('raw' in r && v.includes('\n')) throw new Error('a raw record must be one line of JSON');
+      text += `{"k":${JSON.stringify(r.key)},"v":${v}}\n`;
+    }
+    this.write(topic, text);
+  }
+
+  /**
+   * Ends a torn last line (a crash mid-append left it without its newline) of every topic, so
+   * that the fragment is read as a line of its own and dead-lettered. Call on start, before
+   * subscribing. Returns the topics that had one.
+   */
+  sealTornTails(): string[] {
+    const sealed: string[] = [];
+    for (const f of readdirSync(this.dir)) {
+      const topic = /^([a-z][a-z0-9-]*)\.ndjson$/.exec(f)?.[1];
+      if (topic && this.write(topic, '')) sealed.push(topic);
+    }
+    return sealed;
+  }
+
+  /**
+   * One O_APPEND write of `text`, preceded by a newline when the file does not end with one, so
+   * that an append never glues itself onto a torn line. Returns whether a newline was added.
+   */
+  private write(topic: string, text: string): boolean {
+    const fd = openSync(this.topicFile(topic), 'a+');
     try {
+      const size = fstatSync(fd).size;
+      const torn = size > 0 && readAt(fd, size - 1, 1)[0] !== NL;
+      const buf = Buffer.from(torn ? '\n' + text : text);
       let off = 0;
       while (off < buf.length) off += writeSync(fd, buf, off, buf.length - off);
+      return torn;
     } finally { closeSync(fd); }
   }
 
-  /** Byte length of a topic file: the end offset. */
+  /** Byte length of a topic file. */
   end(topic: string): number {
     try { return statSync(this.topicFile(topic)).size; } catch { return 0; }
+  }
+
+  /** The end of the last complete line of a topic: what a consumer can reach (a torn tail is not a record yet). */
+  completeEnd(topic: string): number {
+    let fd: number;
+    try { fd = openSync(this.topicFile(topic), 'r'); } catch { return 0; }
+    try {
+      let pos = fstatSync(fd).size;
+      while (pos > 0) {
+        const len = Math.min(pos, 64 * 1024);
+        const nl = readAt(fd, pos - len, len).lastIndexOf(NL);
+        if (nl !== -1) return pos - len + nl + 1;
+        pos -= len;
+      }
+      return 0;
+    } finally { closeSync(fd); }
+  }
+
+  /** Number of newlines in [from, to) of a topic, read asynchronously (lag counting must not block the server). */
+  async countLines(topic: string, from: number, to: number): Promise<number> {
+    let fh;
+    try { fh = await open(this.topicFile(topic), 'r'); } catch { return 0; }
+    try {
+      const buf = Buffer.allocUnsafe(Math.min(CHUNK, Math.max(to - from, 1)));
+      let n = 0;
+      for (let pos = from; pos < to;) {
+        const { bytesRead } = await fh.read(buf, 0, Math.min(buf.length, to - pos), pos);
+        if (!bytesRead) break;
+        for (let i = buf.indexOf(NL, 0); i !== -1 && i < bytesRead; i = buf.indexOf(NL, i + 1)) n++;
+        pos += bytesRead;
+      }
+      return n;
+    } finally { await fh.close(); }
   }
 
   /** Reads every record of a topic from the start (CLI reads such as `keys list`). */
@@ -70,35 +178,67 @@ export class EmbeddedLog implements Log {
     return join(this.dir, 'offsets', `${group}.json`);
   }
 
-  /** Reads complete lines from `from`, at most `max` records and about 8 MiB. */
-  read(topic: string, from: number, max: number): { records: LogRecord[]; next: number } {
+  /**
+   * Reads complete lines from `from`: at most `max` records and about one chunk, or one line of
+   * up to MAX_LINE_BYTES, or one oversized line (skipped in chunks, delivered as a bounded
+   * prefix). `lines` counts the lines consumed, blank ones included; `next` is the offset after them.
+   */
+  read(topic: string, from: number, max: number): { records: LogRecord[]; next: number; lines: number } {
+    const none = { records: [], next: from, lines: 0 };
     let fd: number;
-    try { fd = openSync(this.topicFile(topic), 'r'); } catch { return { records: [], next: from }; }
+    try { fd = openSync(this.topicFile(topic), 'r'); } catch { return none; }
     try {
       const size = fstatSync(fd).size;
-      if (size <= from) return { records: [], next: from };
-      const len = Math.min(size - from, 8 << 20);
-      const buf = Buffer.allocUnsafe(len);
-      const got = readSync(fd, buf, 0, len, from);
+      if (size <= from) return none;
+      const seen = this.incomplete.get(topic);
+      if (seen && seen.from === from && seen.size === size) return none;
+      let buf = readAt(fd, from, Math.min(size - from, CHUNK));
+      if (buf.indexOf(NL) === -1 && buf.length < size - from) {
+        // The first line is longer than a chunk: read it whole if it may be within the maximum.
+        buf = readAt(fd, from, Math.min(size - from, MAX_LINE_BYTES + 1));
+        if (buf.indexOf(NL) === -1 && buf.length > MAX_LINE_BYTES) {
+          const head = Buffer.from(buf.subarray(0, MAX_KEY_BYTES + OVERSIZE_PREFIX_BYTES + 16)); // a copy: the big buffer can go
+          buf = Buffer.alloc(0);
+          const skipped = this.skipOversized(fd, from, size, head);
+          if (!skipped) this.incomplete.set(topic, { from, size });
+          return skipped ?? none;
+        }
+      }
       const records: LogRecord[] = [];
       let pos = 0;
+      let lines = 0;
       while (records.length < max) {
-        const nl = buf.indexOf(10, pos);
-        if (nl === -1 || nl >= got) break;
-        const line = buf.toString('utf8', pos, nl);
-        const offset = from + nl + 1;
+        const nl = buf.indexOf(NL, pos);
+        if (nl === -1) break;
+        lines++;
+        if (!isBlank(buf, pos, nl)) records.push({ ...splitEnvelope(buf.toString('utf8', pos, nl)), offset: String(from + nl + 1) });
         pos = nl + 1;
-        let key = '';
-        let value = line;
-        // Split the envelope without re-parsing the value: `{"k":<json string>,"v":<value>}`.
-        try {
-          const m = /^\{"k":("(?:[^"\\]|\\.)*"),"v":/.exec(line);
-          if (m) { key = JSON.parse(m[1]!); value = line.slice(m[0].length, -1); }
-        } catch { /* leave value as the whole line: the projector dead-letters it */ }
-        records.push({ key, value, offset: String(offset) });
       }
-      return { records, next: from + pos };
+      if (!lines) this.incomplete.set(topic, { from, size });
+      return { records, next: from + pos, lines };
     } finally { closeSync(fd); }
+  }
+
+  /** Finds the end of an oversized line in chunks; null while it has no newline yet (torn or being written). */
+  private skipOversized(fd: number, from: number, size: number, head: Buffer): { records: LogRecord[]; next: number; lines: number } | null {
+    let end = -1;
+    for (let pos = from + MAX_LINE_BYTES + 1; pos < size && end === -1;) {
+      const chunk = readAt(fd, pos, Math.min(size - pos, CHUNK));
+      const nl = chunk.indexOf(NL);
+      if (nl !== -1) end = pos + nl;
+      pos += chunk.length;
+    }
+    if (end === -1) return null;
+    const m = ENVELOPE.exec(head.toString('latin1')); // the envelope prefix is ASCII up to the key's own bytes
+    let key = '';
+    let valueStart = 0;
+    if (m) {
+      try { key = JSON.parse(Buffer.from(m[1]!, 'latin1').toString('utf8')); valueStart = m[0].length; } catch { /* not an envelope: keep the whole line */ }
+    }
+    const lineBytes = end - from;
+    const valueBytes = valueStart ? lineBytes - valueStart - 1 : lineBytes;
+    const value = head.toString('utf8', valueStart, utf8Cut(head, valueStart, OVERSIZE_PREFIX_BYTES));
+    return { records: [{ key, value, offset: String(end + 1), oversize: valueBytes }], next: end + 1, lines: 1 };
   }
 
   subscribe(group: string, topics: readonly string[], handle: (batch: LogBatch) => Promise<void>, opts: SubscribeOptions = {}): LogSubscription {
@@ -120,6 +260,8 @@ class EmbeddedSubscription implements LogSubscription {
   private offsets: Record<string, number>;
   private waiters: { targets: Record<string, number>; resolve: () => void }[] = [];
   private wake: (() => void) | undefined;
+  /** Per topic: `lines` newlines counted in [committed offset, to). Kept up to date by commits and by lag(). */
+  private readonly ahead: Record<string, { to: number; lines: number }> = {};
 
   constructor(
     private readonly log: EmbeddedLog,
@@ -136,13 +278,43 @@ class EmbeddedSubscription implements LogSubscription {
 
   caughtUp(): Promise<void> {
     const targets: Record<string, number> = {};
-    for (const t of this.topics) targets[t] = this.log.end(t);
+    for (const t of this.topics) targets[t] = this.log.completeEnd(t);
     if (this.reached(targets)) return Promise.resolve();
     return new Promise((resolve) => { this.waiters.push({ targets, resolve }); this.wake?.(); });
   }
 
+  /**
+   * Counts only the bytes appended since the previous call (the first call counts what is not
+   * yet committed): a commit subtracts the lines it consumed. A torn tail is not counted.
+   */
+  async lag(): Promise<number> {
+    let total = 0;
+    for (const t of this.topics) {
+      const a = (this.ahead[t] ??= { to: this.offsets[t] ?? 0, lines: 0 });
+      const size = this.log.end(t);
+      while (a.to < size) {
+        const from = a.to;
+        const to = Math.min(size, from + CHUNK);
+        const n = await this.log.countLines(t, from, to);
+        if (a.to === from) { a.to = to; a.lines += n; } // else a commit moved past `from` meanwhile: count on from there
+      }
+      total += a.lines;
+    }
+    return total;
+  }
+
   private reached(targets: Record<string, number>): boolean {
     return Object.entries(targets).every(([t, end]) => (this.offsets[t] ?? 0) >= end);
+  }
+
+  private commit(topic: string, next: number, lines: number): void {
+    this.offsets[topic] = next;
+    this.log.writeOffsets(this.group, this.offsets);
+    const a = this.ahead[topic];
+    if (a) {
+      if (a.to >= next) a.lines -= lines;
+      else { a.to = next; a.lines = 0; }
+    }
   }
 
   private async run(): Promise<void> {
@@ -152,20 +324,21 @@ class EmbeddedSubscription implements LogSubscription {
       for (const topic of this.topics) {
         if (!this.running) break;
         const from = this.offsets[topic] ?? 0;
-        const { records, next } = this.log.read(topic, from, max);
-        if (!records.length) continue;
+        const { records, next, lines } = this.log.read(topic, from, max);
+        if (next === from) continue;
         const batch: LogBatch = { topic, partition: 0, records };
-        try {
-          await this.handle(batch);
-        } catch (err) {
-          this.opts.onError?.(err, batch);
-          await this.sleep(1000);
-          progressed = true;
-          break; // retry from the committed offset: at-least-once
+        if (records.length) {
+          try {
+            await this.handle(batch);
+          } catch (err) {
+            this.opts.onError?.(err, batch);
+            await this.sleep(1000);
+            progressed = true;
+            break; // retry from the committed offset: at-least-once
+          }
         }
-        this.offsets[topic] = next;
-        this.log.writeOffsets(this.group, this.offsets);
-        this.opts.onCommit?.(batch);
+        this.commit(topic, next, lines); // blank lines only: consumed without a batch
+        if (records.length) this.opts.onCommit?.(batch);
         progressed = true;
         break; // restart from the first topic so that upstream topics stay ahead of downstream ones
       }

@@ -3,13 +3,34 @@
  * offsets and at-least-once delivery. Records of one key stay in order (one partition per key),
  * which is what a Kafka consumer group gives; the embedded adapter has one partition per topic.
  */
-export interface AppendRecord { key: string; value: unknown }
+
+/**
+ * Maximum record size: the UTF-8 bytes of a record's value JSON (16 MiB). Any record up to it is
+ * delivered and projected; a larger one is delivered as an `oversize` record and dead-lettered,
+ * so that no record can stall its topic.
+ */
+export const MAX_RECORD_BYTES = 16 * 1024 * 1024;
+/** Maximum size of a record key's JSON text. Keys derive from ids; this bounds a log line. */
+export const MAX_KEY_BYTES = 64 * 1024;
+/** How much of an oversized record's value is kept (for its dead letter). */
+export const OVERSIZE_PREFIX_BYTES = 64 * 1024;
+
+/**
+ * A record to append: a value to serialise, or `raw` JSON text appended verbatim (the CLI
+ * appends exactly the bytes it validated). `raw` must be one line.
+ */
+export type AppendRecord = { key: string; value: unknown } | { key: string; raw: string };
 
 export interface LogRecord {
   key: string;
   /** Raw JSON text as appended: the projector validates it, so a bad record can be dead-lettered. */
   value: string;
   offset: string;
+  /**
+   * Set when the record is larger than MAX_RECORD_BYTES: its size in bytes. `value` then holds
+   * only its first OVERSIZE_PREFIX_BYTES bytes (the record is never loaded whole).
+   */
+  oversize?: number;
 }
 
 export interface LogBatch {
@@ -28,8 +49,10 @@ export interface SubscribeOptions {
 }
 
 export interface LogSubscription {
-  /** Resolves once everything appended before this call has been handled and committed. */
+  /** Resolves once every complete record appended before this call has been handled and committed. */
   caughtUp(): Promise<void>;
+  /** Records on the log not yet handled and committed by this group (counted incrementally). */
+  lag(): Promise<number>;
   stop(): Promise<void>;
 }
 
