@@ -1,5 +1,5 @@
 import type { AccountRecord, ApiKeyRecord } from '../../schemas/topics/index.ts';
-import { del, type Projection } from '../projection.ts';
+import { del, iso, type Projection } from '../projection.ts';
 
 export const accountsProjection: Projection = {
   name: 'accounts',
@@ -29,6 +29,6 @@ export const apiKeysProjection: Projection = {
   ) ENGINE = ReplacingMergeTree(version) ORDER BY id`],
   handle: (batch) => batch.map(({ value: k }: { value: ApiKeyRecord }) => ({
     id: k.id, keyHash: k.keyHash, accountId: k.accountId, scopes: k.scopes, revoked: k.revoked ? 1 : 0,
-    createdAt: k.createdAt, version: k.version, deleted: del(k),
+    createdAt: iso(k.createdAt), version: k.version, deleted: del(k),
   })),
 };

@@ -1,5 +1,6 @@
 import type { AssetRecord } from '../../schemas/topics/index.ts';
 import { del, type Projection } from '../projection.ts';
+import { httpUrl } from '../sanitize.ts';
 
 const KNOWN_CLASSES = new Set(['crypto', 'equities', 'commodities', 'fx', 'other']);
 
@@ -34,7 +35,7 @@ export const assetsProjection: Projection = {
   handle: (batch) => batch.map(({ value: a }: { value: AssetRecord }) => {
     const quoteSymbol = quoteSymbolOf(a.markets);
     return {
-      id: a.id, name: a.name, symbol: a.symbol, logoUrl: a.logoUrl,
+      id: a.id, name: a.name, symbol: a.symbol, logoUrl: httpUrl(a.logoUrl),
       assetClass: assetClassOf(a.assetClass), resolvedAssetClass: resolvedAssetClassOf(a.assetClass, a.category), category: a.category,
       quoteSymbol, hasActiveMarket: quoteSymbol === null ? 0 : 1, version: a.version, deleted: del(a),
     };

@@ -1,5 +1,5 @@
 import type { PriceRecord } from '../../schemas/topics/index.ts';
-import { del, type Projection } from '../projection.ts';
+import { del, iso, type Projection } from '../projection.ts';
 
 export const pricesProjection: Projection = {
   name: 'prices',
@@ -10,6 +10,6 @@ export const pricesProjection: Projection = {
     assetId UInt64, at DateTime64(3, 'UTC'), price Float64, version UInt64, deleted UInt8
   ) ENGINE = ReplacingMergeTree(version) ORDER BY (assetId, at)`],
   handle: (batch) => batch.map(({ value: p }: { value: PriceRecord }) => ({
-    assetId: p.assetId, at: p.at, price: p.price, version: p.version, deleted: del(p),
+    assetId: p.assetId, at: iso(p.at), price: p.price, version: p.version, deleted: del(p),
   })),
 };

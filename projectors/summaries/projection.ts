@@ -1,5 +1,5 @@
 import type { AggregateSummaryRecord, ChannelSummaryRecord } from '../../schemas/topics/index.ts';
-import { del, type Projection } from '../projection.ts';
+import { del, iso, type Projection } from '../projection.ts';
 
 /** Summaries keep their filter columns plus the rest of the record as JSON (`body`). */
 export const channelSummariesProjection: Projection = {
@@ -12,7 +12,7 @@ export const channelSummariesProjection: Projection = {
   ) ENGINE = ReplacingMergeTree(version) ORDER BY id`],
   handle: (batch) => batch.map(({ value: s }: { value: ChannelSummaryRecord }) => {
     const { id, traderId, windowStart, windowEnd, generatedAt, status, version, deleted, ...body } = s;
-    return { id, traderId, windowStart, windowEnd, generatedAt, status, body: JSON.stringify(body), version, deleted: del({ deleted }) };
+    return { id, traderId, windowStart: iso(windowStart), windowEnd: iso(windowEnd), generatedAt: iso(generatedAt), status, body: JSON.stringify(body), version, deleted: del({ deleted }) };
   }),
 };
 
@@ -26,6 +26,6 @@ export const aggregateSummariesProjection: Projection = {
   ) ENGINE = ReplacingMergeTree(version) ORDER BY id`],
   handle: (batch) => batch.map(({ value: s }: { value: AggregateSummaryRecord }) => {
     const { id, windowStart, windowEnd, generatedAt, status, version, deleted, ...body } = s;
-    return { id, windowStart, windowEnd, generatedAt, status, body: JSON.stringify(body), version, deleted: del({ deleted }) };
+    return { id, windowStart: iso(windowStart), windowEnd: iso(windowEnd), generatedAt: iso(generatedAt), status, body: JSON.stringify(body), version, deleted: del({ deleted }) };
   }),
 };

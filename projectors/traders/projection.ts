@@ -1,5 +1,6 @@
 import type { SourceIdentityRecord, TraderRecord, TraderTagsRecord } from '../../schemas/topics/index.ts';
 import { del, type Projection } from '../projection.ts';
+import { httpUrl } from '../sanitize.ts';
 
 export const tradersProjection: Projection = {
   name: 'traders',
@@ -11,7 +12,7 @@ export const tradersProjection: Projection = {
     sourcePlatform LowCardinality(String), sourceIdentityId String, version UInt64, deleted UInt8
   ) ENGINE = ReplacingMergeTree(version) ORDER BY id`],
   handle: (batch) => batch.map(({ value: t }: { value: TraderRecord }) => ({
-    id: t.id, name: t.name, slug: t.slug, avatarUrl: t.avatarUrl,
+    id: t.id, name: t.name, slug: t.slug, avatarUrl: httpUrl(t.avatarUrl),
     sourcePlatform: t.source?.platform ?? '', sourceIdentityId: t.source?.sourceIdentityId ?? '',
     version: t.version, deleted: del(t),
   })),
@@ -27,7 +28,7 @@ export const sourceIdentitiesProjection: Projection = {
   ) ENGINE = ReplacingMergeTree(version) ORDER BY (platform, sourceIdentityId)`],
   handle: (batch) => batch.map(({ value: s }: { value: SourceIdentityRecord }) => ({
     platform: s.platform, sourceIdentityId: s.sourceIdentityId, displayName: s.displayName, handle: s.handle,
-    avatarUrl: s.avatarUrl, profileUrl: s.profileUrl, audienceCount: s.audienceCount, version: s.version, deleted: del(s),
+    avatarUrl: httpUrl(s.avatarUrl), profileUrl: httpUrl(s.profileUrl), audienceCount: s.audienceCount, version: s.version, deleted: del(s),
   })),
 };
 

@@ -1,0 +1,62 @@
+import { Parser } from 'htmlparser2';
+
+/**
+ * Sanitized source text and URLs (DESIGN 6). Applied by the projections; the log keeps the
+ * record as received.
+ */
+
+/** Elements whose content is code, not text: dropped with their tags. */
+const DROPPED = new Set(['script', 'style']);
+// C0 and C1 controls except tab (U+0009) and newline (U+000A); then bidi embeddings, overrides and isolates.
+const CONTROLS = /[\u0000-\u0008\u000B-\u001F\u007F-\u009F]/g;
+const BIDI = /[\u202A-\u202E\u2066-\u2069]/g;
+/** What a pass could change besides normalisation: markup, entities, controls, bidi characters. */
+const SUSPECT = /[<&\u0000-\u0008\u000B-\u001F\u007F-\u009F\u202A-\u202E\u2066-\u2069]/;
+/** Each pass removes a layer (markup, an entity level); real text is stable after one or two. */
+const MAX_PASSES = 16;
+
+/** Text content of HTML, entities decoded, `script`/`style` content dropped (htmlparser2, not regexes). */
+function htmlText(s: string): string {
+  let out = '';
+  let dropped = 0;
+  const parser = new Parser({
+    onopentag(name) { if (DROPPED.has(name)) dropped++; },
+    onclosetag(name) { if (DROPPED.has(name) && dropped > 0) dropped--; },
+    ontext(text) { if (!dropped) out += text; },
+  }, { decodeEntities: true, lowerCaseTags: true });
+  parser.write(s);
+  parser.end();
+  return out;
+}
+
+function pass(s: string): string {
+  return htmlText(s).normalize('NFC').replace(CONTROLS, '').replace(BIDI, '');
+}
+
+/**
+ * Plain text: HTML markup removed (text kept, script/style content dropped), Unicode NFC,
+ * control characters other than newline and tab removed, bidi override and isolate characters
+ * removed. Repeated until stable, so that decoded entities (`&lt;script&gt;`) or removed
+ * characters (`<\u0000script>`) cannot bring markup back.
+ */
+export function plainText(s: string): string {
+  if (!SUSPECT.test(s) && s.normalize('NFC') === s) return s; // most text: nothing to do, no parser run
+  let cur = s;
+  for (let i = 0; i < MAX_PASSES; i++) {
+    const next = pass(cur);
+    if (next === cur) return cur;
+    cur = next;
+  }
+  // Not stable after MAX_PASSES (deliberately nested entities): keep no `<` that could still start markup.
+  return cur.replaceAll('<', '');
+}
+
+export const plainTextOrNull = (s: string | null | undefined): string | null => (s == null ? null : plainText(s));
+
+/** An absolute http(s) URL in its canonical form (WHATWG URL `href`), or null for anything else (relative, javascript:, data:, ...). */
+export function httpUrl(s: string | null | undefined): string | null {
+  if (typeof s !== 'string') return null;
+  let url: URL;
+  try { url = new URL(s); } catch { return null; }
+  return url.protocol === 'http:' || url.protocol === 'https:' ? url.href : null;
+}
