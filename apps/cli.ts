@@ -2,8 +2,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { SingleBar, Presets } from 'cli-progress';
 import { EmbeddedLog } from '../projectors/log/embedded.ts';
-import { SCOPES, TOPIC_NAMES, topicByName } from '../schemas/topics/index.ts';
-import { Compile } from 'typebox/compile';
+import { MAX_RECORD_BYTES } from '../projectors/log/port.ts';
+import { SCOPES, TOPIC_NAMES } from '../schemas/topics/index.ts';
 import { createKey, DEMO_ACCOUNT, listAccounts, listKeys, parseScopes, parseVisibility, putAccount, revokeKey } from './admin.ts';
 import { loadConfig } from './config.ts';
 
@@ -26,6 +26,8 @@ async function projectNow(dataDir: string, total?: number): Promise<void> {
   const pid = runningServerPid(dataDir);
   if (pid) { console.error(`signalbase start (pid ${pid}) is running on ${dataDir}: it projects the new records itself.`); return; }
   const log = new EmbeddedLog(dataDir, 50);
+  // A crash mid-append may have left a torn last line: end it, so it is dead-lettered on its own.
+  for (const topic of log.sealTornTails()) console.error(`${topic}: a torn last line (an interrupted append) goes to the dead-letter table`);
   const store = await openChdbStore(storePath(dataDir));
   await ensureSchema(store);
   const bar = new SingleBar({ format: 'project |{bar}| {percentage}% {value}/{total} records {eta_formatted} left', noTTYOutput: true, notTTYSchedule: 5000, stream: process.stderr }, Presets.shades_classic);
@@ -90,32 +92,25 @@ const COMMANDS: Record<string, Command> = {
   },
   ingest: {
     usage: 'signalbase ingest FILE.ndjson [--data-dir DIR]',
-    help: `Appends records to the log. One JSON object per line: {"topic": "<topic>", "value": {...}}. Topics: ${TOPIC_NAMES.join(', ')}. A line that is not JSON or names no known topic stops the whole file (nothing is appended); a record that fails its schema is appended and lands in the dead-letter table with the reason.`,
+    help: `Appends records to the log, then projects them (unless a running \`start\` does). One JSON object per line: {"topic": "<topic>", "value": {...}}; blank lines are skipped. Topics: ${TOPIC_NAMES.join(', ')}. Every value is validated first, as the projector validates it: its topic's schema, no number out of the range of a 64-bit float (such as 1e400), ids up to 2^53-1, date-times in RFC 3339 with a real calendar date, no leap second, within 1970..2299, and at most ${MAX_RECORD_BYTES} bytes (16 MiB) of JSON. If any line is refused, nothing is appended: each refused line is listed with its number and reason, and the command exits with status 1. The value is appended exactly as written in the file (numbers, key order and spacing are kept).`,
     options: { ...dataDirOption },
     async run(v, pos) {
       const file = pos[0] ?? die('ingest needs a file: signalbase ingest FILE.ndjson');
       if (!existsSync(file)) die(`no such file: ${file}`);
-      const byTopic = new Map<string, { key: string; value: unknown }[]>();
-      const problems: string[] = [];
-      let invalid = 0;
-      readFileSync(file, 'utf8').split('\n').forEach((line, i) => {
-        if (!line.trim()) return;
-        let rec: any;
-        try { rec = JSON.parse(line); } catch (e) { problems.push(`line ${i + 1}: not JSON (${(e as Error).message})`); return; }
-        const topic = topicByName.get(rec?.topic);
-        if (!topic) { problems.push(`line ${i + 1}: unknown topic ${JSON.stringify(rec?.topic)}; topics: ${TOPIC_NAMES.join(', ')}`); return; }
-        if (!Compile(topic.schema).Check(rec.value)) { invalid++; console.error(`line ${i + 1}: ${topic.name} record fails its schema: it will be dead-lettered`); }
-        let key = '';
-        try { key = topic.key(rec.value); } catch { /* invalid record: the projector keys it */ }
-        (byTopic.get(topic.name) ?? byTopic.set(topic.name, []).get(topic.name)!).push({ key, value: rec.value });
-      });
-      if (problems.length) { for (const p of problems) console.error(p); die(`${problems.length} line(s) cannot be routed; nothing was appended`); }
+      const { readIngestFile } = await import('../projectors/ingest.ts');
+      const { byTopic, count, refused } = readIngestFile(readFileSync(file));
+      if (refused.length) {
+        const SHOWN = 100;
+        for (const r of refused.slice(0, SHOWN)) console.error(`line ${r.line}: ${r.reason}`);
+        if (refused.length > SHOWN) console.error(`... and ${refused.length - SHOWN} more refused lines`);
+        console.error(`nothing was appended: ${refused.length} line(s) of ${file} refused`);
+        return 1;
+      }
       const dataDir = dataDirOf(v);
       const log = new EmbeddedLog(dataDir);
-      let n = 0;
-      for (const [topic, recs] of byTopic) { log.appendSync(topic, recs); n += recs.length; }
-      console.error(`appended ${n} records (${invalid} failing their schema) from ${file}`);
-      await projectNow(dataDir, n);
+      for (const [topic, recs] of byTopic) log.appendSync(topic, recs);
+      console.error(`appended ${count} records from ${file}`);
+      await projectNow(dataDir, count);
     },
   },
   keys: {
