@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
@@ -13,6 +14,7 @@ import type { Config } from './config.ts';
 import { appendDemo } from './seed.ts';
 import { MemoryCache, MemoryWatermarks } from './cache/memory.ts';
 import { ReadCache } from './api/read-cache.ts';
+import { CursorCodec } from './reads/cursor.ts';
 
 /** Watermark of committed projector batches: it changes exactly when a read's answer may change. */
 export const DATA_VERSION = 'data-version';
@@ -31,6 +33,18 @@ export function runningServerPid(dataDir: string): number | null {
 }
 
 export type Say = (line: string) => void;
+
+/**
+ * The key that signs cursors (DESIGN 6), created once per DATA_DIR and kept there (mode 0600),
+ * so cursors stay valid across restarts. `CURSOR_SECRET` (distributed mode: shared by every API
+ * process) takes precedence.
+ */
+export function cursorCodec(dataDir: string, env: NodeJS.ProcessEnv = process.env): CursorCodec {
+  if (env.CURSOR_SECRET) return new CursorCodec(Buffer.from(env.CURSOR_SECRET, 'utf8'));
+  const file = join(dataDir, 'cursor-secret');
+  if (!existsSync(file)) writeFileSync(file, randomBytes(32).toString('base64url'), { mode: 0o600, flag: 'wx' });
+  return new CursorCodec(Buffer.from(readFileSync(file, 'utf8').trim(), 'base64url'));
+}
 
 /** Creates the `demo` account and a key with every scope, once per DATA_DIR (the key file marks it). */
 export function ensureDemoAccess(dataDir: string, log: EmbeddedLog): void {
@@ -55,6 +69,8 @@ export async function seedOnFirstStart(dataDir: string, log: EmbeddedLog, say: S
 
 export interface Embedded {
   app: FastifyInstance;
+  /** Resolves after the first catch-up with the log (healthz turns `ok`). */
+  firstCatchUp: Promise<void>;
   store: ChdbStore;
   log: EmbeddedLog;
   projector: LogSubscription;
@@ -71,6 +87,8 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
   writeFileSync(pidFile(cfg.dataDir), String(process.pid));
 
   const log = new EmbeddedLog(cfg.dataDir);
+  // A crash mid-append leaves a torn last line: give it a line of its own (it is dead-lettered).
+  for (const topic of log.sealTornTails()) say(`${topic}: a torn last line (an interrupted append) goes to the dead-letter table`);
   if (opts.seed !== false) await seedOnFirstStart(cfg.dataDir, log, say);
 
   const store = await openChdbStore(storePath(cfg.dataDir));
@@ -83,19 +101,32 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
     onCommit: async ({ applied, dead }) => { await watermarks.advance(DATA_VERSION, ++commits); projected += applied + dead; await auth.invalidate(); },
     onError: (err, topic) => say(`projector: batch of ${topic} failed, retrying: ${(err as Error).message}`),
   });
-  const t0 = Date.now();
-  const ticker = setInterval(() => say(`projecting the log: ${projected} records applied`), 5000);
-  await projector.caughtUp();
-  clearInterval(ticker);
-  say(`read models up to date (${projected} records projected in ${((Date.now() - t0) / 1000).toFixed(1)} s)`);
 
+  // Listen at once, whatever the log holds: healthz says `starting` (503) until the first catch-up.
+  let caughtUp = false;
+  let closing = false;
   const readCache = new ReadCache(new MemoryCache());
-  const app = buildApi({ store, auth, readCache, dataVersion: () => watermarks.get(DATA_VERSION), logger: cfg.logLevel === 'silent' ? false : { level: cfg.logLevel } });
+  const app = buildApi({
+    store, auth, readCache, cursors: cursorCodec(cfg.dataDir),
+    dataVersion: () => watermarks.get(DATA_VERSION),
+    health: async () => ({ status: caughtUp ? 'ok' : 'starting', projectorLag: await projector.lag() }),
+    logger: cfg.logLevel === 'silent' ? false : { level: cfg.logLevel },
+  });
   const address = await app.listen({ port: cfg.port, host: cfg.host });
   const url = address.replace('[::1]', 'localhost');
+
+  const t0 = Date.now();
+  const ticker = setInterval(async () => say(`projecting the log: ${projected} records applied, ${await projector.lag()} to go`), 5000);
+  const firstCatchUp = projector.caughtUp().then(() => {
+    if (closing) return; // stop() releases waiters without a catch-up
+    caughtUp = true;
+    say(`read models up to date (${projected} records projected in ${((Date.now() - t0) / 1000).toFixed(1)} s)`);
+  }).finally(() => clearInterval(ticker));
   return {
-    app, store, log, projector, url,
+    app, store, log, projector, url, firstCatchUp,
     async close() {
+      closing = true;
+      clearInterval(ticker);
       await app.close();
       await projector.stop();
       await store.close();

@@ -5,6 +5,7 @@
 //   Store floor: the read's handler called directly vs the raw chdb time of the SQL it issued
 //                (recorded through a Store proxy, then replayed on the store with the same params).
 // Usage: npx tsx bench/reads.ts --help
+import { CursorCodec } from '../apps/reads/cursor.ts';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, platform, release, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -212,9 +213,11 @@ const benchPrincipal: Principal = {
   messageVisibility: { mode: 'all' }, signalVisibility: { mode: 'all' }, historyWindowDays: null,
 };
 
+const benchCursors = CursorCodec.random();
+
 async function compareStore(emb: Embedded, op: Operation, query: Record<string, unknown>, until: number) {
   const pastDeadline = () => performance.now() > until;
-  const call = (recs: Recorded[]) => op.handler({ store: recordingStore(emb.store, recs), principal: benchPrincipal, now: new Date() }, query);
+  const call = (recs: Recorded[]) => op.handler({ store: recordingStore(emb.store, recs), principal: benchPrincipal, now: new Date(), cursors: benchCursors }, query);
   for (let i = 0; i < 3 && !pastDeadline(); i++) { const recs: Recorded[] = []; await call(recs); await replay(emb.store, recs); }
   const handlerMs: number[] = [];
   const rawMs: number[] = [];

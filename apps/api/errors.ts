@@ -19,6 +19,7 @@ export function validationDetails(err: FastifyError, querySchema: any, query: Re
 }
 
 export function sendError(reply: FastifyReply, request: FastifyRequest, err: ApiError): FastifyReply {
+  reply.header('x-request-id', request.id); // also for what is refused before the onRequest hook runs
   if (err.code === 'RATE_LIMITED') reply.header('retry-after', String((err.details as any)?.retryAfterSeconds ?? 1));
   return reply.code(err.status).send({
     success: false,

@@ -1,4 +1,8 @@
+import Type from 'typebox';
+import { SuccessEnvelope } from '../../schemas/api/envelope.ts';
 import { ErrorEnvelope } from '../../schemas/api/errors.ts';
+import { Health } from '../../schemas/api/resources.ts';
+import { DateTime } from '../../schemas/topics/common.ts';
 import { OPERATIONS, type Version } from '../registry.ts';
 
 /** The machine-readable description of one version, generated from the operations registry. */
@@ -19,12 +23,18 @@ export function openApiDocument(version: Version, serverUrl = ''): Record<string
         })),
         responses: {
           200: { description: 'success envelope', content: { 'application/json': { schema: op.response } } },
-          ...Object.fromEntries([400, 401, 403, 500, 503].map((s) => [s, { description: 'error envelope', content: { 'application/json': { schema: ErrorEnvelope } } }])),
+          ...Object.fromEntries([400, 401, 403, 405, 414, 500, 503].map((s) => [s, { description: 'error envelope', content: { 'application/json': { schema: ErrorEnvelope } } }])),
         },
       },
     };
   }
-  paths['/healthz'] = { get: { operationId: 'healthz', summary: 'Health check', security: [], responses: { 200: { description: 'ok' } } } };
+  const health = { content: { 'application/json': { schema: SuccessEnvelope(Type.Object({ results: Type.Array(Health), meta: Type.Object({ serverTime: DateTime }) })) } } };
+  paths['/healthz'] = {
+    get: {
+      operationId: 'healthz', summary: 'Health check (no key needed)', security: [],
+      responses: { 200: { description: 'ok', ...health }, 503: { description: 'starting: read models are still catching up with the log', ...health } },
+    },
+  };
   return {
     openapi: '3.1.0',
     info: { title: `signalbase API ${version}`, version, description: 'Read-only trading-signal data service. Authenticate with the `x-api-key` header.' },

@@ -28,13 +28,16 @@ interface Entry { results: string; metaHead: string; metaTail: string }
 export function isCacheable(rule: CacheRule | undefined, query: Record<string, unknown>, p: Principal): boolean {
   if (!rule) return false;
   if (rule.when === 'always') return true;
+  // The account's history window slides with the clock, and is re-applied to every cursor page.
+  if (p.historyWindowDays != null) return false;
   if (query.cursor !== undefined) return true; // the cursor carries the window its first page resolved
-  if (p.historyWindowDays != null) return false; // the account's window slides with the clock
   return query.startTime !== undefined || query.endTime !== undefined || (rule.hydrationParams ?? []).some((k) => query[k] !== undefined);
 }
 
 export function cacheKey(op: Operation, query: Record<string, unknown>, p: Principal, dataVersion: number): string {
-  const policy = [p.messageVisibility, p.signalVisibility, p.historyWindowDays];
+  // Accounts with the same policy share answers, but a cursor is bound to its account: a cursor
+  // answer is keyed by account too, so another account replaying it reaches the cursor check.
+  const policy = [p.messageVisibility, p.signalVisibility, p.historyWindowDays, query.cursor !== undefined ? p.accountId : null];
   const params = Object.keys(query).sort().map((k) => [k, query[k]]);
   return `read:${dataVersion}:${op.tool}:${createHash('sha256').update(JSON.stringify([policy, params])).digest('base64url')}`;
 }
@@ -54,7 +57,7 @@ export function envelope(e: Entry, serverTime: string, requestId: string): strin
 }
 
 export class ReadCache {
-  constructor(private readonly cache: Cache) {}
+  constructor(private readonly cache: Cache, private readonly clock: () => number = Date.now) {}
 
   async get(key: string): Promise<Entry | undefined> {
     const hit = await this.cache.get(key);
@@ -65,7 +68,7 @@ export class ReadCache {
   async put(key: string, rule: CacheRule, data: { results: unknown[]; meta: ListMeta }, now: number): Promise<Entry> {
     const entry = encode(data);
     // `ttlMs` counts from the request's clock; the read took time since, and that time is gone.
-    const ttl = Math.min(MAX_TTL_MS, rule.ttlMs ? rule.ttlMs(data as { results: any[] }, now) - (Date.now() - now) : MAX_TTL_MS);
+    const ttl = Math.min(MAX_TTL_MS, rule.ttlMs ? rule.ttlMs(data as { results: any[] }, now) - (this.clock() - now) : MAX_TTL_MS);
     if (ttl > 0) await this.cache.set(key, JSON.stringify(entry), ttl);
     return entry;
   }

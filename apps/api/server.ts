@@ -1,20 +1,30 @@
 import { randomUUID } from 'node:crypto';
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import type { Socket } from 'node:net';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify';
 import type { Store } from '../../projectors/store/port.ts';
 import { ApiError } from '../../schemas/api/errors.ts';
 import type { ApiKeyAuthenticator } from '../auth/keys.ts';
+import { isDateTime } from '../../schemas/formats.ts';
 import type { Principal } from '../reads/context.ts';
+import { CursorCodec } from '../reads/cursor.ts';
 import { OPERATIONS, type Operation } from '../registry.ts';
 import { registerDocs } from './docs.ts';
 import { errorHandler, sendError } from './errors.ts';
 import { openApiDocument } from './openapi.ts';
+import { parseQuery, queryProblems } from './query.ts';
 import { cacheKey, envelope, isCacheable, type ReadCache } from './read-cache.ts';
 
 export interface ApiDeps {
   store: Store;
   auth: ApiKeyAuthenticator;
-  /** Count of projector commits so far (healthz shows it; the read cache will key on it). */
+  /** Count of projector commits so far (healthz shows it; the read cache keys on it). */
   dataVersion: () => number | Promise<number>;
+  /** `starting` until the projector's first catch-up after start; lag = log records not yet projected. */
+  health?: () => { status: 'ok' | 'starting'; projectorLag: number } | Promise<{ status: 'ok' | 'starting'; projectorLag: number }>;
+  /** Signs keyset cursors (a key kept in DATA_DIR, or a shared secret); a random one when omitted. */
+  cursors?: CursorCodec;
+  /** The server's clock (ms); tests inject one. */
+  clock?: () => number;
   logger?: FastifyServerOptions['logger'];
   /** Answers keyed by (operation, parameters, policy, data version); omit to read the store every time. */
   readCache?: ReadCache;
@@ -35,18 +45,42 @@ function denyByPolicy(op: Operation, p: Principal): string | null {
   return null;
 }
 
-/** Checks list sizes that a pattern cannot express (`x-list-max`). */
-function checkListSizes(op: Operation, query: Record<string, unknown>): void {
-  const props = (op.query as any).properties as Record<string, any>;
-  for (const [name, value] of Object.entries(query)) {
-    const max = props[name]?.['x-list-max'];
-    if (typeof value === 'string' && max && new Set(value.split(',')).size > max) {
-      throw new ApiError('VALIDATION_ERROR', `Invalid query parameter ${name}: at most ${max} values`, [{ param: name, message: `must have at most ${max} values` }]);
-    }
+/** Longest request target we read (far above any valid query); longer ones get 414. */
+export const MAX_URL_LENGTH = 32 * 1024;
+/** Node's limit for the request line plus headers; beyond it the HTTP parser refuses the request. */
+const MAX_HEADER_BYTES = 64 * 1024;
+
+function errorBody(code: string, message: string, requestId: string): string {
+  return JSON.stringify({ success: false, error: { code, message, details: null }, requestId });
+}
+
+/**
+ * Requests Node's HTTP parser refuses before fastify sees them (a request line or headers over
+ * 64 KiB, malformed HTTP) still get the error envelope (DESIGN 6), written on the raw socket.
+ */
+function clientErrorHandler(err: Error & { code?: string; rawPacket?: unknown }, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed || !socket.writable) return;
+  let status = 400;
+  let code = 'VALIDATION_ERROR';
+  let message = 'Malformed HTTP request';
+  if (err.code === 'HPE_HEADER_OVERFLOW') {
+    // Too long either way; when the request line alone has no end in sight, it is the URL.
+    const firstLineEnd = Buffer.isBuffer(err.rawPacket) ? err.rawPacket.indexOf('\r\n') : -1;
+    if (firstLineEnd === -1 || firstLineEnd > MAX_URL_LENGTH) { status = 414; code = 'URI_TOO_LONG'; message = `URL longer than ${MAX_URL_LENGTH} bytes`; }
+    else { status = 431; code = 'HEADERS_TOO_LARGE'; message = `Request headers larger than ${MAX_HEADER_BYTES} bytes`; }
+  } else if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
+    return void socket.destroy();
   }
+  const id = randomUUID();
+  const body = errorBody(code, message, id);
+  socket.end(`HTTP/1.1 ${status} ${status === 414 ? 'URI Too Long' : status === 431 ? 'Request Header Fields Too Large' : 'Bad Request'}\r\n`
+    + `Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nx-request-id: ${id}\r\nConnection: close\r\n\r\n${body}`);
 }
 
 export function buildApi(deps: ApiDeps): FastifyInstance {
+  const clock = deps.clock ?? Date.now;
+  const cursors = deps.cursors ?? CursorCodec.random();
+  const health = deps.health ?? (() => ({ status: 'ok' as const, projectorLag: 0 }));
   const app = Fastify({
     logger: deps.logger ?? false,
     requestIdHeader: false,
@@ -54,34 +88,58 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
       const given = req.headers['x-request-id'];
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
     },
+    http: { maxHeaderSize: MAX_HEADER_BYTES },
+    clientErrorHandler,
+    // Every operation is a GET: HEAD and the rest get 405 with `Allow: GET`.
+    exposeHeadRoutes: false,
+    routerOptions: { querystringParser: parseQuery },
+    // What the router refuses (bad percent-encoding in the path) answers in the error envelope too.
+    frameworkErrors: (err, req, reply) => sendError(reply, req, new ApiError('VALIDATION_ERROR', `Malformed URL: ${err.message}`)),
     ajv: {
       customOptions: {
         removeAdditional: false, // unknown query parameters are rejected, not dropped
         coerceTypes: true,
         useDefaults: true,
         allErrors: true,
-        keywords: ['x-list', 'x-list-max', 'x-list-message'],
+        keywords: ['x-list', 'x-list-max', 'x-list-message', 'x-list-empty'],
       },
+      // The same strict date-time as ingest (schemas/formats.ts), replacing ajv-formats' looser one.
+      onCreate: (ajv: any) => ajv.addFormat('date-time', { type: 'string', validate: isDateTime }),
     },
   });
 
   app.decorateRequest('principal', undefined);
   app.decorateRequest('startedAt', null as unknown as Date);
   app.addHook('onRequest', async (req, reply) => {
-    req.startedAt = new Date();
+    req.startedAt = new Date(clock());
     reply.header('x-request-id', req.id);
+    if (req.url.length > MAX_URL_LENGTH) throw new ApiError('URI_TOO_LONG', `URL longer than ${MAX_URL_LENGTH} bytes`);
   });
   app.setErrorHandler(errorHandler);
-  app.setNotFoundHandler((req, reply) => sendError(reply, req, new ApiError('NOT_FOUND', `No route GET ${req.url.split('?')[0]}`)));
-
-  const health = async (req: { id: string }) => ({
-    success: true, data: { status: 'ok', serverTime: new Date().toISOString(), dataVersion: await deps.dataVersion() }, requestId: req.id,
+  app.setNotFoundHandler((req, reply) => {
+    const path = req.url.split('?')[0]!;
+    if (req.method !== 'GET' && app.hasRoute({ method: 'GET', url: path })) {
+      reply.header('allow', 'GET');
+      return sendError(reply, req, new ApiError('METHOD_NOT_ALLOWED', `${req.method} is not allowed on ${path}; every read is a GET`));
+    }
+    return sendError(reply, req, new ApiError('NOT_FOUND', `No route ${req.method} ${path}`));
   });
-  app.get('/healthz', health);
+
+  // DESIGN 6 Health: no key, success envelope; 503 while `starting` (before the first catch-up).
+  const healthz = async (req: FastifyRequest, reply: FastifyReply) => {
+    const [h, dataVersion] = await Promise.all([health(), deps.dataVersion()]);
+    reply.code(h.status === 'ok' ? 200 : 503);
+    return {
+      success: true,
+      data: { results: [{ status: h.status, dataVersion, projectorLag: h.projectorLag }], meta: { serverTime: req.startedAt.toISOString() } },
+      requestId: req.id,
+    };
+  };
   const openapi = { v1: openApiDocument('v1'), v2: openApiDocument('v2') };
+  app.get('/healthz', healthz);
   app.get('/openapi.json', async () => openapi.v1); // the host-root description is version 1 (contract 9.3)
   for (const v of ['v1', 'v2'] as const) {
-    app.get(`/${v}/healthz`, health);
+    app.get(`/${v}/healthz`, healthz);
     app.get(`/${v}/openapi.json`, async () => openapi[v]);
   }
   registerDocs(app);
@@ -98,11 +156,12 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
           const denied = denyByPolicy(op, principal);
           if (denied) throw new ApiError('FORBIDDEN', denied);
           req.principal = principal;
+          const problems = queryProblems(op.query, req.query as Record<string, string>);
+          if (problems.length) throw new ApiError('VALIDATION_ERROR', `Invalid query parameter ${problems[0]!.param}: ${problems[0]!.message}`, problems);
         },
         handler: async (req, reply) => {
           const query = req.query as Record<string, unknown>;
-          checkListSizes(op, query);
-          const ctx = { store: deps.store, principal: req.principal!, now: req.startedAt };
+          const ctx = { store: deps.store, principal: req.principal!, now: req.startedAt, cursors };
           if (!deps.readCache || !isCacheable(op.cache, query, ctx.principal)) {
             return { success: true, data: await op.handler(ctx, query), requestId: req.id };
           }

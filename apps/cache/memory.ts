@@ -4,7 +4,7 @@ import type { Cache, Watermarks } from './port.ts';
 export class MemoryCache implements Cache {
   private readonly map = new Map<string, { value: string; expires: number }>();
   private bytes = 0;
-  constructor(private readonly maxEntries = 50_000, private readonly maxBytes = 256 << 20) {}
+  constructor(private readonly maxEntries = 50_000, private readonly maxBytes = 256 << 20, private readonly clock: () => number = Date.now) {}
 
   private remove(key: string): void {
     const e = this.map.get(key);
@@ -14,7 +14,7 @@ export class MemoryCache implements Cache {
   async get(key: string): Promise<string | undefined> {
     const e = this.map.get(key);
     if (!e) return undefined;
-    if (e.expires <= Date.now()) { this.remove(key); return undefined; }
+    if (e.expires <= this.clock()) { this.remove(key); return undefined; }
     return e.value;
   }
 
@@ -23,7 +23,7 @@ export class MemoryCache implements Cache {
     if (size > this.maxBytes) return;
     this.remove(key); // re-insert so Map order stays oldest-first
     while (this.map.size && (this.map.size >= this.maxEntries || this.bytes + size > this.maxBytes)) this.remove(this.map.keys().next().value!);
-    this.map.set(key, { value, expires: Date.now() + ttlMs });
+    this.map.set(key, { value, expires: this.clock() + ttlMs });
     this.bytes += size;
   }
 

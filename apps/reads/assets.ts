@@ -12,7 +12,7 @@ import type { AssetsQuery } from '../../schemas/api/queries.ts';
  */
 export function listAssets(ctx: ReadContext, q: AssetsQuery) {
   return listRead<AssetRow, AssetRow>(ctx, {
-    op: 'list_assets', query: q, historical: false,
+    op: 'list_assets', query: q, historical: false, keyParts: ['string', 'id'],
     fetch: ({ where, after, limit }) => {
       where.add('deleted = 0 AND hasActiveMarket = 1')
         .when(splitList(q.assetClass), 'resolvedAssetClass IN {classes:Array(String)}', 'classes')

@@ -1,5 +1,6 @@
 import type { Store } from '../../projectors/store/port.ts';
 import type { Scope, VisibilityPolicy } from '../../schemas/topics/index.ts';
+import type { CursorCodec } from './cursor.ts';
 
 /** Who is reading, after authentication: scopes and the account's access policy. */
 export interface Principal {
@@ -16,6 +17,8 @@ export interface ReadContext {
   principal: Principal;
   /** Server time of this request: relative bounds and statuses resolve against it. */
   now: Date;
+  /** Signs and checks keyset cursors. */
+  cursors: CursorCodec;
 }
 
 /**

@@ -1,33 +1,90 @@
-import { createHash } from 'node:crypto';
+import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { ApiError } from '../../schemas/api/errors.ts';
+import { MAX_DATE_TIME_MS, MIN_DATE_TIME_MS } from '../../schemas/formats.ts';
+import type { Principal } from './context.ts';
 
 /**
- * Keyset cursors (DESIGN 6): opaque base64url JSON carrying the last sort key, the time window
- * the first page resolved (so later pages keep it) and a fingerprint of the filters.
+ * Keyset cursors (DESIGN 6): `base64url(JSON payload) "." base64url(HMAC-SHA256)`, signed with a
+ * server key. The payload carries the last sort key, the time window the first page resolved, a
+ * fingerprint of the filters and one of the caller's account policy. The signature makes edits
+ * evident; the fingerprints bind a cursor to its filters and to its account; every decoded field
+ * is still type- and range-checked, and the window is clamped to the account's history window
+ * again on every page (window.ts), so a cursor can never widen what its caller may read.
  */
-export interface CursorState { k: (string | number)[]; w?: [number | null, number | null] }
+export type Key = (string | number)[];
+export type Window = [number | null, number | null];
+export interface CursorState { k: Key; w?: Window }
 
+/** What each position of a read's sort key holds: a time (ms), an id, or a string. */
+export type KeyPart = 'time' | 'id' | 'string';
+
+const MAC_BYTES = 16;
+/** A key made of a trader name or symbol plus an id stays far below this; anything longer is not ours. */
+const MAX_CURSOR_LENGTH = 4096;
+const MAX_KEY_STRING = 2048;
+const MALFORMED = () => new ApiError('INVALID_CURSOR', 'Malformed cursor');
+
+export class CursorCodec {
+  constructor(private readonly secret: Buffer) {
+    if (secret.length < 32) throw new Error('the cursor secret must be at least 32 bytes');
+  }
+
+  static random(): CursorCodec { return new CursorCodec(randomBytes(32)); }
+
+  private mac(data: string): Buffer {
+    return createHmac('sha256', this.secret).update(data).digest().subarray(0, MAC_BYTES);
+  }
+
+  /** Fingerprint of the account and its policy: a cursor of another account, or of a changed policy, does not fit. */
+  policyPrint(p: Principal): string {
+    const policy = [p.accountId, p.messageVisibility, p.signalVisibility, p.historyWindowDays];
+    return this.mac(`policy:${JSON.stringify(policy)}`).toString('base64url');
+  }
+
+  encode(state: CursorState, filters: string, policy: string): string {
+    const body = Buffer.from(JSON.stringify({ k: state.k, ...(state.w ? { w: state.w } : {}), f: filters, p: policy })).toString('base64url');
+    return `${body}.${this.mac(body).toString('base64url')}`;
+  }
+
+  decode(raw: string, parts: readonly KeyPart[], filters: string, policy: string, historical: boolean): CursorState {
+    if (raw.length > MAX_CURSOR_LENGTH || !/^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/.test(raw)) throw MALFORMED();
+    const [body, sig] = raw.split('.') as [string, string];
+    const given = Buffer.from(sig, 'base64url');
+    if (given.length !== MAC_BYTES || !timingSafeEqual(given, this.mac(body))) throw MALFORMED();
+    let parsed: any;
+    try { parsed = JSON.parse(Buffer.from(body, 'base64url').toString('utf8')); } catch { throw MALFORMED(); }
+    // Signed by us, yet checked as if it were not: a leaked key or a bug must not turn into a 500.
+    if (!isKey(parsed?.k, parts) || typeof parsed.f !== 'string' || typeof parsed.p !== 'string') throw MALFORMED();
+    if (historical ? !isWindow(parsed.w) : parsed.w !== undefined) throw MALFORMED();
+    if (parsed.f !== filters) {
+      throw new ApiError('INVALID_CURSOR', 'Cursor does not match the filters of this request; keep the filters unchanged between pages');
+    }
+    if (parsed.p !== policy) {
+      throw new ApiError('INVALID_CURSOR', 'Cursor was issued to another account or under another access policy; start again from the first page');
+    }
+    return { k: parsed.k, ...(historical ? { w: parsed.w } : {}) };
+  }
+}
+
+const isTime = (x: unknown): x is number => Number.isSafeInteger(x) && (x as number) >= MIN_DATE_TIME_MS && (x as number) <= MAX_DATE_TIME_MS;
+
+function isKey(k: unknown, parts: readonly KeyPart[]): k is Key {
+  return Array.isArray(k) && k.length === parts.length && parts.every((part, i) => {
+    const x = k[i];
+    if (part === 'time') return isTime(x);
+    if (part === 'id') return Number.isSafeInteger(x) && (x as number) >= 1;
+    return typeof x === 'string' && x.length <= MAX_KEY_STRING;
+  });
+}
+
+function isWindow(w: unknown): w is Window {
+  return Array.isArray(w) && w.length === 2 && w.every((x) => x === null || isTime(x))
+    && (w[0] === null || w[1] === null || w[0] <= w[1]);
+}
+
+/** Fingerprint of a read's filters: every parameter but the cursor and the page size. */
 export function fingerprint(op: string, filters: Record<string, unknown>): string {
   const norm = Object.keys(filters).filter((k) => k !== 'cursor' && k !== 'limit' && filters[k] !== undefined).sort()
     .map((k) => [k, filters[k]]);
-  return createHash('sha256').update(JSON.stringify([op, norm])).digest('base64url').slice(0, 12);
-}
-
-export function encodeCursor(state: CursorState, fp: string): string {
-  return Buffer.from(JSON.stringify({ ...state, f: fp })).toString('base64url');
-}
-
-export function decodeCursor(raw: string, fp: string): CursorState {
-  let parsed: any;
-  try {
-    if (!/^[A-Za-z0-9_-]+$/.test(raw)) throw new Error('charset');
-    parsed = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8'));
-  } catch {
-    throw new ApiError('INVALID_CURSOR', 'Malformed cursor');
-  }
-  const okKey = Array.isArray(parsed?.k) && parsed.k.every((x: unknown) => typeof x === 'string' || (typeof x === 'number' && Number.isFinite(x)));
-  const okWin = parsed?.w === undefined || (Array.isArray(parsed.w) && parsed.w.length === 2 && parsed.w.every((x: unknown) => x === null || Number.isFinite(x)));
-  if (!okKey || !okWin || typeof parsed.f !== 'string') throw new ApiError('INVALID_CURSOR', 'Malformed cursor');
-  if (parsed.f !== fp) throw new ApiError('INVALID_CURSOR', 'Cursor does not match the filters of this request; keep the filters unchanged between pages');
-  return { k: parsed.k, w: parsed.w };
+  return createHash('sha256').update(JSON.stringify([op, norm])).digest('base64url').slice(0, 16);
 }

@@ -22,7 +22,7 @@ export function eligibleEventsSql(where: string): string {
 
 export function listEvents(ctx: ReadContext, q: EventsQuery) {
   return listRead<Row, Event>(ctx, {
-    op: 'list_events', query: q, historical: true,
+    op: 'list_events', query: q, historical: true, keyParts: ['time', 'id'],
     fetch: ({ where, after, window, limit }) => {
       where.when(splitIds(q.traderIds), 'traderId IN {traderIds:Array(UInt64)}', 'traderIds')
         .when(splitIds(q.assetIds), 'assetId IN {assetIds:Array(UInt64)}', 'assetIds')

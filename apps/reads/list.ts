@@ -1,4 +1,4 @@
-import { decodeCursor, encodeCursor, fingerprint, type CursorState } from './cursor.ts';
+import { fingerprint, type CursorState, type KeyPart } from './cursor.ts';
 import { appliedTimeRange, resolveWindow, type Window } from './window.ts';
 import type { ReadContext } from './context.ts';
 import { policyParams } from './context.ts';
@@ -38,12 +38,17 @@ export async function listRead<Row, Item>(ctx: ReadContext, spec: {
   /** historical reads resolve a time window and echo `appliedTimeRange`. */
   historical: boolean;
   unboundedDefault?: boolean;
+  /** What the sort key holds, position by position; a cursor's key is checked against it. */
+  keyParts: readonly KeyPart[];
   fetch: (args: { where: Where; after: CursorState['k'] | undefined; window: Window; limit: number }) => Promise<Row[]>;
   keyOf: (row: Row) => CursorState['k'];
   shape: (rows: Row[]) => Promise<Item[]> | Item[];
 }): Promise<ListResult<Item>> {
   const fp = fingerprint(spec.op, spec.query);
-  const cur = spec.query.cursor !== undefined ? decodeCursor(spec.query.cursor, fp) : undefined;
+  const policy = ctx.cursors.policyPrint(ctx.principal);
+  const cur = spec.query.cursor !== undefined
+    ? ctx.cursors.decode(spec.query.cursor, spec.keyParts, fp, policy, spec.historical)
+    : undefined;
   const window = spec.historical
     ? resolveWindow(spec.query, ctx.now, ctx.principal, { fromCursor: cur?.w, unboundedDefault: spec.unboundedDefault })
     : { start: null, end: null };
@@ -52,7 +57,7 @@ export async function listRead<Row, Item>(ctx: ReadContext, spec: {
   const hasMore = rows.length > spec.query.limit;
   const page = hasMore ? rows.slice(0, spec.query.limit) : rows;
   const nextCursor = hasMore
-    ? encodeCursor({ k: spec.keyOf(page[page.length - 1]!), ...(spec.historical ? { w: [window.start, window.end] as [number | null, number | null] } : {}) }, fp)
+    ? ctx.cursors.encode({ k: spec.keyOf(page[page.length - 1]!), ...(spec.historical ? { w: [window.start, window.end] as [number | null, number | null] } : {}) }, fp, policy)
     : null;
   const meta: ListMeta = { hasMore, nextCursor, serverTime: ctx.now.toISOString() };
   if (spec.historical) meta.appliedTimeRange = appliedTimeRange(window);

@@ -23,7 +23,7 @@ const MESSAGE_TRADERS_SQL = `SELECT sourcePlatform, sourceIdentityId, min(id) AS
 export function listMessages(ctx: ReadContext, q: MessagesQuery) {
   const ids = splitList(q.ids);
   return listRead<Row, Message>(ctx, {
-    op: 'list_messages', query: q, historical: true,
+    op: 'list_messages', query: q, historical: true, keyParts: ['time', 'string'],
     // Hydration by id is not limited by the 90-day default window.
     unboundedDefault: ids !== undefined,
     fetch: ({ where, after, window, limit }) => {

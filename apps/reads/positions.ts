@@ -24,7 +24,7 @@ const ASSET_JOIN = 'INNER JOIN (SELECT id, quoteSymbol FROM $db.assets FINAL WHE
 export function listPositions(ctx: ReadContext, q: PositionsQuery) {
   const positionIds = splitIds(q.positionIds);
   return listRead<Row, Position>(ctx, {
-    op: 'list_positions', query: q, historical: true, unboundedDefault: positionIds !== undefined,
+    op: 'list_positions', query: q, historical: true, keyParts: ['time', 'id'], unboundedDefault: positionIds !== undefined,
     fetch: ({ where, after, window, limit }) => {
       addPositionFilters(where, q);
       addWindow(where, 'p.openAt', window);
@@ -54,7 +54,7 @@ export function listPositions(ctx: ReadContext, q: PositionsQuery) {
 export function listOpenPositions(ctx: ReadContext, q: OpenPositionsQuery) {
   type OpenRow = Row & { currentPrice: number; currentReturnPercentage: number };
   return listRead<OpenRow, OpenPosition>(ctx, {
-    op: 'list_open_positions', query: q, historical: false,
+    op: 'list_open_positions', query: q, historical: false, keyParts: ['time', 'id'],
     fetch: ({ where, after, limit }) => {
       addPositionFilters(where, q);
       where.add('p.isOpen = 1 AND p.openPrice IS NOT NULL AND p.openPrice != 0');

@@ -13,7 +13,7 @@ interface Row {
 /** Trader directory (v2): ordered by name then id; a row needs message or signal visibility. */
 export function listTraderDirectory(ctx: ReadContext, q: TraderDirectoryQuery) {
   return listRead<Row, TraderDirectoryRow>(ctx, {
-    op: 'list_trader_directory', query: q, historical: false,
+    op: 'list_trader_directory', query: q, historical: false, keyParts: ['string', 'id'],
     fetch: ({ where, after, limit }) => {
       where.add(`(${visibilitySql('msg', 't.id', 't.sourcePlatform')} OR ${visibilitySql('sig', 't.id', 't.sourcePlatform')})`)
         .when(splitList(q.sourcePlatforms), 't.sourcePlatform IN {platforms:Array(String)}', 'platforms');

@@ -13,6 +13,7 @@ export function EnumList(values: readonly string[], opts: { allowEmpty?: boolean
     pattern: opts.allowEmpty ? `^(${body})?$` : `^${body}$`,
     description: opts.description ?? `comma-separated list of: ${values.join(', ')}`,
     'x-list': { type: 'string', enum: [...values] },
+    ...(opts.allowEmpty ? { 'x-list-empty': true } : {}),
     'x-list-message': `must be a comma-separated list of: ${values.join(', ')}`,
   });
 }
@@ -21,7 +22,8 @@ export function IdList(description: string, maxItems = 1000) {
   return Type.String({
     pattern: '^[1-9][0-9]{0,17}(,[1-9][0-9]{0,17})*$',
     description: `${description} (comma-separated integers, at most ${maxItems})`,
-    'x-list': { type: 'integer', minimum: 1 },
+    // ids are 1 .. 2^53-1: larger ones cannot be represented exactly (DESIGN 6)
+    'x-list': { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER },
     'x-list-max': maxItems,
     'x-list-message': `must be a comma-separated list of positive integers (at most ${maxItems})`,
   });
@@ -32,7 +34,7 @@ export function StringList(description: string, maxItems = 1000) {
     minLength: 1,
     pattern: '^[^,]+(,[^,]+)*$',
     description: `${description} (comma-separated, at most ${maxItems})`,
-    'x-list': { type: 'string' },
+    'x-list': { type: 'string', maxLength: 200 },
     'x-list-max': maxItems,
     'x-list-message': `must be a comma-separated list of non-empty strings (at most ${maxItems})`,
   });
@@ -59,7 +61,7 @@ export const windowParams = { startTime: Type.Optional(StartTime), endTime: Type
 /** A validated query: `limit` is always present once its default is applied. */
 export type Validated<Q> = Q & { limit: number };
 
-/** Splits a comma-separated list parameter (validated by its pattern already). */
+/** Splits a comma-separated list parameter (validated member by member already). */
 export function splitList(v: string | undefined): string[] | undefined {
   if (v === undefined || v === '') return undefined;
   return [...new Set(v.split(','))];

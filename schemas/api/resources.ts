@@ -106,4 +106,9 @@ export const AssetRow = Type.Object({
 });
 export type AssetRow = Type.Static<typeof AssetRow>;
 
-export const Health = Type.Object({ status: Type.Literal('ok'), serverTime: DateTime, dataVersion: Type.Integer() });
+/** DESIGN 6 Health: `starting` (HTTP 503) until the projector's first catch-up after start. */
+export const Health = Type.Object({
+  status: StringEnum(['ok', 'starting']),
+  dataVersion: Type.Integer({ description: 'projector commits so far' }),
+  projectorLag: Type.Integer({ description: 'records on the log not yet projected' }),
+});

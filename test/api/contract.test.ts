@@ -192,10 +192,17 @@ describe('eligibility and quoteSymbol', () => {
 });
 
 describe('operational routes', () => {
-  it('healthz needs no key', async () => {
-    const res = await h.get('/healthz');
-    expect(res.status).toBe(200);
-    expect(res.body.data.status).toBe('ok');
+  it('healthz needs no key and answers in the success envelope on the root and both versions (DESIGN 6 Health)', async () => {
+    for (const path of ['/healthz', '/v1/healthz', '/v2/healthz']) {
+      const res = await h.get(path);
+      expect(res.status).toBe(200);
+      expect(res.body).toEqual({
+        success: true,
+        data: { results: [{ status: 'ok', dataVersion: expect.any(Number), projectorLag: 0 }], meta: { serverTime: expect.any(String) } },
+        requestId: res.headers['x-request-id'],
+      });
+      expect(res.body.data.results[0].dataVersion).toBeGreaterThan(0);
+    }
   });
   it('each version has its own OpenAPI; the host root serves v1', async () => {
     const v1 = (await h.get('/v1/openapi.json')).body;

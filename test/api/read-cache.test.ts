@@ -65,18 +65,32 @@ describe('read cache', () => {
     expect(new Set(some)).toEqual(new Set([2]));
   });
 
-  it('a cached position page expires when a too_young window comes of age', async () => {
-    const openAt = Date.now() - 24 * HOUR + 1500; // its 1D window ends 1.5 s from now
-    await h.given([
-      build.asset(9, { symbol: 'NINE' }),
-      build.event(900, { positionId: 900, assetId: 9, price: 100, timeOfEvent: new Date(openAt).toISOString() }),
-      build.price(9, new Date(openAt + 24 * HOUR + 1000).toISOString(), 110), // the forward sample, already known
-    ]);
-    const url = `/v2/positions?positionIds=900`;
-    const status = async () => (await h.get(url, key)).body.data.results[0].timeBasedPerformances['1D'];
-    expect((await status()).status).toBe('too_young');
-    expect((await status()).status).toBe('too_young'); // served from the cache
-    await new Promise((r) => setTimeout(r, Math.max(0, openAt + 24 * HOUR - Date.now()) + 50));
-    expect(await status()).toEqual({ window: '1D', status: 'ready', returnPercentage: expect.closeTo(10, 9) });
+  it('a cached position page is served until, and not after, its too_young window comes of age (injected clock)', async () => {
+    let now = Date.now();
+    const timed = await createHarness({ clock: () => now });
+    try {
+      const evalAt = now + 10 * 60_000; // the 1D window of position 900 ends 10 minutes from "now"
+      const openAt = evalAt - 24 * HOUR;
+      await timed.given([
+        build.source('src-1'), build.trader(1), build.asset(9, { symbol: 'NINE' }),
+        build.event(900, { positionId: 900, assetId: 9, price: 100, timeOfEvent: new Date(openAt).toISOString() }),
+        build.price(9, new Date(evalAt + 1000).toISOString(), 110), // the forward sample, already known
+      ]);
+      const k = await timed.key();
+      const read = async () => {
+        const spy = vi.spyOn(timed.store, 'query');
+        const res = await timed.get('/v2/positions?positionIds=900', k);
+        const queried = spy.mock.calls.length > 0;
+        spy.mockRestore();
+        return { perf: res.body.data.results[0].timeBasedPerformances['1D'], serverTime: res.body.data.meta.serverTime, queried };
+      };
+      expect(await read()).toMatchObject({ perf: { status: 'too_young' }, queried: true });
+      now = evalAt - 1;
+      expect(await read()).toEqual({ perf: { window: '1D', status: 'too_young', returnPercentage: null }, serverTime: new Date(evalAt - 1).toISOString(), queried: false });
+      now = evalAt;
+      expect(await read()).toEqual({ perf: { window: '1D', status: 'ready', returnPercentage: expect.closeTo(10, 9) }, serverTime: new Date(evalAt).toISOString(), queried: true });
+    } finally {
+      await timed.close();
+    }
   });
 });

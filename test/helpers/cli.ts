@@ -84,6 +84,12 @@ export async function startServer(env: Record<string, string>, timeoutMs = 120_0
   // Let the rest of the banner (key line) arrive.
   const keyDeadline = Date.now() + 2000;
   while (!/\btry: /.test(out) && Date.now() < keyDeadline) await sleep(50);
+  // `start` listens before it has caught up with the log; the tests want the read models current.
+  const url = /REST v2:\s+(\S+)\/v2/.exec(out)![1];
+  while ((await fetch(`${url}/healthz`).then((r) => r.status, () => 0)) !== 200) {
+    if (Date.now() > deadline) { await server.stop(2000); throw new Error(`healthz never turned ok within ${timeoutMs} ms\n${out}\n${err}`); }
+    await sleep(100);
+  }
   return server;
 }
 

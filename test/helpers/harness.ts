@@ -38,7 +38,9 @@ export interface Harness {
   close(): Promise<void>;
 }
 
-export async function createHarness(): Promise<Harness> {
+/** `clock`: the server's clock in ms (read cache expiry, serverTime); the real one when omitted. */
+export async function createHarness(opts: { clock?: () => number } = {}): Promise<Harness> {
+  const clock = opts.clock ?? Date.now;
   const dataDir = mkdtempSync(join(tmpdir(), 'signalbase-log-'));
   open++;
   const store = await new ChdbStore(processDir, `t${process.pid}_${++counter}_${Date.now() % 100000}`).init();
@@ -47,7 +49,7 @@ export async function createHarness(): Promise<Harness> {
   const auth = new ApiKeyAuthenticator(store, new MemoryCache());
   let version = 0;
   const projector = runProjector(log, store, { onCommit: () => { version++; return auth.invalidate(); } });
-  const app = buildApi({ store, auth, readCache: new ReadCache(new MemoryCache()), dataVersion: () => version });
+  const app = buildApi({ store, auth, readCache: new ReadCache(new MemoryCache(undefined, undefined, clock), clock), dataVersion: () => version, clock });
   await app.ready();
   let accounts = 0;
   const h: Harness = {
