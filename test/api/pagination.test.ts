@@ -10,33 +10,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { build, createHarness, type Harness } from '../helpers/harness.ts';
 import * as O from '../oracle/oracle.ts';
-import { page, walk, url, type Params } from '../oracle/walk.ts';
+import { page, prng, walk, url, type Params, type Rng } from '../oracle/walk.ts';
 
 const SEC = 1000;
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
-
-/** mulberry32: small seeded PRNG. */
-function prng(seed: number) {
-  let a = seed >>> 0;
-  const next = () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-  const int = (lo: number, hi: number) => lo + Math.floor(next() * (hi - lo + 1));
-  const pick = <T>(xs: readonly T[]): T => xs[Math.floor(next() * xs.length)]!;
-  const chance = (p: number) => next() < p;
-  const subset = <T>(xs: readonly T[], min = 1, max = xs.length): T[] => {
-    const n = int(min, Math.min(max, xs.length));
-    const copy = [...xs];
-    for (let i = copy.length - 1; i > 0; i--) { const j = Math.floor(next() * (i + 1)); [copy[i], copy[j]] = [copy[j]!, copy[i]!]; }
-    return copy.slice(0, n);
-  };
-  return { next, int, pick, chance, subset };
-}
 
 // ---------------------------------------------------------------------------------------------------
 // Data
@@ -180,7 +158,6 @@ const keys = (rows: any[]) => rows.map((r) => r.id);
 // ---------------------------------------------------------------------------------------------------
 // Random filters
 
-type Rng = ReturnType<typeof prng>;
 const csv = (xs: readonly (string | number)[]) => xs.join(',');
 
 function randomWindow(r: Rng, q: Params): void {
@@ -264,6 +241,8 @@ describe('walk-all-pages property (seeded)', () => {
       const r = prng(0xC0FFEE + EPS.indexOf(ep));
       let walks = 0;
       let rowsSeen = 0;
+      let nonEmpty = 0;
+      let multiPage = 0;
       for (let i = 0; i < 14; i++) {
         const q = randomParams(ep, r, records);
         // Mostly limits that give several pages, otherwise any limit in 1..200; at most ~80 pages a walk.
@@ -288,9 +267,16 @@ describe('walk-all-pages property (seeded)', () => {
         expect(O.diff(wk.rows, expected), label).toBeNull();
         walks++;
         rowsSeen += wk.rows.length;
+        // A walk that comes back empty only proves something when the oracle says so too.
+        if (expected.length > 0) expect(wk.rows.length, `${label}: the oracle expects ${expected.length} rows`).toBeGreaterThan(0);
+        if (wk.rows.length > 0) nonEmpty++;
+        if (wk.pages > 1) multiPage++;
       }
       expect(walks).toBe(14);
       expect(rowsSeen).toBeGreaterThan(0);
+      // Most walks return rows (a read that answered nothing would fail here), half of them span pages.
+      expect(nonEmpty, `${PATH[ep]}: walks that returned rows`).toBeGreaterThanOrEqual(11);
+      expect(multiPage, `${PATH[ep]}: walks of more than one page`).toBeGreaterThanOrEqual(7);
     });
   }
 });

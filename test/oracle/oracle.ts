@@ -1,8 +1,11 @@
 // Independent brute-force oracle for the list reads (events, positions, open positions, messages,
 // traders, assets). It works on the raw topic records only, with plain loops and sorts: no SQL, and
 // nothing imported from apps/ or projectors/. Its rules are the contract's (service-spec sections
-// 2-4) plus DESIGN sections 5-6, restated here on purpose so that a bug in the service's SQL cannot
-// leak into the expected answers.
+// 2-4) plus DESIGN sections 5-7, restated here on purpose so that a bug in the service's SQL cannot
+// leak into the expected answers. Every list function takes an optional account `policy` (message
+// and signal visibility; the history window enters through `resolveWindow`), see "Account policy".
+// Open positions, the trader directory and assets have no time window, so a history window does
+// not restrict them.
 
 import type { TopicName } from '../../schemas/topics/index.ts';
 
@@ -160,19 +163,73 @@ function eligibleAsset(w: World, assetId: number): any | null {
   return a && quoteSymbol(a) !== null ? a : null;
 }
 
+// ---------------------------------------------------------------------------------------------------
+// Account policy (contract sections 1.5, 2 and 4; DESIGN 6 "Account history window" and DESIGN 7)
+
+/** One visibility of an account: all, none, a set of platforms or a set of traders. */
+export interface Visibility { mode: 'all' | 'none' | 'platforms' | 'traders'; platforms?: string[]; traderIds?: number[] }
+/** An account's access policy: message visibility, signal visibility and the history window. */
+export interface Policy { messageVisibility: Visibility; signalVisibility: Visibility; historyWindowDays: number | null }
+export const OPEN_POLICY: Policy = { messageVisibility: { mode: 'all' }, signalVisibility: { mode: 'all' }, historyWindowDays: null };
+
+/**
+ * Whether a visibility permits a (live) trader. A trader's platform is the platform of its
+ * assigned source, as the trader record states it; a trader without an assigned source has no
+ * platform and is permitted by a platform set never.
+ */
+export function permits(v: Visibility, trader: any): boolean {
+  switch (v.mode) {
+    case 'all': return true;
+    case 'none': return false;
+    case 'platforms': return trader.source != null && (v.platforms ?? []).includes(trader.source.platform);
+    case 'traders': return (v.traderIds ?? []).includes(trader.id);
+  }
+}
+
+/** The list reads of this oracle, and which visibility each needs at all (403 FORBIDDEN without it). */
+export type ListRead = 'events' | 'positions' | 'open' | 'messages' | 'traders' | 'assets';
+export const NEEDS: Record<ListRead, 'msg' | 'sig' | 'either' | null> = {
+  events: 'sig', positions: 'sig', open: 'sig', // signal content
+  messages: 'msg', // "Requires messages.read and message visibility"
+  traders: 'either', // "Requires scope directory.read and message or signal visibility"
+  assets: null, // asset discovery: no trader content
+};
+
+/** Whether the policy lets the caller use the read at all (else 403 FORBIDDEN). */
+export function allowed(read: ListRead, p: Policy): boolean {
+  const msg = p.messageVisibility.mode !== 'none';
+  const sig = p.signalVisibility.mode !== 'none';
+  switch (NEEDS[read]) {
+    case 'msg': return msg;
+    case 'sig': return sig;
+    case 'either': return msg || sig;
+    case null: return true;
+  }
+}
+
 /** Time window of a historical list read. */
 export interface Win { start: number | null; end: number | null }
 
 /**
  * DESIGN 6: both bounds omitted -> [serverTime - 90 days, serverTime]; `unboundedDefault` (id
  * hydration) -> no window. A single given bound leaves the other side open.
+ * An account history window of `historyWindowDays` then holds the start to
+ * serverTime - historyWindowDays: an older explicit start is clamped forward, and an omitted one
+ * (endTime only, id hydration) is set to it. The end is never altered.
  */
-export function resolveWindow(q: { startTime?: string; endTime?: string }, serverTime: number, unboundedDefault = false): Win {
-  const start = q.startTime !== undefined ? ms(q.startTime) : null;
-  const end = q.endTime !== undefined ? ms(q.endTime) : null;
-  if (start === null && end === null) return unboundedDefault ? { start: null, end: null } : { start: serverTime - DEFAULT_WINDOW_MS, end: serverTime };
+export function resolveWindow(q: { startTime?: string; endTime?: string }, serverTime: number, unboundedDefault = false, historyWindowDays: number | null = null): Win {
+  let start = q.startTime !== undefined ? ms(q.startTime) : null;
+  let end = q.endTime !== undefined ? ms(q.endTime) : null;
+  if (start === null && end === null && !unboundedDefault) { start = serverTime - DEFAULT_WINDOW_MS; end = serverTime; }
+  if (historyWindowDays !== null) {
+    const floor = historyFloor(serverTime, historyWindowDays);
+    if (start === null || start < floor) start = floor;
+  }
   return { start, end };
 }
+
+/** The oldest instant an account with a history window of `days` may read at `serverTime`. */
+export const historyFloor = (serverTime: number, days: number): number => serverTime - days * DAY;
 
 export const appliedTimeRange = (win: Win) => ({
   startTime: win.start === null ? null : isoOf(win.start),
@@ -188,13 +245,17 @@ const inList = <T>(v: T, list: readonly T[] | undefined): boolean => !list || li
 
 export interface EventFilters {
   traderIds?: number[]; assetIds?: number[]; directions?: string[]; types?: string[]; window?: Win;
+  /** The caller's policy: rows of traders its signal visibility does not permit are omitted. */
+  policy?: Policy;
 }
 
 export function events(input: readonly TopicRec[] | World, f: EventFilters = {}): any[] {
   const w = worldOf(input);
   const out: { t: number; row: any }[] = [];
   for (const e of w.events.values()) {
-    if (!w.traders.has(e.traderId)) continue;
+    const trader = w.traders.get(e.traderId);
+    if (!trader) continue;
+    if (f.policy && !permits(f.policy.signalVisibility, trader)) continue;
     const asset = eligibleAsset(w, e.assetId);
     if (!asset) continue;
     if (!w.positions.has(e.positionId)) continue;
@@ -242,12 +303,18 @@ export function timeBasedPerformances(input: readonly TopicRec[] | World, p: Pic
   return { '1D': evaluate(w, p, '1D', serverTime), '7D': evaluate(w, p, '7D', serverTime), '30D': evaluate(w, p, '30D', serverTime) };
 }
 
-export interface PositionFilters { traderIds?: number[]; assetIds?: number[]; directions?: string[]; positionIds?: number[]; window?: Win }
+export interface PositionFilters {
+  traderIds?: number[]; assetIds?: number[]; directions?: string[]; positionIds?: number[]; window?: Win;
+  /** The caller's policy: positions of traders its signal visibility does not permit are omitted. */
+  policy?: Policy;
+}
 
 function eligiblePositions(w: World, f: PositionFilters): { p: Pos; asset: any }[] {
   const out: { p: Pos; asset: any }[] = [];
   for (const p of w.positions.values()) {
-    if (!w.traders.has(p.traderId)) continue;
+    const trader = w.traders.get(p.traderId);
+    if (!trader) continue;
+    if (f.policy && !permits(f.policy.signalVisibility, trader)) continue;
     const asset = eligibleAsset(w, p.assetId);
     if (!asset) continue;
     if (!inList(p.traderId, f.traderIds) || !inList(p.assetId, f.assetIds) || !inList(p.direction, f.directions) || !inList(p.id, f.positionIds)) continue;
@@ -293,7 +360,14 @@ export function openPositions(input: readonly TopicRec[] | World, f: Omit<Positi
 // ---------------------------------------------------------------------------------------------------
 // Messages
 
-export interface MessageFilters { traderIds?: number[]; ids?: string[]; sourcePlatforms?: string[]; window?: Win }
+export interface MessageFilters {
+  traderIds?: number[]; ids?: string[]; sourcePlatforms?: string[]; window?: Win;
+  /**
+   * The caller's policy: messages whose (assigned) trader its message visibility does not permit
+   * are omitted. Signal visibility plays no part: `traderIds` selects by assigned source.
+   */
+  policy?: Policy;
+}
 
 /** Owner of a source identity: the lowest id among live traders assigned to it. */
 function owners(w: World): Map<string, number> {
@@ -323,6 +397,7 @@ export function messages(input: readonly TopicRec[] | World, f: MessageFilters =
   for (const m of w.messages.values()) {
     const traderId = own.get(srcKey(m.platform, m.sourceIdentityId));
     if (traderId === undefined) continue;
+    if (f.policy && !permits(f.policy.messageVisibility, w.traders.get(traderId))) continue;
     if (!inList(traderId, f.traderIds) || !inList(m.id, f.ids) || !inList(m.platform, f.sourcePlatforms)) continue;
     const t = ms(m.writtenAt);
     if (!inWin(t, f.window)) continue;
@@ -346,7 +421,11 @@ export function messages(input: readonly TopicRec[] | World, f: MessageFilters =
 // ---------------------------------------------------------------------------------------------------
 // Trader directory
 
-export interface TraderFilters { search?: string; sourcePlatforms?: string[] }
+export interface TraderFilters {
+  search?: string; sourcePlatforms?: string[];
+  /** The caller's policy: a trader is listed when its message visibility or its signal visibility permits it. */
+  policy?: Policy;
+}
 
 const has = (hay: string | null | undefined, needle: string): boolean => hay != null && hay.toLowerCase().includes(needle);
 
@@ -354,6 +433,7 @@ export function traders(input: readonly TopicRec[] | World, f: TraderFilters = {
   const w = worldOf(input);
   const out: any[] = [];
   for (const t of w.traders.values()) {
+    if (f.policy && !permits(f.policy.messageVisibility, t) && !permits(f.policy.signalVisibility, t)) continue;
     if (f.sourcePlatforms && f.sourcePlatforms.length && !(t.source && f.sourcePlatforms.includes(t.source.platform))) continue;
     const s = t.source ? w.sources.get(srcKey(t.source.platform, t.source.sourceIdentityId)) : undefined;
     if (f.search !== undefined) {
@@ -375,14 +455,23 @@ export function traders(input: readonly TopicRec[] | World, f: TraderFilters = {
 // ---------------------------------------------------------------------------------------------------
 // Assets
 
-export interface AssetFilters { search?: string; assetClass?: string[]; assetIds?: number[]; traderIds?: number[] }
+export interface AssetFilters {
+  search?: string; assetClass?: string[]; assetIds?: number[]; traderIds?: number[];
+  /** The caller's policy: `traderIds` counts only positions of traders its signal visibility permits. */
+  policy?: Policy;
+}
 
 export function assets(input: readonly TopicRec[] | World, f: AssetFilters = {}): any[] {
   const w = worldOf(input);
   let held: Set<number> | null = null;
   if (f.traderIds && f.traderIds.length) {
     held = new Set();
-    for (const p of w.positions.values()) if (f.traderIds.includes(p.traderId) && w.traders.has(p.traderId)) held.add(p.assetId);
+    for (const p of w.positions.values()) {
+      const trader = w.traders.get(p.traderId);
+      if (!trader || !f.traderIds.includes(p.traderId)) continue;
+      if (f.policy && !permits(f.policy.signalVisibility, trader)) continue;
+      held.add(p.assetId);
+    }
   }
   const out: any[] = [];
   for (const a of w.assets.values()) {
