@@ -95,6 +95,32 @@ describe('messages projection', () => {
       .then([{ id: 'm-1', text: 'edited', isEdited: 1, deleted: 0 }, { id: 'm-2', text: 'message m-2', isEdited: 0, deleted: 1 }]));
 });
 
+describe('issue 5: sanitized text and URLs through the message projection', () => {
+  it('stores plain text and http(s) URLs only; a javascript: attachment is dropped', () =>
+    spec.given([
+      build.message('m-san', 's', '2026-03-01T00:00:00.000Z', {
+        text: '<script>alert(1)</script><b>bold</b> &lt;script&gt;x&lt;/script&gt;\u0007\u202Edone e\u0301', url: '/relative',
+        attachments: [{ type: 'image', url: 'javascript:alert(1)' }, { type: 'image', url: 'https://cdn.test/a.png' }],
+      }),
+    ]).when(() => store.query<any>("SELECT text, url, attachmentTypes, attachmentUrls FROM $db.messages FINAL WHERE id = 'm-san'"))
+      .then([{ text: 'bold done \u00e9', url: null, attachmentTypes: ['image'], attachmentUrls: ['https://cdn.test/a.png'] }]));
+});
+
+describe('issue 5: date-times are stored as the validated instant', () => {
+  it('lower-case t/z, offsets and nanosecond fractions', () =>
+    spec.given([
+      build.event(3101, { timeOfEvent: '2026-01-02t03:04:05.123456789+02:00' }),
+      build.event(3102, { timeOfEvent: '2026-01-02T03:04:05z' }),
+      build.price(3101, '2026-01-01T23:30:00.5-05:30', 1),
+    ]).when(async () => ({
+      events: await store.query<any>('SELECT id, toUnixTimestamp64Milli(timeOfEvent) AS t FROM $db.events FINAL WHERE id IN (3101, 3102) ORDER BY id'),
+      prices: await store.query<any>('SELECT toUnixTimestamp64Milli(at) AS t FROM $db.prices FINAL WHERE assetId = 3101'),
+    })).then({
+      events: [{ id: 3101, t: Date.parse('2026-01-02T01:04:05.123Z') }, { id: 3102, t: Date.parse('2026-01-02T03:04:05Z') }],
+      prices: [{ t: Date.parse('2026-01-02T05:00:00.500Z') }],
+    }));
+});
+
 describe('validation at the edge', () => {
   it('sends an invalid record to the dead-letter table with its reason and keeps going', () =>
     spec.given([
@@ -102,10 +128,11 @@ describe('validation at the edge', () => {
       { topic: 'traders', raw: 'not json at all' },
       build.trader(501, { name: 'Valid after invalid' }),
     ]).when(async () => ({
-      dead: await store.query<any>("SELECT topic, reason FROM $db.dead_letters FINAL WHERE topic = 'traders' ORDER BY offset"),
+      dead: await store.query<any>("SELECT topic, raw, reason FROM $db.dead_letters FINAL WHERE topic = 'traders' ORDER BY toUInt64(offset)"),
       trader: await store.query<any>('SELECT name FROM $db.traders FINAL WHERE id = 501'),
     })).then((r) => {
       expect(r.dead).toHaveLength(2);
+      expect(r.dead.map((d) => d.raw)).toEqual(['{"id": "not a number"}', 'not json at all']); // issue 5: the bytes received
       expect(r.dead[0].reason).toMatch(/^schema: /);
       expect(r.dead[1].reason).toMatch(/^invalid JSON/);
       expect(r.trader).toEqual([{ name: 'Valid after invalid' }]);
@@ -120,16 +147,18 @@ describe('records the store refuses', () => {
   };
   const batchOf = (names: string[]) => ({
     topic: 'traders', partition: 0,
-    records: names.map((name, i) => ({ key: '', offset: String(9000 + i), value: JSON.stringify(build.trader(800 + i, { name }).value) })),
+    // Spaced as a producer may write it: the dead letter must keep this text, not a re-serialisation.
+    records: names.map((name, i) => ({ key: '', offset: String(9000 + i), value: rawTrader(800 + i, name) })),
   });
+  const rawTrader = (id: number, name: string) => JSON.stringify(build.trader(id, { name }).value, null, 1).replaceAll('\n', '');
 
   it('dead-letters only the refused record and applies the rest of the batch', async () => {
     await store.exec('CREATE TABLE IF NOT EXISTS $db.poison_probe (id UInt64) ENGINE = MergeTree ORDER BY id');
     const res = await applyBatch(store, batchOf(['a', 'b', 'poison', 'c', 'd']), [poisonable]);
     expect(res).toEqual({ applied: 4, dead: 1 });
     expect(await store.query<any>('SELECT id FROM $db.poison_probe ORDER BY id')).toEqual([{ id: 800 }, { id: 801 }, { id: 803 }, { id: 804 }]);
-    const dead = await store.query<any>("SELECT offset, reason FROM $db.dead_letters FINAL WHERE offset = '9002'");
-    expect(dead).toEqual([{ offset: '9002', reason: expect.stringMatching(/^store: /) }]);
+    const dead = await store.query<any>("SELECT offset, raw, reason FROM $db.dead_letters FINAL WHERE offset = '9002'");
+    expect(dead).toEqual([{ offset: '9002', raw: rawTrader(802, 'poison'), reason: expect.stringMatching(/^store: /) }]);
   });
 
   it('during a store outage the batch fails as a whole, to be retried', async () => {
