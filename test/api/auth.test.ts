@@ -1,18 +1,86 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { FastifyInstance } from 'fastify';
 import { createKey, putAccount, revokeKey } from '../../apps/admin.ts';
-import { OPERATIONS, type Operation } from '../../apps/registry.ts';
 import { SCOPES, type AccountRecord, type Scope, type VisibilityPolicy } from '../../schemas/topics/index.ts';
 import { build, createHarness, type Harness } from '../helpers/harness.ts';
 
 /**
- * Authentication and access policy (contract sections 1, 5, 7; DESIGN 6 and 7).
- * The scope matrix is generated from OPERATIONS, so a new operation is covered automatically.
+ * Authentication and access policy (contract sections 1, 4, 5, 7; DESIGN 6 and 7).
+ *
+ * The expected scope and visibility of every route are the contract's, written out below; nothing
+ * here reads them from the code under test (apps/registry.ts). The server is asked only which GET
+ * routes it mounts, and every one of them must have a row in the tables below: a new route without
+ * a contract row fails this file.
  */
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
 const NOW = Date.now();
 const ago = (ms: number) => new Date(NOW - ms).toISOString();
+
+// ---- The contract's tables, literally ----
+
+/** Contract section 5, rule 1: each read family needs its read scope. */
+const SECTION_5_SCOPES: Record<string, string> = {
+  'events.read': 'events',
+  'messages.read': 'messages',
+  'feed.read': 'partner feed',
+  'summaries.read': 'channel and aggregate summaries',
+  'positions.read': 'position history and open positions',
+  'directory.read': 'trader and asset discovery',
+  'stats.read': 'trader stats, asset stats, trader activity, rankings, activity summaries',
+};
+const CONTRACT_SCOPES = Object.keys(SECTION_5_SCOPES) as Scope[];
+
+/**
+ * Contract section 4 (path -> scope) for the routes served today, with the versions that serve them
+ * (section 9: /traders is the v2 directory; the v1 legacy /traders is not served yet) and the
+ * visibility each needs at all (sections 2 and 4, DESIGN 7): messages need message visibility
+ * ("Requires messages.read and message visibility"); events, positions and open positions are
+ * signal content and need signal visibility; directory rows need either ("Requires scope
+ * directory.read and message or signal visibility"); asset discovery carries no trader content and
+ * needs none. `family` is the section 5 family the scope is for.
+ */
+interface ContractRoute {
+  path: string; versions: readonly ('v1' | 'v2')[]; scope: Scope; family: string;
+  visibility: 'message' | 'signal' | 'either' | null;
+  /** A valid query (none of today's reads has a required parameter). */
+  query: string;
+}
+const SECTION_4: readonly ContractRoute[] = [
+  { path: '/traders', versions: ['v2'], scope: 'directory.read', family: 'trader and asset discovery', visibility: 'either', query: '' },
+  { path: '/assets', versions: ['v1', 'v2'], scope: 'directory.read', family: 'trader and asset discovery', visibility: null, query: '' },
+  { path: '/events', versions: ['v1', 'v2'], scope: 'events.read', family: 'events', visibility: 'signal', query: '' },
+  { path: '/messages', versions: ['v1', 'v2'], scope: 'messages.read', family: 'messages', visibility: 'message', query: '' },
+  { path: '/positions', versions: ['v1', 'v2'], scope: 'positions.read', family: 'position history and open positions', visibility: 'signal', query: '' },
+  { path: '/positions/open', versions: ['v1', 'v2'], scope: 'positions.read', family: 'position history and open positions', visibility: 'signal', query: '' },
+];
+/** Operational routes of section 4 (no scope shown): not part of the matrix. */
+const OPERATIONAL = /^\/v[12]\/(healthz|openapi\.json|docs)(\/.*)?$/;
+
+/** Every (version, path) of the table above, with its valid query. */
+const ROUTES = SECTION_4.flatMap((r) => r.versions.map((version) => ({ ...r, version, url: `/${version}${r.path}${r.query}` })));
+const withParams = (url: string, extra: string) => `${url}${url.includes('?') ? '&' : '?'}${extra}`;
+
+/**
+ * The GET routes the server has mounted, from fastify's own route tree (`printRoutes`): lines like
+ * `├── /v2/positions (GET)` with children such as `│   └── /open (GET)` indented 4 characters a level.
+ */
+function mountedGetRoutes(app: FastifyInstance): string[] {
+  const tree = app.printRoutes({ commonPrefix: false, method: 'GET' });
+  const stack: string[] = [];
+  const out: string[] = [];
+  for (const line of tree.split('\n')) {
+    const m = /^((?:│   |    )*)(?:├── |└── )(\S+)(?: \(([^)]*)\))?/.exec(line);
+    if (!m) continue;
+    const depth = m[1]!.length / 4;
+    const path = (depth > 0 ? stack[depth - 1]! : '') + m[2]!;
+    stack.length = depth;
+    stack.push(path);
+    if (m[3] !== undefined && m[3].split(',').map((x) => x.trim()).includes('GET')) out.push(path);
+  }
+  return out;
+}
 
 type Res = Awaited<ReturnType<Harness['get']>>;
 
@@ -36,36 +104,6 @@ function expectOk(res: Res): void {
   expect(typeof res.body.requestId).toBe('string');
   expect(res.headers['x-request-id']).toBe(res.body.requestId);
 }
-
-/**
- * A valid query for an operation: its required parameters (none today) filled with a sample value
- * derived from their schema, so an operation added later with required parameters is still covered.
- */
-function minimalQuery(op: Operation): string {
-  const schema = op.query as any;
-  const params = new URLSearchParams();
-  for (const name of (schema.required ?? []) as string[]) {
-    const p = schema.properties[name];
-    const list = p['x-list'];
-    let v: string;
-    if (list?.enum) v = list.enum[0];
-    else if (list?.type === 'integer') v = '1';
-    else if (p.enum) v = String(p.enum[0]);
-    else if (p.anyOf?.[0]?.const !== undefined) v = String(p.anyOf[0].const);
-    else if (p.const !== undefined) v = String(p.const);
-    else if (p.type === 'integer' || p.type === 'number') v = String(p.minimum ?? 1);
-    else if (p.type === 'boolean') v = 'false';
-    else if (p.format === 'date-time') v = new Date(NOW - DAY).toISOString();
-    else v = 'x';
-    params.set(name, v);
-  }
-  const q = params.toString();
-  return q ? `?${q}` : '';
-}
-
-/** Every (version, operation) route the registry serves, with a valid query. */
-const ROUTES = OPERATIONS.flatMap((op) => op.versions.map((version) => ({ op, version, url: `/${version}${op.path}${minimalQuery(op)}` })));
-const withParams = (url: string, extra: string) => `${url}${url.includes('?') ? '&' : '?'}${extra}`;
 
 // ---- Data: 3 traders (1 TELEGRAM, 2 X, 3 TELEGRAM), 2 assets, messages, events, positions, prices. ----
 const T1 = 1; const T2 = 2; const T3 = 3;
@@ -106,12 +144,16 @@ const EVENT_TRADER: Record<number, number> = { 1011: T1, 1021: T1, 1022: T1, 111
 let h: Harness;
 /** A key per scope, each holding only that scope, on an account with every visibility. */
 const scopeKeys = new Map<Scope, string>();
+/** A key per scope holding every other scope of the contract, on an account with every visibility. */
+const allButKeys = new Map<Scope, string>();
+/** Keys holding every scope, on accounts with message and/or signal visibility none or restricted. */
+const visibilityKeys = new Map<string, string>();
 let allKey: string;
 
 const ids = (res: Res) => res.body.data.results.map((r: any) => r.id);
 const sorted = <T>(xs: T[]) => [...xs].sort();
 
-async function accountKey(account: Partial<Omit<AccountRecord, 'version'>>, scopes: readonly Scope[] = SCOPES): Promise<string> {
+async function accountKey(account: Partial<Omit<AccountRecord, 'version'>>, scopes: readonly Scope[] = CONTRACT_SCOPES): Promise<string> {
   return h.key({ scopes, account });
 }
 const vis = (mode: VisibilityPolicy['mode'], extra: Partial<VisibilityPolicy> = {}): VisibilityPolicy => ({ mode, ...extra });
@@ -119,8 +161,19 @@ const vis = (mode: VisibilityPolicy['mode'], extra: Partial<VisibilityPolicy> = 
 beforeAll(async () => {
   h = await createHarness();
   await h.given(DATA as any);
-  for (const scope of SCOPES) scopeKeys.set(scope, await h.key({ scopes: [scope] }));
-  allKey = await h.key();
+  for (const scope of CONTRACT_SCOPES) {
+    scopeKeys.set(scope, await h.key({ scopes: [scope] }));
+    allButKeys.set(scope, await h.key({ scopes: CONTRACT_SCOPES.filter((s) => s !== scope) }));
+  }
+  const none = vis('none');
+  const all = vis('all');
+  visibilityKeys.set('message only', await h.key({ scopes: CONTRACT_SCOPES, account: { messageVisibility: all, signalVisibility: none } }));
+  visibilityKeys.set('signal only', await h.key({ scopes: CONTRACT_SCOPES, account: { messageVisibility: none, signalVisibility: all } }));
+  visibilityKeys.set('neither', await h.key({ scopes: CONTRACT_SCOPES, account: { messageVisibility: none, signalVisibility: none } }));
+  visibilityKeys.set('restricted both', await h.key({ scopes: CONTRACT_SCOPES, account: {
+    messageVisibility: vis('platforms', { platforms: ['X'] }), signalVisibility: vis('traders', { traderIds: [T1] }),
+  } }));
+  allKey = await h.key({ scopes: CONTRACT_SCOPES });
 });
 afterAll(async () => { await h?.close(); });
 
@@ -141,22 +194,54 @@ describe('test data sanity', () => {
   });
 });
 
-describe('scope matrix (generated from OPERATIONS x versions x SCOPES)', () => {
-  it('covers every operation of the registry', () => {
-    expect(ROUTES.length).toBeGreaterThanOrEqual(OPERATIONS.length);
-    for (const op of OPERATIONS) expect(SCOPES).toContain(op.scope);
+describe('scope matrix (contract sections 4 and 5, written out above)', () => {
+  it('the two contract tables agree, and the service knows exactly the contract\'s scopes', () => {
+    for (const r of SECTION_4) expect(SECTION_5_SCOPES[r.scope], r.path).toBe(r.family);
+    expect([...SCOPES].sort()).toEqual([...CONTRACT_SCOPES].sort());
   });
 
-  for (const { op, url } of ROUTES) {
-    describe(`GET ${url} (scope ${op.scope}, visibility ${op.visibility ?? 'none needed'})`, () => {
-      for (const scope of SCOPES) {
-        const allowed = scope === op.scope;
+  it('every GET route mounted under /v1 and /v2 (other than healthz, openapi.json, docs) has a contract row, and every row is mounted', () => {
+    const mounted = mountedGetRoutes(h.app);
+    // the parse found the operational routes too (it reads the whole tree)
+    expect(mounted).toEqual(expect.arrayContaining(['/v1/healthz', '/v2/healthz', '/v2/openapi.json']));
+    const reads = mounted.filter((p) => /^\/v[12]\//.test(p) && !OPERATIONAL.test(p)).sort();
+    const contract = ROUTES.map((r) => `/${r.version}${r.path}`).sort();
+    const withoutRow = reads.filter((p) => !contract.includes(p));
+    expect(withoutRow, 'mounted read routes without a contract row in this test').toEqual([]);
+    expect(reads).toEqual(contract);
+  });
+
+  for (const route of ROUTES) {
+    const { url } = route;
+    describe(`GET ${url} (contract scope ${route.scope}, visibility ${route.visibility ?? 'none needed'})`, () => {
+      for (const scope of CONTRACT_SCOPES) {
+        const allowed = scope === route.scope;
         it(`a key holding only ${scope} -> ${allowed ? '200' : '403 FORBIDDEN'}`, async () => {
           const res = await h.get(url, scopeKeys.get(scope)!);
           if (allowed) expectOk(res);
           else expectError(res, 403, 'FORBIDDEN');
         });
       }
+
+      it('a key holding every scope but its own -> 403 FORBIDDEN', async () => {
+        expectError(await h.get(url, allButKeys.get(route.scope)!), 403, 'FORBIDDEN');
+      });
+
+      it(`visibility: ${route.visibility === null ? 'needs none' : `needs ${route.visibility} visibility`} (403 FORBIDDEN without it)`, async () => {
+        const needs = (msg: boolean, sig: boolean): boolean => {
+          switch (route.visibility) {
+            case 'message': return msg;
+            case 'signal': return sig;
+            case 'either': return msg || sig;
+            case null: return true;
+          }
+        };
+        for (const [name, msg, sig] of [['message only', true, false], ['signal only', false, true], ['neither', false, false], ['restricted both', true, true]] as const) {
+          const res = await h.get(url, visibilityKeys.get(name)!);
+          if (needs(msg, sig)) expectOk(res);
+          else expectError(res, 403, 'FORBIDDEN');
+        }
+      });
 
       it('no key -> 401 UNAUTHORIZED', async () => {
         expectError(await h.get(url), 401, 'UNAUTHORIZED');
