@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateDemo } from '../../projectors/demo/generate.ts';
 import { build, createHarness, type Harness } from '../helpers/harness.ts';
 import * as O from '../oracle/oracle.ts';
+import { assetSearches, multiByteRecords, traderSearches } from '../oracle/oracle-data.ts';
 import { expectSameList, page, walk, type Params, type Walk } from '../oracle/walk.ts';
 
 const DAY = 86_400_000;
@@ -27,7 +28,8 @@ const iso = (t: number) => new Date(t).toISOString();
 beforeAll(async () => {
   h = await createHarness();
   genNow = Date.now();
-  records = [...generateDemo({ scale: 'small', now: new Date(genNow) })];
+  // The demo data set plus a few multi-byte traders, sources and assets (test/oracle/oracle-data.ts).
+  records = [...generateDemo({ scale: 'small', now: new Date(genNow) }), ...multiByteRecords(genNow)];
   await h.given(records);
   key = await h.key();
   w = O.buildWorld(records);
@@ -318,6 +320,19 @@ describe.concurrent('GET /v2/traders', () => {
     await checkTraders({ sourcePlatforms: 'X,TELEGRAM', search: 'capital' }, 37);
     await checkTraders({ sourcePlatforms: 'X', search: 'a' }, 200);
   });
+
+  it('searches taken from the data match several rows: name, slug, handle, profile URL, display name parts; mixed case; multi-byte', async () => {
+    const cases = traderSearches(w);
+    expect(cases.map((c) => c.what)).toEqual(expect.arrayContaining(['part of a name', 'part of a slug', 'part of a handle', 'profile URL host', 'part of a display name']));
+    expect(cases.filter((c) => c.what.startsWith('multi-byte')).length).toBeGreaterThanOrEqual(4);
+    for (const c of cases) {
+      expect(c.matches, `${c.what} ${c.search}`).toBeGreaterThanOrEqual(2);
+      expect(c.matches, `${c.what} ${c.search}`).toBeLessThan(w.traders.size);
+      const wk = await checkTraders({ search: c.search }, c.matches > 10 ? 7 : 1);
+      expect(wk.rows.length, `${c.what} ${c.search}`).toBe(c.matches);
+      for (const platform of ['TELEGRAM', 'X']) await checkTraders({ search: c.search, sourcePlatforms: platform }, 5);
+    }
+  });
 });
 
 describe.concurrent('GET /v2/assets', () => {
@@ -342,6 +357,19 @@ describe.concurrent('GET /v2/assets', () => {
     await checkAssets({ traderIds: '1,2' }, 37);
     await checkAssets({ traderIds: '7' }, 37);
     await checkAssets({ traderIds: ids(busyTraders().slice(0, 3)), assetClass: 'crypto,indices', search: 'o' }, 200);
+  });
+
+  it('searches taken from the data match several rows: symbol and name parts; mixed case; multi-byte', async () => {
+    const cases = assetSearches(w);
+    expect(cases.map((c) => c.what)).toEqual(expect.arrayContaining(['part of a symbol', 'part of a name']));
+    expect(cases.filter((c) => c.what.startsWith('multi-byte')).length).toBeGreaterThanOrEqual(3);
+    for (const c of cases) {
+      expect(c.matches, `${c.what} ${c.search}`).toBeGreaterThanOrEqual(2);
+      const wk = await checkAssets({ search: c.search }, c.matches > 4 ? 3 : 1);
+      expect(wk.rows.length, `${c.what} ${c.search}`).toBe(c.matches);
+      await checkAssets({ search: c.search, assetClass: 'crypto,commodities,fx,indices' }, 2);
+      await checkAssets({ search: c.search, traderIds: ids([...busyTraders().slice(0, 20), 10_001, 10_002, 10_004]) }, 2);
+    }
   });
 });
 
