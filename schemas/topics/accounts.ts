@@ -1,5 +1,5 @@
 import Type from 'typebox';
-import { Id, Nullable, Platform, Versioned } from './common.ts';
+import { Count, Id, Nullable, Platform, Versioned } from './common.ts';
 
 /** all | none | only these platforms | only these traders. */
 export const VisibilityPolicy = Type.Object({
@@ -15,7 +15,7 @@ export const AccountRecord = Type.Object({
   emailVerified: Type.Boolean(),
   messageVisibility: VisibilityPolicy,
   signalVisibility: VisibilityPolicy,
-  historyWindowDays: Nullable(Type.Integer({ minimum: 1, description: 'null: unlimited history' })),
+  historyWindowDays: Nullable(Count({ minimum: 1, description: 'null: unlimited history' })),
   ...Versioned,
 }, { additionalProperties: false });
 export type AccountRecord = Type.Static<typeof AccountRecord>;

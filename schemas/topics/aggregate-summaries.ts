@@ -1,5 +1,5 @@
 import Type from 'typebox';
-import { Nullable, Versioned } from './common.ts';
+import { Count, Nullable, Versioned } from './common.ts';
 import { Confidence, Stance, SummaryHead } from './channel-summaries.ts';
 
 export const AggregateSummaryRecord = Type.Object({
@@ -10,14 +10,14 @@ export const AggregateSummaryRecord = Type.Object({
   contrarianTheses: Type.Array(Type.String(), { maxItems: 5 }),
   marketDrivers: Type.Array(Type.String(), { maxItems: 8 }),
   assetSentiment: Type.Array(Type.Object({
-    symbol: Type.String(), name: Nullable(Type.String()), discussionRank: Type.Integer({ minimum: 1 }),
+    symbol: Type.String(), name: Nullable(Type.String()), discussionRank: Count({ minimum: 1 }),
     sentiment: Stance, intensity: Confidence, thesis: Type.String(), drivers: Type.Array(Type.String()),
     contrarianAngle: Nullable(Type.String()), confidence: Confidence,
   }, { additionalProperties: false }), { maxItems: 8 }),
   risks: Type.Array(Type.String(), { maxItems: 5 }),
   coverage: Type.Object({
-    eligibleSourceCount: Type.Integer({ minimum: 0 }), activeSourceCount: Type.Integer({ minimum: 0 }),
-    messageCount: Type.Integer({ minimum: 0 }), attachmentCount: Type.Integer({ minimum: 0 }),
+    eligibleSourceCount: Count(), activeSourceCount: Count(),
+    messageCount: Count(), attachmentCount: Count(),
   }, { additionalProperties: false }),
   ...Versioned,
 }, { additionalProperties: false });

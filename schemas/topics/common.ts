@@ -1,9 +1,13 @@
 import Type, { type TSchema } from 'typebox';
 import '../formats.ts'; // registers the strict `date-time` format before any schema is compiled
 
+/** A count or version: JSON.parse rounds integers above 2^53-1, so larger ones are refused, not altered. */
+export const Count = (opts: { minimum?: number; description?: string } = {}) =>
+  Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, ...opts });
+
 // Every ingest record carries a monotonic per-entity `version` (later wins) and may be a tombstone.
 export const Versioned = {
-  version: Type.Integer({ minimum: 0, description: 'monotonic per entity; the highest version wins' }),
+  version: Count({ description: 'monotonic per entity; the highest version wins' }),
   deleted: Type.Optional(Type.Boolean({ description: 'tombstone: the entity is gone' })),
 };
 

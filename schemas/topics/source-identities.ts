@@ -1,5 +1,5 @@
 import Type from 'typebox';
-import { Nullable, Platform, Versioned } from './common.ts';
+import { Count, Nullable, Platform, Versioned } from './common.ts';
 
 export const SourceIdentityRecord = Type.Object({
   platform: Platform,
@@ -8,7 +8,7 @@ export const SourceIdentityRecord = Type.Object({
   handle: Nullable(Type.String()),
   avatarUrl: Nullable(Type.String()),
   profileUrl: Nullable(Type.String()),
-  audienceCount: Nullable(Type.Integer({ minimum: 0 })),
+  audienceCount: Nullable(Count()),
   ...Versioned,
 }, { additionalProperties: false });
 export type SourceIdentityRecord = Type.Static<typeof SourceIdentityRecord>;

@@ -52,12 +52,12 @@ describe('issue 5: start listens before it has caught up with the log', () => {
       .reduce((n, f) => n + readFileSync(join(dataDir, 'log', f), 'utf8').split('\n').length - 1, 0);
     expect(lines).toBeGreaterThan(PRICES);
     expect(first.body.data.results[0].projectorLag).toBeLessThanOrEqual(lines);
-    const ok = await pollUntil(() => fetch(`${base}/v2/healthz`).then((r) => r.json()), (b: any) => b.data.results[0].status === 'ok', 60_000);
+    const ok = await pollUntil((): Promise<any> => fetch(`${base}/v2/healthz`).then((r) => r.json()), (b: any) => b.data.results[0].status === 'ok', 60_000);
     expect(ok.ok).toBe(true);
     expect(ok.value.data.results[0].projectorLag).toBe(0);
     expect(server.stdout()).toMatch(/read models up to date \(\d+ records projected/);
     const key = readFileSync(join(dataDir, 'demo-api-key.txt'), 'utf8').trim();
-    const events = await fetch(`${base}/v2/events?limit=5`, { headers: { 'x-api-key': key } }).then((r) => r.json());
+    const events: any = await fetch(`${base}/v2/events?limit=5`, { headers: { 'x-api-key': key } }).then((r) => r.json());
     expect(events.data.results).toHaveLength(5);
   }, 180_000);
 });

@@ -34,6 +34,12 @@ describe('the record validator (projector and CLI alike)', () => {
     expect(validateRecord('trade-events', eventText({ id: '9007199254740991' })).ok).toBe(true);
   });
 
+  it('issue 5: a version or count above 2^53-1 is refused, not rounded', () => {
+    expect(refused('trade-events', eventText({ version: '9007199254740993' }))).toMatch(/^schema: \/version /);
+    expect(refused('source-identities', JSON.stringify({ platform: 'X', sourceIdentityId: 's', displayName: null, handle: null, avatarUrl: null,
+      profileUrl: null, audienceCount: 2 ** 53, version: 1 }))).toMatch(/^schema: \/audienceCount /);
+  });
+
   it('refuses invalid JSON, unknown topics, schema violations and records over the maximum size', () => {
     expect(refused('trade-events', '{"id":')).toMatch(/^invalid JSON/);
     expect(refused('no-such-topic', '{}')).toMatch(/^unknown topic "no-such-topic"/);
