@@ -47,8 +47,11 @@ function denyByPolicy(op: Operation, p: Principal): string | null {
 
 /** Longest request target we read (far above any valid query); longer ones get 414. */
 export const MAX_URL_LENGTH = 32 * 1024;
-/** Node's limit for the request line plus headers; beyond it the HTTP parser refuses the request. */
-const MAX_HEADER_BYTES = 64 * 1024;
+/**
+ * Node's limit for the request line plus headers; beyond it the HTTP parser refuses the request
+ * before fastify sees it. Well above MAX_URL_LENGTH, so that a long URL reaches the 414 check.
+ */
+const MAX_HEADER_BYTES = 256 * 1024;
 
 function errorBody(code: string, message: string, requestId: string): string {
   return JSON.stringify({ success: false, error: { code, message, details: null }, requestId });
@@ -58,15 +61,17 @@ function errorBody(code: string, message: string, requestId: string): string {
  * Requests Node's HTTP parser refuses before fastify sees them (a request line or headers over
  * 64 KiB, malformed HTTP) still get the error envelope (DESIGN 6), written on the raw socket.
  */
-function clientErrorHandler(err: Error & { code?: string; rawPacket?: unknown }, socket: Socket): void {
+function clientErrorHandler(err: Error & { code?: string; rawPacket?: unknown; bytesParsed?: number }, socket: Socket): void {
   if (err.code === 'ECONNRESET' || socket.destroyed || !socket.writable) return;
   let status = 400;
   let code = 'VALIDATION_ERROR';
   let message = 'Malformed HTTP request';
   if (err.code === 'HPE_HEADER_OVERFLOW') {
-    // Too long either way; when the request line alone has no end in sight, it is the URL.
-    const firstLineEnd = Buffer.isBuffer(err.rawPacket) ? err.rawPacket.indexOf('\r\n') : -1;
-    if (firstLineEnd === -1 || firstLineEnd > MAX_URL_LENGTH) { status = 414; code = 'URI_TOO_LONG'; message = `URL longer than ${MAX_URL_LENGTH} bytes`; }
+    // Only the chunk being parsed is known: no line end before the overflow in it means the
+    // parser was still in the request line (a single header that long is not told apart).
+    const chunk = Buffer.isBuffer(err.rawPacket) ? err.rawPacket : Buffer.alloc(0);
+    const lineEnd = chunk.indexOf('\r\n');
+    if (lineEnd === -1 || lineEnd >= (err.bytesParsed ?? chunk.length)) { status = 414; code = 'URI_TOO_LONG'; message = `URL longer than ${MAX_URL_LENGTH} bytes`; }
     else { status = 431; code = 'HEADERS_TOO_LARGE'; message = `Request headers larger than ${MAX_HEADER_BYTES} bytes`; }
   } else if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
     return void socket.destroy();
