@@ -133,12 +133,13 @@ export type Expect =
   | { kind: 'any' }
   | { kind: 'accepted' }
   | { kind: 'invalid-param'; param: string }
-  | { kind: 'invalid' }
   | { kind: 'invalid-cursor'; orValidation?: boolean }
   | { kind: 'status'; status: number[]; code?: string; allowGet?: boolean };
 
 export interface FuzzCase {
   label: string;
+  /** What else the case is about when its label names the dominant cause (e.g. the value that made a URL too long). */
+  detail?: string;
   method: string;
   target: string;
   caller: CallerName;
@@ -174,7 +175,7 @@ export function authorized(route: Route, caller: CallerName): boolean {
  */
 export function finalize(c: Omit<FuzzCase, 'expect'>, inner: Expect, params: readonly QParam[] = []): FuzzCase {
   const len = c.target.length;
-  if (len > LONG_URL) return { ...c, expect: { kind: 'status', status: [414], code: 'URI_TOO_LONG' } };
+  if (len > LONG_URL) return { ...c, label: 'url:over-32KiB', detail: c.label, expect: { kind: 'status', status: [414], code: 'URI_TOO_LONG' } };
   if (len > SAFE_URL) return { ...c, expect: { kind: 'any' } };
   if (!c.route || c.method !== 'GET') return { ...c, expect: inner };
   const wellEncoded = params.every((p) => p.value === null || p.value.decoded !== null) && params.every((p) => { try { decodeURIComponent(p.nameWire); return true; } catch { return false; } });
@@ -187,7 +188,7 @@ export function finalize(c: Omit<FuzzCase, 'expect'>, inner: Expect, params: rea
   return { ...c, expect: inner };
 }
 
-export interface CursorEntry { route: Route; caller: AccountName; filterIdx: number; cursor: string }
+export interface CursorEntry { route: Route; caller: AccountName; filterIdx: number; page: number; cursor: string }
 
 export interface FuzzContext {
   server: FuzzServer;
@@ -262,9 +263,16 @@ function hostileOf(ctx: FuzzContext, route: Route, name: string): PV[] {
   return v;
 }
 
-/** All parameters valid. */
+/** Request ids a client may send: the server keeps a safe one and replaces the others, and always echoes it. */
+const REQUEST_IDS = ['abc-123', 'a'.repeat(129), 'a b', '<script>', '../../etc', 'id\u00e9', '', '"quoted"', 'x'.repeat(5000), 'a,b'];
+
+/** All parameters valid (sometimes with a client-chosen x-request-id). */
 function validCase(ctx: FuzzContext, route: Route): fc.Arbitrary<FuzzCase> {
-  return fc.tuple(baseArb(ctx, route), callerArb).map(([params, caller]) => make(route, caller, 'valid', params, { kind: 'accepted' }));
+  return fc.tuple(baseArb(ctx, route), callerArb, fc.option(fc.constantFrom(...REQUEST_IDS), { freq: 4 }))
+    .map(([params, caller, rid]) => {
+      const c = make(route, caller, rid === null ? 'valid' : 'valid+x-request-id', params, { kind: 'accepted' });
+      return rid === null ? c : { ...c, headers: { 'x-request-id': rid } };
+    });
 }
 
 /** Valid parameters and one hostile value: its verdict decides the expectation. */
@@ -294,7 +302,8 @@ function shapeCase(ctx: FuzzContext, route: Route): fc.Arbitrary<FuzzCase> {
       params: (b) => [...b, { name: n.decoded ?? n.wire, nameWire: n.wire, value: one }],
       expect: n.decoded === null ? { kind: 'status', status: [400] } : { kind: 'invalid-param', param: n.decoded },
     })),
-    fc.constantFrom('=1', '=', '&&=', '&=x', '=1&=2').map((tail): Shape => ({ label: `name:empty(${tail})`, params: (b) => b, tail, expect: { kind: 'invalid' } })),
+    // The parameter's name is the empty string: the details name it as such.
+    fc.constantFrom('=1', '=', '&&=', '&=x', '=1&=2').map((tail): Shape => ({ label: `name:empty(${tail})`, params: (b) => b, tail, expect: { kind: 'invalid-param', param: '' } })),
   ];
   if (names.length) {
     variants.push(fc.constantFrom(...names).chain((n) => fc.tuple(fc.constant(n), validArb(n, route.props[n]!, ctx.server, ctx.now), validArb(n, route.props[n]!, ctx.server, ctx.now)))
@@ -461,7 +470,7 @@ function cursorCase(ctx: FuzzContext, route: Route): fc.Arbitrary<FuzzCase> {
 
 function httpCase(ctx: FuzzContext, route: Route): fc.Arbitrary<FuzzCase> {
   return fc.oneof(
-    fc.constantFrom(...METHODS).map((m) => methodCase(route, m)),
+    fc.tuple(fc.constantFrom(...METHODS), baseArb(ctx, route)).map(([m, params]) => methodCase(route, m, queryString(params))),
     fc.tuple(fc.nat(), fc.constantFrom('%', '%zz', '%FF', '%C0%AF', '%E2%82', '%ED%A0%80')).map(([at, bad]) => {
       const pos = 1 + (at % (route.target.length - 1));
       const target = route.target.slice(0, pos) + bad + route.target.slice(pos);
@@ -474,10 +483,10 @@ function httpCase(ctx: FuzzContext, route: Route): fc.Arbitrary<FuzzCase> {
   );
 }
 
-function methodCase(route: Route, m: string): FuzzCase {
+function methodCase(route: Route, m: string, query = ''): FuzzCase {
   const withBody = m === 'POST' || m === 'PUT' || m === 'PATCH';
   return {
-    label: `method:${m}`, method: m, target: route.target, caller: 'full', route,
+    label: `method:${m}`, method: m, target: route.target + query, caller: 'full', route,
     ...(withBody ? { headers: { 'Content-Type': 'application/json' }, body: '{"limit":1}' } : {}),
     expect: { kind: 'status', status: [405], code: m === 'HEAD' ? undefined : 'METHOD_NOT_ALLOWED', allowGet: true },
   };
@@ -549,7 +558,7 @@ export function fixedCases(ctx: FuzzContext): FuzzCase[] {
     ['query:empty', '?', [200]], ['query:double-question', '??', [400]], ['query:lone-ampersands', '?&&', [200, 400]],
     ['query:empty-name', '?=1', [400]], ['query:empty-name-value', '?=', [400]], ['query:ampersands-empty-name', '?&&=', [400]],
     ['query:bad-pct-name', '?%=1', [400]], ['query:bad-pct-name-ff', '?%FF=1', [400]],
-  ] as [string, string, number[]][]) out.push(s(label, `/v2/events${q}`, status));
+  ] as [string, string, number[]][]) out.push(s(label, `${any.target}${q}`, status));
   // Health: no key needed, success envelope
   for (const t of ['/healthz', '/v1/healthz', '/v2/healthz']) out.push(s('health', t, [200], { caller: 'none' }));
   return out;
@@ -637,10 +646,6 @@ export function evaluate(o: Outcome): Failure[] {
       else if (!details.some((d: any) => isObj(d) && d.param === e.param)) fail('invalid-param', `details do not name ${JSON.stringify(e.param)}: ${JSON.stringify(details).slice(0, 160)}`);
       break;
     }
-    case 'invalid':
-      if (res.status !== 400 || code !== 'VALIDATION_ERROR') fail('invalid-param', `expected 400 VALIDATION_ERROR, got ${got}`);
-      else if (!Array.isArray(body?.error?.details) || !body.error.details.length) fail('invalid-param', 'VALIDATION_ERROR without details');
-      break;
     case 'invalid-cursor': {
       const ok = res.status === 400 && (code === 'INVALID_CURSOR'
         || (e.orValidation && code === 'VALIDATION_ERROR' && Array.isArray(body?.error?.details) && body.error.details.some((d: any) => d?.param === 'cursor')));
@@ -691,14 +696,14 @@ export async function collectCursors(server: FuzzServer, routes: Route[]): Promi
           try { body = JSON.parse(r.res.body); } catch { break; }
           cursor = typeof body?.data?.meta?.nextCursor === 'string' ? body.data.meta.nextCursor : null;
           if (!cursor) break;
-          pool.push({ route, caller: a.name, filterIdx, cursor });
+          pool.push({ route, caller: a.name, filterIdx, page, cursor });
         }
       }));
     }
   }
   let i = 0;
   await Promise.all(Array.from({ length: 4 }, async () => { while (i < jobs.length) await jobs[i++]!(); }));
-  pool.sort((x, y) => x.route.key.localeCompare(y.route.key) || x.caller.localeCompare(y.caller) || x.filterIdx - y.filterIdx || x.cursor.localeCompare(y.cursor));
+  pool.sort((x, y) => x.route.key.localeCompare(y.route.key) || x.caller.localeCompare(y.caller) || x.filterIdx - y.filterIdx || x.page - y.page);
   return pool;
 }
 
@@ -712,6 +717,7 @@ export interface Summary {
   routes: string[];
   cursors: number;
   statuses: Record<string, number>;
+  expectations: Record<string, number>;
   failures: Failure[];
   failedCases: number;
 }
@@ -734,10 +740,15 @@ export async function runFuzz(ctx: FuzzContext, opts: FuzzOptions): Promise<Summ
   const outcomes = await runAll(ctx, cases, opts.concurrency ?? 4, opts.progress && ((n) => opts.progress!(n, cases.length)));
   const failures = outcomes.flatMap(evaluate);
   const statuses: Record<string, number> = {};
-  for (const o of outcomes) { const k = o.res ? String(o.res.status) : 'none'; statuses[k] = (statuses[k] ?? 0) + 1; }
+  const expectations: Record<string, number> = {};
+  for (const o of outcomes) {
+    const k = o.res ? String(o.res.status) : 'none';
+    statuses[k] = (statuses[k] ?? 0) + 1;
+    expectations[o.c.expect.kind] = (expectations[o.c.expect.kind] ?? 0) + 1;
+  }
   return {
     seed: opts.seed, runs: opts.runs, cases: cases.length, ms: performance.now() - t0, routes: ctx.routes.map((r) => r.key),
-    cursors: ctx.pool.length, statuses, failures, failedCases: new Set(failures.map((f) => f.outcome)).size,
+    cursors: ctx.pool.length, statuses, expectations, failures, failedCases: new Set(failures.map((f) => f.outcome)).size,
   };
 }
 
@@ -763,6 +774,7 @@ export function formatSummary(s: Summary, maxGroups = 200): string {
   const lines: string[] = [];
   lines.push(`fuzz: ${s.cases} cases (${s.runs} generated + ${s.cases - s.runs} fixed) over ${s.routes.length} routes, ${s.cursors} real cursors, in ${(s.ms / 1000).toFixed(1)} s; seed ${s.seed}`);
   lines.push(`statuses: ${Object.entries(s.statuses).sort().map(([k, v]) => `${k}×${v}`).join(' ')}`);
+  lines.push(`expectations: ${Object.entries(s.expectations).sort().map(([k, v]) => `${k}×${v}`).join(' ')}`);
   if (!s.failures.length) { lines.push('no failures'); return lines.join('\n'); }
   const byProp: Record<string, number> = {};
   for (const f of s.failures) byProp[f.property] = (byProp[f.property] ?? 0) + 1;
@@ -773,7 +785,7 @@ export function formatSummary(s: Summary, maxGroups = 200): string {
   for (const g of gs.slice(0, maxGroups)) {
     const o = g.example.outcome;
     lines.push(`- [${g.property}] ${g.label} ×${g.count} on ${[...g.routes].slice(0, 4).map((r) => clip(printable(r), 40)).join(', ')}${g.routes.size > 4 ? ` +${g.routes.size - 4}` : ''}`);
-    lines.push(`    ${o.c.method} ${clip(printable(o.c.target), 200)}  (caller ${o.c.caller})`);
+    lines.push(`    ${o.c.method} ${clip(printable(o.c.target), 200)}  (caller ${o.c.caller}${o.c.detail ? `; ${o.c.detail}` : ''})`);
     lines.push(`    -> ${o.res ? `${o.res.status} ${clip(printable(o.res.body), 300)}` : o.error}`);
     lines.push(`    ${g.example.message}`);
   }
