@@ -108,6 +108,8 @@ export async function walk(h: Harness, key: string, path: string, params: Params
       expect(start, `${label}: the start never moves backwards`).toBeGreaterThanOrEqual(prev!);
       expect(start, `${label}: the start never lies before the history window of this page`).toBeGreaterThanOrEqual(t0 - days * DAY);
       expect(start, `${label}: the start moves only as far as the history window requires`).toBeLessThanOrEqual(Math.max(prev!, t1 - days * DAY));
+      // Exactly: the carried start, clamped to serverTime - days of this page.
+      expect(start, `${label}: the start is max(previous start, serverTime - ${days} days)`).toBe(Math.max(prev!, Date.parse(meta.serverTime) - days * DAY));
     }
     const startTime = meta.appliedTimeRange?.startTime;
     pageStarts.push(typeof startTime === 'string' ? Date.parse(startTime) : null);
