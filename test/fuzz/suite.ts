@@ -533,7 +533,12 @@ export function fixedCases(ctx: FuzzContext): FuzzCase[] {
   out.push(s('url:70kB-many-params', `${any.target}?${'limit=1&'.repeat(9000)}`, [414], {}, 'URI_TOO_LONG'));
   out.push(s('url:70kB-id-list', `/v2/events?traderIds=${members(10_000, (i) => String(i + 1))}&assetIds=${members(4000, (i) => String(i + 1))}`, [414], {}, 'URI_TOO_LONG'));
   out.push(s('url:101kB-no-key', `${any.target}?x=${'a'.repeat(101_000)}`, [414], { caller: 'none' }, 'URI_TOO_LONG'));
+  out.push(s('url:300kB-query', `/v2/assets?search=${'a'.repeat(300_000)}`, [414], {}, 'URI_TOO_LONG'));
+  out.push(s('url:1MB-path', `/v2/${'a'.repeat(1_000_000)}`, [414], {}, 'URI_TOO_LONG'));
   out.push(s('header:20kB-key', any.target, [401, 431], { caller: 'none', headers: { 'x-api-key': 'k'.repeat(20_000) } }));
+  // DESIGN names no status for oversized headers; the answer must still be an envelope.
+  out.push(s('header:300kB-key', any.target, [401, 414, 431], { caller: 'none', headers: { 'x-api-key': 'k'.repeat(300_000) } }));
+  out.push(s('header:300kB-many', any.target, [401, 414, 431], { caller: 'none', headers: Object.fromEntries(Array.from({ length: 3000 }, (_, i) => [`x-h${i}`, 'v'.repeat(100)])) }));
   // Authentication
   for (const route of ctx.routes) {
     out.push({ ...s('auth:no-key', route.target, [401], { caller: 'none', route }, 'UNAUTHORIZED') });
