@@ -4,7 +4,7 @@ import { OPERATIONS, type Operation, type Version } from '../../apps/registry.ts
 import { rawRequest, type RawRequest, type RawResponse } from './client.ts';
 import { ACCOUNTS, startFuzzServer, type AccountName, type AccountSpec, type FuzzServer } from './server.ts';
 import {
-  DAY, enc, enumOf, HOSTILE_NAMES, hostileValues, kindOf, raw, validArb, type IdPools, type PV, type S,
+  DAY, enc, encodeName, enumOf, HOSTILE_NAMES, hostileValues, kindOf, raw, validArb, type IdPools, type PV, type S,
 } from './values.ts';
 
 /**
@@ -311,6 +311,12 @@ function shapeCase(ctx: FuzzContext, route: Route): fc.Arbitrary<FuzzCase> {
         label: 'name:repeated',
         params: (base) => [...base.filter((p) => p.name !== n && !(isBound(n) && isBound(p.name))), param(n, a), param(n, b)],
         expect: { kind: 'invalid-param', param: n },
+      })));
+    variants.push(fc.constantFrom(...names).chain((n) => fc.tuple(fc.constant(n), validArb(n, route.props[n]!, ctx.server, ctx.now)))
+      .map(([n, v]): Shape => ({
+        label: 'name:percent-encoded',
+        params: (base) => withParam(base, { name: n, nameWire: encodeName(n), value: v }),
+        expect: verdictExpect(v, n),
       })));
     variants.push(fc.constantFrom(...names).map((n): Shape => ({
       label: 'name:no-equals',

@@ -198,6 +198,13 @@ export function formatDateTime(t: number, style: number): string {
 }
 
 export function validArb(name: string, s: S, pools: IdPools, now: number): fc.Arbitrary<PV> {
+  const arb = validArbEncoded(name, s, pools, now);
+  if (!s['x-list']) return arb;
+  // Lists go out with encoded (%2C) or plain commas: both decode to the same value.
+  return fc.tuple(arb, fc.boolean()).map(([v, plain]) => (plain ? { ...v, wire: v.wire.replace(/%2C/g, ',') } : v));
+}
+
+function validArbEncoded(name: string, s: S, pools: IdPools, now: number): fc.Arbitrary<PV> {
   const kind = kindOf(name, s);
   const wrap = (label: string) => (v: string): PV => judgeWire(name, s, enc(`${kind}:valid-${label}`, v));
   switch (kind) {
@@ -278,6 +285,9 @@ function generic(): Omit<PV, 'validity'>[] {
     enc('any:null-word', 'null'),
     enc('any:undefined-word', 'undefined'),
     enc('any:comma', ','),
+    enc('any:encoded-separators', 'a&b=c'),
+    enc('any:semicolon-param', '5;limit=1'),
+    enc('any:hash', '5#x'),
   ];
 }
 
@@ -383,7 +393,11 @@ export const HOSTILE_NAMES: Omit<PV, 'validity'>[] = [
   enc('name:unknown', 'foo'), enc('name:case', 'LIMIT'), enc('name:brackets', 'limit[]'), enc('name:dotted', 'a.b'), enc('name:proto', '__proto__'),
   enc('name:constructor', 'constructor'), enc('name:toString', 'toString'), enc('name:space', ' '), enc('name:nul', '\u0000'),
   enc('name:long', 'n'.repeat(300)), enc('name:sql', "'; DROP TABLE x; --"), enc('name:trailing-space', 'limit '), raw('name:pct-ff', '%FF'),
-  raw('name:pct-bare', '%'), enc('name:unicode', 'ｌimit'),
+  raw('name:pct-bare', '%'), enc('name:unicode', 'ｌimit'), enc('name:nul-suffix', 'limit\u0000'), enc('name:equals-inside', 'a=b'),
+  enc('name:ampersand-inside', 'a&b'),
 ];
+
+/** A real parameter name written with percent-escapes: the server must see the plain name. */
+export const encodeName = (name: string): string => [...name].map((ch) => `%${ch.charCodeAt(0).toString(16).toUpperCase().padStart(2, '0')}`).join('');
 
 export { DAY };
