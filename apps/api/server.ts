@@ -162,7 +162,8 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
           if (denied) throw new ApiError('FORBIDDEN', denied);
           req.principal = principal;
           const problems = queryProblems(op.query, req.query as Record<string, string>);
-          if (problems.length) throw new ApiError('VALIDATION_ERROR', `Invalid query parameter ${problems[0]!.param}: ${problems[0]!.message}`, problems);
+          const first = problems[0];
+          if (first) throw new ApiError('VALIDATION_ERROR', first.param ? `Invalid query parameter ${first.param}: ${first.message}` : `Invalid query: ${first.message}`, problems);
         },
         handler: async (req, reply) => {
           const query = req.query as Record<string, unknown>;
