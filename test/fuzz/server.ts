@@ -1,3 +1,4 @@
+import { prng } from '../helpers/prng.ts';
 import { build, createHarness, type Harness, type TopicRecord } from '../helpers/harness.ts';
 import type { Scope } from '../../schemas/topics/index.ts';
 
@@ -42,17 +43,6 @@ export interface FuzzServer {
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
 
-function prng(seed: number) {
-  let a = seed >>> 0;
-  const next = () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-  return { next, int: (lo: number, hi: number) => lo + Math.floor(next() * (hi - lo + 1)), pick: <T>(xs: readonly T[]): T => xs[Math.floor(next() * xs.length)]! };
-}
 
 export function seedRecords(now: number): { records: TopicRecord[]; traderIds: number[]; assetIds: number[]; positionIds: number[]; messageIds: string[] } {
   const r = prng(8_675_309);
