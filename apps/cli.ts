@@ -21,7 +21,7 @@ class UsageError extends Error {}
 /** Projects the log into the store when no server runs on DATA_DIR (otherwise the server does it). */
 async function projectNow(dataDir: string, total?: number): Promise<void> {
   const { runningServerPid, storePath } = await embedded();
-  const { ensureSchema, runProjector } = await import('../projectors/runner.ts');
+  const { migrateReadModels, PROJECTOR_GROUP, runProjector } = await import('../projectors/runner.ts');
   const { openChdbStore } = await import('../projectors/store/chdb.ts');
   const pid = runningServerPid(dataDir);
   if (pid) { console.error(`signalbase start (pid ${pid}) is running on ${dataDir}: it projects the new records itself.`); return; }
@@ -29,7 +29,7 @@ async function projectNow(dataDir: string, total?: number): Promise<void> {
   // A crash mid-append may have left a torn last line: end it, so it is dead-lettered on its own.
   for (const topic of log.sealTornTails()) console.error(`${topic}: a torn last line (an interrupted append) goes to the dead-letter table`);
   const store = await openChdbStore(storePath(dataDir));
-  await ensureSchema(store);
+  await migrateReadModels(store, () => log.writeOffsets(PROJECTOR_GROUP, {}), (l) => console.error(l));
   const bar = new SingleBar({ format: 'project |{bar}| {percentage}% {value}/{total} records {eta_formatted} left', noTTYOutput: true, notTTYSchedule: 5000, stream: process.stderr }, Presets.shades_classic);
   let done = 0;
   let dead = 0;

@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { EmbeddedLog } from '../projectors/log/embedded.ts';
-import { ensureSchema, runProjector } from '../projectors/runner.ts';
+import { migrateReadModels, PROJECTOR_GROUP, runProjector } from '../projectors/runner.ts';
 import { openChdbStore, type ChdbStore } from '../projectors/store/chdb.ts';
 import type { LogSubscription } from '../projectors/log/port.ts';
 import { SCOPES } from '../schemas/topics/index.ts';
@@ -92,7 +92,8 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
   if (opts.seed !== false) await seedOnFirstStart(cfg.dataDir, log, say);
 
   const store = await openChdbStore(storePath(cfg.dataDir));
-  await ensureSchema(store);
+  // Read models of another layout version are rebuilt from the log, never served as they are.
+  await migrateReadModels(store, () => log.writeOffsets(PROJECTOR_GROUP, {}), say);
   const auth = new ApiKeyAuthenticator(store, new MemoryCache());
   const watermarks = new MemoryWatermarks();
   let commits = 0;

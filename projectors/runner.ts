@@ -2,7 +2,7 @@ import { TOPIC_NAMES } from '../schemas/topics/index.ts';
 import type { Log, LogBatch, LogSubscription } from './log/port.ts';
 import type { Projection, ValidRecord } from './projection.ts';
 import { PROJECTIONS } from './index.ts';
-import type { Store } from './store/port.ts';
+import { checkIdentifier, type Store } from './store/port.ts';
 import { oversizeReason, validateRecord } from './validate.ts';
 
 const DEAD_LETTERS_DDL = `CREATE TABLE IF NOT EXISTS $db.dead_letters (
@@ -13,6 +13,42 @@ const DEAD_LETTERS_DDL = `CREATE TABLE IF NOT EXISTS $db.dead_letters (
 export async function ensureSchema(store: Store, projections: readonly Projection[] = PROJECTIONS): Promise<void> {
   await store.exec(DEAD_LETTERS_DDL);
   for (const p of projections) for (const ddl of p.ddl) await store.exec(ddl);
+}
+
+/**
+ * The layout of the read models (tables and what projections write into them). Bump it with any
+ * change to a table or a projection: a DATA_DIR built by another version is then rebuilt from the
+ * log on start instead of being served from old tables.
+ *   1: the foundation (issue 2)   2: sanitized text and URLs, canonical date-times (issue 5)
+ */
+export const READ_MODEL_VERSION = 2;
+
+const VERSION_DDL = `CREATE TABLE IF NOT EXISTS $db.read_model_version (
+  version UInt32, at DateTime64(3, 'UTC')
+) ENGINE = MergeTree ORDER BY at`;
+
+/**
+ * Brings the store to READ_MODEL_VERSION: read models of another version (or of none, from before
+ * versions were kept) are dropped and `resetOffsets` makes the projector replay the log from the
+ * start. The steps are ordered so that a crash anywhere only repeats them on the next start.
+ * Returns the version it found (null: none recorded) when it rebuilt, undefined otherwise.
+ */
+export async function migrateReadModels(store: Store, resetOffsets: () => void, say: (line: string) => void = () => {}): Promise<number | null | undefined> {
+  await store.exec(VERSION_DDL);
+  const [found] = await store.query<{ v: number | null; n: number }>(
+    'SELECT argMax(version, at) AS v, count() AS n FROM $db.read_model_version');
+  const current = found && found.n > 0 ? found.v : null;
+  if (current === READ_MODEL_VERSION) { await ensureSchema(store); return undefined; }
+  const tables = (await store.query<{ name: string }>('SELECT name FROM system.tables WHERE database = {db:String}', { db: store.database }))
+    .map((t) => t.name).filter((t) => t !== 'read_model_version');
+  if (tables.length) {
+    say(`read models were built by read-model version ${current ?? 1}, this is version ${READ_MODEL_VERSION}: rebuilding them from the log`);
+    resetOffsets();
+    for (const t of tables) await store.exec(`DROP TABLE IF EXISTS $db.${checkIdentifier(t)}`);
+  }
+  await ensureSchema(store);
+  await store.exec('INSERT INTO $db.read_model_version VALUES ({v:UInt32}, now64(3))', { v: READ_MODEL_VERSION });
+  return tables.length ? current : undefined;
 }
 
 export interface DeadLetter { topic: string; offset: string; key: string; raw: string; reason: string }
@@ -84,7 +120,10 @@ export interface ProjectorEvents {
 }
 
 /** Moves batches from the log to the store (at-least-once: offsets commit after the store write). */
-export function runProjector(log: Log, store: Store, events: ProjectorEvents = {}, group = 'projector'): LogSubscription {
+/** The consumer group of the read-model projector. */
+export const PROJECTOR_GROUP = 'projector';
+
+export function runProjector(log: Log, store: Store, events: ProjectorEvents = {}, group = PROJECTOR_GROUP): LogSubscription {
   return log.subscribe(group, TOPIC_NAMES, async (batch) => {
     const res = await applyBatch(store, batch);
     await events.onCommit?.({ topic: batch.topic, ...res });
