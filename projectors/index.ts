@@ -4,11 +4,11 @@ import { sourceIdentitiesProjection, traderTagsProjection, tradersProjection } f
 import { assetsProjection } from './assets/projection.ts';
 import { pricesProjection } from './prices/projection.ts';
 import { messagesProjection } from './messages/projection.ts';
-import { eventsProjection, positionsProjection } from './trading/projection.ts';
+import { tradingProjection } from './trading/projection.ts';
 import { aggregateSummariesProjection, channelSummariesProjection } from './summaries/projection.ts';
 
 export const PROJECTIONS: readonly Projection[] = [
   accountsProjection, apiKeysProjection, tradersProjection, sourceIdentitiesProjection, traderTagsProjection,
-  assetsProjection, pricesProjection, messagesProjection, eventsProjection, positionsProjection,
+  assetsProjection, pricesProjection, messagesProjection, tradingProjection,
   channelSummariesProjection, aggregateSummariesProjection,
 ];

@@ -14,7 +14,7 @@ export interface Projection {
   name: string;
   canHandle: readonly string[];
   ddl: readonly string[];
-  /** Target table of `handle`'s rows. */
+  /** Target table of `handle`'s rows; without one, `handle` only describes rows that `afterStore` writes. */
   table?: string;
   handle?(batch: readonly ValidRecord[]): object[];
   /** Runs after the rows of the batch are stored; `version` is monotonic across batches. */

@@ -20,8 +20,9 @@ export async function ensureSchema(store: Store, projections: readonly Projectio
  * change to a table or a projection: a DATA_DIR built by another version is then rebuilt from the
  * log on start instead of being served from old tables.
  *   1: the foundation (issue 2)   2: sanitized text and URLs, canonical date-times (issue 5)
+ *   3: events, positions and messages as statement tables ordered for their reads (issue 6)
  */
-export const READ_MODEL_VERSION = 2;
+export const READ_MODEL_VERSION = 3;
 
 const VERSION_DDL = `CREATE TABLE IF NOT EXISTS $db.read_model_version (
   version UInt32, at DateTime64(3, 'UTC')

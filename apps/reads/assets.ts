@@ -22,8 +22,11 @@ export function listAssets(ctx: ReadContext, q: AssetsQuery) {
       }
       const traderIds = splitIds(q.traderIds);
       if (traderIds) {
-        where.add(`id IN (SELECT assetId FROM $db.positions FINAL WHERE deleted = 0 AND traderId IN {traderIds:Array(UInt64)}
-          AND traderId IN (${visibleTradersSql('sig')}))`, { traderIds });
+        // The traders' positions, current statements only (a tombstone carries the trader of the statement it cancels).
+        where.add(`id IN (SELECT assetId FROM (
+            SELECT assetId, live, tomb FROM $db.positions WHERE traderId IN {traderIds:Array(UInt64)} AND traderId IN (${visibleTradersSql('sig')})
+            ORDER BY id, seq DESC LIMIT 1 BY id
+          ) WHERE live = 1 AND tomb = 0)`, { traderIds });
       }
       if (after) where.add('(symbol, id) > ({cSymbol:String}, {cId:UInt64})', { cSymbol: String(after[0]), cId: Number(after[1]) });
       return ctx.store.query<AssetRow>(`

@@ -49,7 +49,6 @@ export function visibleTradersSql(kinds: 'sig' | 'msg' | 'either'): string {
 
 /** Assets that may appear anywhere: not deleted and with an active market. */
 export const ELIGIBLE_ASSETS_SQL = 'SELECT id FROM $db.assets FINAL WHERE deleted = 0 AND hasActiveMarket = 1';
-export const DELETED_POSITIONS_SQL = 'SELECT id FROM $db.positions FINAL WHERE deleted = 1';
 
 export const iso = (ms: number | string): string => new Date(Number(ms)).toISOString();
 export const b = (v: number | null): boolean | null => (v == null ? null : v === 1);

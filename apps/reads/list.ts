@@ -70,9 +70,52 @@ export function addWindow(where: Where, column: string, w: Window): void {
   if (w.end !== null) where.add(`${column} <= fromUnixTimestamp64Milli({wEnd:Int64}, 'UTC')`, { wEnd: w.end });
 }
 
-/** Keyset clause for "newest first, ties by id descending" on (time, id). */
-export function addBefore(where: Where, timeCol: string, idCol: string, idType: 'UInt64' | 'String', after: CursorState['k'] | undefined): void {
-  if (!after) return;
-  const [t, id] = after;
-  where.add(`(${timeCol}, ${idCol}) < (fromUnixTimestamp64Milli({cT:Int64}, 'UTC'), {cId:${idType}})`, { cT: Number(t), cId: id });
+/** Keyset clause for "newest first, ties by id descending" on (time, id), as SQL and parameters. */
+export function beforeSql(timeCol: string, idCol: string, idType: 'UInt64' | 'String', before: CursorState['k'] | undefined): { sql: string; params: Record<string, unknown> } {
+  if (!before) return { sql: '1', params: {} };
+  const [t, id] = before;
+  return { sql: `(${timeCol}, ${idCol}) < (fromUnixTimestamp64Milli({cT:Int64}, 'UTC'), {cId:${idType}})`, params: { cT: Number(t), cId: id } };
+}
+
+/** What a statement-table page query returns besides the read's own columns (projectors/statements.ts). */
+export interface StatementRow { t: number; id: number | string; live: number; tomb: number; seq: number }
+
+/**
+ * A page from a statement table (projectors/statements.ts): `fetch(before, n)` returns up to n rows
+ * with the page's filters in key order, newest first, strictly before `before`; the rows of one
+ * key are adjacent, so versions resolve here (the newest row of each key) and rows that are not
+ * live are dropped. Fetches again past what it has seen while the page is short and rows remain;
+ * a short last chunk means the end of the filtered range.
+ */
+export async function statementPage<R extends StatementRow>(
+  limit: number, after: CursorState['k'] | undefined,
+  fetch: (before: [number, number | string] | undefined, n: number) => Promise<R[]>,
+  /** A further condition on resolved rows that the SQL cannot apply before versions are resolved. */
+  keep: (row: R) => boolean = () => true,
+): Promise<R[]> {
+  const out: R[] = [];
+  let before = after as [number, number | string] | undefined;
+  let n = limit + 8;
+  for (;;) {
+    const rows = await fetch(before, n);
+    const end = rows.length < n;
+    // Unless the range ended, the last key's rows may continue in the next chunk: keep them for it.
+    let upTo = rows.length;
+    if (!end) {
+      const last = rows[rows.length - 1]!;
+      while (upTo > 0 && rows[upTo - 1]!.t === last.t && rows[upTo - 1]!.id === last.id) upTo--;
+      if (upTo === 0) { n *= 4; continue; } // one key fills the chunk: read more at once
+    }
+    for (let i = 0; i < upTo;) {
+      let best = rows[i]!;
+      let j = i + 1;
+      for (; j < upTo && rows[j]!.t === best.t && rows[j]!.id === rows[i]!.id; j++) if (rows[j]!.seq > best.seq) best = rows[j]!;
+      if (best.live === 1 && best.tomb === 0 && keep(best)) out.push(best);
+      i = j;
+    }
+    if (out.length >= limit || end) return out.slice(0, limit);
+    const lastSeen = rows[upTo - 1]!;
+    before = [lastSeen.t, lastSeen.id];
+    n *= 2;
+  }
 }

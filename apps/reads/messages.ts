@@ -1,11 +1,11 @@
 import { splitIds, splitList } from '../../schemas/api/common-params.ts';
 import type { Message } from '../../schemas/api/resources.ts';
 import { b, iso, visibilitySql, type ReadContext } from './context.ts';
-import { addBefore, addWindow, listRead } from './list.ts';
+import { addWindow, beforeSql, listRead, statementPage, type StatementRow } from './list.ts';
 
 import type { MessagesQuery } from '../../schemas/api/queries.ts';
 
-interface Row {
+interface Row extends StatementRow {
   id: string; traderId: number; platform: 'TELEGRAM' | 'X'; sourceIdentityId: string; t: number;
   url: string | null; text: string | null; attachmentTypes: string[]; attachmentUrls: string[];
   isEdited: number | null; isReply: number | null; isQuote: number | null; isRepost: number | null;
@@ -27,8 +27,9 @@ export function listMessages(ctx: ReadContext, q: MessagesQuery) {
     // Hydration by id is not limited by the 90-day default window.
     unboundedDefault: ids !== undefined,
     fetch: ({ where, after, window, limit }) => {
-      // Trader-side conditions select the assigned sources first (a small set); the big table is
-      // then filtered by (platform, sourceIdentityId) and only the page is joined back for traderId.
+      // Trader-side conditions select the assigned sources first (a small set); the statement
+      // table (ordered by (writtenAt, id), with projections by source and by id) is then read in
+      // key order, and only the page is joined back for traderId and the source identity.
       const traderIds = splitIds(q.traderIds);
       where.add(`(m.platform, m.sourceIdentityId) IN (SELECT sourcePlatform, sourceIdentityId FROM (${MESSAGE_TRADERS_SQL})
           WHERE ${visibilitySql('msg', 'traderId', 'sourcePlatform')}${traderIds ? ' AND traderId IN {traderIds:Array(UInt64)}' : ''})`,
@@ -36,23 +37,25 @@ export function listMessages(ctx: ReadContext, q: MessagesQuery) {
         .when(ids, 'm.id IN {ids:Array(String)}', 'ids')
         .when(splitList(q.sourcePlatforms), 'm.platform IN {platforms:Array(String)}', 'platforms');
       addWindow(where, 'm.writtenAt', window);
-      addBefore(where, 'm.writtenAt', 'm.id', 'String', after);
-      return ctx.store.query<Row>(`
-        SELECT p.id AS id, t.traderId AS traderId, p.platform AS platform, p.sourceIdentityId AS sourceIdentityId,
-               toUnixTimestamp64Milli(p.writtenAt) AS t, p.url AS url, p.text AS text,
-               p.attachmentTypes AS attachmentTypes, p.attachmentUrls AS attachmentUrls,
-               p.isEdited AS isEdited, p.isReply AS isReply, p.isQuote AS isQuote, p.isRepost AS isRepost,
-               s.displayName AS displayName, s.handle AS handle, s.avatarUrl AS avatarUrl, s.profileUrl AS profileUrl, s.audienceCount AS audienceCount
-        FROM (
-          SELECT * FROM $db.messages AS m FINAL
-          WHERE m.deleted = 0 AND ${where.sql}
-          ORDER BY m.writtenAt DESC, m.id DESC LIMIT {limit:UInt32}
-        ) AS p
-        INNER JOIN (${MESSAGE_TRADERS_SQL}) AS t ON t.sourcePlatform = p.platform AND t.sourceIdentityId = p.sourceIdentityId
-        LEFT JOIN (SELECT * FROM $db.source_identities FINAL WHERE deleted = 0) AS s
-          ON s.platform = p.platform AND s.sourceIdentityId = p.sourceIdentityId
-        ORDER BY p.writtenAt DESC, p.id DESC
-        SETTINGS join_use_nulls = 1`, { ...where.params, limit });
+      return statementPage<Row>(limit, after, (before, n) => {
+        const b = beforeSql('m.writtenAt', 'm.id', 'String', before);
+        return ctx.store.query<Row>(`
+          SELECT p.id AS id, t.traderId AS traderId, p.platform AS platform, p.sourceIdentityId AS sourceIdentityId,
+                 toUnixTimestamp64Milli(p.writtenAt) AS t, p.url AS url, p.text AS text,
+                 p.attachmentTypes AS attachmentTypes, p.attachmentUrls AS attachmentUrls,
+                 p.isEdited AS isEdited, p.isReply AS isReply, p.isQuote AS isQuote, p.isRepost AS isRepost,
+                 s.displayName AS displayName, s.handle AS handle, s.avatarUrl AS avatarUrl, s.profileUrl AS profileUrl, s.audienceCount AS audienceCount,
+                 p.live AS live, p.tomb AS tomb, p.seq AS seq
+          FROM (
+            SELECT * FROM $db.messages AS m WHERE ${where.sql} AND ${b.sql}
+            ORDER BY m.writtenAt DESC, m.id DESC LIMIT {n:UInt32}
+          ) AS p
+          LEFT JOIN (${MESSAGE_TRADERS_SQL}) AS t ON t.sourcePlatform = p.platform AND t.sourceIdentityId = p.sourceIdentityId
+          LEFT JOIN (SELECT * FROM $db.source_identities FINAL WHERE deleted = 0) AS s
+            ON s.platform = p.platform AND s.sourceIdentityId = p.sourceIdentityId
+          ORDER BY p.writtenAt DESC, p.id DESC
+          SETTINGS join_use_nulls = 1`, { ...where.params, ...b.params, n });
+      });
     },
     keyOf: (r) => [r.t, r.id],
     shape: (rows) => rows.map((r) => ({

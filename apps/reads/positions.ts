@@ -1,24 +1,39 @@
 import { splitIds, splitList } from '../../schemas/api/common-params.ts';
 import type { OpenPosition, Position } from '../../schemas/api/resources.ts';
 import { ELIGIBLE_ASSETS_SQL, iso, visibleTradersSql, type ReadContext } from './context.ts';
-import { addBefore, addWindow, listRead, type Where } from './list.ts';
+import { addWindow, beforeSql, listRead, statementPage, type StatementRow, type Where } from './list.ts';
 import { timeBasedPerformances } from './performance.ts';
 
 import type { OpenPositionsQuery, PositionsQuery } from '../../schemas/api/queries.ts';
 
-interface Row { id: number; direction: 'long' | 'short'; t: number; openPrice: number | null; quoteSymbol: string | null; traderId: number; assetId: number }
+interface Row extends StatementRow {
+  id: number; direction: 'long' | 'short'; openPrice: number | null; quoteSymbol: string | null; traderId: number; assetId: number;
+}
 
 function addPositionFilters(where: Where, q: OpenPositionsQuery & { positionIds?: string }) {
-  where.add(`p.deleted = 0 AND p.traderId IN (${visibleTradersSql('sig')}) AND p.assetId IN (${ELIGIBLE_ASSETS_SQL})`)
+  where.add(`p.traderId IN (${visibleTradersSql('sig')}) AND p.assetId IN (${ELIGIBLE_ASSETS_SQL})`)
     .when(splitIds(q.traderIds), 'p.traderId IN {traderIds:Array(UInt64)}', 'traderIds')
     .when(splitIds(q.assetIds), 'p.assetId IN {assetIds:Array(UInt64)}', 'assetIds')
     .when(splitList(q.directions), 'p.direction IN {directions:Array(String)}', 'directions')
     .when(splitIds(q.positionIds), 'p.id IN {positionIds:Array(UInt64)}', 'positionIds');
 }
 
-const POSITION_COLUMNS = `p.id AS id, p.direction AS direction, toUnixTimestamp64Milli(p.openAt) AS t, p.openPrice AS openPrice,
-  a.quoteSymbol AS quoteSymbol, p.traderId AS traderId, p.assetId AS assetId`;
-const ASSET_JOIN = 'INNER JOIN (SELECT id, quoteSymbol FROM $db.assets FINAL WHERE deleted = 0) AS a ON a.id = p.assetId';
+/**
+ * Up to n rows of the positions statement table (ordered by (openAt, id), with projections by
+ * trader and by asset) in key order before `before`, with the quote symbol of their asset.
+ */
+function positionRows(ctx: ReadContext, where: Where, before: [number, number | string] | undefined, n: number) {
+  const b = beforeSql('p.openAt', 'p.id', 'UInt64', before);
+  return ctx.store.query<Row>(`
+    SELECT s.id AS id, s.direction AS direction, toUnixTimestamp64Milli(s.openAt) AS t, s.openPrice AS openPrice,
+           a.quoteSymbol AS quoteSymbol, s.traderId AS traderId, s.assetId AS assetId, s.live AS live, s.tomb AS tomb, s.seq AS seq
+    FROM (
+      SELECT * FROM $db.positions AS p WHERE ${where.sql} AND ${b.sql}
+      ORDER BY p.openAt DESC, p.id DESC LIMIT {n:UInt32}
+    ) AS s
+    LEFT JOIN (SELECT id, quoteSymbol FROM $db.assets FINAL WHERE deleted = 0) AS a ON a.id = s.assetId
+    ORDER BY s.openAt DESC, s.id DESC`, { ...where.params, ...b.params, n });
+}
 
 /** Position history: open and closed, newest openAt first. */
 export function listPositions(ctx: ReadContext, q: PositionsQuery) {
@@ -28,11 +43,7 @@ export function listPositions(ctx: ReadContext, q: PositionsQuery) {
     fetch: ({ where, after, window, limit }) => {
       addPositionFilters(where, q);
       addWindow(where, 'p.openAt', window);
-      addBefore(where, 'p.openAt', 'p.id', 'UInt64', after);
-      return ctx.store.query<Row>(`
-        SELECT ${POSITION_COLUMNS} FROM $db.positions AS p FINAL ${ASSET_JOIN}
-        WHERE ${where.sql}
-        ORDER BY p.openAt DESC, p.id DESC LIMIT {limit:UInt32}`, { ...where.params, limit });
+      return statementPage<Row>(limit, after, (before, n) => positionRows(ctx, where, before, n));
     },
     keyOf: (r) => [r.t, r.id],
     shape: async (rows) => {
@@ -45,35 +56,42 @@ export function listPositions(ctx: ReadContext, q: PositionsQuery) {
   });
 }
 
+type OpenRow = Row & { currentPrice: number | null; currentReturnPercentage: number };
+
 /**
  * Open positions with live marks: the mark is the asset's latest price sample at or before
  * serverTime. `currentPrice` and `currentReturnPercentage` are required numbers, so a position
  * that cannot be marked (no price series, an entry price that is null or 0, or a non-finite
- * return) is omitted.
+ * return) is omitted. Marks are looked up for the assets of each chunk of candidates only.
  */
 export function listOpenPositions(ctx: ReadContext, q: OpenPositionsQuery) {
-  type OpenRow = Row & { currentPrice: number; currentReturnPercentage: number };
   return listRead<OpenRow, OpenPosition>(ctx, {
     op: 'list_open_positions', query: q, historical: false, keyParts: ['time', 'id'],
     fetch: ({ where, after, limit }) => {
       addPositionFilters(where, q);
       where.add('p.isOpen = 1 AND p.openPrice IS NOT NULL AND p.openPrice != 0');
-      addBefore(where, 'p.openAt', 'p.id', 'UInt64', after);
-      return ctx.store.query<OpenRow>(`
-        SELECT ${POSITION_COLUMNS}, m.price AS currentPrice,
-               if(p.direction = 'long', (m.price / p.openPrice - 1) * 100, (1 - m.price / p.openPrice) * 100) AS currentReturnPercentage
-        FROM $db.positions AS p FINAL ${ASSET_JOIN}
-        INNER JOIN (
+      return statementPage<OpenRow>(limit, after, async (before, n) => {
+        const rows = await positionRows(ctx, where, before, n) as OpenRow[];
+        const assetIds = [...new Set(rows.map((r) => r.assetId))];
+        const marks = new Map((assetIds.length ? await ctx.store.query<{ assetId: number; price: number }>(`
           SELECT assetId, argMax(price, at) AS price FROM $db.prices FINAL
-          WHERE deleted = 0 AND at <= fromUnixTimestamp64Milli({now:Int64}, 'UTC') GROUP BY assetId
-        ) AS m ON m.assetId = p.assetId
-        WHERE ${where.sql} AND isFinite(currentReturnPercentage)
-        ORDER BY p.openAt DESC, p.id DESC LIMIT {limit:UInt32}`, { ...where.params, limit, now: ctx.now.getTime() });
+          WHERE assetId IN {assetIds:Array(UInt64)} AND deleted = 0 AND at <= fromUnixTimestamp64Milli({now:Int64}, 'UTC')
+          GROUP BY assetId`, { assetIds, now: ctx.now.getTime() }) : []).map((m) => [m.assetId, m.price]));
+        for (const r of rows) {
+          const mark = marks.get(r.assetId);
+          r.currentPrice = mark ?? null;
+          if (mark !== undefined && r.openPrice) {
+            const ratio = mark / r.openPrice;
+            r.currentReturnPercentage = r.direction === 'long' ? (ratio - 1) * 100 : (1 - ratio) * 100;
+          }
+        }
+        return rows;
+      }, (r) => r.currentPrice !== null && Number.isFinite(r.currentReturnPercentage));
     },
     keyOf: (r) => [r.t, r.id],
     shape: (rows) => rows.map((r) => ({
       id: r.id, direction: r.direction, openAt: iso(r.t), openPrice: r.openPrice, quoteSymbol: r.quoteSymbol,
-      currentPrice: r.currentPrice, currentReturnPercentage: r.currentReturnPercentage, traderId: r.traderId, assetId: r.assetId,
+      currentPrice: r.currentPrice!, currentReturnPercentage: r.currentReturnPercentage, traderId: r.traderId, assetId: r.assetId,
     })),
   });
 }

@@ -1,26 +1,76 @@
 import type { MessageRecord } from '../../schemas/topics/index.ts';
-import { bool, del, iso, type Projection } from '../projection.ts';
+import { parseDateTime } from '../../schemas/formats.ts';
+import { bool, type Projection, type ValidRecord } from '../projection.ts';
 import { httpUrl, plainTextOrNull } from '../sanitize.ts';
+import { batchSeq, currentViewDdl, newestById, sameFields, statementRows, STATEMENT_COLUMNS_DDL, type Statement } from '../statements.ts';
+import type { Store } from '../store/port.ts';
+
+/**
+ * Messages as a statement table (projectors/statements.ts) ordered for the list read, newest
+ * first by (writtenAt, id), with a projection ordered by source identity (a trader's messages are
+ * those of its assigned source) and one by id (hydration by ids, and the previous statement).
+ */
+export const MESSAGES_DDL = `CREATE TABLE IF NOT EXISTS $db.messages (
+    id String, platform LowCardinality(String), sourceIdentityId String, writtenAt DateTime64(3, 'UTC'),
+    url Nullable(String), text Nullable(String), attachmentTypes Array(String), attachmentUrls Array(String),
+    isEdited Nullable(UInt8), isReply Nullable(UInt8), isQuote Nullable(UInt8), isRepost Nullable(UInt8),
+    version UInt64, deleted UInt8, ${STATEMENT_COLUMNS_DDL},
+    PROJECTION by_source (SELECT * ORDER BY platform, sourceIdentityId, writtenAt, id),
+    PROJECTION by_id (SELECT * ORDER BY id)
+  ) ENGINE = ReplacingMergeTree(seq) ORDER BY (writtenAt, id, platform, sourceIdentityId) SETTINGS deduplicate_merge_projection_mode = 'rebuild'`;
+
+export interface MessageStatement extends Statement {
+  id: string; platform: string; sourceIdentityId: string; t: number; url: string | null; text: string | null;
+  attachmentTypes: string[]; attachmentUrls: string[]; isEdited: number | null; isReply: number | null; isQuote: number | null;
+  isRepost: number | null; version: number; deleted: number;
+}
+
+const COLUMNS = ['id', 'platform', 'sourceIdentityId', 'writtenAt', 'url', 'text', 'attachmentTypes', 'attachmentUrls',
+  'isEdited', 'isReply', 'isQuote', 'isRepost', 'version', 'deleted', 'live', 'tomb', 'seq'] as const;
+const values = (s: MessageStatement): unknown[] => [s.id, s.platform, s.sourceIdentityId, new Date(s.t).toISOString(), s.url, s.text,
+  s.attachmentTypes, s.attachmentUrls, s.isEdited, s.isReply, s.isQuote, s.isRepost, s.version, s.deleted, s.live, s.tomb, s.seq];
+const same = sameFields<MessageStatement>(['id', 'platform', 'sourceIdentityId', 't', 'url', 'text', 'attachmentTypes', 'attachmentUrls',
+  'isEdited', 'isReply', 'isQuote', 'isRepost', 'version', 'deleted', 'live']);
+// The sorting key: the read order, then the columns the read filters on.
+const sameKey = sameFields<MessageStatement>(['t', 'id', 'platform', 'sourceIdentityId']);
+
+// Text and URLs are sanitized here (DESIGN 6); an attachment without an http(s) URL is dropped.
+function messageState(m: MessageRecord): Omit<MessageStatement, 'seq' | 'tomb'> {
+  const attachments = m.attachments.flatMap((a) => { const url = httpUrl(a.url); return url ? [{ type: a.type, url }] : []; });
+  return {
+    id: m.id, platform: m.platform, sourceIdentityId: m.sourceIdentityId, t: parseDateTime(m.writtenAt)!,
+    url: httpUrl(m.url), text: plainTextOrNull(m.text), attachmentTypes: attachments.map((a) => a.type), attachmentUrls: attachments.map((a) => a.url),
+    isEdited: bool(m.isEdited), isReply: bool(m.isReply), isQuote: bool(m.isQuote), isRepost: bool(m.isRepost),
+    version: m.version, deleted: m.deleted ? 1 : 0, live: m.deleted ? 0 : 1,
+  };
+}
+
+export async function applyMessages(store: Store, batch: readonly ValidRecord[], version: bigint): Promise<void> {
+  const incoming = new Map<string, MessageRecord>();
+  for (const r of batch) {
+    const m = r.value as MessageRecord;
+    const had = incoming.get(m.id);
+    if (!had || m.version >= had.version) incoming.set(m.id, m);
+  }
+  const prev = newestById(await store.query<MessageStatement>(`
+    SELECT id, platform, sourceIdentityId, toUnixTimestamp64Milli(writtenAt) AS t, url, text, attachmentTypes, attachmentUrls,
+           isEdited, isReply, isQuote, isRepost, version, deleted, live, tomb, seq
+    FROM $db.messages WHERE id IN {ids:Array(String)}`, { ids: [...incoming.keys()] }), (r) => r.id);
+  const base = batchSeq(version);
+  const out: unknown[][] = [];
+  for (const [id, m] of incoming) {
+    const cur = prev.get(id);
+    if (cur && m.version <= cur.version) continue;
+    for (const row of statementRows(cur, messageState(m), base, same, sameKey)) out.push(values(row));
+  }
+  await store.insertCompact('messages', COLUMNS, out);
+}
 
 export const messagesProjection: Projection = {
   name: 'messages',
   canHandle: ['messages'],
-  table: 'messages',
-  ddl: [`CREATE TABLE IF NOT EXISTS $db.messages (
-    id String, platform LowCardinality(String), sourceIdentityId String, writtenAt DateTime64(3, 'UTC'),
-    url Nullable(String), text Nullable(String), attachmentTypes Array(String), attachmentUrls Array(String),
-    isEdited Nullable(UInt8), isReply Nullable(UInt8), isQuote Nullable(UInt8), isRepost Nullable(UInt8),
-    version UInt64, deleted UInt8,
-    INDEX written writtenAt TYPE minmax GRANULARITY 1
-  ) ENGINE = ReplacingMergeTree(version) ORDER BY id`],
-  // Text and URLs are sanitized here (DESIGN 6); an attachment without an http(s) URL is dropped.
-  handle: (batch) => batch.map(({ value: m }: { value: MessageRecord }) => {
-    const attachments = m.attachments.flatMap((a) => { const url = httpUrl(a.url); return url ? [{ type: a.type, url }] : []; });
-    return {
-      id: m.id, platform: m.platform, sourceIdentityId: m.sourceIdentityId, writtenAt: iso(m.writtenAt),
-      url: httpUrl(m.url), text: plainTextOrNull(m.text), attachmentTypes: attachments.map((a) => a.type), attachmentUrls: attachments.map((a) => a.url),
-      isEdited: bool(m.isEdited), isReply: bool(m.isReply), isQuote: bool(m.isQuote), isRepost: bool(m.isRepost),
-      version: m.version, deleted: del(m),
-    };
-  }),
+  ddl: [MESSAGES_DDL, currentViewDdl('messages_current', 'messages')],
+  // What each record states, as stored (no `table`: the rows are written by `afterStore`).
+  handle: (batch) => batch.map((r) => { const s = messageState(r.value); return { ...s, writtenAt: new Date(s.t).toISOString() }; }),
+  afterStore: applyMessages,
 };

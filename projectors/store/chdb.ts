@@ -67,6 +67,19 @@ export class ChdbStore implements Store {
     });
   }
 
+  async insertCompact(table: string, columns: readonly string[], rows: readonly unknown[][]): Promise<void> {
+    if (!rows.length) return;
+    let payload = '';
+    for (const r of rows) payload += JSON.stringify(r) + '\n';
+    await this.session.insert({
+      table: `${this.database}.${checkIdentifier(table)}`,
+      columns: columns.map(checkIdentifier),
+      values: Buffer.from(payload),
+      format: 'JSONCompactEachRow',
+      settings: { date_time_input_format: 'best_effort' },
+    });
+  }
+
   /** Drops this store's database (tests). */
   async drop(): Promise<void> {
     await this.session.queryAsync(`DROP DATABASE IF EXISTS ${this.database}`);

@@ -15,6 +15,8 @@ export interface Store {
   exec(sql: string, params?: Params): Promise<void>;
   /** Appends rows to a table as JSONEachRow. */
   insert(table: string, rows: readonly object[]): Promise<void>;
+  /** Appends rows given as value arrays in `columns` order (JSONCompactEachRow: no field names to write or parse). */
+  insertCompact(table: string, columns: readonly string[], rows: readonly unknown[][]): Promise<void>;
   close(): Promise<void>;
 }
 

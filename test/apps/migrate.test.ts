@@ -19,7 +19,7 @@ const TOPICS = ['source-identities', 'traders', 'messages'] as const;
 async function start(lines: string[]) {
   const emb = await startEmbedded(cfg, { seed: false, say: (l) => lines.push(l) });
   await emb.firstCatchUp;
-  const rows = await emb.store.query<{ id: string; text: string }>('SELECT id, text FROM $db.messages FINAL ORDER BY id');
+  const rows = await emb.store.query<{ id: string; text: string }>('SELECT id, text FROM $db.messages_current ORDER BY id');
   const [v] = await emb.store.query<{ v: number }>('SELECT argMax(version, at) AS v FROM $db.read_model_version');
   await emb.close();
   return { rows, version: v!.v };

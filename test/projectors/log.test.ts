@@ -42,7 +42,7 @@ const caughtUp = (sub: LogSubscription, ms = 30_000) => Promise.race([
 
 const deadLetters = (store: ChdbStore) =>
   store.query<{ topic: string; key: string; raw: string; reason: string }>('SELECT topic, key, raw, reason FROM $db.dead_letters FINAL ORDER BY topic, toUInt64(offset)');
-const eventIds = async (store: ChdbStore) => (await store.query<{ id: number }>('SELECT id FROM $db.events FINAL ORDER BY id')).map((r) => r.id);
+const eventIds = async (store: ChdbStore) => (await store.query<{ id: number }>('SELECT id FROM $db.events_current ORDER BY id')).map((r) => r.id);
 
 describe('appending', () => {
   it('issue 5: a raw record is written verbatim as {"k":<key>,"v":<raw>} on a line of its own', () => {
@@ -136,7 +136,7 @@ describe('projecting what the log holds', () => {
     log.appendSync('trade-events', [{ key: '5', value: event(5).value }]);
     const { store, sub } = await projected(log);
     await caughtUp(sub, 60_000);
-    const ids = await store.query<{ id: string }>('SELECT id FROM $db.messages FINAL ORDER BY id');
+    const ids = await store.query<{ id: string }>('SELECT id FROM $db.messages_current ORDER BY id');
     expect(ids.map((r) => r.id)).toEqual(['m-after', 'm-before']);
     expect(await eventIds(store)).toEqual([5]);
     const dead = await deadLetters(store);
@@ -153,7 +153,7 @@ describe('projecting what the log holds', () => {
     log.appendSync('messages', [{ key: 'm-15', value: message('m-15', { text }).value }, { key: 'm-next', value: message('m-next').value }]);
     const { store, sub } = await projected(log);
     await caughtUp(sub, 60_000);
-    expect(await store.query('SELECT id, length(text) AS n FROM $db.messages FINAL ORDER BY id')).toEqual([
+    expect(await store.query('SELECT id, length(text) AS n FROM $db.messages_current ORDER BY id')).toEqual([
       { id: 'm-15', n: text.length }, { id: 'm-next', n: 'message m-next'.length },
     ]);
     expect(await deadLetters(store)).toEqual([]);

@@ -52,7 +52,7 @@ describe('assets projection', () => {
 
 describe('positions fold', () => {
   const positions = () => store.query<any>(`SELECT id, traderId, assetId, direction, toUnixTimestamp64Milli(openAt) AS openAt, openPrice, isOpen, deleted
-    FROM $db.positions FINAL WHERE id >= 300 AND id < 400 ORDER BY id`);
+    FROM $db.positions_current WHERE id >= 300 AND id < 400 ORDER BY id`);
   it('folds open, increase, decrease and close per position, in any arrival order', () =>
     spec.given([
       build.event(3003, { positionId: 301, type: 'close', price: 120, timeOfEvent: '2026-01-03T00:00:00.000Z', traderId: 7, assetId: 8, direction: 'short' }),
@@ -70,7 +70,7 @@ describe('positions fold', () => {
     spec.given([
       build.event(3040, { positionId: 305, type: 'open', price: null, timeOfEvent: '2026-02-01T00:00:00.000Z' }),
       build.event(3041, { positionId: 305, type: 'open', price: 100, timeOfEvent: '2026-02-01T01:00:00.000Z' }),
-    ]).when(() => store.query<any>('SELECT id, openPrice FROM $db.positions FINAL WHERE id = 305'))
+    ]).when(() => store.query<any>('SELECT id, openPrice FROM $db.positions_current WHERE id = 305'))
       .then([{ id: 305, openPrice: null }]));
 
   it('a deleted open event deletes the position; a deleted close reopens it', () =>
@@ -80,7 +80,7 @@ describe('positions fold', () => {
       build.event(3021, { positionId: 303, type: 'close', timeOfEvent: '2026-02-02T00:00:00.000Z', version: 2, deleted: true }),
       build.event(3030, { positionId: 304, type: 'open', timeOfEvent: '2026-02-01T00:00:00.000Z' }),
       build.event(3030, { positionId: 304, type: 'open', timeOfEvent: '2026-02-01T00:00:00.000Z', version: 2, deleted: true }),
-    ]).when(() => store.query<any>('SELECT id, isOpen, deleted FROM $db.positions FINAL WHERE id IN (303, 304) ORDER BY id'))
+    ]).when(() => store.query<any>('SELECT id, isOpen, deleted FROM $db.positions_current WHERE id IN (303, 304) ORDER BY id'))
       .then([{ id: 303, isOpen: 1, deleted: 0 }, { id: 304, isOpen: 0, deleted: 1 }]));
 });
 
@@ -91,7 +91,7 @@ describe('messages projection', () => {
       build.message('m-1', 's', '2026-03-01T00:00:00.000Z', { text: 'edited', isEdited: true, version: 2 }),
       build.message('m-2', 's', '2026-03-01T00:00:00.000Z'),
       build.message('m-2', 's', '2026-03-01T00:00:00.000Z', { version: 2, deleted: true }),
-    ]).when(() => store.query<any>("SELECT id, text, isEdited, deleted FROM $db.messages FINAL WHERE id IN ('m-1', 'm-2') ORDER BY id"))
+    ]).when(() => store.query<any>("SELECT id, text, isEdited, deleted FROM $db.messages_current WHERE id IN ('m-1', 'm-2') ORDER BY id"))
       .then([{ id: 'm-1', text: 'edited', isEdited: 1, deleted: 0 }, { id: 'm-2', text: 'message m-2', isEdited: 0, deleted: 1 }]));
 });
 
@@ -102,7 +102,7 @@ describe('issue 5: sanitized text and URLs through the message projection', () =
         text: '<script>alert(1)</script><b>bold</b> &lt;script&gt;x&lt;/script&gt;\u0007\u202Edone e\u0301', url: '/relative',
         attachments: [{ type: 'image', url: 'javascript:alert(1)' }, { type: 'image', url: 'https://cdn.test/a.png' }],
       }),
-    ]).when(() => store.query<any>("SELECT text, url, attachmentTypes, attachmentUrls FROM $db.messages FINAL WHERE id = 'm-san'"))
+    ]).when(() => store.query<any>("SELECT text, url, attachmentTypes, attachmentUrls FROM $db.messages_current WHERE id = 'm-san'"))
       .then([{ text: 'bold done \u00e9', url: null, attachmentTypes: ['image'], attachmentUrls: ['https://cdn.test/a.png'] }]));
 });
 
@@ -113,7 +113,7 @@ describe('issue 5: date-times are stored as the validated instant', () => {
       build.event(3102, { timeOfEvent: '2026-01-02T03:04:05z' }),
       build.price(3101, '2026-01-01T23:30:00.5-05:30', 1),
     ]).when(async () => ({
-      events: await store.query<any>('SELECT id, toUnixTimestamp64Milli(timeOfEvent) AS t FROM $db.events FINAL WHERE id IN (3101, 3102) ORDER BY id'),
+      events: await store.query<any>('SELECT id, toUnixTimestamp64Milli(timeOfEvent) AS t FROM $db.events_current WHERE id IN (3101, 3102) ORDER BY id'),
       prices: await store.query<any>('SELECT toUnixTimestamp64Milli(at) AS t FROM $db.prices FINAL WHERE assetId = 3101'),
     })).then({
       events: [{ id: 3101, t: Date.parse('2026-01-02T01:04:05.123Z') }, { id: 3102, t: Date.parse('2026-01-02T03:04:05Z') }],
@@ -163,7 +163,8 @@ describe('records the store refuses', () => {
 
   it('during a store outage the batch fails as a whole, to be retried', async () => {
     const down = { ...store, database: store.database, query: async () => { throw new Error('connection refused'); },
-      exec: async () => { throw new Error('connection refused'); }, insert: async () => { throw new Error('connection refused'); }, close: async () => {} };
+      exec: async () => { throw new Error('connection refused'); }, insert: async () => { throw new Error('connection refused'); },
+      insertCompact: async () => { throw new Error('connection refused'); }, close: async () => {} };
     await expect(applyBatch(down, batchOf(['x']), [poisonable])).rejects.toThrow('connection refused');
   });
 });
