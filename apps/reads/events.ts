@@ -1,7 +1,7 @@
 import { splitIds, splitList } from '../../schemas/api/common-params.ts';
 import type { Event } from '../../schemas/api/resources.ts';
 import { ELIGIBLE_ASSETS_SQL, iso, visibleTradersSql, type ReadContext } from './context.ts';
-import { addWindow, beforeSql, listRead, statementPage, type StatementRow } from './list.ts';
+import { addWindow, beforeSql, listRead, pageSettings, statementPage, type StatementRow } from './list.ts';
 
 import type { EventsQuery } from '../../schemas/api/queries.ts';
 
@@ -38,7 +38,8 @@ export function listEvents(ctx: ReadContext, q: EventsQuery) {
             ORDER BY e.timeOfEvent DESC, e.id DESC LIMIT {n:UInt32}
           ) AS p
           LEFT JOIN (SELECT id, quoteSymbol FROM $db.assets FINAL WHERE deleted = 0) AS a ON a.id = p.assetId
-          ORDER BY p.timeOfEvent DESC, p.id DESC`, { ...where.params, ...b.params, n });
+          ORDER BY p.timeOfEvent DESC, p.id DESC
+          ${pageSettings(q.traderIds !== undefined || q.assetIds !== undefined)}`, { ...where.params, ...b.params, n });
       });
     },
     keyOf: (r) => [r.t, r.id],

@@ -77,6 +77,13 @@ export function beforeSql(timeCol: string, idCol: string, idType: 'UInt64' | 'St
   return { sql: `(${timeCol}, ${idCol}) < (fromUnixTimestamp64Milli({cT:Int64}, 'UTC'), {cId:${idType}})`, params: { cT: Number(t), cId: id } };
 }
 
+/**
+ * Settings of a statement-table page query: the by-trader, by-asset and by-id projections serve
+ * the pages those filters select; any other page is a read in the table's own order, and the
+ * planner, left free, may pick a projection and sort all of it instead of stopping early.
+ */
+export const pageSettings = (selective: boolean): string => (selective ? '' : 'SETTINGS optimize_use_projections = 0');
+
 /** What a statement-table page query returns besides the read's own columns (projectors/statements.ts). */
 export interface StatementRow { t: number; id: number | string; live: number; tomb: number; seq: number }
 

@@ -31,6 +31,8 @@ export function listMessages(ctx: ReadContext, q: MessagesQuery) {
       // table (ordered by (writtenAt, id), with projections by source and by id) is then read in
       // key order, and only the page is joined back for traderId and the source identity.
       const traderIds = splitIds(q.traderIds);
+      // Without traderIds or ids the page is a read in (writtenAt, id) order; the source condition
+      // alone would lead the planner to the by-source projection and a sort of all its rows.
       where.add(`(m.platform, m.sourceIdentityId) IN (SELECT sourcePlatform, sourceIdentityId FROM (${MESSAGE_TRADERS_SQL})
           WHERE ${visibilitySql('msg', 'traderId', 'sourcePlatform')}${traderIds ? ' AND traderId IN {traderIds:Array(UInt64)}' : ''})`,
         traderIds ? { traderIds } : {})
@@ -54,7 +56,7 @@ export function listMessages(ctx: ReadContext, q: MessagesQuery) {
           LEFT JOIN (SELECT * FROM $db.source_identities FINAL WHERE deleted = 0) AS s
             ON s.platform = p.platform AND s.sourceIdentityId = p.sourceIdentityId
           ORDER BY p.writtenAt DESC, p.id DESC
-          SETTINGS join_use_nulls = 1`, { ...where.params, ...b.params, n });
+          SETTINGS join_use_nulls = 1${traderIds || ids ? '' : ', optimize_use_projections = 0'}`, { ...where.params, ...b.params, n });
       });
     },
     keyOf: (r) => [r.t, r.id],

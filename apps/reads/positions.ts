@@ -1,7 +1,7 @@
 import { splitIds, splitList } from '../../schemas/api/common-params.ts';
 import type { OpenPosition, Position } from '../../schemas/api/resources.ts';
 import { ELIGIBLE_ASSETS_SQL, iso, visibleTradersSql, type ReadContext } from './context.ts';
-import { addWindow, beforeSql, listRead, statementPage, type StatementRow, type Where } from './list.ts';
+import { addWindow, beforeSql, listRead, pageSettings, statementPage, type StatementRow, type Where } from './list.ts';
 import { timeBasedPerformances } from './performance.ts';
 
 import type { OpenPositionsQuery, PositionsQuery } from '../../schemas/api/queries.ts';
@@ -22,7 +22,7 @@ function addPositionFilters(where: Where, q: OpenPositionsQuery & { positionIds?
  * Up to n rows of the positions statement table (ordered by (openAt, id), with projections by
  * trader and by asset) in key order before `before`, with the quote symbol of their asset.
  */
-function positionRows(ctx: ReadContext, where: Where, before: [number, number | string] | undefined, n: number) {
+function positionRows(ctx: ReadContext, q: OpenPositionsQuery & { positionIds?: string }, where: Where, before: [number, number | string] | undefined, n: number) {
   const b = beforeSql('p.openAt', 'p.id', 'UInt64', before);
   return ctx.store.query<Row>(`
     SELECT s.id AS id, s.direction AS direction, toUnixTimestamp64Milli(s.openAt) AS t, s.openPrice AS openPrice,
@@ -32,7 +32,8 @@ function positionRows(ctx: ReadContext, where: Where, before: [number, number | 
       ORDER BY p.openAt DESC, p.id DESC LIMIT {n:UInt32}
     ) AS s
     LEFT JOIN (SELECT id, quoteSymbol FROM $db.assets FINAL WHERE deleted = 0) AS a ON a.id = s.assetId
-    ORDER BY s.openAt DESC, s.id DESC`, { ...where.params, ...b.params, n });
+    ORDER BY s.openAt DESC, s.id DESC
+    ${pageSettings(q.traderIds !== undefined || q.assetIds !== undefined || q.positionIds !== undefined)}`, { ...where.params, ...b.params, n });
 }
 
 /** Position history: open and closed, newest openAt first. */
@@ -43,7 +44,7 @@ export function listPositions(ctx: ReadContext, q: PositionsQuery) {
     fetch: ({ where, after, window, limit }) => {
       addPositionFilters(where, q);
       addWindow(where, 'p.openAt', window);
-      return statementPage<Row>(limit, after, (before, n) => positionRows(ctx, where, before, n));
+      return statementPage<Row>(limit, after, (before, n) => positionRows(ctx, q, where, before, n));
     },
     keyOf: (r) => [r.t, r.id],
     shape: async (rows) => {
@@ -58,6 +59,29 @@ export function listPositions(ctx: ReadContext, q: PositionsQuery) {
 
 type OpenRow = Row & { currentPrice: number | null; currentReturnPercentage: number };
 
+/** How far back the first look for an asset's latest mark goes: marks are usually recent, so this reads little. */
+const RECENT_MARK_MS = 2 * 86_400_000;
+
+/**
+ * The latest live price sample at or before serverTime of each asset (prices are ordered by
+ * (assetId, at)): first within the last two days, then, for assets with no recent sample, over
+ * their whole series.
+ */
+async function latestMarks(ctx: ReadContext, assetIds: number[]): Promise<Map<number, number>> {
+  const marks = new Map<number, number>();
+  const look = async (ids: number[], since: number | null) => {
+    if (!ids.length) return;
+    for (const m of await ctx.store.query<{ assetId: number; price: number }>(`
+      SELECT assetId, argMax(price, at) AS price FROM $db.prices FINAL
+      WHERE assetId IN {ids:Array(UInt64)} AND deleted = 0 AND at <= fromUnixTimestamp64Milli({now:Int64}, 'UTC')
+        ${since === null ? '' : "AND at >= fromUnixTimestamp64Milli({since:Int64}, 'UTC')"}
+      GROUP BY assetId`, { ids, now: ctx.now.getTime(), ...(since === null ? {} : { since }) })) marks.set(m.assetId, m.price);
+  };
+  await look(assetIds, ctx.now.getTime() - RECENT_MARK_MS);
+  await look(assetIds.filter((a) => !marks.has(a)), null);
+  return marks;
+}
+
 /**
  * Open positions with live marks: the mark is the asset's latest price sample at or before
  * serverTime. `currentPrice` and `currentReturnPercentage` are required numbers, so a position
@@ -71,12 +95,8 @@ export function listOpenPositions(ctx: ReadContext, q: OpenPositionsQuery) {
       addPositionFilters(where, q);
       where.add('p.isOpen = 1 AND p.openPrice IS NOT NULL AND p.openPrice != 0');
       return statementPage<OpenRow>(limit, after, async (before, n) => {
-        const rows = await positionRows(ctx, where, before, n) as OpenRow[];
-        const assetIds = [...new Set(rows.map((r) => r.assetId))];
-        const marks = new Map((assetIds.length ? await ctx.store.query<{ assetId: number; price: number }>(`
-          SELECT assetId, argMax(price, at) AS price FROM $db.prices FINAL
-          WHERE assetId IN {assetIds:Array(UInt64)} AND deleted = 0 AND at <= fromUnixTimestamp64Milli({now:Int64}, 'UTC')
-          GROUP BY assetId`, { assetIds, now: ctx.now.getTime() }) : []).map((m) => [m.assetId, m.price]));
+        const rows = await positionRows(ctx, q, where, before, n) as OpenRow[];
+        const marks = await latestMarks(ctx, [...new Set(rows.map((r) => r.assetId))]);
         for (const r of rows) {
           const mark = marks.get(r.assetId);
           r.currentPrice = mark ?? null;
