@@ -525,6 +525,21 @@ async function measureHot(emb: Embedded, read: ReadSpec, demoKey: string, floors
   return { read, bytes: body.length, cacheable, url: path, real: sum.real.n / sum.real.secs, bare: sum.bare.n / sum.bare.secs, errors };
 }
 
+/** Waits (at most `maxMs`) until the store runs no background merge, so that none competes with a measurement. */
+async function settle(store: ChdbStore, what: string, maxMs: number): Promise<void> {
+  const t0 = performance.now();
+  let said = false;
+  for (;;) {
+    const [m] = await store.query<{ n: number }>('SELECT count() AS n FROM system.merges');
+    const n = Number(m?.n ?? 0);
+    if (n === 0) break;
+    if (performance.now() - t0 > maxMs) { progress(`${what}: still ${n} background merges after ${(maxMs / 1000).toFixed(0)} s; measuring anyway`); return; }
+    if (!said) { progress(`${what}: waiting for ${n} background merges to finish`); said = true; }
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  if (said) progress(`${what}: merges done after ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Projector vs raw insert.
 
@@ -577,6 +592,10 @@ async function measureProjector(store: ChdbStore): Promise<ProjectorResult> {
       }
     }
     const secs = (performance.now() - t0) / 1000;
+    // The projected database goes before the floor runs, and its merges with it.
+    await proj.drop();
+    await proj.init();
+    await settle(store, 'raw insert', 60_000);
 
     // Floor: the same number of rows as JSONCompactEachRow batches of the same size, encoded
     // beforehand (not timed) from the log's trade events, inserted straight through the session.
@@ -668,6 +687,8 @@ try {
     progress(`floor ${t.name}: ${floorRows[t.name]} rows`);
   }
   const floorSecs = (performance.now() - tFloors) / 1000;
+  // A rebuild on start (or the floors) leaves merges running: they would land in random reps.
+  await settle(emb.store, 'reads', 120_000);
 
   // The measurement app: the same API on the same store without a read cache (every request runs
   // the read); its authenticator is the real one, and a key with RESTRICTED_KEY_SUFFIX gets the
