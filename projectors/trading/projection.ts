@@ -120,12 +120,13 @@ export async function applyTradeEvents(store: Store, batch: readonly ValidRecord
   const positionIds = [...touched];
 
   const [eventRows, positionRows] = await Promise.all([
-    store.query<EventStatement>(`${EVENT_SELECT} WHERE positionId IN {positionIds:Array(UInt64)}`, { positionIds }),
+    // Every row of every event found in the touched positions: an event's current statement is its newest row anywhere.
+    store.query<EventStatement>(`${EVENT_SELECT} WHERE id IN (SELECT id FROM $db.events WHERE positionId IN {positionIds:Array(UInt64)})`, { positionIds }),
     store.query<PositionStatement>(`${POSITION_SELECT} WHERE id IN {positionIds:Array(UInt64)}`, { positionIds }),
   ]);
   // Current statements of the touched positions' events (a newest row that is a tombstone: the event lives elsewhere now).
   const current = new Map<number, EventStatement>();
-  for (const [id, s] of newestById(eventRows, (r) => r.id)) if (s.tomb === 0) current.set(id, s);
+  for (const [id, s] of newestById(eventRows, (r) => r.id)) if (s.tomb === 0 && touched.has(s.positionId)) current.set(id, s);
   const state = new Map<number, EventState>(current);
   for (const [id, e] of incoming) {
     const cur = current.get(id);
@@ -151,8 +152,8 @@ export async function applyTradeEvents(store: Store, batch: readonly ValidRecord
       for (const row of statementRows(current.get(e.id), next, base, sameEvent, sameEventKey)) eventOut.push(eventValues(row));
     }
   }
-  await store.insertCompact('events', EVENT_COLUMNS, eventOut);
   await store.insertCompact('positions', POSITION_COLUMNS, positionOut);
+  await store.insertCompact('events', EVENT_COLUMNS, eventOut);
 }
 
 export const tradingProjection: Projection = {
