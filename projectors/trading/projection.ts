@@ -10,8 +10,8 @@ import type { Store } from '../store/port.ts';
  * (openAt, id), each with projections ordered by trader and by asset for one-trader and
  * one-asset pages. A batch is applied per position: the events of every position it touches are
  * read back, the batch's newer versions applied, the position folded again, and only statements
- * that changed are written (events first, then positions: a position's statement is derived
- * from its events, so after a crash between the two writes the replay still finds it missing).
+ * that changed are written (positions first, then events: after a crash between the two writes
+ * the events still hold the old state, so the replay touches the same positions again).
  */
 
 const PROJECTION_SETTINGS = "SETTINGS deduplicate_merge_projection_mode = 'rebuild'";
