@@ -50,6 +50,16 @@ export function statementRows<S extends Statement>(
 /** Statement seq of a batch: odd, monotonic with the log position of the batch's last record. */
 export const batchSeq = (version: bigint): number => Number(version) * 2 + 1;
 
+/** The newest version of each entity in a batch of records (a later record wins a tie). */
+export function newestVersions<T extends { version: number }, K>(values: readonly T[], idOf: (v: T) => K): Map<K, T> {
+  const out = new Map<K, T>();
+  for (const v of values) {
+    const had = out.get(idOf(v));
+    if (!had || v.version >= had.version) out.set(idOf(v), v);
+  }
+  return out;
+}
+
 /** The newest row per id (the entity's current statement), from rows of a statement table. */
 export function newestById<R extends { seq: number }, K>(rows: readonly R[], idOf: (r: R) => K): Map<K, R> {
   const out = new Map<K, R>();

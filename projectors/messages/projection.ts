@@ -2,7 +2,7 @@ import type { MessageRecord } from '../../schemas/topics/index.ts';
 import { parseDateTime } from '../../schemas/formats.ts';
 import { bool, type Projection, type ValidRecord } from '../projection.ts';
 import { httpUrl, plainTextOrNull } from '../sanitize.ts';
-import { batchSeq, currentViewDdl, newestById, sameFields, statementRows, STATEMENT_COLUMNS_DDL, type Statement } from '../statements.ts';
+import { batchSeq, currentViewDdl, newestById, newestVersions, sameFields, statementRows, STATEMENT_COLUMNS_DDL, type Statement } from '../statements.ts';
 import type { Store } from '../store/port.ts';
 
 /**
@@ -46,12 +46,7 @@ function messageState(m: MessageRecord): Omit<MessageStatement, 'seq' | 'tomb'> 
 }
 
 export async function applyMessages(store: Store, batch: readonly ValidRecord[], version: bigint): Promise<void> {
-  const incoming = new Map<string, MessageRecord>();
-  for (const r of batch) {
-    const m = r.value as MessageRecord;
-    const had = incoming.get(m.id);
-    if (!had || m.version >= had.version) incoming.set(m.id, m);
-  }
+  const incoming = newestVersions(batch.map((r) => r.value as MessageRecord), (m) => m.id);
   const prev = newestById(await store.query<MessageStatement>(`
     SELECT id, platform, sourceIdentityId, toUnixTimestamp64Milli(writtenAt) AS t, url, text, attachmentTypes, attachmentUrls,
            isEdited, isReply, isQuote, isRepost, version, deleted, live, tomb, seq

@@ -56,26 +56,23 @@ export class ChdbStore implements Store {
   }
 
   async insert(table: string, rows: readonly object[]): Promise<void> {
-    if (!rows.length) return;
-    let payload = '';
-    for (const r of rows) payload += JSON.stringify(r) + '\n';
-    await this.session.insert({
-      table: `${this.database}.${checkIdentifier(table)}`,
-      values: Buffer.from(payload),
-      format: 'JSONEachRow',
-      settings: { date_time_input_format: 'best_effort' },
-    });
+    await this.insertLines(table, rows, 'JSONEachRow');
   }
 
   async insertCompact(table: string, columns: readonly string[], rows: readonly unknown[][]): Promise<void> {
+    await this.insertLines(table, rows, 'JSONCompactEachRow', columns);
+  }
+
+  /** One JSON line per row, sent as one insert. */
+  private async insertLines(table: string, rows: readonly unknown[], format: 'JSONEachRow' | 'JSONCompactEachRow', columns?: readonly string[]): Promise<void> {
     if (!rows.length) return;
     let payload = '';
     for (const r of rows) payload += JSON.stringify(r) + '\n';
     await this.session.insert({
       table: `${this.database}.${checkIdentifier(table)}`,
-      columns: columns.map(checkIdentifier),
+      ...(columns ? { columns: columns.map(checkIdentifier) } : {}),
       values: Buffer.from(payload),
-      format: 'JSONCompactEachRow',
+      format,
       settings: { date_time_input_format: 'best_effort' },
     });
   }

@@ -1,7 +1,7 @@
 import type { TradeEventRecord } from '../../schemas/topics/index.ts';
 import { parseDateTime } from '../../schemas/formats.ts';
 import type { Projection, ValidRecord } from '../projection.ts';
-import { batchSeq, currentViewDdl, newestById, sameFields, statementRows, STATEMENT_COLUMNS_DDL, type Statement } from '../statements.ts';
+import { batchSeq, currentViewDdl, newestById, newestVersions, sameFields, statementRows, STATEMENT_COLUMNS_DDL, type Statement } from '../statements.ts';
 import type { Store } from '../store/port.ts';
 
 /**
@@ -104,13 +104,7 @@ export function foldPosition(id: number, events: readonly EventState[]): Omit<Po
 
 /** Applies a batch of trade events: changed event statements, then changed position statements. */
 export async function applyTradeEvents(store: Store, batch: readonly ValidRecord[], version: bigint): Promise<void> {
-  // The newest version of each event in the batch (a later record wins a tie).
-  const incoming = new Map<number, TradeEventRecord>();
-  for (const r of batch) {
-    const e = r.value as TradeEventRecord;
-    const had = incoming.get(e.id);
-    if (!had || e.version >= had.version) incoming.set(e.id, e);
-  }
+  const incoming = newestVersions(batch.map((r) => r.value as TradeEventRecord), (e) => e.id);
   const ids = [...incoming.keys()];
   // Positions touched: the batch's, plus those its events belonged to so far (an event may move).
   const touched = new Set<number>([...incoming.values()].map((e) => e.positionId));
