@@ -5,10 +5,11 @@ import { assetsProjection } from './assets/projection.ts';
 import { pricesProjection } from './prices/projection.ts';
 import { messagesProjection } from './messages/projection.ts';
 import { tradingProjection } from './trading/projection.ts';
+import { performanceProjection } from './performance/projection.ts';
 import { aggregateSummariesProjection, channelSummariesProjection } from './summaries/projection.ts';
 
 export const PROJECTIONS: readonly Projection[] = [
   accountsProjection, apiKeysProjection, tradersProjection, sourceIdentitiesProjection, traderTagsProjection,
-  assetsProjection, pricesProjection, messagesProjection, tradingProjection,
+  assetsProjection, pricesProjection, performanceProjection, messagesProjection, tradingProjection,
   channelSummariesProjection, aggregateSummariesProjection,
 ];

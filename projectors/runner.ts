@@ -21,8 +21,9 @@ export async function ensureSchema(store: Store, projections: readonly Projectio
  * log on start instead of being served from old tables.
  *   1: the foundation (issue 2)   2: sanitized text and URLs, canonical date-times (issue 5)
  *   3: events, positions and messages as statement tables ordered for their reads (issue 6)
+ *   4: time-based performance as a read model: position_performances, price_series (issue 6)
  */
-export const READ_MODEL_VERSION = 3;
+export const READ_MODEL_VERSION = 4;
 
 const VERSION_DDL = `CREATE TABLE IF NOT EXISTS $db.read_model_version (
   version UInt32, at DateTime64(3, 'UTC')

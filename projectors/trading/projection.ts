@@ -3,6 +3,7 @@ import { parseDateTime } from '../../schemas/formats.ts';
 import type { Projection, ValidRecord } from '../projection.ts';
 import { batchSeq, currentViewDdl, newestById, newestVersions, sameFields, statementRows, STATEMENT_COLUMNS_DDL, type Statement } from '../statements.ts';
 import type { Store } from '../store/port.ts';
+import { EVALUATED_FIELDS, writePerformances, type PositionState } from '../performance/projection.ts';
 
 /**
  * Trade events and the positions folded from them, as statement tables (projectors/statements.ts)
@@ -10,8 +11,9 @@ import type { Store } from '../store/port.ts';
  * (openAt, id), each with projections ordered by trader and by asset for one-trader and
  * one-asset pages. A batch is applied per position: the events of every position it touches are
  * read back, the batch's newer versions applied, the position folded again, and only statements
- * that changed are written (positions first, then events: after a crash between the two writes
- * the events still hold the old state, so the replay touches the same positions again).
+ * that changed are written (time-based performance rows of positions that changed what they
+ * are evaluated on, then positions, then events: after a crash between two writes the later
+ * tables still hold the old state, so the replay touches the same positions again).
  */
 
 const PROJECTION_SETTINGS = "SETTINGS deduplicate_merge_projection_mode = 'rebuild'";
@@ -64,6 +66,7 @@ const sameEvent = sameFields<EventStatement>(['id', 'positionId', 'traderId', 'a
 const samePosition = sameFields<PositionStatement>(['id', 'traderId', 'assetId', 'direction', 'openAt', 'openPrice', 'isOpen', 'closedAt', 'deleted', 'live']);
 // The sorting keys: the read order, then every column a read filters on.
 const sameEventKey = sameFields<EventStatement>(['t', 'id', 'traderId', 'assetId', 'direction', 'type']);
+const sameEvaluation = sameFields<PositionStatement>(EVALUATED_FIELDS);
 const priced = (p: { openPrice: number | null }) => p.openPrice !== null && p.openPrice !== 0;
 const samePositionKey = (a: Omit<PositionStatement, 'seq' | 'tomb'>, b: PositionStatement) =>
   sameFields<PositionStatement>(['openAt', 'id', 'traderId', 'assetId', 'direction', 'isOpen'])(a, b) && priced(a) === priced(b);
@@ -134,18 +137,22 @@ export async function applyTradeEvents(store: Store, batch: readonly ValidRecord
   const prevPositions = newestById(positionRows, (r) => r.id);
   const eventOut: unknown[][] = [];
   const positionOut: unknown[][] = [];
+  const evaluate: PositionState[] = [];
   for (const [pid, events] of groups) {
     const folded = foldPosition(pid, events);
     const prev = prevPositions.get(pid);
     // A position left with no events at all (they moved to another one) is deleted where it was.
     const next = folded ?? (prev ? { ...prev, deleted: 1, live: 0 } : null);
     if (next) for (const row of statementRows(prev, next, base, samePosition, samePositionKey)) positionOut.push(positionValues(row));
+    if (next && !(prev && sameEvaluation(next, prev))) evaluate.push(next);
     const positionLive = folded?.live ?? 0;
     for (const e of events) {
       const next = { ...e, live: e.deleted === 0 && positionLive === 1 ? 1 : 0 };
       for (const row of statementRows(current.get(e.id), next, base, sameEvent, sameEventKey)) eventOut.push(eventValues(row));
     }
   }
+  // Evaluations first: a replay after a crash before the positions are written evaluates them again.
+  await writePerformances(store, evaluate);
   await store.insertCompact('positions', POSITION_COLUMNS, positionOut);
   await store.insertCompact('events', EVENT_COLUMNS, eventOut);
 }

@@ -1,0 +1,173 @@
+import { WINDOWS } from '../../schemas/api/resources.ts';
+import type { PriceRecord } from '../../schemas/topics/index.ts';
+import { parseDateTime } from '../../schemas/formats.ts';
+import type { Projection, ValidRecord } from '../projection.ts';
+import { newestById } from '../statements.ts';
+import type { Store } from '../store/port.ts';
+import { evaluateWindow, firstSampleFrom, TOLERANCE_MS, WINDOW_MS, type PriceSeries } from './evaluate.ts';
+
+/**
+ * Time-based performance as a read model (DESIGN 5): one evaluation row per position and window,
+ * holding what the window's status is once it has come of age (the evaluation time E = openAt +
+ * window is stored with it). A read shows `too_young` while serverTime < E and the stored
+ * evaluation after, so a window coming of age rewrites nothing. Rows are re-evaluated when their
+ * position changes (the trade-event projection calls `writePerformances` with the new position
+ * statements before it writes them) and when price samples that can be their forward price
+ * arrive, change or go (the price projection's follow-up below). `status` '' means the asset has
+ * no price series at all (the window is null); `price_series` remembers that per asset, so the
+ * first sample of an asset (or the deletion of its last one) re-evaluates all its positions.
+ *
+ * Ordered by (positionId, window): a page of positions reads its rows by primary key. Each key's
+ * newest row (highest seq) is the truth; merges collapse a key to it, so the table holds 3 rows
+ * per position. seq comes from a per-store counter that starts above every seq stored, so a
+ * later evaluation always wins, whichever topic triggered it.
+ */
+
+export const PERFORMANCES_DDL = `CREATE TABLE IF NOT EXISTS $db.position_performances (
+    positionId UInt64, window LowCardinality(String), traderId UInt64, assetId UInt64, direction LowCardinality(String),
+    openAt DateTime64(3, 'UTC'), evaluatedAt DateTime64(3, 'UTC'), status LowCardinality(String), returnPercentage Nullable(Float64),
+    live UInt8, seq UInt64
+  ) ENGINE = ReplacingMergeTree(seq) ORDER BY (positionId, window)`;
+
+const PRICE_SERIES_DDL = `CREATE TABLE IF NOT EXISTS $db.price_series (
+    assetId UInt64, hasSeries UInt8, seq UInt64
+  ) ENGINE = ReplacingMergeTree(seq) ORDER BY assetId`;
+
+const PERFORMANCE_COLUMNS = ['positionId', 'window', 'traderId', 'assetId', 'direction', 'openAt', 'evaluatedAt', 'status', 'returnPercentage', 'live', 'seq'] as const;
+
+/** What an evaluation depends on: a position statement (from the fold or the positions table). */
+export interface PositionState {
+  id: number; traderId: number; assetId: number; direction: 'long' | 'short'; openAt: number; openPrice: number | null; live: number;
+}
+/** The fields of a position statement whose change re-evaluates it. */
+export const EVALUATED_FIELDS = ['traderId', 'assetId', 'direction', 'openAt', 'openPrice', 'live'] as const;
+
+/**
+ * Per-store projector state: the seq counter and a cache of price series (live samples, FINAL),
+ * bounded by MAX_CACHED_SAMPLES (least recently used assets go first). The price projection drops
+ * an asset's series before it re-evaluates, so the cache never outlives what the store holds.
+ */
+interface State { seq: number | null; series: Map<number, PriceSeries>; samples: number }
+const states = new WeakMap<Store, State>();
+const MAX_CACHED_SAMPLES = 4_000_000;
+
+function stateOf(store: Store): State {
+  let s = states.get(store);
+  if (!s) states.set(store, s = { seq: null, series: new Map(), samples: 0 });
+  return s;
+}
+
+async function nextSeq(store: Store): Promise<number> {
+  const s = stateOf(store);
+  if (s.seq === null) {
+    const [row] = await store.query<{ seq: number }>(
+      'SELECT greatest((SELECT max(seq) FROM $db.position_performances), (SELECT max(seq) FROM $db.price_series)) AS seq');
+    s.seq = Number(row?.seq ?? 0);
+  }
+  return ++s.seq;
+}
+
+function forgetSeries(store: Store, assetIds: Iterable<number>): void {
+  const s = stateOf(store);
+  for (const a of assetIds) {
+    const had = s.series.get(a);
+    if (had) { s.samples -= had.at.length; s.series.delete(a); }
+  }
+}
+
+async function seriesOf(store: Store, assetIds: readonly number[]): Promise<Map<number, PriceSeries>> {
+  const s = stateOf(store);
+  const missing = assetIds.filter((a) => !s.series.has(a));
+  if (missing.length) {
+    const rows = await store.query<{ assetId: number; at: number[]; price: number[] }>(`
+      SELECT assetId, groupArray(t) AS at, groupArray(price) AS price FROM (
+        SELECT assetId, toUnixTimestamp64Milli(at) AS t, price FROM $db.prices FINAL
+        WHERE assetId IN {missing:Array(UInt64)} AND deleted = 0 ORDER BY assetId, at
+      ) GROUP BY assetId`, { missing });
+    const found = new Map(rows.map((r) => [Number(r.assetId), r]));
+    for (const a of missing) {
+      const r = found.get(a);
+      const series = { at: Float64Array.from(r?.at ?? [], Number), price: Float64Array.from(r?.price ?? []) };
+      s.series.set(a, series);
+      s.samples += series.at.length;
+    }
+  }
+  const out = new Map<number, PriceSeries>();
+  for (const a of assetIds) {
+    const series = s.series.get(a)!;
+    // Most recently used last: eviction takes from the front.
+    s.series.delete(a); s.series.set(a, series);
+    out.set(a, series);
+  }
+  for (const [a, series] of s.series) {
+    if (s.samples <= MAX_CACHED_SAMPLES || out.has(a)) break;
+    s.series.delete(a); s.samples -= series.at.length;
+  }
+  return out;
+}
+
+/** Evaluates every window of the given positions and writes their rows (one seq for the call). */
+export async function writePerformances(store: Store, positions: readonly PositionState[]): Promise<void> {
+  if (!positions.length) return;
+  const series = await seriesOf(store, [...new Set(positions.map((p) => p.assetId))]);
+  const seq = await nextSeq(store);
+  const rows: unknown[][] = [];
+  for (const p of positions) {
+    const s = series.get(p.assetId)!;
+    for (const w of WINDOWS) {
+      const evaluatedAt = p.openAt + WINDOW_MS[w];
+      // Evaluated as of a clock past E: a read shows too_young until E.
+      const e = s.at.length ? evaluateWindow(p, w, firstSampleFrom(s, evaluatedAt), Infinity) : { status: '', returnPercentage: null };
+      rows.push([p.id, w, p.traderId, p.assetId, p.direction, new Date(p.openAt).toISOString(), new Date(evaluatedAt).toISOString(),
+        e.status, e.returnPercentage, p.live, seq]);
+    }
+  }
+  await store.insertCompact('position_performances', PERFORMANCE_COLUMNS, rows);
+}
+
+/**
+ * After a batch of price samples is stored: the positions whose forward price the samples can be
+ * (evaluation time E in [at - tolerance, at] of some sample, per window), and every position of an
+ * asset whose series appeared or vanished, are evaluated again.
+ */
+export async function reevaluateForPrices(store: Store, batch: readonly ValidRecord[]): Promise<void> {
+  if (!batch.length) return;
+  let lo = Infinity; let hi = -Infinity;
+  const assets = new Set<number>();
+  for (const { value: p } of batch as readonly ValidRecord<PriceRecord>[]) {
+    const at = parseDateTime(p.at)!;
+    lo = Math.min(lo, at); hi = Math.max(hi, at);
+    assets.add(p.assetId);
+  }
+  const assetIds = [...assets];
+  forgetSeries(store, assetIds);
+  const [series, known] = await Promise.all([
+    seriesOf(store, assetIds),
+    store.query<{ assetId: number; hasSeries: number }>(
+      'SELECT assetId, argMax(hasSeries, seq) AS hasSeries FROM $db.price_series WHERE assetId IN {assetIds:Array(UInt64)} GROUP BY assetId', { assetIds }),
+  ]);
+  const had = new Map(known.map((k) => [Number(k.assetId), Number(k.hasSeries)]));
+  const flipped = assetIds.filter((a) => (series.get(a)!.at.length ? 1 : 0) !== (had.get(a) ?? 0));
+  const ranges = WINDOWS.map((w) => ({ from: lo - TOLERANCE_MS[w] - WINDOW_MS[w], to: hi - WINDOW_MS[w] }));
+  // (No column alias may shadow `openAt` here: the WHERE clause would compare the alias.)
+  const rows = await store.query<Omit<PositionState, 'openAt'> & { t: number; tomb: number; seq: number }>(`
+    SELECT id, traderId, assetId, direction, toUnixTimestamp64Milli(openAt) AS t, openPrice, live, tomb, seq FROM $db.positions
+    WHERE assetId IN {flipped:Array(UInt64)}
+       OR (assetId IN {assetIds:Array(UInt64)} AND (${ranges.map((_, i) =>
+         `(openAt BETWEEN fromUnixTimestamp64Milli({from${i}:Int64}, 'UTC') AND fromUnixTimestamp64Milli({to${i}:Int64}, 'UTC'))`).join(' OR ')}))`,
+  { flipped, assetIds, ...Object.fromEntries(ranges.flatMap((r, i) => [[`from${i}`, r.from], [`to${i}`, r.to]])) });
+  // The newest row per position among those found: a tombstone there means it lives elsewhere now.
+  const newest = newestById(rows, (r) => r.id);
+  await writePerformances(store, [...newest.values()].filter((p) => p.tomb === 0 && p.live === 1).map(({ t, ...p }) => ({ ...p, openAt: t })));
+  if (flipped.length) {
+    const seq = await nextSeq(store);
+    await store.insertCompact('price_series', ['assetId', 'hasSeries', 'seq'], flipped.map((a) => [a, series.get(a)!.at.length ? 1 : 0, seq]));
+  }
+}
+
+export const performanceProjection: Projection = {
+  name: 'position-performances',
+  canHandle: ['prices'],
+  ddl: [PERFORMANCES_DDL, PRICE_SERIES_DDL],
+  afterStore: (store, batch) => reevaluateForPrices(store, batch),
+};
