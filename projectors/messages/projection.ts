@@ -4,6 +4,7 @@ import { bool, type Projection, type ValidRecord } from '../projection.ts';
 import { httpUrl, plainTextOrNull } from '../sanitize.ts';
 import { batchSeq, currentViewDdl, newestById, newestVersions, sameFields, statementRows, STATEMENT_COLUMNS_DDL, type Statement } from '../statements.ts';
 import type { Store } from '../store/port.ts';
+import { statementEngine } from '../compaction.ts';
 
 /**
  * Messages as a statement table (projectors/statements.ts) ordered for the list read, newest
@@ -17,7 +18,7 @@ export const MESSAGES_DDL = `CREATE TABLE IF NOT EXISTS $db.messages (
     version UInt64, deleted UInt8, ${STATEMENT_COLUMNS_DDL},
     PROJECTION by_source (SELECT * ORDER BY platform, sourceIdentityId, writtenAt, id),
     PROJECTION by_id (SELECT * ORDER BY id)
-  ) ENGINE = ReplacingMergeTree(seq) ORDER BY (writtenAt, id, platform, sourceIdentityId) SETTINGS deduplicate_merge_projection_mode = 'rebuild'`;
+  ) ${statementEngine('writtenAt, id, platform, sourceIdentityId')}`;
 
 export interface MessageStatement extends Statement {
   id: string; platform: string; sourceIdentityId: string; t: number; url: string | null; text: string | null;

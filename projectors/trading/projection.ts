@@ -3,6 +3,7 @@ import { parseDateTime } from '../../schemas/formats.ts';
 import type { Projection, ValidRecord } from '../projection.ts';
 import { batchSeq, currentViewDdl, newestById, newestVersions, sameFields, statementRows, STATEMENT_COLUMNS_DDL, type Statement } from '../statements.ts';
 import type { Store } from '../store/port.ts';
+import { statementEngine } from '../compaction.ts';
 import { EVALUATED_FIELDS, writePerformances, type PositionState } from '../performance/projection.ts';
 
 /**
@@ -16,7 +17,6 @@ import { EVALUATED_FIELDS, writePerformances, type PositionState } from '../perf
  * tables still hold the old state, so the replay touches the same positions again).
  */
 
-const PROJECTION_SETTINGS = "SETTINGS deduplicate_merge_projection_mode = 'rebuild'";
 
 export const EVENTS_DDL = `CREATE TABLE IF NOT EXISTS $db.events (
     id UInt64, positionId UInt64, traderId UInt64, assetId UInt64, type LowCardinality(String), direction LowCardinality(String),
@@ -26,7 +26,7 @@ export const EVENTS_DDL = `CREATE TABLE IF NOT EXISTS $db.events (
     PROJECTION by_asset (SELECT * ORDER BY assetId, timeOfEvent, id),
     PROJECTION by_position (SELECT * ORDER BY positionId, id),
     PROJECTION by_id (SELECT id, positionId, seq, tomb ORDER BY id)
-  ) ENGINE = ReplacingMergeTree(seq) ORDER BY (timeOfEvent, id, traderId, assetId, direction, type) ${PROJECTION_SETTINGS}`;
+  ) ${statementEngine('timeOfEvent, id, traderId, assetId, direction, type')}`;
 
 export const POSITIONS_DDL = `CREATE TABLE IF NOT EXISTS $db.positions (
     id UInt64, traderId UInt64, assetId UInt64, direction LowCardinality(String), openAt DateTime64(3, 'UTC'),
@@ -35,7 +35,7 @@ export const POSITIONS_DDL = `CREATE TABLE IF NOT EXISTS $db.positions (
     PROJECTION by_trader (SELECT * ORDER BY traderId, openAt, id),
     PROJECTION by_asset (SELECT * ORDER BY assetId, openAt, id),
     PROJECTION by_id (SELECT * ORDER BY id)
-  ) ENGINE = ReplacingMergeTree(seq) ORDER BY (openAt, id, traderId, assetId, direction, isOpen, priced) ${PROJECTION_SETTINGS}`;
+  ) ${statementEngine('openAt, id, traderId, assetId, direction, isOpen, priced')}`;
 
 export interface EventStatement extends Statement {
   id: number; positionId: number; traderId: number; assetId: number; type: TradeEventRecord['type']; direction: 'long' | 'short';
