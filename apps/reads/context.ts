@@ -19,6 +19,8 @@ export interface ReadContext {
   now: Date;
   /** Signs and checks keyset cursors. */
   cursors: CursorCodec;
+  /** The data version (count of projector commits): what is loaded per version is kept for it (facts.ts). */
+  dataVersion?: () => number | Promise<number>;
 }
 
 /**

@@ -126,3 +126,20 @@ export async function statementPage<R extends StatementRow>(
     n *= 2;
   }
 }
+
+/**
+ * Up to n rows of a statement table (alias `s`) in key order, newest first, strictly before
+ * `before`, with the page's filters: the one query behind every statement-table page.
+ * `columns` are the read's own columns; `t` (the time key in ms), `live`, `tomb` and `seq` come
+ * with them. `selective`: a trader, asset or id filter that a projection of the table serves.
+ */
+export function statementRows<R extends StatementRow>(ctx: ReadContext, spec: {
+  table: string; columns: string; timeCol: string; idType: 'UInt64' | 'String'; where: Where; selective: boolean;
+}, before: [number, number | string] | undefined, n: number): Promise<R[]> {
+  const b = beforeSql(`s.${spec.timeCol}`, 's.id', spec.idType, before);
+  return ctx.store.query<R>(`
+    SELECT ${spec.columns}, toUnixTimestamp64Milli(s.${spec.timeCol}) AS t, s.live AS live, s.tomb AS tomb, s.seq AS seq
+    FROM $db.${spec.table} AS s WHERE ${spec.where.sql} AND ${b.sql}
+    ORDER BY s.${spec.timeCol} DESC, s.id DESC LIMIT {n:UInt32}
+    ${pageSettings(spec.selective)}`, { ...spec.where.params, ...b.params, n });
+}

@@ -1,7 +1,8 @@
 import { splitIds, splitList } from '../../schemas/api/common-params.ts';
 import type { OpenPosition, Position } from '../../schemas/api/resources.ts';
-import { ELIGIBLE_ASSETS_SQL, iso, visibleTradersSql, type ReadContext } from './context.ts';
-import { addWindow, beforeSql, listRead, pageSettings, statementPage, type StatementRow, type Where } from './list.ts';
+import { iso, type ReadContext } from './context.ts';
+import { factsOf, signalTraders } from './facts.ts';
+import { addWindow, listRead, statementPage, statementRows, type StatementRow, type Where } from './list.ts';
 import { timeBasedPerformances } from './performance.ts';
 
 import type { OpenPositionsQuery, PositionsQuery } from '../../schemas/api/queries.ts';
@@ -10,30 +11,34 @@ interface Row extends StatementRow {
   id: number; direction: 'long' | 'short'; openPrice: number | null; quoteSymbol: string | null; traderId: number; assetId: number;
 }
 
-function addPositionFilters(where: Where, q: OpenPositionsQuery & { positionIds?: string }) {
-  where.add(`p.traderId IN (${visibleTradersSql('sig')}) AND p.assetId IN (${ELIGIBLE_ASSETS_SQL})`)
-    .when(splitIds(q.traderIds), 'p.traderId IN {traderIds:Array(UInt64)}', 'traderIds')
-    .when(splitIds(q.assetIds), 'p.assetId IN {assetIds:Array(UInt64)}', 'assetIds')
-    .when(splitList(q.directions), 'p.direction IN {directions:Array(String)}', 'directions')
-    .when(splitIds(q.positionIds), 'p.id IN {positionIds:Array(UInt64)}', 'positionIds');
-}
+const COLUMNS = `s.id AS id, s.direction AS direction, s.openPrice AS openPrice, s.traderId AS traderId, s.assetId AS assetId`;
 
 /**
  * Up to n rows of the positions statement table (ordered by (openAt, id), with projections by
- * trader and by asset) in key order before `before`, with the quote symbol of their asset.
+ * trader and by asset) in key order before `before`, with the page's filters; eligibility
+ * (live, signal-visible trader; live asset with an active market) and the quote symbol come from
+ * the facts of the data version.
  */
-function positionRows(ctx: ReadContext, q: OpenPositionsQuery & { positionIds?: string }, where: Where, before: [number, number | string] | undefined, n: number) {
-  const b = beforeSql('p.openAt', 'p.id', 'UInt64', before);
-  return ctx.store.query<Row>(`
-    SELECT s.id AS id, s.direction AS direction, toUnixTimestamp64Milli(s.openAt) AS t, s.openPrice AS openPrice,
-           a.quoteSymbol AS quoteSymbol, s.traderId AS traderId, s.assetId AS assetId, s.live AS live, s.tomb AS tomb, s.seq AS seq
-    FROM (
-      SELECT * FROM $db.positions AS p WHERE ${where.sql} AND ${b.sql}
-      ORDER BY p.openAt DESC, p.id DESC LIMIT {n:UInt32}
-    ) AS s
-    LEFT JOIN (SELECT id, quoteSymbol FROM $db.assets FINAL WHERE deleted = 0) AS a ON a.id = s.assetId
-    ORDER BY s.openAt DESC, s.id DESC
-    ${pageSettings(q.traderIds !== undefined || q.assetIds !== undefined || q.positionIds !== undefined)}`, { ...where.params, ...b.params, n });
+async function positionPage<R extends Row>(ctx: ReadContext, q: OpenPositionsQuery & { positionIds?: string }, where: Where,
+  limit: number, after: Parameters<typeof statementPage>[1], keep?: (r: R) => boolean, marks?: (rows: R[]) => Promise<void>): Promise<R[]> {
+  const facts = await factsOf(ctx);
+  where.add('s.traderId IN {visibleTraders:Array(UInt64)} AND s.assetId IN {eligibleAssets:Array(UInt64)}',
+    { visibleTraders: signalTraders(facts, ctx.principal), eligibleAssets: facts.assetIds })
+    .when(splitIds(q.traderIds), 's.traderId IN {traderIds:Array(UInt64)}', 'traderIds')
+    .when(splitIds(q.assetIds), 's.assetId IN {assetIds:Array(UInt64)}', 'assetIds')
+    .when(splitList(q.directions), 's.direction IN {directions:Array(String)}', 'directions')
+    .when(splitIds(q.positionIds), 's.id IN {positionIds:Array(UInt64)}', 'positionIds');
+  const spec = {
+    table: 'positions', columns: COLUMNS, timeCol: 'openAt', idType: 'UInt64' as const, where,
+    selective: q.traderIds !== undefined || q.assetIds !== undefined || q.positionIds !== undefined,
+  };
+  const rows = await statementPage<R>(limit, after, async (before, n) => {
+    const chunk = await statementRows<R>(ctx, spec, before, n);
+    await marks?.(chunk);
+    return chunk;
+  }, keep);
+  for (const r of rows) r.quoteSymbol = facts.assetQuote.get(r.assetId) ?? null;
+  return rows;
 }
 
 /** Position history: open and closed, newest openAt first. */
@@ -42,9 +47,8 @@ export function listPositions(ctx: ReadContext, q: PositionsQuery) {
   return listRead<Row, Position>(ctx, {
     op: 'list_positions', query: q, historical: true, keyParts: ['time', 'id'], unboundedDefault: positionIds !== undefined,
     fetch: ({ where, after, window, limit }) => {
-      addPositionFilters(where, q);
-      addWindow(where, 'p.openAt', window);
-      return statementPage<Row>(limit, after, (before, n) => positionRows(ctx, q, where, before, n));
+      addWindow(where, 's.openAt', window);
+      return positionPage<Row>(ctx, q, where, limit, after);
     },
     keyOf: (r) => [r.t, r.id],
     shape: async (rows) => {
@@ -92,10 +96,8 @@ export function listOpenPositions(ctx: ReadContext, q: OpenPositionsQuery) {
   return listRead<OpenRow, OpenPosition>(ctx, {
     op: 'list_open_positions', query: q, historical: false, keyParts: ['time', 'id'],
     fetch: ({ where, after, limit }) => {
-      addPositionFilters(where, q);
-      where.add('p.isOpen = 1 AND p.openPrice IS NOT NULL AND p.openPrice != 0');
-      return statementPage<OpenRow>(limit, after, async (before, n) => {
-        const rows = await positionRows(ctx, q, where, before, n) as OpenRow[];
+      where.add('s.isOpen = 1 AND s.openPrice IS NOT NULL AND s.openPrice != 0');
+      return positionPage<OpenRow>(ctx, q, where, limit, after, (r) => r.currentPrice !== null && Number.isFinite(r.currentReturnPercentage), async (rows) => {
         const marks = await latestMarks(ctx, [...new Set(rows.map((r) => r.assetId))]);
         for (const r of rows) {
           const mark = marks.get(r.assetId);
@@ -105,8 +107,7 @@ export function listOpenPositions(ctx: ReadContext, q: OpenPositionsQuery) {
             r.currentReturnPercentage = r.direction === 'long' ? (ratio - 1) * 100 : (1 - ratio) * 100;
           }
         }
-        return rows;
-      }, (r) => r.currentPrice !== null && Number.isFinite(r.currentReturnPercentage));
+      });
     },
     keyOf: (r) => [r.t, r.id],
     shape: (rows) => rows.map((r) => ({

@@ -1,0 +1,90 @@
+import type { Store } from '../../projectors/store/port.ts';
+import type { VisibilityPolicy } from '../../schemas/topics/index.ts';
+import type { Principal, ReadContext } from './context.ts';
+
+/**
+ * The small tables every list read consults (live traders, eligible assets, source identities),
+ * loaded once per data version and kept in memory: a page query then takes the eligible ids as
+ * parameters and the page's rows are completed here, instead of every query building sets from
+ * the traders and assets tables and joining them (DESIGN 9). The data version changes with every
+ * projector commit, so these facts are never older than the version they are kept for (it is
+ * read before they are loaded).
+ */
+export interface Facts {
+  /** Live traders: id -> assigned source platform ('' when none). */
+  traderPlatform: Map<number, string>;
+  /** Assets that may appear anywhere (live, with an active market): id -> quote symbol. */
+  assetQuote: Map<number, string | null>;
+  /** Eligible asset ids, ascending (a query parameter). */
+  assetIds: number[];
+  /** A message source's trader: the lowest live trader id assigned it, by `sourceKey`. */
+  sourceTrader: Map<string, number>;
+  /** Live source identities by `sourceKey`. */
+  identities: Map<string, Identity>;
+  /** Memo of visible trader ids per signal policy. */
+  visible: Map<string, number[]>;
+}
+
+export interface Identity { displayName: string | null; handle: string | null; avatarUrl: string | null; profileUrl: string | null; audienceCount: number | null }
+
+/** `platform:sourceIdentityId` (a platform name has no colon); SOURCE_KEY_SQL is the same in SQL. */
+export const sourceKey = (platform: string, sourceIdentityId: string): string => `${platform}:${sourceIdentityId}`;
+export const SOURCE_KEY_SQL = (platform: string, sourceIdentityId: string): string => `concat(${platform}, ':', ${sourceIdentityId})`;
+
+const memo = new WeakMap<Store, { version: number; facts: Promise<Facts> }>();
+
+async function load(store: Store): Promise<Facts> {
+  const [traders, assets, identities] = await Promise.all([
+    store.query<{ id: number; sourcePlatform: string; sourceIdentityId: string }>(
+      'SELECT id, sourcePlatform, sourceIdentityId FROM $db.traders FINAL WHERE deleted = 0 ORDER BY id'),
+    store.query<{ id: number; quoteSymbol: string | null }>(
+      'SELECT id, quoteSymbol FROM $db.assets FINAL WHERE deleted = 0 AND hasActiveMarket = 1 ORDER BY id'),
+    store.query<Identity & { platform: string; sourceIdentityId: string }>(
+      'SELECT platform, sourceIdentityId, displayName, handle, avatarUrl, profileUrl, audienceCount FROM $db.source_identities FINAL WHERE deleted = 0'),
+  ]);
+  const facts: Facts = {
+    traderPlatform: new Map(), assetQuote: new Map(), assetIds: [], sourceTrader: new Map(), identities: new Map(), visible: new Map(),
+  };
+  for (const t of traders) {
+    facts.traderPlatform.set(t.id, t.sourcePlatform);
+    const k = sourceKey(t.sourcePlatform, t.sourceIdentityId);
+    if (t.sourcePlatform !== '' && !facts.sourceTrader.has(k)) facts.sourceTrader.set(k, t.id); // ascending ids: the lowest first
+  }
+  for (const a of assets) { facts.assetQuote.set(a.id, a.quoteSymbol); facts.assetIds.push(a.id); }
+  for (const { platform, sourceIdentityId, ...identity } of identities) facts.identities.set(sourceKey(platform, sourceIdentityId), identity);
+  return facts;
+}
+
+/** The facts of the context's data version (loaded now when the context has none to key them on). */
+export async function factsOf(ctx: ReadContext): Promise<Facts> {
+  const version = ctx.dataVersion ? await ctx.dataVersion() : undefined;
+  if (version === undefined) return load(ctx.store);
+  const had = memo.get(ctx.store);
+  if (had && had.version === version) return had.facts;
+  const facts = load(ctx.store);
+  memo.set(ctx.store, { version, facts });
+  facts.catch(() => { if (memo.get(ctx.store)?.facts === facts) memo.delete(ctx.store); });
+  return facts;
+}
+
+/** Whether a policy permits a trader (DESIGN 7): all, none, a set of platforms or of traders. */
+export function permits(policy: VisibilityPolicy, traderId: number, platform: string): boolean {
+  switch (policy.mode) {
+    case 'all': return true;
+    case 'platforms': return (policy.platforms ?? []).includes(platform as never);
+    case 'traders': return (policy.traderIds ?? []).includes(traderId);
+    default: return false;
+  }
+}
+
+/** Live traders whose signals the principal may see, ascending (memoized per policy). */
+export function signalTraders(facts: Facts, p: Principal): number[] {
+  const k = JSON.stringify(p.signalVisibility);
+  let ids = facts.visible.get(k);
+  if (!ids) {
+    ids = [];
+    for (const [id, platform] of facts.traderPlatform) if (permits(p.signalVisibility, id, platform)) ids.push(id);
+    facts.visible.set(k, ids);
+  }
+  return ids;
+}
