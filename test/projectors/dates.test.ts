@@ -56,3 +56,23 @@ describe('projections normalise date-times', () => {
     });
   }
 });
+
+describe('parseDateTime', () => {
+  // The canonical form `...sssZ` has a fast path; its `+00:00` spelling takes the general one. Both must agree on every input,
+  // valid or not (impossible dates, hour 24, second 60, years 0000-0099, 1969 and 2300 out of range).
+  it('reads the canonical form exactly as the same instant spelled with an offset', async () => {
+    const { parseDateTime } = await import('../../schemas/formats.ts');
+    const { prng } = await import('../helpers/prng.ts');
+    const r = prng(2026);
+    const pad = (v: number, k: number) => String(v).padStart(k, '0');
+    let valid = 0;
+    for (let i = 0; i < 50_000; i++) {
+      const s = `${pad(r.pick([0, 1, 99, 100, 1969, 1970, 2000, 2024, 2100, 2299, 2300, 9999]), 4)}-${pad(r.int(0, 13), 2)}-${pad(r.int(0, 32), 2)}`
+        + `T${pad(r.int(0, 24), 2)}:${pad(r.int(0, 60), 2)}:${pad(r.int(0, 60), 2)}.${pad(r.int(0, 999), 3)}`;
+      const fast = parseDateTime(`${s}Z`);
+      expect(fast, s).toBe(parseDateTime(`${s}+00:00`));
+      if (fast !== null) { valid++; expect(new Date(fast).toISOString()).toBe(`${s}Z`); }
+    }
+    expect(valid).toBeGreaterThan(10_000);
+  });
+});
