@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { EmbeddedLog } from '../projectors/log/embedded.ts';
 import { migrateReadModels, PROJECTOR_GROUP, runProjector } from '../projectors/runner.ts';
+import { compactStatements } from '../projectors/compaction.ts';
 import { openChdbStore, type ChdbStore } from '../projectors/store/chdb.ts';
 import type { LogSubscription } from '../projectors/log/port.ts';
 import { SCOPES } from '../schemas/topics/index.ts';
@@ -78,6 +79,9 @@ export interface Embedded {
   close(): Promise<void>;
 }
 
+/** How often the statement tables are checked for tombstones to compact. */
+const COMPACTION_INTERVAL_MS = 10 * 60_000;
+
 /** `signalbase start`: embedded log + chdb + in-process watermarks, REST on one port. */
 export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: Say } = {}): Promise<Embedded> {
   const say = opts.say ?? ((l: string) => console.log(l));
@@ -118,18 +122,33 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
 
   const t0 = Date.now();
   const ticker = setInterval(async () => say(`projecting the log: ${projected} records applied, ${await projector.lag()} to go`), 5000);
+  // Tombstones are bounded: the statement tables are checked after the first catch-up and then
+  // every COMPACTION_INTERVAL_MS, and compacted when tombstones pass the policy's share.
+  let compacting: Promise<void> = Promise.resolve();
+  const compact = () => {
+    compacting = compacting.then(async () => {
+      if (closing) return;
+      for (const r of await compactStatements(store)) {
+        if (r.compacted) say(`compacted ${r.table}: ${r.tombs} tombstones of ${r.rows} rows dropped`);
+      }
+    }).catch((err) => say(`compaction failed, retried later: ${(err as Error).message}`));
+  };
+  const compactor = setInterval(compact, COMPACTION_INTERVAL_MS);
   const firstCatchUp = projector.caughtUp().then(() => {
     if (closing) return; // stop() releases waiters without a catch-up
     caughtUp = true;
     say(`read models up to date (${projected} records projected in ${((Date.now() - t0) / 1000).toFixed(1)} s)`);
+    compact();
   }).finally(() => clearInterval(ticker));
   return {
     app, store, log, projector, url, firstCatchUp,
     async close() {
       closing = true;
       clearInterval(ticker);
+      clearInterval(compactor);
       await app.close();
       await projector.stop();
+      await compacting;
       await store.close();
       if (runningServerPid(cfg.dataDir) === process.pid) rmSync(pidFile(cfg.dataDir), { force: true });
     },
