@@ -134,20 +134,22 @@ export async function reevaluateForPrices(store: Store, batch: readonly ValidRec
   if (!batch.length) return;
   let lo = Infinity; let hi = -Infinity;
   const assets = new Set<number>();
+  const deletes = new Set<number>();
   for (const { value: p } of batch as readonly ValidRecord<PriceRecord>[]) {
     const at = parseDateTime(p.at)!;
     lo = Math.min(lo, at); hi = Math.max(hi, at);
     assets.add(p.assetId);
+    if (p.deleted) deletes.add(p.assetId);
   }
   const assetIds = [...assets];
-  forgetSeries(store, assetIds);
-  const [series, known] = await Promise.all([
-    seriesOf(store, assetIds),
-    store.query<{ assetId: number; hasSeries: number }>(
-      'SELECT assetId, argMax(hasSeries, seq) AS hasSeries FROM $db.price_series WHERE assetId IN {assetIds:Array(UInt64)} GROUP BY assetId', { assetIds }),
-  ]);
-  const had = new Map(known.map((k) => [Number(k.assetId), Number(k.hasSeries)]));
-  const flipped = assetIds.filter((a) => (series.get(a)!.at.length ? 1 : 0) !== (had.get(a) ?? 0));
+  forgetSeries(store, assetIds); // the cached series of these assets are stale now
+  const known = new Map((await store.query<{ assetId: number; hasSeries: number }>(
+    'SELECT assetId, argMax(hasSeries, seq) AS hasSeries FROM $db.price_series WHERE assetId IN {assetIds:Array(UInt64)} GROUP BY assetId',
+    { assetIds })).map((k) => [Number(k.assetId), Number(k.hasSeries)]));
+  // An asset known to have a series keeps it unless the batch deletes samples; the others are looked at.
+  const unsure = assetIds.filter((a) => known.get(a) !== 1 || deletes.has(a));
+  const series = await seriesOf(store, unsure);
+  const flipped = unsure.filter((a) => (series.get(a)!.at.length ? 1 : 0) !== (known.get(a) ?? 0));
   const ranges = WINDOWS.map((w) => ({ from: lo - TOLERANCE_MS[w] - WINDOW_MS[w], to: hi - WINDOW_MS[w] }));
   // (No column alias may shadow `openAt` here: the WHERE clause would compare the alias.)
   const rows = await store.query<Omit<PositionState, 'openAt'> & { t: number; tomb: number; seq: number }>(`
