@@ -116,14 +116,19 @@ export async function applyTradeEvents(store: Store, batch: readonly ValidRecord
   for (const r of before.values()) touched.add(r.positionId);
   const positionIds = [...touched];
 
+  // The rows stored in the touched positions (by_position), and the touched positions' statements (by_id).
   const [eventRows, positionRows] = await Promise.all([
-    // Every row of every event found in the touched positions: an event's current statement is its newest row anywhere.
-    store.query<EventStatement>(`${EVENT_SELECT} WHERE id IN (SELECT id FROM $db.events WHERE positionId IN {positionIds:Array(UInt64)})`, { positionIds }),
+    store.query<EventStatement>(`${EVENT_SELECT} WHERE positionId IN {positionIds:Array(UInt64)}`, { positionIds }),
     store.query<PositionStatement>(`${POSITION_SELECT} WHERE id IN {positionIds:Array(UInt64)}`, { positionIds }),
   ]);
-  // Current statements of the touched positions' events (a newest row that is a tombstone: the event lives elsewhere now).
+  // An event's current statement is its newest row anywhere (by_id, narrow): a row found here
+  // that is not its event's newest is stale (the event moved to another position, or changed).
+  const found = [...new Set(eventRows.map((r) => r.id))];
+  const newestSeq = new Map((found.length ? await store.query<{ id: number; seq: number }>(
+    'SELECT id, max(seq) AS seq FROM $db.events WHERE id IN {found:Array(UInt64)} GROUP BY id', { found }) : [])
+    .map((r) => [Number(r.id), Number(r.seq)]));
   const current = new Map<number, EventStatement>();
-  for (const [id, s] of newestById(eventRows, (r) => r.id)) if (s.tomb === 0 && touched.has(s.positionId)) current.set(id, s);
+  for (const r of eventRows) if (r.tomb === 0 && r.seq === newestSeq.get(r.id)) current.set(r.id, r);
   const state = new Map<number, EventState>(current);
   for (const [id, e] of incoming) {
     const cur = current.get(id);
