@@ -1,5 +1,6 @@
 import { splitIds, splitList } from '../../schemas/api/common-params.ts';
 import type { OpenPosition, Position } from '../../schemas/api/resources.ts';
+import type { Store } from '../../projectors/store/port.ts';
 import { iso, type ReadContext } from './context.ts';
 import { factsOf, signalTraders } from './facts.ts';
 import { addWindow, listRead, statementPage, statementRows, type StatementRow, type Where } from './list.ts';
@@ -66,24 +67,53 @@ type OpenRow = Row & { currentPrice: number | null; currentReturnPercentage: num
 /** How far back the first look for an asset's latest mark goes: marks are usually recent, so this reads little. */
 const RECENT_MARK_MS = 2 * 86_400_000;
 
+/** An asset's mark as looked up at `from`: it holds until `until`, the asset's first sample after `from`. */
+interface Mark { price: number | null; from: number; until: number }
+/** Marks looked up per store, for one data version (a projector commit may change any of them). */
+const markMemos = new WeakMap<Store, { version: number; marks: Map<number, Mark> }>();
+
 /**
  * The latest live price sample at or before serverTime of each asset (prices are ordered by
  * (assetId, at)): first within the last two days, then, for assets with no recent sample, over
- * their whole series.
+ * their whole series. A mark is kept for the data version while serverTime stays before the
+ * asset's next sample (future-dated samples come into force at their time).
  */
 async function latestMarks(ctx: ReadContext, assetIds: number[]): Promise<Map<number, number>> {
-  const marks = new Map<number, number>();
-  const look = async (ids: number[], since: number | null) => {
-    if (!ids.length) return;
-    for (const m of await ctx.store.query<{ assetId: number; price: number }>(`
-      SELECT assetId, argMax(price, at) AS price FROM $db.prices FINAL
-      WHERE assetId IN {ids:Array(UInt64)} AND deleted = 0 AND at <= fromUnixTimestamp64Milli({now:Int64}, 'UTC')
-        ${since === null ? '' : "AND at >= fromUnixTimestamp64Milli({since:Int64}, 'UTC')"}
-      GROUP BY assetId`, { ids, now: ctx.now.getTime(), ...(since === null ? {} : { since }) })) marks.set(m.assetId, m.price);
-  };
-  await look(assetIds, ctx.now.getTime() - RECENT_MARK_MS);
-  await look(assetIds.filter((a) => !marks.has(a)), null);
-  return marks;
+  const now = ctx.now.getTime();
+  const version = ctx.dataVersion ? await ctx.dataVersion() : undefined;
+  let memo = markMemos.get(ctx.store);
+  if (!memo || memo.version !== version) {
+    memo = { version: version ?? -1, marks: new Map() };
+    if (version !== undefined) markMemos.set(ctx.store, memo);
+  }
+  const out = new Map<number, number>();
+  const missing: number[] = [];
+  for (const a of assetIds) {
+    const m = memo.marks.get(a);
+    if (m && m.from <= now && now < m.until) { if (m.price !== null) out.set(a, m.price); } else missing.push(a);
+  }
+  if (!missing.length) return out;
+  const recent = await ctx.store.query<{ assetId: number; price: number; n: number; later: number; next: number }>(`
+    SELECT assetId, argMaxIf(price, at, at <= fromUnixTimestamp64Milli({now:Int64}, 'UTC')) AS price,
+           countIf(at <= fromUnixTimestamp64Milli({now:Int64}, 'UTC')) AS n,
+           countIf(at > fromUnixTimestamp64Milli({now:Int64}, 'UTC')) AS later,
+           minIf(toUnixTimestamp64Milli(at), at > fromUnixTimestamp64Milli({now:Int64}, 'UTC')) AS next
+    FROM $db.prices FINAL
+    WHERE assetId IN {ids:Array(UInt64)} AND deleted = 0 AND at >= fromUnixTimestamp64Milli({since:Int64}, 'UTC')
+    GROUP BY assetId`, { ids: missing, now, since: now - RECENT_MARK_MS });
+  const found = new Map(recent.map((r) => [Number(r.assetId), r]));
+  const old = missing.filter((a) => !(Number(found.get(a)?.n ?? 0) > 0));
+  const older = new Map(old.length ? (await ctx.store.query<{ assetId: number; price: number }>(`
+    SELECT assetId, argMax(price, at) AS price FROM $db.prices FINAL
+    WHERE assetId IN {old:Array(UInt64)} AND deleted = 0 AND at <= fromUnixTimestamp64Milli({now:Int64}, 'UTC')
+    GROUP BY assetId`, { old, now })).map((r) => [Number(r.assetId), r.price]) : []);
+  for (const a of missing) {
+    const r = found.get(a);
+    const price = r && Number(r.n) > 0 ? r.price : older.get(a) ?? null;
+    memo.marks.set(a, { price, from: now, until: r && Number(r.later) > 0 ? Number(r.next) : Infinity });
+    if (price !== null) out.set(a, price);
+  }
+  return out;
 }
 
 /**
