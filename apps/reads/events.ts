@@ -1,7 +1,7 @@
-import { splitIds, splitList } from '../../schemas/api/common-params.ts';
+import { splitList } from '../../schemas/api/common-params.ts';
 import type { Event } from '../../schemas/api/resources.ts';
 import { iso, type ReadContext } from './context.ts';
-import { factsOf, signalTraders } from './facts.ts';
+import { addSignalFilters, factsOf } from './facts.ts';
 import { addWindow, listRead, statementPage, statementRows, type StatementRow } from './list.ts';
 
 import type { EventsQuery } from '../../schemas/api/queries.ts';
@@ -25,12 +25,7 @@ export function listEvents(ctx: ReadContext, q: EventsQuery) {
     op: 'list_events', query: q, historical: true, keyParts: ['time', 'id'],
     fetch: async ({ where, after, window, limit }) => {
       const facts = await factsOf(ctx);
-      where.add('s.traderId IN {visibleTraders:Array(UInt64)} AND s.assetId IN {eligibleAssets:Array(UInt64)}',
-        { visibleTraders: signalTraders(facts, ctx.principal), eligibleAssets: facts.assetIds })
-        .when(splitIds(q.traderIds), 's.traderId IN {traderIds:Array(UInt64)}', 'traderIds')
-        .when(splitIds(q.assetIds), 's.assetId IN {assetIds:Array(UInt64)}', 'assetIds')
-        .when(splitList(q.directions), 's.direction IN {directions:Array(String)}', 'directions')
-        .when(splitList(q.types), 's.type IN {types:Array(String)}', 'types');
+      addSignalFilters(where, facts, ctx.principal, q).when(splitList(q.types), 's.type IN {types:Array(String)}', 'types');
       addWindow(where, 's.timeOfEvent', window);
       const spec = { table: 'events', columns: COLUMNS, timeCol: 'timeOfEvent', idType: 'UInt64' as const, where, selective: q.traderIds !== undefined || q.assetIds !== undefined };
       const rows = await statementPage<Row>(limit, after, (before, n) => statementRows<Row>(ctx, spec, before, n));

@@ -1,6 +1,8 @@
 import type { Store } from '../../projectors/store/port.ts';
 import type { VisibilityPolicy } from '../../schemas/topics/index.ts';
+import { splitIds, splitList } from '../../schemas/api/common-params.ts';
 import type { Principal, ReadContext } from './context.ts';
+import type { Where } from './list.ts';
 
 /**
  * The small tables every list read consults (live traders, eligible assets, source identities),
@@ -87,4 +89,17 @@ export function signalTraders(facts: Facts, p: Principal): number[] {
     facts.visible.set(k, ids);
   }
   return ids;
+}
+
+/**
+ * The filters of a signal read (events, positions) on a statement table aliased `s`: the trader
+ * is live and signal-visible, the asset live with an active market, then the caller's
+ * traderIds, assetIds and directions.
+ */
+export function addSignalFilters(where: Where, facts: Facts, p: Principal, q: { traderIds?: string; assetIds?: string; directions?: string }): Where {
+  return where.add('s.traderId IN {visibleTraders:Array(UInt64)} AND s.assetId IN {eligibleAssets:Array(UInt64)}',
+    { visibleTraders: signalTraders(facts, p), eligibleAssets: facts.assetIds })
+    .when(splitIds(q.traderIds), 's.traderId IN {traderIds:Array(UInt64)}', 'traderIds')
+    .when(splitIds(q.assetIds), 's.assetId IN {assetIds:Array(UInt64)}', 'assetIds')
+    .when(splitList(q.directions), 's.direction IN {directions:Array(String)}', 'directions');
 }

@@ -1,8 +1,8 @@
-import { splitIds, splitList } from '../../schemas/api/common-params.ts';
+import { splitIds } from '../../schemas/api/common-params.ts';
 import type { OpenPosition, Position } from '../../schemas/api/resources.ts';
 import type { Store } from '../../projectors/store/port.ts';
 import { iso, type ReadContext } from './context.ts';
-import { factsOf, signalTraders } from './facts.ts';
+import { addSignalFilters, factsOf } from './facts.ts';
 import { addWindow, listRead, statementPage, statementRows, type StatementRow, type Where } from './list.ts';
 import { timeBasedPerformances } from './performance.ts';
 
@@ -23,12 +23,7 @@ const COLUMNS = `s.id AS id, s.direction AS direction, s.openPrice AS openPrice,
 async function positionPage<R extends Row>(ctx: ReadContext, q: OpenPositionsQuery & { positionIds?: string }, where: Where,
   limit: number, after: Parameters<typeof statementPage>[1], keep?: (r: R) => boolean, marks?: (rows: R[]) => Promise<void>): Promise<R[]> {
   const facts = await factsOf(ctx);
-  where.add('s.traderId IN {visibleTraders:Array(UInt64)} AND s.assetId IN {eligibleAssets:Array(UInt64)}',
-    { visibleTraders: signalTraders(facts, ctx.principal), eligibleAssets: facts.assetIds })
-    .when(splitIds(q.traderIds), 's.traderId IN {traderIds:Array(UInt64)}', 'traderIds')
-    .when(splitIds(q.assetIds), 's.assetId IN {assetIds:Array(UInt64)}', 'assetIds')
-    .when(splitList(q.directions), 's.direction IN {directions:Array(String)}', 'directions')
-    .when(splitIds(q.positionIds), 's.id IN {positionIds:Array(UInt64)}', 'positionIds');
+  addSignalFilters(where, facts, ctx.principal, q).when(splitIds(q.positionIds), 's.id IN {positionIds:Array(UInt64)}', 'positionIds');
   const spec = {
     table: 'positions', columns: COLUMNS, timeCol: 'openAt', idType: 'UInt64' as const, where,
     selective: q.traderIds !== undefined || q.assetIds !== undefined || q.positionIds !== undefined,
