@@ -11,7 +11,7 @@ export const statementEngine = (orderBy: string): string =>
    SETTINGS deduplicate_merge_projection_mode = 'rebuild', allow_experimental_replacing_merge_with_cleanup = 1`;
 
 /** The statement tables. */
-export const STATEMENT_TABLES = ['events', 'positions', 'messages'] as const;
+export const STATEMENT_TABLES = ['events', 'positions', 'messages', 'trader_directory'] as const;
 
 export interface CompactionPolicy {
   /** Compact a table once its tombstones exceed this share of its rows... */

@@ -1,6 +1,6 @@
 import type { Projection } from './projection.ts';
 import { accountsProjection, apiKeysProjection } from './access/projection.ts';
-import { sourceIdentitiesProjection, traderTagsProjection, tradersProjection } from './traders/projection.ts';
+import { sourceIdentitiesProjection, traderDirectoryProjection, traderTagsProjection, tradersProjection } from './traders/projection.ts';
 import { assetsProjection } from './assets/projection.ts';
 import { pricesProjection } from './prices/projection.ts';
 import { messagesProjection } from './messages/projection.ts';
@@ -9,7 +9,7 @@ import { performanceProjection } from './performance/projection.ts';
 import { aggregateSummariesProjection, channelSummariesProjection } from './summaries/projection.ts';
 
 export const PROJECTIONS: readonly Projection[] = [
-  accountsProjection, apiKeysProjection, tradersProjection, sourceIdentitiesProjection, traderTagsProjection,
+  accountsProjection, apiKeysProjection, tradersProjection, sourceIdentitiesProjection, traderDirectoryProjection, traderTagsProjection,
   assetsProjection, pricesProjection, performanceProjection, messagesProjection, tradingProjection,
   channelSummariesProjection, aggregateSummariesProjection,
 ];

@@ -22,8 +22,9 @@ export async function ensureSchema(store: Store, projections: readonly Projectio
  *   1: the foundation (issue 2)   2: sanitized text and URLs, canonical date-times (issue 5)
  *   3: events, positions and messages as statement tables ordered for their reads (issue 6)
  *   4: time-based performance as a read model: position_performances, price_series (issue 6)
+ *   5: the trader directory as a statement table; tombstones as the is-deleted column (issue 6)
  */
-export const READ_MODEL_VERSION = 4;
+export const READ_MODEL_VERSION = 5;
 
 const VERSION_DDL = `CREATE TABLE IF NOT EXISTS $db.read_model_version (
   version UInt32, at DateTime64(3, 'UTC')

@@ -85,7 +85,7 @@ export function beforeSql(timeCol: string, idCol: string, idType: 'UInt64' | 'St
 export const pageSettings = (selective: boolean): string => (selective ? '' : 'SETTINGS optimize_use_projections = 0');
 
 /** What a statement-table page query returns besides the read's own columns (projectors/statements.ts). */
-export interface StatementRow { t: number; id: number | string; live: number; tomb: number; seq: number }
+export interface StatementRow { t: number | string; id: number | string; live: number; tomb: number; seq: number }
 
 /**
  * A page from a statement table (projectors/statements.ts): `fetch(before, n)` returns up to n rows
@@ -96,12 +96,12 @@ export interface StatementRow { t: number; id: number | string; live: number; to
  */
 export async function statementPage<R extends StatementRow>(
   limit: number, after: CursorState['k'] | undefined,
-  fetch: (before: [number, number | string] | undefined, n: number) => Promise<R[]>,
+  fetch: (before: [number | string, number | string] | undefined, n: number) => Promise<R[]>,
   /** A further condition on resolved rows that the SQL cannot apply before versions are resolved. */
   keep: (row: R) => boolean = () => true,
 ): Promise<R[]> {
   const out: R[] = [];
-  let before = after as [number, number | string] | undefined;
+  let before = after as [number | string, number | string] | undefined;
   let n = limit + 8;
   for (;;) {
     const rows = await fetch(before, n);
@@ -135,7 +135,7 @@ export async function statementPage<R extends StatementRow>(
  */
 export function statementRows<R extends StatementRow>(ctx: ReadContext, spec: {
   table: string; columns: string; timeCol: string; idType: 'UInt64' | 'String'; where: Where; selective: boolean;
-}, before: [number, number | string] | undefined, n: number): Promise<R[]> {
+}, before: [number | string, number | string] | undefined, n: number): Promise<R[]> {
   const b = beforeSql(`s.${spec.timeCol}`, 's.id', spec.idType, before);
   return ctx.store.query<R>(`
     SELECT ${spec.columns}, toUnixTimestamp64Milli(s.${spec.timeCol}) AS t, s.live AS live, s.tomb AS tomb, s.seq AS seq

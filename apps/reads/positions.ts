@@ -9,7 +9,7 @@ import { timeBasedPerformances } from './performance.ts';
 import type { OpenPositionsQuery, PositionsQuery } from '../../schemas/api/queries.ts';
 
 interface Row extends StatementRow {
-  id: number; direction: 'long' | 'short'; openPrice: number | null; quoteSymbol: string | null; traderId: number; assetId: number;
+  t: number; id: number; direction: 'long' | 'short'; openPrice: number | null; quoteSymbol: string | null; traderId: number; assetId: number;
 }
 
 const COLUMNS = `s.id AS id, s.direction AS direction, s.openPrice AS openPrice, s.traderId AS traderId, s.assetId AS assetId`;

@@ -1,40 +1,52 @@
 import { splitList } from '../../schemas/api/common-params.ts';
 import type { TraderDirectoryRow } from '../../schemas/api/resources.ts';
 import { visibilitySql, type ReadContext } from './context.ts';
-import { listRead } from './list.ts';
+import { listRead, statementPage, type StatementRow } from './list.ts';
 
 import type { TraderDirectoryQuery } from '../../schemas/api/queries.ts';
 
-interface Row {
-  id: number; name: string; slug: string | null; avatarUrl: string | null; sourcePlatform: string; sourceIdentityId: string;
+interface Row extends StatementRow {
+  t: string; id: number; name: string; slug: string | null; avatarUrl: string | null; sourcePlatform: string; sourceIdentityId: string;
   hasSource: number; displayName: string | null; handle: string | null; sAvatarUrl: string | null; profileUrl: string | null; audienceCount: number | null;
 }
 
-/** Trader directory (v2): ordered by name then id; a row needs message or signal visibility. */
+const COLUMNS = `s.id AS id, s.name AS name, s.name AS t, s.slug AS slug, s.avatarUrl AS avatarUrl, s.sourcePlatform AS sourcePlatform,
+  s.sourceIdentityId AS sourceIdentityId, s.hasSource AS hasSource, s.displayName AS displayName, s.handle AS handle,
+  s.sAvatarUrl AS sAvatarUrl, s.profileUrl AS profileUrl, s.audienceCount AS audienceCount, s.live AS live, s.tomb AS tomb, s.seq AS seq`;
+
+/**
+ * Trader directory (v2): ordered by name then id; a row needs message or signal visibility. Read
+ * from the trader_directory statement table (ordered by (name, id, sourcePlatform), the source
+ * identity denormalized): a page is the first rows in key order after the cursor, versions
+ * resolved over them. A search matches columns outside the sorting key, so it runs on resolved
+ * statements (the newest row of each key first, then the search).
+ */
 export function listTraderDirectory(ctx: ReadContext, q: TraderDirectoryQuery) {
   return listRead<Row, TraderDirectoryRow>(ctx, {
     op: 'list_trader_directory', query: q, historical: false, keyParts: ['string', 'id'],
     fetch: ({ where, after, limit }) => {
-      where.add(`(${visibilitySql('msg', 't.id', 't.sourcePlatform')} OR ${visibilitySql('sig', 't.id', 't.sourcePlatform')})`)
-        .when(splitList(q.sourcePlatforms), 't.sourcePlatform IN {platforms:Array(String)}', 'platforms');
-      if (q.search !== undefined) {
-        where.add(`(positionCaseInsensitiveUTF8(t.name, {search:String}) > 0
-          OR positionCaseInsensitiveUTF8(ifNull(t.slug, ''), {search:String}) > 0
-          OR positionCaseInsensitiveUTF8(ifNull(s.displayName, ''), {search:String}) > 0
-          OR positionCaseInsensitiveUTF8(ifNull(s.handle, ''), {search:String}) > 0
-          OR positionCaseInsensitiveUTF8(ifNull(s.profileUrl, ''), {search:String}) > 0)`, { search: q.search });
-      }
-      if (after) where.add('(t.name, t.id) > ({cName:String}, {cId:UInt64})', { cName: String(after[0]), cId: Number(after[1]) });
-      return ctx.store.query<Row>(`
-        SELECT t.id AS id, t.name AS name, t.slug AS slug, t.avatarUrl AS avatarUrl, t.sourcePlatform AS sourcePlatform,
-               t.sourceIdentityId AS sourceIdentityId, s.sourceIdentityId IS NOT NULL AS hasSource,
-               s.displayName AS displayName, s.handle AS handle, s.avatarUrl AS sAvatarUrl, s.profileUrl AS profileUrl, s.audienceCount AS audienceCount
-        FROM (SELECT * FROM $db.traders FINAL WHERE deleted = 0) AS t
-        LEFT JOIN (SELECT * FROM $db.source_identities FINAL WHERE deleted = 0) AS s
-          ON s.platform = t.sourcePlatform AND s.sourceIdentityId = t.sourceIdentityId
-        WHERE ${where.sql}
-        ORDER BY t.name, t.id LIMIT {limit:UInt32}
-        SETTINGS join_use_nulls = 1`, { ...where.params, limit });
+      where.add(`(${visibilitySql('msg', 's.id', 's.sourcePlatform')} OR ${visibilitySql('sig', 's.id', 's.sourcePlatform')})`)
+        .when(splitList(q.sourcePlatforms), 's.sourcePlatform IN {platforms:Array(String)}', 'platforms');
+      const page = (before: [number | string, number | string] | undefined, n: number) => {
+        const params: Record<string, unknown> = { ...where.params, n };
+        const from = before ? '(s.name, s.id) > ({cName:String}, {cId:UInt64})' : '1';
+        if (before) Object.assign(params, { cName: String(before[0]), cId: Number(before[1]) });
+        if (q.search === undefined) {
+          return ctx.store.query<Row>(`SELECT ${COLUMNS} FROM $db.trader_directory AS s WHERE ${where.sql} AND ${from}
+            ORDER BY s.name, s.id LIMIT {n:UInt32}`, params);
+        }
+        params.search = q.search;
+        return ctx.store.query<Row>(`SELECT * FROM (
+            SELECT ${COLUMNS} FROM $db.trader_directory AS s WHERE ${where.sql} AND ${from}
+            ORDER BY s.name, s.id, s.seq DESC LIMIT 1 BY s.name, s.id
+          ) WHERE positionCaseInsensitiveUTF8(name, {search:String}) > 0
+            OR positionCaseInsensitiveUTF8(ifNull(slug, ''), {search:String}) > 0
+            OR positionCaseInsensitiveUTF8(ifNull(displayName, ''), {search:String}) > 0
+            OR positionCaseInsensitiveUTF8(ifNull(handle, ''), {search:String}) > 0
+            OR positionCaseInsensitiveUTF8(ifNull(profileUrl, ''), {search:String}) > 0
+          ORDER BY name, id LIMIT {n:UInt32}`, params);
+      };
+      return statementPage<Row>(limit, after, page);
     },
     keyOf: (r) => [r.name, r.id],
     shape: (rows) => rows.map((r) => ({

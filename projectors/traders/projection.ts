@@ -1,6 +1,9 @@
 import type { SourceIdentityRecord, TraderRecord, TraderTagsRecord } from '../../schemas/topics/index.ts';
 import { del, type Projection } from '../projection.ts';
 import { httpUrl } from '../sanitize.ts';
+import { statementEngine } from '../compaction.ts';
+import { batchSeq, newestById, sameFields, statementRows, STATEMENT_COLUMNS_DDL, type Statement } from '../statements.ts';
+import type { Store } from '../store/port.ts';
 
 export const tradersProjection: Projection = {
   name: 'traders',
@@ -43,4 +46,66 @@ export const traderTagsProjection: Projection = {
     traderId: t.traderId, categories: t.tags.map((x) => x.category.toLowerCase()), names: t.tags.map((x) => x.name.toLowerCase()),
     version: t.version, deleted: del(t),
   })),
+};
+
+/**
+ * The trader directory as a statement table (projectors/statements.ts) ordered for its read,
+ * (name, id) ascending, with the source platform (a visibility filter) in the key and the
+ * assigned source identity denormalized. Restated when a trader changes and when the identity
+ * assigned to it does; both come from the traders and source_identities tables, which the batch
+ * has already been stored in, so a replay restates the same rows.
+ */
+export const TRADER_DIRECTORY_DDL = `CREATE TABLE IF NOT EXISTS $db.trader_directory (
+    id UInt64, name String, slug Nullable(String), avatarUrl Nullable(String), sourcePlatform LowCardinality(String),
+    sourceIdentityId String, hasSource UInt8, displayName Nullable(String), handle Nullable(String), sAvatarUrl Nullable(String),
+    profileUrl Nullable(String), audienceCount Nullable(UInt64), deleted UInt8, ${STATEMENT_COLUMNS_DDL}
+  ) ${statementEngine('name, id, sourcePlatform')}`;
+
+interface DirectoryStatement extends Statement {
+  id: number; name: string; slug: string | null; avatarUrl: string | null; sourcePlatform: string; sourceIdentityId: string;
+  hasSource: number; displayName: string | null; handle: string | null; sAvatarUrl: string | null; profileUrl: string | null;
+  audienceCount: number | null; deleted: number;
+}
+const DIRECTORY_FIELDS = ['id', 'name', 'slug', 'avatarUrl', 'sourcePlatform', 'sourceIdentityId', 'hasSource', 'displayName', 'handle',
+  'sAvatarUrl', 'profileUrl', 'audienceCount', 'deleted'] as const;
+const DIRECTORY_COLUMNS = [...DIRECTORY_FIELDS, 'live', 'tomb', 'seq'] as const;
+const sameDirectory = sameFields<DirectoryStatement>([...DIRECTORY_FIELDS, 'live']);
+const sameDirectoryKey = sameFields<DirectoryStatement>(['name', 'id', 'sourcePlatform']);
+
+async function restateDirectory(store: Store, ids: number[], version: bigint): Promise<void> {
+  if (!ids.length) return;
+  const [states, prevRows] = await Promise.all([
+    store.query<Omit<DirectoryStatement, 'live' | 'tomb' | 'seq'>>(`
+      SELECT t.id AS id, t.name AS name, t.slug AS slug, t.avatarUrl AS avatarUrl, t.sourcePlatform AS sourcePlatform,
+             t.sourceIdentityId AS sourceIdentityId, s.sourceIdentityId IS NOT NULL AS hasSource,
+             s.displayName AS displayName, s.handle AS handle, s.avatarUrl AS sAvatarUrl, s.profileUrl AS profileUrl,
+             s.audienceCount AS audienceCount, t.deleted AS deleted
+      FROM (SELECT * FROM $db.traders FINAL WHERE id IN {ids:Array(UInt64)}) AS t
+      LEFT JOIN (SELECT * FROM $db.source_identities FINAL WHERE deleted = 0) AS s
+        ON s.platform = t.sourcePlatform AND s.sourceIdentityId = t.sourceIdentityId
+      SETTINGS join_use_nulls = 1`, { ids }),
+    store.query<DirectoryStatement>(`SELECT ${DIRECTORY_COLUMNS.join(', ')} FROM $db.trader_directory WHERE id IN {ids:Array(UInt64)}`, { ids }),
+  ]);
+  const prev = newestById(prevRows, (r) => r.id);
+  const base = batchSeq(version);
+  const out: unknown[][] = [];
+  for (const s of states) {
+    const next = { ...s, hasSource: Number(s.hasSource), live: s.deleted ? 0 : 1 };
+    for (const row of statementRows(prev.get(s.id), next, base, sameDirectory, sameDirectoryKey)) out.push(DIRECTORY_COLUMNS.map((c) => row[c]));
+  }
+  await store.insertCompact('trader_directory', DIRECTORY_COLUMNS, out);
+}
+
+export const traderDirectoryProjection: Projection = {
+  name: 'trader-directory',
+  canHandle: ['traders', 'source-identities'],
+  ddl: [TRADER_DIRECTORY_DDL],
+  async afterStore(store, batch, version) {
+    if (batch[0]?.topic === 'traders') return restateDirectory(store, [...new Set(batch.map((r) => (r.value as TraderRecord).id))], version);
+    // An identity changed: restate the traders assigned to it.
+    const keys = [...new Set(batch.map((r) => { const s = r.value as SourceIdentityRecord; return `${s.platform}:${s.sourceIdentityId}`; }))];
+    const ids = (await store.query<{ id: number }>(
+      "SELECT id FROM $db.traders FINAL WHERE concat(sourcePlatform, ':', sourceIdentityId) IN {keys:Array(String)}", { keys })).map((r) => Number(r.id));
+    return restateDirectory(store, ids, version);
+  },
 };

@@ -1,5 +1,5 @@
 // Tombstones are bounded (issue 6, item 1): the statement tables hold a tombstone at every sorting
-// key an entity left (a closed position, an edited event time, a moved message); compaction drops
+// key an entity left (a closed position, an edited event time, a moved message, a renamed trader); compaction drops
 // them once nothing is left for them to cancel, and no read changes, before or after a replay.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { compactStatements, STATEMENT_TABLES } from '../../projectors/compaction.ts';
@@ -16,6 +16,9 @@ beforeAll(async () => {
   h = await createHarness({ clock: () => NOW });
   records = buildRecords(NOW, prng(42)).records;
   // In small parts, so that entities change between batches (one batch would state only final states).
+  // Two traders renamed last (the directory is ordered by name: a rename moves the trader's key).
+  const traders = records.filter((r) => r.topic === 'traders' && !r.value.deleted).slice(0, 2);
+  records = [...records, ...traders.map((r) => ({ topic: r.topic, value: { ...r.value, name: `Renamed ${r.value.id}`, version: r.value.version + 100 } }))];
   for (let i = 0; i < records.length; i += 150) await h.given(records.slice(i, i + 150));
   key = await h.key();
 }, 120_000);
@@ -24,7 +27,7 @@ afterAll(async () => { await h?.close(); });
 /** Every row of every list read, walked page by page (`limit` varies so that no answer comes from the read cache). */
 async function everything(limit: number) {
   const out: Record<string, unknown[]> = {};
-  for (const path of [`/v2/events?startTime=${ALL_TIME}`, `/v2/positions?startTime=${ALL_TIME}`, '/v2/positions/open?', `/v2/messages?startTime=${ALL_TIME}`]) {
+  for (const path of [`/v2/events?startTime=${ALL_TIME}`, `/v2/positions?startTime=${ALL_TIME}`, '/v2/positions/open?', `/v2/messages?startTime=${ALL_TIME}`, '/v2/traders?']) {
     const rows: unknown[] = [];
     let cursor: string | null = null;
     do {

@@ -121,6 +121,29 @@ describe('issue 5: date-times are stored as the validated instant', () => {
     }));
 });
 
+describe('trader directory', () => {
+  const directory = () => store.query<any>(`SELECT id, name, sourcePlatform, hasSource, displayName, handle, live FROM (
+      SELECT * FROM $db.trader_directory WHERE id >= 601 AND id < 700 ORDER BY id, seq DESC LIMIT 1 BY id) ORDER BY id`);
+  it('restates a trader when it changes and when its assigned identity changes, in any order', () =>
+    spec.given([
+      build.trader(601, { name: 'Before identity', source: { platform: 'TELEGRAM', sourceIdentityId: 'dir-a' } }),
+      build.source('dir-a', { displayName: 'A one' }),
+      build.source('dir-a', { displayName: 'A two', version: 2 }),
+      build.trader(602, { name: 'No source', source: null }),
+      build.trader(603, { name: 'Renamed later', source: { platform: 'X', sourceIdentityId: 'dir-b' } }),
+      build.trader(603, { name: 'Zed renamed', source: { platform: 'X', sourceIdentityId: 'dir-b' }, version: 2 }),
+      build.source('dir-b', { platform: 'X', handle: 'bee' }),
+      build.trader(604, { name: 'Deleted', version: 1 }),
+      build.trader(604, { name: 'Deleted', version: 2, deleted: true }),
+      build.source('dir-a', { displayName: 'stale', version: 1 }), // an older version arriving late changes nothing
+    ]).when(directory).then([
+      { id: 601, name: 'Before identity', sourcePlatform: 'TELEGRAM', hasSource: 1, displayName: 'A two', handle: 'dir-a', live: 1 },
+      { id: 602, name: 'No source', sourcePlatform: '', hasSource: 0, displayName: null, handle: null, live: 1 },
+      { id: 603, name: 'Zed renamed', sourcePlatform: 'X', hasSource: 1, displayName: 'Source dir-b', handle: 'bee', live: 1 },
+      { id: 604, name: 'Deleted', sourcePlatform: 'TELEGRAM', hasSource: 0, displayName: null, handle: null, live: 0 },
+    ]));
+});
+
 describe('validation at the edge', () => {
   it('sends an invalid record to the dead-letter table with its reason and keeps going', () =>
     spec.given([
