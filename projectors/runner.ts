@@ -1,5 +1,5 @@
 import { TOPIC_NAMES } from '../schemas/topics/index.ts';
-import type { Log, LogBatch, LogSubscription } from './log/port.ts';
+import type { Log, LogBatch, LogRecord, LogSubscription } from './log/port.ts';
 import type { Projection, ValidRecord } from './projection.ts';
 import { PROJECTIONS } from './index.ts';
 import { checkIdentifier, type Store } from './store/port.ts';
@@ -56,21 +56,43 @@ export async function migrateReadModels(store: Store, resetOffsets: () => void, 
 
 export interface DeadLetter { topic: string; offset: string; key: string; raw: string; reason: string }
 
+/** A batch validated: what can be projected, and what is dead-lettered with its reason. */
+export interface Validated { valid: ValidRecord[]; dead: DeadLetter[] }
+
+function validateInto(topic: string, records: readonly LogRecord[], from: number, to: number, out: Validated): void {
+  for (let i = from; i < to; i++) {
+    const r = records[i]!;
+    const res = r.oversize !== undefined ? { ok: false as const, reason: oversizeReason(r.oversize) } : validateRecord(topic, r.value);
+    if (res.ok) out.valid.push({ topic, key: r.key || res.key, offset: r.offset, value: res.value, raw: r.value });
+    else out.dead.push({ topic, offset: r.offset, key: r.key, raw: r.value, reason: res.reason });
+  }
+}
+
 /**
  * Validates a batch at the edge: invalid JSON, schema violations, non-finite numbers and
  * oversized records become dead letters with a reason; `raw` is always the text as received.
  */
-export function validateBatch(batch: LogBatch): { valid: ValidRecord[]; dead: DeadLetter[] } {
-  const valid: ValidRecord[] = [];
-  const dead: DeadLetter[] = [];
-  for (const r of batch.records) {
-    const base = { topic: batch.topic, offset: r.offset, key: r.key, raw: r.value };
-    if (r.oversize !== undefined) { dead.push({ ...base, reason: oversizeReason(r.oversize) }); continue; }
-    const res = validateRecord(batch.topic, r.value);
-    if (!res.ok) { dead.push({ ...base, reason: res.reason }); continue; }
-    valid.push({ topic: batch.topic, key: r.key || res.key, offset: r.offset, value: res.value, raw: r.value });
+export function validateBatch(batch: LogBatch): Validated {
+  const out: Validated = { valid: [], dead: [] };
+  validateInto(batch.topic, batch.records, 0, batch.records.length, out);
+  return out;
+}
+
+/** Records validated between two turns of the event loop (so that store calls in flight are answered meanwhile). */
+const VALIDATE_SLICE = 2000;
+
+/**
+ * validateBatch in slices, yielding to the event loop between them: the projector validates the
+ * next batch while the store writes the current one (SubscribeOptions.prepare).
+ */
+export async function validateBatchAsync(batch: LogBatch): Promise<Validated> {
+  const out: Validated = { valid: [], dead: [] };
+  const n = batch.records.length;
+  for (let i = 0; i < n; i += VALIDATE_SLICE) {
+    if (i) await new Promise<void>((resolve) => setImmediate(resolve));
+    validateInto(batch.topic, batch.records, i, Math.min(n, i + VALIDATE_SLICE), out);
   }
-  return { valid, dead };
+  return out;
 }
 
 async function project(store: Store, topic: string, valid: readonly ValidRecord[], version: bigint, projections: readonly Projection[]): Promise<void> {
@@ -104,9 +126,13 @@ async function projectOrIsolate(store: Store, topic: string, valid: readonly Val
   }
 }
 
-/** Applies one batch to the store: rows of every projection that handles the topic, then dead letters. */
-export async function applyBatch(store: Store, batch: LogBatch, projections: readonly Projection[] = PROJECTIONS): Promise<{ applied: number; dead: number }> {
-  const { valid, dead } = validateBatch(batch);
+/**
+ * Applies one batch to the store: rows of every projection that handles the topic, then dead
+ * letters. `validated`: the batch already validated (validateBatch), else it is validated here.
+ */
+export async function applyBatch(store: Store, batch: LogBatch, projections: readonly Projection[] = PROJECTIONS, validated?: Validated): Promise<{ applied: number; dead: number }> {
+  const { valid, dead: refused } = validated ?? validateBatch(batch);
+  const dead = [...refused];
   const version = BigInt(batch.records.at(-1)?.offset ?? '0');
   const applied = valid.length ? await projectOrIsolate(store, batch.topic, valid, version, projections, dead) : 0;
   if (dead.length) {
@@ -122,13 +148,24 @@ export interface ProjectorEvents {
   onError?: (err: unknown, topic: string) => void;
 }
 
-/** Moves batches from the log to the store (at-least-once: offsets commit after the store write). */
 /** The consumer group of the read-model projector. */
 export const PROJECTOR_GROUP = 'projector';
 
+/**
+ * Records per batch at most. A live projector's batches are what was appended since the last
+ * one; catching up (a seed, a rebuild, a backlog) takes big batches, which spread the per-batch
+ * work (the read-backs of the folded projections, one insert per table, the offset commit) and
+ * leave the store fewer, larger parts to merge. The log also bounds a batch by bytes.
+ */
+export const MAX_BATCH = 50_000;
+
+/**
+ * Moves batches from the log to the store (at-least-once: offsets commit after the store write).
+ * The next batch of a topic is read and validated while the store writes the current one.
+ */
 export function runProjector(log: Log, store: Store, events: ProjectorEvents = {}, group = PROJECTOR_GROUP): LogSubscription {
-  return log.subscribe(group, TOPIC_NAMES, async (batch) => {
-    const res = await applyBatch(store, batch);
+  return log.subscribe<Validated>(group, TOPIC_NAMES, async (batch, validated) => {
+    const res = await applyBatch(store, batch, PROJECTIONS, validated);
     await events.onCommit?.({ topic: batch.topic, ...res });
-  }, { onError: (err, batch) => events.onError?.(err, batch.topic) });
+  }, { maxBatch: MAX_BATCH, prepare: validateBatchAsync, onError: (err, batch) => events.onError?.(err, batch.topic) });
 }

@@ -13,8 +13,29 @@ export type Validation = { ok: true; value: unknown; key: string } | { ok: false
 
 const validators = new Map(TOPICS.map((t) => [t.name as string, Compile(t.schema)]));
 
-/** A number can only overflow with an exponent of 3+ digits or 309+ digits: most records skip the walk. */
-const MAYBE_HUGE = /[eE]\+?0*[1-9]\d{2}|\d{309}/;
+/**
+ * Whether the JSON text may hold a number beyond a double (JSON.parse turns 1e400 into Infinity):
+ * |x| < 10^(integer digits) * 10^(exponent), so that takes 100+ digits in a row or an exponent of
+ * 100+ (3+ digits after the sign and leading zeros). Most records skip the walk; one that only
+ * looks so (digits in a string) just gets walked.
+ */
+export function mayOverflow(raw: string): boolean {
+  let run = 0;
+  for (let i = 0, n = raw.length; i < n; i++) {
+    const c = raw.charCodeAt(i);
+    if (c >= 48 && c <= 57) { if (++run >= 100) return true; continue; }
+    if ((c === 101 || c === 69) && run > 0) { // e or E after a digit
+      let j = i + 1;
+      if (raw.charCodeAt(j) === 43) j++; // +
+      while (raw.charCodeAt(j) === 48) j++;
+      let k = j;
+      for (let d = raw.charCodeAt(k); d >= 48 && d <= 57; d = raw.charCodeAt(++k));
+      if (k - j >= 3) return true;
+    }
+    run = 0;
+  }
+  return false;
+}
 
 interface Node { v: unknown; key: string | number; parent: Node | null }
 
@@ -56,7 +77,7 @@ export function validateRecord(topic: string, raw: string): Validation {
   }
   let value: unknown;
   try { value = JSON.parse(raw); } catch (e) { return { ok: false, reason: `invalid JSON: ${(e as Error).message}` }; }
-  const inf = MAYBE_HUGE.test(raw) ? nonFinite(value) : null;
+  const inf = mayOverflow(raw) ? nonFinite(value) : null;
   if (inf) return { ok: false, reason: `non-finite number at ${inf}: beyond the range of a 64-bit float` };
   if (!check.Check(value)) {
     const errs = [...check.Errors(value)].slice(0, 5).map((e) => `${e.instancePath || '/'} ${e.message}`);

@@ -4,8 +4,10 @@ import { join } from 'node:path';
 import { MAX_KEY_BYTES, MAX_RECORD_BYTES, OVERSIZE_PREFIX_BYTES, type AppendRecord, type Log, type LogBatch, type LogRecord, type LogSubscription, type SubscribeOptions } from './port.ts';
 
 const NL = 10;
-/** Bytes read per step; also the most read for a batch of ordinary records. */
+/** Bytes read per step (lag counting, oversized lines). */
 const CHUNK = 8 << 20;
+/** The most read for one batch of ordinary records. */
+const BATCH_BYTES = 16 << 20;
 /** The longest line delivered whole: `{"k":<key>,"v":<value>}`. */
 const MAX_LINE_BYTES = MAX_RECORD_BYTES + MAX_KEY_BYTES + 16;
 /** Splits the envelope without re-parsing the value. */
@@ -22,8 +24,12 @@ function readAt(fd: number, pos: number, len: number): Buffer {
   return got < len ? buf.subarray(0, got) : buf;
 }
 
-const isBlank = (buf: Buffer, start: number, end: number): boolean => {
-  for (let i = start; i < end; i++) if (buf[i] !== 32 && buf[i] !== 9 && buf[i] !== 13) return false;
+/** Whether text[start, end) holds only spaces, tabs and carriage returns. */
+const isBlank = (text: string, start: number, end: number): boolean => {
+  for (let i = start; i < end; i++) {
+    const c = text.charCodeAt(i);
+    if (c !== 32 && c !== 9 && c !== 13) return false;
+  }
   return true;
 };
 
@@ -32,6 +38,30 @@ function splitEnvelope(line: string): { key: string; value: string } {
   const m = line.endsWith('}') ? ENVELOPE.exec(line) : null;
   if (!m) return { key: '', value: line };
   try { return { key: JSON.parse(m[1]!), value: line.slice(m[0].length, -1) }; } catch { return { key: '', value: line }; }
+}
+
+/**
+ * The record of the line text[start, end) (ending before its newline). The envelope as appended,
+ * `{"k":"<key without escapes>","v":<value>}`, is split by hand; anything else (escapes in the key,
+ * a fragment) goes through `splitEnvelope`, with the same result.
+ */
+function recordOf(text: string, start: number, end: number, offset: number): LogRecord {
+  // '{"k":"' = 123 34 107 34 58 34
+  if (end - start > 12 && text.charCodeAt(end - 1) === 125 && text.charCodeAt(start) === 123 && text.charCodeAt(start + 1) === 34
+    && text.charCodeAt(start + 2) === 107 && text.charCodeAt(start + 3) === 34 && text.charCodeAt(start + 4) === 58 && text.charCodeAt(start + 5) === 34) {
+    let i = start + 6;
+    for (; i < end; i++) {
+      const c = text.charCodeAt(i);
+      if (c === 34 || c === 92 || c < 32) break;
+    }
+    // ',"v":' = 44 34 118 34 58
+    if (text.charCodeAt(i) === 34 && i + 6 < end && text.charCodeAt(i + 1) === 44 && text.charCodeAt(i + 2) === 34
+      && text.charCodeAt(i + 3) === 118 && text.charCodeAt(i + 4) === 34 && text.charCodeAt(i + 5) === 58) {
+      return { key: text.slice(start + 6, i), value: text.slice(i + 6, end - 1), offset: String(offset) };
+    }
+  }
+  const { key, value } = splitEnvelope(text.slice(start, end));
+  return { key, value, offset: String(offset) };
 }
 
 /** End of `len` bytes cut back so that no UTF-8 character is split. */
@@ -55,7 +85,7 @@ function utf8Cut(buf: Buffer, start: number, len: number): number {
  */
 export class EmbeddedLog implements Log {
   private readonly dir: string;
-  private readonly subs = new Set<EmbeddedSubscription>();
+  private readonly subs = new Set<EmbeddedSubscription<any>>();
   /** Per topic: no complete line starts at `from` in a file of `size` bytes (spares re-reading a tail that has not grown). */
   private readonly incomplete = new Map<string, { from: number; size: number }>();
 
@@ -179,8 +209,8 @@ export class EmbeddedLog implements Log {
   }
 
   /**
-   * Reads complete lines from `from`: at most `max` records and about one chunk, or one line of
-   * up to MAX_LINE_BYTES, or one oversized line (skipped in chunks, delivered as a bounded
+   * Reads complete lines from `from`: at most `max` lines within BATCH_BYTES, or one line of up
+   * to MAX_LINE_BYTES, or one oversized line (skipped in chunks, delivered as a bounded
    * prefix). `lines` counts the lines consumed, blank ones included; `next` is the offset after them.
    */
   read(topic: string, from: number, max: number): { records: LogRecord[]; next: number; lines: number } {
@@ -192,9 +222,9 @@ export class EmbeddedLog implements Log {
       if (size <= from) return none;
       const seen = this.incomplete.get(topic);
       if (seen && seen.from === from && seen.size === size) return none;
-      let buf = readAt(fd, from, Math.min(size - from, CHUNK));
+      let buf = readAt(fd, from, Math.min(size - from, BATCH_BYTES));
       if (buf.indexOf(NL) === -1 && buf.length < size - from) {
-        // The first line is longer than a chunk: read it whole if it may be within the maximum.
+        // The first line is longer than what was read: read it whole if it may be within the maximum.
         buf = readAt(fd, from, Math.min(size - from, MAX_LINE_BYTES + 1));
         if (buf.indexOf(NL) === -1 && buf.length > MAX_LINE_BYTES) {
           const head = Buffer.from(buf.subarray(0, MAX_KEY_BYTES + OVERSIZE_PREFIX_BYTES + 16)); // a copy: the big buffer can go
@@ -204,18 +234,22 @@ export class EmbeddedLog implements Log {
           return skipped ?? none;
         }
       }
+      // The byte ends of up to `max` lines, then their text decoded at once: the i-th newline of
+      // the bytes is the i-th of the text (UTF-8 never uses the newline byte inside a character,
+      // and a malformed sequence decodes to U+FFFD without taking the newline with it).
+      const ends: number[] = [];
+      for (let nl = buf.indexOf(NL); nl !== -1 && ends.length < max; nl = buf.indexOf(NL, nl + 1)) ends.push(nl);
+      const lines = ends.length;
+      if (!lines) { this.incomplete.set(topic, { from, size }); return none; }
+      const text = buf.toString('utf8', 0, ends[lines - 1]! + 1);
       const records: LogRecord[] = [];
-      let pos = 0;
-      let lines = 0;
-      while (records.length < max) {
-        const nl = buf.indexOf(NL, pos);
-        if (nl === -1) break;
-        lines++;
-        if (!isBlank(buf, pos, nl)) records.push({ ...splitEnvelope(buf.toString('utf8', pos, nl)), offset: String(from + nl + 1) });
-        pos = nl + 1;
+      let start = 0;
+      for (let i = 0; i < lines; i++) {
+        const end = text.indexOf('\n', start);
+        if (end > start && (text.charCodeAt(start) === 123 || !isBlank(text, start, end))) records.push(recordOf(text, start, end, from + ends[i]! + 1));
+        start = end + 1;
       }
-      if (!lines) this.incomplete.set(topic, { from, size });
-      return { records, next: from + pos, lines };
+      return { records, next: from + ends[lines - 1]! + 1, lines };
     } finally { closeSync(fd); }
   }
 
@@ -241,8 +275,8 @@ export class EmbeddedLog implements Log {
     return { records: [{ key, value, offset: String(end + 1), oversize: valueBytes }], next: end + 1, lines: 1 };
   }
 
-  subscribe(group: string, topics: readonly string[], handle: (batch: LogBatch) => Promise<void>, opts: SubscribeOptions = {}): LogSubscription {
-    const sub = new EmbeddedSubscription(this, group, topics, handle, opts, this.pollMs);
+  subscribe<P = unknown>(group: string, topics: readonly string[], handle: (batch: LogBatch, prepared?: P) => Promise<void>, opts: SubscribeOptions<P> = {}): LogSubscription {
+    const sub = new EmbeddedSubscription<P>(this, group, topics, handle, opts, this.pollMs);
     this.subs.add(sub);
     sub.start();
     return sub;
@@ -254,7 +288,11 @@ export class EmbeddedLog implements Log {
   }
 }
 
-class EmbeddedSubscription implements LogSubscription {
+type Read = { records: LogRecord[]; next: number; lines: number };
+/** A topic's next batch, read (and being prepared) while the current one is handled. */
+interface ReadAhead<P> { topic: string; from: number; read: Read; prepared: Promise<P> | undefined }
+
+class EmbeddedSubscription<P> implements LogSubscription {
   private running = true;
   private loop: Promise<void> | undefined;
   private offsets: Record<string, number>;
@@ -267,8 +305,8 @@ class EmbeddedSubscription implements LogSubscription {
     private readonly log: EmbeddedLog,
     private readonly group: string,
     private readonly topics: readonly string[],
-    private readonly handle: (batch: LogBatch) => Promise<void>,
-    private readonly opts: SubscribeOptions,
+    private readonly handle: (batch: LogBatch, prepared?: P) => Promise<void>,
+    private readonly opts: SubscribeOptions<P>,
     private readonly pollMs: number,
   ) {
     this.offsets = log.readOffsets(group);
@@ -317,20 +355,48 @@ class EmbeddedSubscription implements LogSubscription {
     }
   }
 
+  /** Starts preparing a batch; a rejection is left for whoever awaits it (a dropped read-ahead has none). */
+  private prepare(batch: LogBatch): Promise<P> | undefined {
+    if (!this.opts.prepare || !batch.records.length) return undefined;
+    const p = this.opts.prepare(batch);
+    p.catch(() => {});
+    return p;
+  }
+
+  /**
+   * Handles one topic at a time, the first topic with records first, and commits a batch's offset
+   * only after its handler resolved. While a batch is handled, the same topic's next batch is
+   * read and prepared (read-ahead): it is used if the loop comes back to that topic at that offset,
+   * dropped otherwise (an upstream topic went first, or the handler failed).
+   */
   private async run(): Promise<void> {
     const max = this.opts.maxBatch ?? 5000;
+    let ahead: ReadAhead<P> | undefined;
     while (this.running) {
       let progressed = false;
       for (const topic of this.topics) {
         if (!this.running) break;
         const from = this.offsets[topic] ?? 0;
-        const { records, next, lines } = this.log.read(topic, from, max);
+        let read: Read;
+        let prepared: Promise<P> | undefined;
+        if (ahead && ahead.topic === topic && ahead.from === from) {
+          ({ read, prepared } = ahead);
+          ahead = undefined;
+        } else read = this.log.read(topic, from, max);
+        const { records, next, lines } = read;
         if (next === from) continue;
         const batch: LogBatch = { topic, partition: 0, records };
         if (records.length) {
           try {
-            await this.handle(batch);
+            prepared ??= this.prepare(batch);
+            const handled = prepared ? prepared.then((p) => this.handle(batch, p)) : this.handle(batch);
+            handled.catch(() => {}); // awaited below
+            await null; // the handler starts (up to its first store call) before the read-ahead
+            const more = this.log.read(topic, next, max);
+            if (more.next !== next) ahead = { topic, from: next, read: more, prepared: this.prepare({ topic, partition: 0, records: more.records }) };
+            await handled;
           } catch (err) {
+            ahead = undefined;
             this.opts.onError?.(err, batch);
             await this.sleep(1000);
             progressed = true;
@@ -345,6 +411,7 @@ class EmbeddedSubscription implements LogSubscription {
       this.waiters = this.waiters.filter((w) => (this.reached(w.targets) ? (w.resolve(), false) : true));
       if (!progressed) await this.sleep(this.pollMs);
     }
+    await ahead?.prepared?.catch(() => {});
   }
 
   private sleep(ms: number): Promise<void> {

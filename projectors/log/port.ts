@@ -39,13 +39,19 @@ export interface LogBatch {
   records: LogRecord[];
 }
 
-export interface SubscribeOptions {
+export interface SubscribeOptions<P = unknown> {
   /** Called after each committed batch (progress, cache invalidation). */
   onCommit?: (batch: LogBatch) => void;
   /** Called when a handler throws; the batch is retried after a pause (it is not committed). */
   onError?: (err: unknown, batch: LogBatch) => void;
   /** Max records per batch. */
   maxBatch?: number;
+  /**
+   * Work on a batch that needs nothing but the batch (validation): the subscription reads a
+   * topic's next batch and starts preparing it while the current one is handled, and gives the
+   * result to `handle`. A rejection counts as the handler's. Nothing is committed by preparing.
+   */
+  prepare?: (batch: LogBatch) => Promise<P>;
 }
 
 export interface LogSubscription {
@@ -58,6 +64,7 @@ export interface LogSubscription {
 
 export interface Log {
   append(topic: string, records: readonly AppendRecord[]): Promise<void>;
-  subscribe(group: string, topics: readonly string[], handle: (batch: LogBatch) => Promise<void>, opts?: SubscribeOptions): LogSubscription;
+  /** `prepared`: what `opts.prepare` made of the batch (undefined without one). */
+  subscribe<P = unknown>(group: string, topics: readonly string[], handle: (batch: LogBatch, prepared?: P) => Promise<void>, opts?: SubscribeOptions<P>): LogSubscription;
   close(): Promise<void>;
 }

@@ -63,15 +63,18 @@ export class ChdbStore implements Store {
     await this.insertLines(table, rows, 'JSONCompactEachRow', columns);
   }
 
-  /** One JSON line per row, sent as one insert. */
+  /**
+   * The rows as one JSON array, sent as one insert: both formats read rows separated by commas
+   * (JSONEachRow also the enclosing brackets), and one JSON.stringify of the batch costs half as
+   * much as one per row.
+   */
   private async insertLines(table: string, rows: readonly unknown[], format: 'JSONEachRow' | 'JSONCompactEachRow', columns?: readonly string[]): Promise<void> {
     if (!rows.length) return;
-    let payload = '';
-    for (const r of rows) payload += JSON.stringify(r) + '\n';
+    const json = JSON.stringify(rows);
     await this.session.insert({
       table: `${this.database}.${checkIdentifier(table)}`,
       ...(columns ? { columns: columns.map(checkIdentifier) } : {}),
-      values: Buffer.from(payload),
+      values: Buffer.from(format === 'JSONCompactEachRow' ? json.slice(1, -1) : json),
       format,
       settings: { date_time_input_format: 'best_effort' },
     });

@@ -62,6 +62,57 @@ describe('appending', () => {
   });
 });
 
+describe('reading', () => {
+  it('gives each record its key, its value text and the byte offset after its line, whatever the characters', () => {
+    const log = newLog();
+    const values = [{ t: 'plain' }, { t: 'café 🚀 \u2028 ok' }, { t: 'end' }];
+    log.appendSync('messages', [{ key: 'k1', value: values[0] }, { key: 'k"2\\é', value: values[1] }, { key: 'ключ', value: values[2] }]);
+    appendFileSync(log.topicFile('messages'), ' \t\r\n\n{"k":"x","v":1}\r\n{"v":2}\n');
+    const file = readFileSync(log.topicFile('messages'));
+    const ends: number[] = [];
+    for (let i = file.indexOf(10); i !== -1; i = file.indexOf(10, i + 1)) ends.push(i + 1);
+    const { records, next, lines } = log.read('messages', 0, 100);
+    expect(lines).toBe(7);
+    expect(next).toBe(file.length);
+    expect(records).toEqual([
+      { key: 'k1', value: JSON.stringify(values[0]), offset: String(ends[0]) },
+      { key: 'k"2\\é', value: JSON.stringify(values[1]), offset: String(ends[1]) },
+      { key: 'ключ', value: JSON.stringify(values[2]), offset: String(ends[2]) },
+      // not envelopes as appended: the line as a whole, to be dead-lettered
+      { key: '', value: '{"k":"x","v":1}\r', offset: String(ends[5]) },
+      { key: '', value: '{"v":2}', offset: String(ends[6]) },
+    ]);
+    // From the middle, at most `max` lines (blank ones count).
+    const part = log.read('messages', ends[1]!, 3);
+    expect(part.records.map((r) => r.key)).toEqual(['ключ']);
+    expect(part).toMatchObject({ next: ends[4], lines: 3 });
+  });
+
+  it('hands the handler what prepare made of each batch, reading and preparing the next one meanwhile; a failed batch is read and prepared again', async () => {
+    const log = newLog();
+    log.appendSync('trade-events', Array.from({ length: 10 }, (_, i) => ({ key: String(i), raw: eventText(i + 1) })));
+    const prepared: string[] = [];
+    const handled: string[] = [];
+    let fail = true;
+    const sub = log.subscribe<string>('prepare-test', ['trade-events'], async (b, p) => {
+      handled.push(`${b.records[0]!.key}:${p}`);
+      await new Promise((r) => setTimeout(r, 20));
+      if (b.records[0]!.key === '4' && fail) { fail = false; throw new Error('store down'); }
+    }, {
+      maxBatch: 2,
+      prepare: async (b) => { const id = b.records.map((r) => r.key).join('+'); prepared.push(id); return id; },
+      onError: () => {},
+    });
+    cleanup.push(() => sub.stop());
+    await caughtUp(sub);
+    expect(handled).toEqual(['0:0+1', '2:2+3', '4:4+5', '4:4+5', '6:6+7', '8:8+9']);
+    // Each batch prepared once ahead of its turn, the failed one (and the one read ahead of it) again.
+    expect(prepared.filter((p) => p === '4+5')).toHaveLength(2);
+    expect(prepared.filter((p) => p === '0+1' || p === '2+3' || p === '8+9')).toEqual(['0+1', '2+3', '8+9']);
+    expect(await sub.lag()).toBe(0);
+  });
+});
+
 describe('projecting what the log holds', () => {
   it('issue 5: a torn last line followed by an append gives one dead letter for the fragment and projects the appended record', async () => {
     const log = newLog();

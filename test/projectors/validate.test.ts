@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { readIngestFile } from '../../projectors/ingest.ts';
-import { MAX_RECORD_BYTES, validateRecord } from '../../projectors/validate.ts';
+import { MAX_RECORD_BYTES, mayOverflow, validateRecord } from '../../projectors/validate.ts';
 import { event, eventText as text } from './records.ts';
 
 const eventText = (over: Record<string, string> = {}) => text(7, over);
@@ -21,6 +21,18 @@ describe('the record validator (projector and CLI alike)', () => {
     expect(refused('trade-events', eventText({ price: '-1E+400' }))).toMatch(/\/price/);
     expect(refused('trade-events', eventText({ price: '9'.repeat(400) }))).toMatch(/\/price/);
     expect(refused('channel-summaries', JSON.stringify({ x: [1, 2] }).replace('2', '1e999'))).toMatch(/non-finite number at \/x\/1/);
+  });
+
+  it('a number beyond a double by its many digits and a small exponent together is refused too (1 and 300 zeros e9)', () => {
+    expect(refused('trade-events', eventText({ price: '1' + '0'.repeat(300) + 'e9' }))).toMatch(/non-finite number at \/price/);
+    expect(refused('trade-events', eventText({ price: '2' + '0'.repeat(209) + 'e+099' }))).toMatch(/non-finite number at \/price/);
+    expect(validateRecord('trade-events', eventText({ price: '1' + '0'.repeat(200) + 'e99' })).ok).toBe(true); // 1e299
+    expect(validateRecord('trade-events', eventText({ price: '1.5e-400' })).ok).toBe(true); // underflows to 0: finite
+  });
+
+  it('mayOverflow: 100+ digits in a row or an exponent of 100+ (what a non-finite parse needs), nothing less', () => {
+    for (const s of ['1e100', '1E+100', '1e0100', '12.5e308', '9'.repeat(100), '[1,1e999]']) expect(mayOverflow(s), s).toBe(true);
+    for (const s of ['1e99', '1e+099', '1e-400', '9'.repeat(99), '{"a":"e400","b":12}', 'e100', '']) expect(mayOverflow(s), s).toBe(false);
   });
 
   it('issue 5: impossible and out-of-range date-times and leap seconds are refused with the schema path', () => {
