@@ -70,6 +70,21 @@ export function newestById<R extends { seq: number }, K>(rows: readonly R[], idO
   return out;
 }
 
+/**
+ * `IN` a set of ids bound as one parameter holding their JSON array text (`JSON.stringify(ids)`):
+ * `WHERE id IN ${inJsonIds('ids', 'UInt64')}`. A batch's tens of thousands of ids bind and parse
+ * in about half the time of an Array parameter, and the set still selects by primary key.
+ */
+export const inJsonIds = (param: string, type: 'String' | 'UInt64'): string =>
+  `(SELECT arrayJoin(JSONExtract({${param}:String}, 'Array(${type})')))`;
+
+/**
+ * The text of a validated date-time as the store gets it (`YYYY-MM-DDTHH:MM:SS.sssZ`): the text
+ * itself when it is in that form already (validation checked it), else formatted from `ms`.
+ */
+export const canonicalDateTime = (text: string, ms: number): string =>
+  text.length === 24 && text.charCodeAt(10) === 84 && text.charCodeAt(19) === 46 && text.charCodeAt(23) === 90 ? text : new Date(ms).toISOString();
+
 /** Shallow equality of the listed fields (arrays compared element by element). */
 export function sameFields<T>(fields: readonly (keyof T)[]): (a: Partial<T>, b: Partial<T>) => boolean {
   return (a, b) => fields.every((f) => {

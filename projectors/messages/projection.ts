@@ -2,7 +2,7 @@ import type { MessageRecord } from '../../schemas/topics/index.ts';
 import { parseDateTime } from '../../schemas/formats.ts';
 import { bool, type Projection, type ValidRecord } from '../projection.ts';
 import { httpUrl, plainTextOrNull } from '../sanitize.ts';
-import { batchSeq, currentViewDdl, newestById, newestVersions, sameFields, statementRows, STATEMENT_COLUMNS_DDL, type Statement } from '../statements.ts';
+import { batchSeq, canonicalDateTime, currentViewDdl, inJsonIds, newestById, newestVersions, sameFields, statementRows, STATEMENT_COLUMNS_DDL, type Statement } from '../statements.ts';
 import type { Store } from '../store/port.ts';
 import { statementEngine } from '../compaction.ts';
 
@@ -24,11 +24,13 @@ export interface MessageStatement extends Statement {
   id: string; platform: string; sourceIdentityId: string; t: number; url: string | null; text: string | null;
   attachmentTypes: string[]; attachmentUrls: string[]; isEdited: number | null; isReply: number | null; isQuote: number | null;
   isRepost: number | null; version: number; deleted: number;
+  /** writtenAt as the store gets it, when known (else formatted from `t`). */
+  writtenAt?: string;
 }
 
 const COLUMNS = ['id', 'platform', 'sourceIdentityId', 'writtenAt', 'url', 'text', 'attachmentTypes', 'attachmentUrls',
   'isEdited', 'isReply', 'isQuote', 'isRepost', 'version', 'deleted', 'live', 'tomb', 'seq'] as const;
-const values = (s: MessageStatement): unknown[] => [s.id, s.platform, s.sourceIdentityId, new Date(s.t).toISOString(), s.url, s.text,
+const values = (s: MessageStatement): unknown[] => [s.id, s.platform, s.sourceIdentityId, s.writtenAt ?? new Date(s.t).toISOString(), s.url, s.text,
   s.attachmentTypes, s.attachmentUrls, s.isEdited, s.isReply, s.isQuote, s.isRepost, s.version, s.deleted, s.live, s.tomb, s.seq];
 const same = sameFields<MessageStatement>(['id', 'platform', 'sourceIdentityId', 't', 'url', 'text', 'attachmentTypes', 'attachmentUrls',
   'isEdited', 'isReply', 'isQuote', 'isRepost', 'version', 'deleted', 'live']);
@@ -37,12 +39,18 @@ const sameKey = sameFields<MessageStatement>(['t', 'id', 'platform', 'sourceIden
 
 // Text and URLs are sanitized here (DESIGN 6); an attachment without an http(s) URL is dropped.
 function messageState(m: MessageRecord): Omit<MessageStatement, 'seq' | 'tomb'> {
-  const attachments = m.attachments.flatMap((a) => { const url = httpUrl(a.url); return url ? [{ type: a.type, url }] : []; });
+  const attachmentTypes: string[] = [];
+  const attachmentUrls: string[] = [];
+  for (const a of m.attachments) {
+    const url = httpUrl(a.url);
+    if (url) { attachmentTypes.push(a.type); attachmentUrls.push(url); }
+  }
+  const t = parseDateTime(m.writtenAt)!;
   return {
-    id: m.id, platform: m.platform, sourceIdentityId: m.sourceIdentityId, t: parseDateTime(m.writtenAt)!,
-    url: httpUrl(m.url), text: plainTextOrNull(m.text), attachmentTypes: attachments.map((a) => a.type), attachmentUrls: attachments.map((a) => a.url),
+    id: m.id, platform: m.platform, sourceIdentityId: m.sourceIdentityId, t,
+    url: httpUrl(m.url), text: plainTextOrNull(m.text), attachmentTypes, attachmentUrls,
     isEdited: bool(m.isEdited), isReply: bool(m.isReply), isQuote: bool(m.isQuote), isRepost: bool(m.isRepost),
-    version: m.version, deleted: m.deleted ? 1 : 0, live: m.deleted ? 0 : 1,
+    version: m.version, deleted: m.deleted ? 1 : 0, live: m.deleted ? 0 : 1, writtenAt: canonicalDateTime(m.writtenAt, t),
   };
 }
 
@@ -51,7 +59,7 @@ export async function applyMessages(store: Store, batch: readonly ValidRecord[],
   const prev = newestById(await store.query<MessageStatement>(`
     SELECT id, platform, sourceIdentityId, toUnixTimestamp64Milli(writtenAt) AS t, url, text, attachmentTypes, attachmentUrls,
            isEdited, isReply, isQuote, isRepost, version, deleted, live, tomb, seq
-    FROM $db.messages WHERE id IN {ids:Array(String)}`, { ids: [...incoming.keys()] }), (r) => r.id);
+    FROM $db.messages WHERE id IN ${inJsonIds('ids', 'String')}`, { ids: JSON.stringify([...incoming.keys()]) }), (r) => r.id);
   const base = batchSeq(version);
   const out: unknown[][] = [];
   for (const [id, m] of incoming) {
@@ -67,6 +75,6 @@ export const messagesProjection: Projection = {
   canHandle: ['messages'],
   ddl: [MESSAGES_DDL, currentViewDdl('messages_current', 'messages')],
   // What each record states, as stored (no `table`: the rows are written by `afterStore`).
-  handle: (batch) => batch.map((r) => { const s = messageState(r.value); return { ...s, writtenAt: new Date(s.t).toISOString() }; }),
+  handle: (batch) => batch.map((r) => messageState(r.value)),
   afterStore: applyMessages,
 };
