@@ -41,7 +41,7 @@ export const OPERATIONS: readonly Operation[] = [
     query: TraderDirectoryQuery,
     response: ListEnvelope(TraderDirectoryRow, false),
     handler: listTraderDirectory,
-    cache: { when: 'always' },
+    cache: {}, // no clock in the answer: only the data version (and MAX_TTL_MS) ends an entry
   },
   {
     tool: 'list_assets', path: '/assets', versions: ['v1', 'v2'], scope: 'directory.read', visibility: null,
@@ -49,7 +49,7 @@ export const OPERATIONS: readonly Operation[] = [
     query: AssetsQuery,
     response: ListEnvelope(AssetRow, false),
     handler: listAssets,
-    cache: { when: 'always' },
+    cache: {}, // no clock in the answer: only the data version (and MAX_TTL_MS) ends an entry
   },
   {
     tool: 'list_events', path: '/events', versions: ['v1', 'v2'], scope: 'events.read', visibility: 'sig',
@@ -57,7 +57,7 @@ export const OPERATIONS: readonly Operation[] = [
     query: EventsQuery,
     response: ListEnvelope(Event, true),
     handler: listEvents,
-    cache: { when: 'pinned-window' },
+    cache: { window: { table: 'events', column: 'timeOfEvent' } },
   },
   {
     tool: 'list_messages', path: '/messages', versions: ['v1', 'v2'], scope: 'messages.read', visibility: 'msg',
@@ -65,7 +65,7 @@ export const OPERATIONS: readonly Operation[] = [
     query: MessagesQuery,
     response: ListEnvelope(Message, true),
     handler: listMessages,
-    cache: { when: 'pinned-window', hydrationParams: ['ids'] },
+    cache: { window: { table: 'messages', column: 'writtenAt' } },
   },
   {
     tool: 'list_positions', path: '/positions', versions: ['v1', 'v2'], scope: 'positions.read', visibility: 'sig',
@@ -74,13 +74,15 @@ export const OPERATIONS: readonly Operation[] = [
     response: ListEnvelope(Position, true),
     handler: listPositions,
     // too_young turns into another status as the clock passes openAt + window
-    cache: { when: 'pinned-window', hydrationParams: ['positionIds'], ttlMs: untilNextStatusChange },
+    cache: { window: { table: 'positions', column: 'openAt' }, ttlMs: untilNextStatusChange },
   },
   {
     tool: 'list_open_positions', path: '/positions/open', versions: ['v1', 'v2'], scope: 'positions.read', visibility: 'sig',
     summary: 'Currently open positions with a best-effort live mark from the latest price.',
     query: OpenPositionsQuery,
     response: ListEnvelope(OpenPosition, false),
-    handler: listOpenPositions, // live marks: never cached
+    handler: listOpenPositions,
+    // live marks: the latest price sample at or before serverTime, so a later sample changes the answer when it comes into force
+    cache: { inForce: { table: 'prices', column: 'at' } },
   },
 ];

@@ -1,75 +1,293 @@
 import { createHash } from 'node:crypto';
+import { checkIdentifier, type Store } from '../../projectors/store/port.ts';
 import type { Cache } from '../cache/port.ts';
 import type { Principal } from '../reads/context.ts';
-import type { ListMeta } from '../reads/list.ts';
+import type { CursorCodec, Key } from '../reads/cursor.ts';
+import { PAGE_FACTS, type ListMeta, type PageFacts } from '../reads/list.ts';
+import { leavesAt, slides, windowAt, type WindowRule } from '../reads/window.ts';
 import type { Operation } from '../registry.ts';
 
 /**
- * The read cache of DESIGN 9: a read is a function of (operation, normalized parameters, the
- * caller's visibility policy, data version), and the data version changes only when the
- * projector commits, so an entry keyed by all four is never stale. Reads that depend on the
- * clock are cached only when their answer cannot move with it: a historical list whose window
- * is pinned (by a cursor, an explicit bound or id hydration, and no sliding history window), and
- * positions only until the next `too_young` window of the page comes of age.
+ * The read cache of DESIGN 9: a read is a function of (operation, parameters, the caller's
+ * visibility policy, data version), and the data version changes only when the projector
+ * commits, so an entry keyed by all four never holds another version's answer. Reads
+ * that depend on the clock are kept only while their answer cannot move with it, and each answer
+ * carries its own fresh `serverTime`, `appliedTimeRange` and `nextCursor`:
+ *
+ * - a historical list's window is kept as a rule over the clock (apps/reads/window.ts). When its
+ *   end is serverTime (the default window), a row dated after the request's `now` enters the
+ *   window when the clock reaches its time: the entry ends at the first such time in the read's
+ *   table (every row of the table counts, whatever its filters or liveness: that only ends the
+ *   entry earlier). When its start trails serverTime (the default 90 days, or the account's
+ *   history window), rows leave oldest first, and the first one whose leaving changes the page is
+ *   the oldest row the page fetched (the limit+1-th when there is one, which decides `hasMore`);
+ *   the entry ends when it leaves. Nothing else moves a window;
+ * - `inForce`: rows of another table that come into force when the clock reaches one of their
+ *   times (price samples for live marks) end the entry at the first such time after `now`;
+ * - `ttlMs`: a lifetime the answer itself says (positions: until a `too_young` window comes of age);
+ * - and never more than MAX_TTL_MS.
  */
 export interface CacheRule {
-  /** `always`: the answer depends on no clock. `pinned-window`: only when the time window cannot slide. */
-  when: 'always' | 'pinned-window';
-  /** Parameters that select rows by id and lift the default window (so the window is pinned). */
-  hydrationParams?: readonly string[];
+  /** Historical list: the read's table and time column, which rows enter a window ending at serverTime by. */
+  window?: { table: string; column: string };
+  /** The answer changes when the clock reaches a time of this column in this table, e.g. a price sample's `at`. */
+  inForce?: { table: string; column: string };
   /** A shorter lifetime computed from the answer (ms from `now`); 0 means do not cache it. */
   ttlMs?: (data: { results: any[] }, now: number) => number;
 }
 
 export const MAX_TTL_MS = 10 * 60_000;
 
-interface Entry { results: string; metaHead: string; metaTail: string }
-
-export function isCacheable(rule: CacheRule | undefined, query: Record<string, unknown>, p: Principal): boolean {
-  if (!rule) return false;
-  if (rule.when === 'always') return true;
-  // The account's history window slides with the clock, and is re-applied to every cursor page.
-  if (p.historyWindowDays != null) return false;
-  if (query.cursor !== undefined) return true; // the cursor carries the window its first page resolved
-  return query.startTime !== undefined || query.endTime !== undefined || (rule.hydrationParams ?? []).some((k) => query[k] !== undefined);
+/** Every read with a rule may be cached: the rule says how long each answer lives. */
+export function isCacheable(rule: CacheRule | undefined, _query: Record<string, unknown>, _p: Principal): boolean {
+  return rule !== undefined;
 }
 
-export function cacheKey(op: Operation, query: Record<string, unknown>, p: Principal, dataVersion: number): string {
-  // Accounts with the same policy share answers, but a cursor is bound to its account: a cursor
-  // answer is keyed by account too, so another account replaying it reaches the cursor check.
-  const policy = [p.messageVisibility, p.signalVisibility, p.historyWindowDays, query.cursor !== undefined ? p.accountId : null];
-  const params = Object.keys(query).sort().map((k) => [k, query[k]]);
-  return `read:${dataVersion}:${op.tool}:${createHash('sha256').update(JSON.stringify([policy, params])).digest('base64url')}`;
+/**
+ * The entry's identity, unhashed (the shared cache gets its SHA-256): the request target (which
+ * determines the parsed parameters; two spellings of one query are two entries, which is only
+ * less sharing) and the caller's policy. Accounts with the same policy share answers (a next-page
+ * cursor is signed for each caller), but a cursor page is keyed by account too, so another account
+ * replaying a cursor reaches the cursor check.
+ */
+export function cacheKey(op: Operation, url: string, query: Record<string, unknown>, p: Principal, dataVersion: number): string {
+  let policy = policies.get(p);
+  if (policy === undefined) {
+    const shared = [p.messageVisibility, p.signalVisibility, p.historyWindowDays];
+    policy = [JSON.stringify([...shared, null]), JSON.stringify([...shared, p.accountId])];
+    policies.set(p, policy);
+  }
+  return `read:${dataVersion}:${op.tool}:${policy[query.cursor !== undefined ? 1 : 0]}${url}`;
 }
 
-/** Splits `meta` around `serverTime`, which every response carries fresh. */
-function encode(data: { results: unknown[]; meta: ListMeta }): Entry {
-  const { serverTime: _fresh, appliedTimeRange, ...head } = data.meta;
-  return {
-    results: JSON.stringify(data.results),
-    metaHead: JSON.stringify(head).slice(1, -1),
-    metaTail: appliedTimeRange ? `,"appliedTimeRange":${JSON.stringify(appliedTimeRange)}` : '',
-  };
+/** The policy part of keys by principal (principals are reused while their key's answer is, apps/auth/keys.ts). */
+const policies = new WeakMap<Principal, [string, string]>();
+
+/** What an entry holds besides the JSON of `results` and the stable part of `meta`. */
+interface Header {
+  /**
+   * The answer holds for requests whose clock is in [from, expires): it was read at `from`, and
+   * `expires` is the first instant it may differ (ms, on the cache's clock).
+   */
+  from: number;
+  expires: number;
+  /** The window as a rule over the clock: each answer gets the window of its own `now`. */
+  window?: WindowRule;
+  /** The next page's sort key and the filters' fingerprint: each answer signs a cursor for its caller. */
+  next?: { k: Key; fp: string };
+  /** A `nextCursor` or `appliedTimeRange` that a read without page facts returned, served as it is. */
+  cursor?: string | null;
+  range?: string;
 }
 
-export function envelope(e: Entry, serverTime: string, requestId: string): string {
-  return `{"success":true,"data":{"results":${e.results},"meta":{${e.metaHead},"serverTime":${JSON.stringify(serverTime)}${e.metaTail}}},"requestId":${JSON.stringify(requestId)}}`;
+/** A decoded entry: the response's first bytes, up to `"nextCursor":`, and what the rest is made of. */
+export interface Entry extends Header {
+  head: Buffer;
+  /** `appliedTimeRange` JSON when the window does not move. */
+  fixedRange?: string;
+  /** The last meta made from this entry, and for what: answers within one ms to one policy share it. */
+  meta?: { now: number; print: string; json: string };
+  /**
+   * Response buffers that already hold `head`, free for the next answer: an answer writes only its
+   * tail into one, and gives it back when the response is finished. A hot entry thus allocates
+   * nothing per answer (a fresh buffer of a response's size per request is what costs most: the
+   * garbage collector runs for it).
+   */
+  slabs: Buffer[];
+  /** Evicted or expired: its slabs are not kept any more. */
+  gone?: boolean;
+}
+
+/** Room a slab keeps after `head` for the rest of the response (meta and requestId, a few hundred bytes). */
+const TAIL_ROOM = 1024;
+/** Free slabs kept per entry (more answers in flight at once allocate, and theirs are dropped). */
+const SLABS_PER_ENTRY = 16;
+
+const rangeJson = (w: { start: number | null; end: number | null }): string =>
+  `{"startTime":${w.start === null ? 'null' : `"${new Date(w.start).toISOString()}"`},"endTime":${w.end === null ? 'null' : `"${new Date(w.end).toISOString()}"`}}`;
+
+function decode(header: Header, head: string): Entry {
+  const e: Entry = { ...header, head: Buffer.from(head), slabs: [] };
+  if (e.window && !slides(e.window)) e.fixedRange = rangeJson(windowAt(e.window, 0));
+  return e;
+}
+
+/**
+ * The first time in `table.column` after `now` (ms), or null: when the clock reaches it, a row
+ * of that table enters what a clock-relative read sees. Every table named here is ordered by
+ * that column first or is small per key, and the read in order stops at the first row.
+ */
+export async function firstAfter(store: Store, at: { table: string; column: string }, now: number): Promise<number | null> {
+  const table = checkIdentifier(at.table);
+  const column = checkIdentifier(at.column);
+  const [row] = await store.query<{ t: number | string }>(`
+    SELECT toUnixTimestamp64Milli(${column}) AS t FROM $db.${table}
+    WHERE ${column} > fromUnixTimestamp64Milli({now:Int64}, 'UTC')
+    ORDER BY ${column} LIMIT 1
+    SETTINGS optimize_use_projections = 0`, { now });
+  return row ? Number(row.t) : null;
 }
 
 export class ReadCache {
-  constructor(private readonly cache: Cache, private readonly clock: () => number = Date.now) {}
+  /**
+   * Decoded entries by unhashed key, so that a hit parses nothing: entries never change (the key
+   * holds the data version), and each keeps its own expiry. Bounded in entries and in bytes (heads
+   * and free slabs); the oldest go first.
+   */
+  private readonly decoded = new Map<string, Entry>();
+  private decodedBytes = 0;
+  private readonly filling = new Map<string, Promise<Entry>>();
 
-  async get(key: string): Promise<Entry | undefined> {
-    const hit = await this.cache.get(key);
-    return hit === undefined ? undefined : JSON.parse(hit);
+  constructor(
+    private readonly cache: Cache,
+    private readonly clock: () => number = Date.now,
+    private readonly limits = { entries: 2_000, bytes: 64 << 20 },
+  ) {}
+
+  private forget(key: string, e: Entry): void {
+    this.decodedBytes -= key.length + e.head.length + e.slabs.length * (e.head.length + TAIL_ROOM);
+    e.slabs.length = 0;
+    e.gone = true;
+    this.decoded.delete(key);
   }
 
-  /** Stores an answer and returns its encoding, so a miss is serialized only once. */
-  async put(key: string, rule: CacheRule, data: { results: unknown[]; meta: ListMeta }, now: number): Promise<Entry> {
-    const entry = encode(data);
-    // `ttlMs` counts from the request's clock; the read took time since, and that time is gone.
-    const ttl = Math.min(MAX_TTL_MS, rule.ttlMs ? rule.ttlMs(data as { results: any[] }, now) - (this.clock() - now) : MAX_TTL_MS);
-    if (ttl > 0) await this.cache.set(key, JSON.stringify(entry), ttl);
+  /** Keeps a decoded entry in this process (an entry not kept keeps no slabs either). */
+  private remember(key: string, e: Entry): void {
+    const old = this.decoded.get(key);
+    if (old) this.forget(key, old);
+    if (e.head.length > this.limits.bytes / 4) { e.gone = true; return; }
+    const size = key.length + e.head.length;
+    while (this.decoded.size && (this.decoded.size >= this.limits.entries || this.decodedBytes + size > this.limits.bytes)) {
+      const [k, first] = this.decoded.entries().next().value!;
+      this.forget(k, first);
+    }
+    this.decoded.set(key, e);
+    this.decodedBytes += size;
+  }
+
+  /** A live entry in this process for a request at `now`, without touching the shared cache (the hot path). */
+  local(key: string, now: number): Entry | undefined {
+    const e = this.decoded.get(key);
+    if (e === undefined) return undefined;
+    if (e.expires <= this.clock()) { this.forget(key, e); return undefined; }
+    // A request that started before the answer was read (and got here later) cannot use it.
+    return e.from <= now ? e : undefined;
+  }
+
+  /** The entry from this process, or else from the shared cache (decoded once, then kept here). */
+  async get(key: string, now: number): Promise<Entry | undefined> {
+    if (this.decoded.has(key)) return this.local(key, now); // the shared copy is the same answer
+    const hit = await this.cache.get(sharedKey(key));
+    if (hit === undefined) return undefined;
+    const nl = hit.indexOf('\n');
+    const e = decode(JSON.parse(hit.slice(0, nl)) as Header, hit.slice(nl + 1));
+    if (e.expires <= this.clock()) return undefined;
+    this.remember(key, e);
+    return e.from <= now ? e : undefined;
+  }
+
+  /**
+   * The entry `make` stores, made once for concurrent requests of one key: when an entry expires
+   * under load, one request reads the store and the others wait for its answer (which each uses
+   * only if it holds at its own `now`; else it reads for itself).
+   */
+  async fill(key: string, now: number, make: () => Promise<Entry>): Promise<Entry> {
+    const pending = this.filling.get(key);
+    if (pending) {
+      const e = await pending.catch(() => undefined);
+      return e && e.from <= now && e.expires > this.clock() ? e : make();
+    }
+    const made = make();
+    this.filling.set(key, made);
+    try {
+      return await made;
+    } finally {
+      this.filling.delete(key);
+    }
+  }
+
+  /**
+   * Stores an answer for as long as it cannot change (see CacheRule), and returns its entry, so a
+   * miss is serialized only once. `now` is the request's clock; `store` answers what enters next.
+   */
+  async put(key: string, rule: CacheRule, data: { results: unknown[]; meta: ListMeta }, now: number, store: Store): Promise<Entry> {
+    const facts = (data as { [PAGE_FACTS]?: PageFacts })[PAGE_FACTS];
+    const { serverTime: _fresh, appliedTimeRange, nextCursor, ...stable } = data.meta;
+    const header: Header = { from: now, expires: await this.until(rule, data, facts, now, store) };
+    if (facts?.window) header.window = facts.window;
+    else if (appliedTimeRange) header.range = JSON.stringify(appliedTimeRange);
+    if (facts?.next) header.next = facts.next;
+    else header.cursor = nextCursor;
+    const stableJson = JSON.stringify(stable).slice(1, -1);
+    const head = `{"success":true,"data":{"results":${JSON.stringify(data.results)},"meta":{${stableJson}${stableJson ? ',' : ''}"nextCursor":`;
+    const entry = decode(header, head);
+    const ttl = header.expires - this.clock();
+    if (ttl > 0) {
+      this.remember(key, entry);
+      await this.cache.set(sharedKey(key), `${JSON.stringify(header)}\n${head}`, ttl);
+    } else {
+      entry.gone = true;
+    }
     return entry;
   }
+
+  /** When an answer computed at `now` may first differ from a fresh read (ms, on the request's clock). */
+  private async until(rule: CacheRule, data: { results: unknown[] }, facts: PageFacts | undefined, now: number, store: Store): Promise<number> {
+    let until = now + MAX_TTL_MS;
+    if (rule.ttlMs) until = Math.min(until, now + rule.ttlMs(data as { results: any[] }, now));
+    const w = facts?.window;
+    if (rule.window && !w) return now; // a historical read that did not say its window: not cached
+    if (w && facts!.oldest !== undefined) until = Math.min(until, leavesAt(w, facts!.oldest));
+    for (const at of [w?.endAtNow ? rule.window : undefined, rule.inForce]) {
+      if (!at || until <= now) continue;
+      const next = await firstAfter(store, at, now);
+      if (next !== null) until = Math.min(until, next);
+    }
+    return until;
+  }
+
+  /**
+   * The response body of an entry at `now` for this caller (fresh serverTime, window, cursor and
+   * requestId), in a buffer of the entry's: pass `slab` to `release` once the response is finished.
+   */
+  body(e: Entry, now: number, principal: Principal, cursors: CursorCodec, requestId: string): { bytes: Buffer; slab: Buffer | null } {
+    const print = e.next ? cursors.policyPrint(principal) : '';
+    let meta = e.meta;
+    // Callers of one policy within one ms get the same meta: it is made once.
+    if (meta === undefined || meta.now !== now || meta.print !== print) e.meta = meta = { now, print, json: metaJson(e, now, print, cursors) };
+    const tail = `${meta.json}"requestId":${JSON.stringify(requestId)}}`;
+    const size = e.head.length + Buffer.byteLength(tail);
+    let slab: Buffer | null = e.slabs.pop() ?? null;
+    if (slab) this.decodedBytes -= slab.length;
+    else if (size - e.head.length <= TAIL_ROOM && !e.gone) {
+      slab = Buffer.allocUnsafe(e.head.length + TAIL_ROOM);
+      e.head.copy(slab, 0);
+    }
+    const out = slab ?? Buffer.allocUnsafe(size);
+    if (!slab) e.head.copy(out, 0);
+    out.write(tail, e.head.length);
+    return { bytes: slab ? slab.subarray(0, size) : out, slab };
+  }
+
+  /** Takes back a slab from `body` once its response is finished (it is not read any more). */
+  release(e: Entry, slab: Buffer): void {
+    if (e.gone || e.slabs.length >= SLABS_PER_ENTRY || this.decodedBytes + slab.length > this.limits.bytes) return;
+    e.slabs.push(slab);
+    this.decodedBytes += slab.length;
+  }
 }
+
+/** The rest of `meta` at `now`, from `nextCursor`'s value on (`head` ends with `"nextCursor":`), and the envelope up to `requestId`. */
+function metaJson(e: Entry, now: number, print: string, cursors: CursorCodec): string {
+  const w = e.window ? windowAt(e.window, now) : undefined;
+  let cursor = 'null';
+  if (e.next) cursor = `"${cursors.encode(w ? { k: e.next.k, w: [w.start, w.end] } : { k: e.next.k }, e.next.fp, print)}"`;
+  else if (e.cursor != null) cursor = JSON.stringify(e.cursor);
+  const range = w ? `,"appliedTimeRange":${e.fixedRange ?? rangeJson(w)}` : e.range !== undefined ? `,"appliedTimeRange":${e.range}` : '';
+  return `${cursor},"serverTime":"${new Date(now).toISOString()}"${range}}},`;
+}
+
+const sharedKey = (key: string): string => {
+  const i = key.indexOf(':', key.indexOf(':', 5) + 1); // `read:<version>:<tool>:` stays readable
+  return `${key.slice(0, i + 1)}${createHash('sha256').update(key.slice(i + 1)).digest('base64url')}`;
+};

@@ -12,7 +12,7 @@ import { registerDocs } from './docs.ts';
 import { errorHandler, sendError } from './errors.ts';
 import { openApiDocument } from './openapi.ts';
 import { parseQuery, queryProblems } from './query.ts';
-import { cacheKey, envelope, isCacheable, type ReadCache } from './read-cache.ts';
+import { cacheKey, isCacheable, type ReadCache } from './read-cache.ts';
 
 export interface ApiDeps {
   store: Store;
@@ -36,13 +36,25 @@ declare module 'fastify' {
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
+const none = (m: Principal['messageVisibility']): boolean => m.mode === 'none';
+
 function denyByPolicy(op: Operation, p: Principal): string | null {
   if (!p.scopes.has(op.scope)) return `This key lacks the ${op.scope} scope`;
-  const none = (m: Principal['messageVisibility']) => m.mode === 'none';
   if (op.visibility === 'msg' && none(p.messageVisibility)) return 'This account has no message visibility';
   if (op.visibility === 'sig' && none(p.signalVisibility)) return 'This account has no signal visibility';
   if (op.visibility === 'either' && none(p.messageVisibility) && none(p.signalVisibility)) return 'This account has neither message nor signal visibility';
   return null;
+}
+
+/** After authentication: the policy's refusal, or the query's problems, or nothing (and the principal is on the request). */
+function admit(op: Operation, req: FastifyRequest, principal: Principal): ApiError | undefined {
+  const denied = denyByPolicy(op, principal);
+  if (denied) return new ApiError('FORBIDDEN', denied);
+  req.principal = principal;
+  const problems = queryProblems(op.query, req.query as Record<string, string>);
+  const first = problems[0];
+  if (first) return new ApiError('VALIDATION_ERROR', first.param ? `Invalid query parameter ${first.param}: ${first.message}` : `Invalid query: ${first.message}`, problems);
+  return undefined;
 }
 
 /** Longest request target we read (far above any valid query); longer ones get 414. */
@@ -115,10 +127,11 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
 
   app.decorateRequest('principal', undefined);
   app.decorateRequest('startedAt', null as unknown as Date);
-  app.addHook('onRequest', async (req, reply) => {
+  // Hooks take callbacks, not promises: every request passes them, and a hot read costs little else.
+  app.addHook('onRequest', (req, reply, done) => {
     req.startedAt = new Date(clock());
     reply.header('x-request-id', req.id);
-    if (req.url.length > MAX_URL_LENGTH) throw new ApiError('URI_TOO_LONG', `URL longer than ${MAX_URL_LENGTH} bytes`);
+    done(req.url.length > MAX_URL_LENGTH ? new ApiError('URI_TOO_LONG', `URL longer than ${MAX_URL_LENGTH} bytes`) : undefined);
   });
   app.setErrorHandler(errorHandler);
   app.setNotFoundHandler((req, reply) => {
@@ -156,27 +169,30 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
         url: `/${version}${op.path}`,
         schema: { querystring: op.query, response: { 200: op.response } },
         // Authentication runs before validation: a caller without a valid key learns nothing about parameters.
-        preValidation: async (req) => {
-          const principal = await deps.auth.authenticate(req.headers['x-api-key'] as string | undefined);
-          const denied = denyByPolicy(op, principal);
-          if (denied) throw new ApiError('FORBIDDEN', denied);
-          req.principal = principal;
-          const problems = queryProblems(op.query, req.query as Record<string, string>);
-          const first = problems[0];
-          if (first) throw new ApiError('VALIDATION_ERROR', first.param ? `Invalid query parameter ${first.param}: ${first.message}` : `Invalid query: ${first.message}`, problems);
+        preValidation: (req, _reply, done) => {
+          const key = req.headers['x-api-key'] as string | undefined;
+          let known: Principal | undefined;
+          try { known = deps.auth.known?.(key); } catch (err) { return done(err as ApiError); }
+          if (known) return done(admit(op, req, known));
+          deps.auth.authenticate(key).then((p) => admit(op, req, p)).then(done, done);
         },
         handler: async (req, reply) => {
           const query = req.query as Record<string, unknown>;
           const ctx = { store: deps.store, principal: req.principal!, now: req.startedAt, cursors };
-          if (!deps.readCache || !isCacheable(op.cache, query, ctx.principal)) {
+          const cache = deps.readCache;
+          if (!cache || !isCacheable(op.cache, query, ctx.principal)) {
             return { success: true, data: await op.handler(ctx, query), requestId: req.id };
           }
           // The data version is read before the store: an answer is never older than its key.
-          const key = cacheKey(op, query, ctx.principal, await deps.dataVersion());
-          const entry = (await deps.readCache.get(key))
-            ?? (await deps.readCache.put(key, op.cache!, (await op.handler(ctx, query)) as any, ctx.now.getTime()));
-          // A hit costs no query and no re-serialization: the stored JSON is spliced into a fresh envelope.
-          return reply.type('application/json; charset=utf-8').send(envelope(entry, ctx.now.toISOString(), req.id));
+          const key = cacheKey(op, req.url, query, ctx.principal, await deps.dataVersion());
+          const now = ctx.now.getTime();
+          const entry = cache.local(key, now) ?? (await cache.get(key, now))
+            ?? (await cache.fill(key, now, async () => cache.put(key, op.cache!, (await op.handler(ctx, query)) as any, now, deps.store)));
+          // A hit costs no query, no parse and no re-serialization: the stored bytes, then this answer's meta,
+          // in a buffer that the entry takes back once the response is out.
+          const { bytes, slab } = cache.body(entry, now, ctx.principal, cursors, req.id);
+          if (slab) reply.raw.once('finish', () => cache.release(entry, slab));
+          return reply.type('application/json; charset=utf-8').send(bytes);
         },
       });
     }

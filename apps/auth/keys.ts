@@ -12,6 +12,9 @@ export function generateApiKey(): { key: string; id: string; keyHash: string } {
   return { key, id, keyHash: hashApiKey(key) };
 }
 
+/** What `generateApiKey` makes. */
+const KEY_SHAPE = /^sb_[0-9a-f]{16}_[A-Za-z0-9_-]{43}$/;
+
 export const hashApiKey = (key: string): string => createHash('sha256').update(key).digest('hex');
 
 /** What the cache holds per key hash: the principal (scopes as an array) or the refusal. */
@@ -27,21 +30,71 @@ interface KeyRow {
  * Resolves `x-api-key` to a Principal. Answers (refusals too) are cached by key hash for at most
  * `ttlMs` (5 s) and dropped whenever the projector commits, so a revoked key or a blocked/unverified
  * account is refused well within 30 s, and a new key works as soon as it is projected.
+ *
+ * This process also keeps the decoded answers it used, by key, for at most `ttlMs` from when it
+ * took them from the shared cache (so an answer is at most 2 x `ttlMs` old), dropped with the
+ * shared ones on every commit: a request with a key seen a moment ago hashes, parses and builds
+ * nothing (`known`). Keys are held in this process's memory only, for seconds, as a request holds
+ * them; the shared cache and the store see hashes only.
  */
 export class ApiKeyAuthenticator {
-  constructor(private readonly store: Store, private readonly cache: Cache, private readonly ttlMs = 5000) {}
+  private readonly decoded = new Map<string, { answer: Principal | ApiError; expires: number }>();
+  /** Bumped by `invalidate`: a lookup that started before a commit does not keep its answer. */
+  private generation = 0;
+  private readonly pending = new Map<string, Promise<Principal | ApiError>>();
+
+  constructor(
+    private readonly store: Store, private readonly cache: Cache, private readonly ttlMs = 5000,
+    private readonly clock: () => number = Date.now, private readonly maxDecoded = 10_000,
+  ) {}
 
   /** Forgets every cached answer (called on each projector commit). */
-  invalidate(): Promise<void> { return this.cache.clear('auth:'); }
+  invalidate(): Promise<void> {
+    this.generation++;
+    this.decoded.clear();
+    this.pending.clear(); // a look-up under way may have read the store before the commit
+    return this.cache.clear('auth:');
+  }
+
+  /** The answer for a key used a moment ago, without waiting: a principal, a thrown refusal, or undefined (not known: call `authenticate`). */
+  known(key: string | undefined): Principal | undefined {
+    if (key === undefined) return undefined;
+    const known = this.decoded.get(key);
+    if (known === undefined) return undefined;
+    if (known.expires <= this.clock()) { this.decoded.delete(key); return undefined; }
+    if (known.answer instanceof ApiError) throw known.answer;
+    return known.answer;
+  }
 
   async authenticate(key: string | undefined): Promise<Principal> {
     if (!key) throw new ApiError('UNAUTHORIZED', 'Missing API key: send it in the x-api-key header');
+    const known = this.known(key);
+    if (known) return known;
+    const generation = this.generation;
+    // Concurrent requests with one key (a burst, or many clients when an answer expires) share one look-up.
+    let pending = this.pending.get(key);
+    if (!pending) {
+      const started: Promise<Principal | ApiError> = this.resolve(key).finally(() => {
+        if (this.pending.get(key) === started) this.pending.delete(key);
+      });
+      this.pending.set(key, pending = started);
+    }
+    const decoded = await pending;
+    // Only what looks like a key is kept (a flood of junk keys would only evict real ones).
+    if (generation === this.generation && KEY_SHAPE.test(key)) {
+      if (this.decoded.size >= this.maxDecoded) this.decoded.delete(this.decoded.keys().next().value!);
+      this.decoded.set(key, { answer: decoded, expires: this.clock() + this.ttlMs });
+    }
+    if (decoded instanceof ApiError) throw decoded;
+    return decoded;
+  }
+
+  private async resolve(key: string): Promise<Principal | ApiError> {
     const cacheKey = `auth:${hashApiKey(key)}`;
     const hit = await this.cache.get(cacheKey);
     const answer: CachedAnswer = hit ? JSON.parse(hit) : await this.lookup(cacheKey.slice(5));
     if (!hit) await this.cache.set(cacheKey, JSON.stringify(answer), this.ttlMs);
-    if ('error' in answer) throw new ApiError(answer.error, answer.message);
-    return { ...answer.principal, scopes: new Set(answer.principal.scopes) };
+    return 'error' in answer ? new ApiError(answer.error, answer.message) : { ...answer.principal, scopes: new Set(answer.principal.scopes) };
   }
 
   private async lookup(hash: string): Promise<CachedAnswer> {

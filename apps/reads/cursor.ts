@@ -25,6 +25,9 @@ const MAX_KEY_STRING = 2048;
 const MALFORMED = () => new ApiError('INVALID_CURSOR', 'Malformed cursor');
 
 export class CursorCodec {
+  /** Policy prints by principal: an authenticated principal is reused while its key's answer is (apps/auth/keys.ts). */
+  private readonly prints = new WeakMap<Principal, string>();
+
   constructor(private readonly secret: Buffer) {
     if (secret.length < 32) throw new Error('the cursor secret must be at least 32 bytes');
   }
@@ -37,8 +40,13 @@ export class CursorCodec {
 
   /** Fingerprint of the account and its policy: a cursor of another account, or of a changed policy, does not fit. */
   policyPrint(p: Principal): string {
-    const policy = [p.accountId, p.messageVisibility, p.signalVisibility, p.historyWindowDays];
-    return this.mac(`policy:${JSON.stringify(policy)}`).toString('base64url');
+    let print = this.prints.get(p);
+    if (print === undefined) {
+      const policy = [p.accountId, p.messageVisibility, p.signalVisibility, p.historyWindowDays];
+      print = this.mac(`policy:${JSON.stringify(policy)}`).toString('base64url');
+      this.prints.set(p, print);
+    }
+    return print;
   }
 
   encode(state: CursorState, filters: string, policy: string): string {

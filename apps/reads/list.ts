@@ -1,5 +1,5 @@
-import { fingerprint, type CursorState, type KeyPart } from './cursor.ts';
-import { appliedTimeRange, resolveWindow, type Window } from './window.ts';
+import { fingerprint, type CursorState, type Key, type KeyPart } from './cursor.ts';
+import { appliedTimeRange, windowAt, windowRule, type Window, type WindowRule } from './window.ts';
 import type { ReadContext } from './context.ts';
 import { policyParams } from './context.ts';
 
@@ -10,6 +10,16 @@ export interface ListMeta {
   appliedTimeRange?: { startTime: string | null; endTime: string | null };
 }
 export interface ListResult<T> { results: T[]; meta: ListMeta }
+
+/**
+ * What the read cache (apps/api/read-cache.ts) needs of a page besides its JSON, attached to the
+ * result under this symbol (not enumerable, never serialized): the window as a rule over the
+ * clock, the next page's sort key with the filters' fingerprint (the cache signs a fresh cursor
+ * per answer), and the time of the oldest row fetched (the limit+1-th when there is one), the
+ * first row to leave a window whose start moves.
+ */
+export const PAGE_FACTS = Symbol('page facts');
+export interface PageFacts { window?: WindowRule; next?: { k: Key; fp: string }; oldest?: number }
 
 /** WHERE clauses with their parameters; clause text is constant, values always bound. */
 export class Where {
@@ -49,19 +59,27 @@ export async function listRead<Row, Item>(ctx: ReadContext, spec: {
   const cur = spec.query.cursor !== undefined
     ? ctx.cursors.decode(spec.query.cursor, spec.keyParts, fp, policy, spec.historical)
     : undefined;
-  const window = spec.historical
-    ? resolveWindow(spec.query, ctx.now, ctx.principal, { fromCursor: cur?.w, unboundedDefault: spec.unboundedDefault })
-    : { start: null, end: null };
+  const rule = spec.historical
+    ? windowRule(spec.query, ctx.principal, { fromCursor: cur?.w, unboundedDefault: spec.unboundedDefault })
+    : undefined;
+  const window = rule ? windowAt(rule, ctx.now.getTime()) : { start: null, end: null };
   const where = new Where(policyParams(ctx.principal));
   const rows = await spec.fetch({ where, after: cur?.k, window, limit: spec.query.limit + 1 });
   const hasMore = rows.length > spec.query.limit;
   const page = hasMore ? rows.slice(0, spec.query.limit) : rows;
-  const nextCursor = hasMore
-    ? ctx.cursors.encode({ k: spec.keyOf(page[page.length - 1]!), ...(spec.historical ? { w: [window.start, window.end] as [number | null, number | null] } : {}) }, fp, policy)
+  const nextKey = hasMore ? spec.keyOf(page[page.length - 1]!) : undefined;
+  const nextCursor = nextKey
+    ? ctx.cursors.encode({ k: nextKey, ...(spec.historical ? { w: [window.start, window.end] as [number | null, number | null] } : {}) }, fp, policy)
     : null;
   const meta: ListMeta = { hasMore, nextCursor, serverTime: ctx.now.toISOString() };
   if (spec.historical) meta.appliedTimeRange = appliedTimeRange(window);
-  return { results: await spec.shape(page), meta };
+  const result: ListResult<Item> = { results: await spec.shape(page), meta };
+  const facts: PageFacts = {};
+  if (rule) facts.window = rule;
+  if (nextKey) facts.next = { k: nextKey, fp };
+  if (rule && spec.keyParts[0] === 'time' && rows.length) facts.oldest = Number(spec.keyOf(rows[rows.length - 1]!)[0]);
+  Object.defineProperty(result, PAGE_FACTS, { value: facts, enumerable: false });
+  return result;
 }
 
 /** Time-window clauses on a DateTime64 column (bounds inclusive). */
