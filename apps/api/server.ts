@@ -178,7 +178,7 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
         },
         handler: async (req, reply) => {
           const query = req.query as Record<string, unknown>;
-          const ctx = { store: deps.store, principal: req.principal!, now: req.startedAt, cursors };
+          const ctx = { store: deps.store, principal: req.principal!, now: req.startedAt, cursors, dataVersion: deps.dataVersion };
           const cache = deps.readCache;
           if (!cache || !isCacheable(op.cache, query, ctx.principal)) {
             return { success: true, data: await op.handler(ctx, query), requestId: req.id };

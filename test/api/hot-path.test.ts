@@ -47,6 +47,7 @@ describe('hot path', () => {
     try {
       const get = (url: string) => app.inject({ method: 'GET', url, headers: { 'x-api-key': key } });
       expect((await get('/v2/assets')).statusCode).toBe(200); // the key is known from here on
+      expect((await get('/v2/events?limit=2')).statusCode).toBe(200); // and the facts of the data version (apps/reads/facts.ts)
       const one = await readQueries(() => get('/v2/events?limit=3'));
       expect(one).toBeGreaterThan(0);
       let answers: any[] = [];
