@@ -87,6 +87,8 @@ export interface Entry extends Header {
   fixedRange?: string;
   /** The last meta made from this entry, and for what: answers within one ms to one policy share it. */
   meta?: { now: number; print: string; json: string };
+  /** The last cursor signed from this entry, and for what (policy and window): a window that does not move needs it once per policy. */
+  signed?: { print: string; start: number | null; end: number | null; json: string };
   /**
    * Response buffers that already hold `head`, free for the next answer: an answer writes only its
    * tail into one, and gives it back when the response is finished. A hot entry thus allocates
@@ -281,8 +283,17 @@ export class ReadCache {
 function metaJson(e: Entry, now: number, print: string, cursors: CursorCodec): string {
   const w = e.window ? windowAt(e.window, now) : undefined;
   let cursor = 'null';
-  if (e.next) cursor = `"${cursors.encode(w ? { k: e.next.k, w: [w.start, w.end] } : { k: e.next.k }, e.next.fp, print)}"`;
-  else if (e.cursor != null) cursor = JSON.stringify(e.cursor);
+  if (e.next) {
+    const [start, end] = w ? [w.start, w.end] : [null, null];
+    const s = e.signed;
+    if (s && s.print === print && s.start === start && s.end === end) cursor = s.json;
+    else {
+      cursor = `"${cursors.encode(w ? { k: e.next.k, w: [start, end] } : { k: e.next.k }, e.next.fp, print)}"`;
+      e.signed = { print, start, end, json: cursor };
+    }
+  } else if (e.cursor != null) {
+    cursor = JSON.stringify(e.cursor);
+  }
   const range = w ? `,"appliedTimeRange":${e.fixedRange ?? rangeJson(w)}` : e.range !== undefined ? `,"appliedTimeRange":${e.range}` : '';
   return `${cursor},"serverTime":"${new Date(now).toISOString()}"${range}}},`;
 }
