@@ -415,7 +415,7 @@ async function measureCase(emb: Embedded, c: Case, httpBase: string, demoKey: st
   const query = handlerQuery(c.op, c.search);
   const url = `${httpBase}/v2${c.op.path}${[...c.search].length ? `?${c.search}` : ''}`;
   const headers = { 'x-api-key': c.restricted ? demoKey + RESTRICTED_KEY_SUFFIX : demoKey };
-  const handler = (now: Date) => c.op.handler({ store: emb.store, principal, now, cursors }, query) as Promise<{ results: { id: unknown }[] }>;
+  const handler = (now: Date) => c.op.handler({ store: emb.store, principal, now, cursors, dataVersion: () => 0 }, query) as Promise<{ results: { id: unknown }[] }>;
   const floor = (now: number) => { const f = c.floor(now); return emb.store.query<{ id: unknown }>(f.sql, f.params); };
   let httpErrors = 0;
   const http = async () => {

@@ -25,10 +25,11 @@ export function listEvents(ctx: ReadContext, q: EventsQuery) {
     op: 'list_events', query: q, historical: true, keyParts: ['time', 'id'],
     fetch: async ({ where, after, window, limit }) => {
       const facts = await factsOf(ctx);
-      addSignalFilters(where, facts, ctx.principal, q).when(splitList(q.types), 's.type IN {types:Array(String)}', 'types');
+      const eligible = addSignalFilters(where, facts, ctx.principal, q);
+      where.when(splitList(q.types), 's.type IN {types:Array(String)}', 'types');
       addWindow(where, 's.timeOfEvent', window);
       const spec = { table: 'events', columns: COLUMNS, timeCol: 'timeOfEvent', idType: 'UInt64' as const, where, selective: q.traderIds !== undefined || q.assetIds !== undefined };
-      const rows = await statementPage<Row>(limit, after, (before, n) => statementRows<Row>(ctx, spec, before, n));
+      const rows = await statementPage<Row>(limit, after, (before, n) => statementRows<Row>(ctx, spec, before, n), eligible.keep, eligible.share);
       for (const r of rows) r.quoteSymbol = facts.assetQuote.get(r.assetId) ?? null;
       return rows;
     },

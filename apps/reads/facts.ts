@@ -25,6 +25,9 @@ export interface Facts {
   identities: Map<string, Identity>;
   /** Memo of visible trader ids per signal policy. */
   visible: Map<string, number[]>;
+  /** Traders and assets the tables know, deleted or not (how selective a set of them is). */
+  knownTraders: number;
+  knownAssets: number;
 }
 
 export interface Identity { displayName: string | null; handle: string | null; avatarUrl: string | null; profileUrl: string | null; audienceCount: number | null }
@@ -37,22 +40,24 @@ const memo = new WeakMap<Store, { version: number; facts: Promise<Facts> }>();
 
 async function load(store: Store): Promise<Facts> {
   const [traders, assets, identities] = await Promise.all([
-    store.query<{ id: number; sourcePlatform: string; sourceIdentityId: string }>(
-      'SELECT id, sourcePlatform, sourceIdentityId FROM $db.traders FINAL WHERE deleted = 0 ORDER BY id'),
-    store.query<{ id: number; quoteSymbol: string | null }>(
-      'SELECT id, quoteSymbol FROM $db.assets FINAL WHERE deleted = 0 AND hasActiveMarket = 1 ORDER BY id'),
+    store.query<{ id: number; sourcePlatform: string; sourceIdentityId: string; deleted: number }>(
+      'SELECT id, sourcePlatform, sourceIdentityId, deleted FROM $db.traders FINAL ORDER BY id'),
+    store.query<{ id: number; quoteSymbol: string | null; eligible: number }>(
+      'SELECT id, quoteSymbol, deleted = 0 AND hasActiveMarket = 1 AS eligible FROM $db.assets FINAL ORDER BY id'),
     store.query<Identity & { platform: string; sourceIdentityId: string }>(
       'SELECT platform, sourceIdentityId, displayName, handle, avatarUrl, profileUrl, audienceCount FROM $db.source_identities FINAL WHERE deleted = 0'),
   ]);
   const facts: Facts = {
     traderPlatform: new Map(), assetQuote: new Map(), assetIds: [], sourceTrader: new Map(), identities: new Map(), visible: new Map(),
+    knownTraders: traders.length, knownAssets: assets.length,
   };
   for (const t of traders) {
+    if (t.deleted) continue;
     facts.traderPlatform.set(t.id, t.sourcePlatform);
     const k = sourceKey(t.sourcePlatform, t.sourceIdentityId);
     if (t.sourcePlatform !== '' && !facts.sourceTrader.has(k)) facts.sourceTrader.set(k, t.id); // ascending ids: the lowest first
   }
-  for (const a of assets) { facts.assetQuote.set(a.id, a.quoteSymbol); facts.assetIds.push(a.id); }
+  for (const a of assets) if (a.eligible) { facts.assetQuote.set(a.id, a.quoteSymbol); facts.assetIds.push(a.id); }
   for (const { platform, sourceIdentityId, ...identity } of identities) facts.identities.set(sourceKey(platform, sourceIdentityId), identity);
   return facts;
 }
@@ -92,14 +97,35 @@ export function signalTraders(facts: Facts, p: Principal): number[] {
 }
 
 /**
+ * A set condition on a page, placed where it costs least: a set that selects (under half of the
+ * ids known) goes into the SQL, where a few ids are cheap and let the read stop early; a large
+ * one (all live traders, every asset with a market) is a costly parameter for the query, and
+ * excludes few rows, so it is checked on the page's resolved rows instead (statementPage reads on
+ * while the page is short). Returns the row check ('always true' when the SQL applies it).
+ */
+export function setCondition<R>(where: Where, sql: string, name: string, ids: readonly (number | string)[], known: number,
+  has: (r: R) => boolean): { keep: (r: R) => boolean; share: number } {
+  if (ids.length * 2 < known) { where.add(sql, { [name]: ids }); return { keep: () => true, share: 1 }; }
+  return { keep: has, share: known ? ids.length / known : 1 };
+}
+
+/**
  * The filters of a signal read (events, positions) on a statement table aliased `s`: the trader
  * is live and signal-visible, the asset live with an active market, then the caller's
- * traderIds, assetIds and directions.
+ * traderIds, assetIds and directions. Returns the check of resolved rows (see setCondition).
  */
-export function addSignalFilters(where: Where, facts: Facts, p: Principal, q: { traderIds?: string; assetIds?: string; directions?: string }): Where {
-  return where.add('s.traderId IN {visibleTraders:Array(UInt64)} AND s.assetId IN {eligibleAssets:Array(UInt64)}',
-    { visibleTraders: signalTraders(facts, p), eligibleAssets: facts.assetIds })
-    .when(splitIds(q.traderIds), 's.traderId IN {traderIds:Array(UInt64)}', 'traderIds')
+export function addSignalFilters(where: Where, facts: Facts, p: Principal, q: { traderIds?: string; assetIds?: string; directions?: string }): {
+  keep: (r: { traderId: number; assetId: number }) => boolean; share: number;
+} {
+  const visible = signalTraders(facts, p);
+  const traderOk = setCondition(where, 's.traderId IN {visibleTraders:Array(UInt64)}', 'visibleTraders', visible, facts.knownTraders,
+    (r: { traderId: number }) => facts.traderPlatform.has(r.traderId) && permits(p.signalVisibility, r.traderId, facts.traderPlatform.get(r.traderId)!));
+  const assetOk = setCondition(where, 's.assetId IN {eligibleAssets:Array(UInt64)}', 'eligibleAssets', facts.assetIds, facts.knownAssets,
+    (r: { assetId: number }) => facts.assetQuote.has(r.assetId));
+  where.when(splitIds(q.traderIds), 's.traderId IN {traderIds:Array(UInt64)}', 'traderIds')
     .when(splitIds(q.assetIds), 's.assetId IN {assetIds:Array(UInt64)}', 'assetIds')
     .when(splitList(q.directions), 's.direction IN {directions:Array(String)}', 'directions');
+  // An explicit traderIds or assetIds list decides which rows are read; the shares only size a read in table order.
+  const selective = q.traderIds !== undefined || q.assetIds !== undefined;
+  return { keep: (r) => traderOk.keep(r) && assetOk.keep(r), share: selective ? 1 : traderOk.share * assetOk.share };
 }

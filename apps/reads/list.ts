@@ -117,10 +117,12 @@ export async function statementPage<R extends StatementRow>(
   fetch: (before: [number | string, number | string] | undefined, n: number) => Promise<R[]>,
   /** A further condition on resolved rows that the SQL cannot apply before versions are resolved. */
   keep: (row: R) => boolean = () => true,
+  /** The share of rows `keep` is expected to let through: the first read is sized for it. */
+  share = 1,
 ): Promise<R[]> {
   const out: R[] = [];
   let before = after as [number | string, number | string] | undefined;
-  let n = limit + 8;
+  let n = Math.ceil((limit + 8) / Math.max(share, 0.05));
   for (;;) {
     const rows = await fetch(before, n);
     const end = rows.length < n;

@@ -1,7 +1,7 @@
 import { splitIds, splitList } from '../../schemas/api/common-params.ts';
 import type { Message } from '../../schemas/api/resources.ts';
 import { b, iso, type ReadContext } from './context.ts';
-import { factsOf, permits, SOURCE_KEY_SQL, sourceKey, type Identity } from './facts.ts';
+import { factsOf, permits, setCondition, SOURCE_KEY_SQL, sourceKey, type Identity } from './facts.ts';
 import { addWindow, listRead, statementPage, statementRows, type StatementRow } from './list.ts';
 
 import type { MessagesQuery } from '../../schemas/api/queries.ts';
@@ -41,14 +41,16 @@ export function listMessages(ctx: ReadContext, q: MessagesQuery) {
         }
       }
       // With traderIds the few sources' ids also lead the planner to the by-source projection.
-      where.add(`${SOURCE_KEY_SQL('s.platform', 's.sourceIdentityId')} IN {sources:Array(String)}`, { sources })
-        .when(traderIds && sourceIds, 's.sourceIdentityId IN {sourceIds:Array(String)}', 'sourceIds')
+      const visible = new Set(sources);
+      const sourceOk = setCondition(where, `${SOURCE_KEY_SQL('s.platform', 's.sourceIdentityId')} IN {sources:Array(String)}`, 'sources', sources,
+        facts.sourceTrader.size, (r: Row) => visible.has(sourceKey(r.platform, r.sourceIdentityId)));
+      where.when(traderIds && sourceIds, 's.sourceIdentityId IN {sourceIds:Array(String)}', 'sourceIds')
         .when(ids, 's.id IN {ids:Array(String)}', 'ids')
         .when(splitList(q.sourcePlatforms), 's.platform IN {platforms:Array(String)}', 'platforms');
       addWindow(where, 's.writtenAt', window);
       // Without traderIds or ids the page is a read in (writtenAt, id) order.
       const spec = { table: 'messages', columns: COLUMNS, timeCol: 'writtenAt', idType: 'String' as const, where, selective: traderIds !== undefined || ids !== undefined };
-      const rows = await statementPage<Row>(limit, after, (before, n) => statementRows<Row>(ctx, spec, before, n));
+      const rows = await statementPage<Row>(limit, after, (before, n) => statementRows<Row>(ctx, spec, before, n), sourceOk.keep, traderIds || ids ? 1 : sourceOk.share);
       for (const r of rows) {
         const k = sourceKey(r.platform, r.sourceIdentityId);
         r.traderId = facts.sourceTrader.get(k)!;

@@ -23,10 +23,16 @@ export function untilNextStatusChange(data: { results: { openAt: string; timeBas
 export async function timeBasedPerformances(store: Store, positions: readonly { id: number; openAt: number }[], now: number) {
   const out = new Map<number, Record<WindowName, PositionTimeBasedPerformance | null>>();
   if (!positions.length) return out;
-  const rows = await store.query<{ positionId: number; window: WindowName; e: [string, number | null] }>(`
-    SELECT positionId, window, argMax((status, returnPercentage), seq) AS e FROM $db.position_performances
-    WHERE positionId IN {ids:Array(UInt64)} GROUP BY positionId, window`, { ids: positions.map((p) => p.id) });
-  const found = new Map(rows.map((r) => [`${r.positionId}/${r.window}`, r.e]));
+  const rows = await store.query<{ positionId: number; window: WindowName; status: string; returnPercentage: number | null; seq: number }>(`
+    SELECT positionId, window, status, returnPercentage, seq FROM $db.position_performances WHERE positionId IN {ids:Array(UInt64)}`,
+  { ids: positions.map((p) => p.id) });
+  // The newest row of each (position, window) is its evaluation (rows not merged yet may precede it).
+  const found = new Map<string, [string, number | null]>();
+  const seqs = new Map<string, number>();
+  for (const r of rows) {
+    const k = `${r.positionId}/${r.window}`;
+    if ((seqs.get(k) ?? -1) < r.seq) { seqs.set(k, r.seq); found.set(k, [r.status, r.returnPercentage]); }
+  }
   for (const p of positions) {
     const perf = {} as Record<WindowName, PositionTimeBasedPerformance | null>;
     for (const w of WINDOWS) {

@@ -23,7 +23,8 @@ const COLUMNS = `s.id AS id, s.direction AS direction, s.openPrice AS openPrice,
 async function positionPage<R extends Row>(ctx: ReadContext, q: OpenPositionsQuery & { positionIds?: string }, where: Where,
   limit: number, after: Parameters<typeof statementPage>[1], keep?: (r: R) => boolean, marks?: (rows: R[]) => Promise<void>): Promise<R[]> {
   const facts = await factsOf(ctx);
-  addSignalFilters(where, facts, ctx.principal, q).when(splitIds(q.positionIds), 's.id IN {positionIds:Array(UInt64)}', 'positionIds');
+  const eligible = addSignalFilters(where, facts, ctx.principal, q);
+  where.when(splitIds(q.positionIds), 's.id IN {positionIds:Array(UInt64)}', 'positionIds');
   const spec = {
     table: 'positions', columns: COLUMNS, timeCol: 'openAt', idType: 'UInt64' as const, where,
     selective: q.traderIds !== undefined || q.assetIds !== undefined || q.positionIds !== undefined,
@@ -32,7 +33,7 @@ async function positionPage<R extends Row>(ctx: ReadContext, q: OpenPositionsQue
     const chunk = await statementRows<R>(ctx, spec, before, n);
     await marks?.(chunk);
     return chunk;
-  }, keep);
+  }, (r) => eligible.keep(r) && (!keep || keep(r)), eligible.share);
   for (const r of rows) r.quoteSymbol = facts.assetQuote.get(r.assetId) ?? null;
   return rows;
 }
