@@ -490,14 +490,9 @@ interface HotResult { read: ReadSpec; bytes: number; cacheable: boolean; real: n
 
 async function measureHot(emb: Embedded, read: ReadSpec, demoKey: string, floors: FastifyInstance[]): Promise<HotResult> {
   const op = opFor(read.path);
+  // The most common read: the first page with no bounds (a default window ending at serverTime,
+  // which the read cache keeps while its answer cannot change).
   const search = new URLSearchParams();
-  // A default window slides with the clock and is never cached: the first page is asked for with
-  // the same window pinned (startTime/endTime), which the read cache may keep.
-  if (read.timeCol) {
-    const end = Date.now();
-    search.set('startTime', new Date(end - WINDOW_MS).toISOString());
-    search.set('endTime', new Date(end).toISOString());
-  }
   const path = `/v2${op.path}${[...search].length ? `?${search}` : ''}`;
   const realUrl = emb.url + path;
   const headers = { 'x-api-key': demoKey };

@@ -23,8 +23,9 @@ export async function ensureSchema(store: Store, projections: readonly Projectio
  *   3: events, positions and messages as statement tables ordered for their reads (issue 6)
  *   4: time-based performance as a read model: position_performances, price_series (issue 6)
  *   5: the trader directory as a statement table; tombstones as the is-deleted column (issue 6)
+ *   6: a minmax index on prices.at (issue 6)
  */
-export const READ_MODEL_VERSION = 5;
+export const READ_MODEL_VERSION = 6;
 
 const VERSION_DDL = `CREATE TABLE IF NOT EXISTS $db.read_model_version (
   version UInt32, at DateTime64(3, 'UTC')

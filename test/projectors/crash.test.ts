@@ -178,8 +178,10 @@ function expectedFor(w: O.World, { ep, params: q }: Query, serverTime: number): 
 const label = (q: Query) => `${PATH[q.ep]}?${new URLSearchParams(Object.entries(q.params).map(([k, v]) => [k, String(v)])).toString()} limit ${q.limit}`;
 
 /** A fastify app on a store, with a fixed clock: every walk of every store sees the same serverTime. */
+let apiVersions = 0;
 async function apiOn(store: ChdbStore, serverTime: number): Promise<{ app: FastifyInstance; h: Harness }> {
-  const app = buildApi({ store, auth: new ApiKeyAuthenticator(store, new MemoryCache()), dataVersion: () => 0, clock: () => serverTime });
+  const version = ++apiVersions; // a data version of its own: what reads keep per version (apps/reads/facts.ts) starts afresh
+  const app = buildApi({ store, auth: new ApiKeyAuthenticator(store, new MemoryCache()), dataVersion: () => version, clock: () => serverTime });
   await app.ready();
   const h = {
     async get(url: string, key?: string) {
