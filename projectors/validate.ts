@@ -14,6 +14,33 @@ export type Validation = { ok: true; value: unknown; key: string } | { ok: false
 const validators = new Map(TOPICS.map((t) => [t.name as string, Compile(t.schema)]));
 
 /**
+ * Whether a schema holds only typed values: numbers and integers (the compiled check refuses a
+ * non-finite one), strings, booleans, null, constants and enums, arrays of such, objects of such
+ * without additional properties, and unions of such. A record of such a schema that passes the
+ * check has no non-finite number, so only a refused one needs looking for one (for its reason).
+ */
+function onlyTyped(schema: unknown): boolean {
+  if (schema === null || typeof schema !== 'object') return false;
+  const s = schema as Record<string, unknown>;
+  for (const k of ['anyOf', 'oneOf', 'allOf'] as const) {
+    if (k in s) return Array.isArray(s[k]) && (s[k] as unknown[]).length > 0 && (s[k] as unknown[]).every(onlyTyped);
+  }
+  if ('const' in s) return true;
+  switch (s.type) {
+    case 'number': case 'integer': case 'string': case 'boolean': case 'null': return true;
+    case 'array': return onlyTyped(s.items);
+    case 'object': return s.additionalProperties === false && !('patternProperties' in s)
+      && Object.values((s.properties ?? {}) as Record<string, unknown>).every(onlyTyped);
+    default: return false;
+  }
+}
+
+/** Topics whose valid records could still hold a non-finite number: they are scanned for one before the check. */
+const scanned = new Set(TOPICS.filter((t) => !onlyTyped(t.schema)).map((t) => t.name as string));
+/** Exposed for the tests: whether a topic's records are scanned before the check. */
+export const scannedBeforeCheck = (topic: string): boolean => scanned.has(topic);
+
+/**
  * Whether the JSON text may hold a number beyond a double (JSON.parse turns 1e400 into Infinity):
  * |x| < 10^(integer digits) * 10^(exponent), so that takes 100+ digits in a row or an exponent of
  * 100+ (3+ digits after the sign and leading zeros). Most records skip the walk; one that only
@@ -77,11 +104,16 @@ export function validateRecord(topic: string, raw: string): Validation {
   }
   let value: unknown;
   try { value = JSON.parse(raw); } catch (e) { return { ok: false, reason: `invalid JSON: ${(e as Error).message}` }; }
-  const inf = mayOverflow(raw) ? nonFinite(value) : null;
-  if (inf) return { ok: false, reason: `non-finite number at ${inf}: beyond the range of a 64-bit float` };
-  if (!check.Check(value)) {
-    const errs = [...check.Errors(value)].slice(0, 5).map((e) => `${e.instancePath || '/'} ${e.message}`);
-    return { ok: false, reason: `schema: ${errs.join('; ')}` };
+  // A non-finite number is named before schema errors. The check refuses one wherever the schema
+  // types its values, so a record that passes needs no look (most records); others are scanned.
+  const passed = scanned.has(topic) ? null : check.Check(value);
+  if (!passed) {
+    const inf = mayOverflow(raw) ? nonFinite(value) : null;
+    if (inf) return { ok: false, reason: `non-finite number at ${inf}: beyond the range of a 64-bit float` };
+    if (passed === false || !check.Check(value)) {
+      const errs = [...check.Errors(value)].slice(0, 5).map((e) => `${e.instancePath || '/'} ${e.message}`);
+      return { ok: false, reason: `schema: ${errs.join('; ')}` };
+    }
   }
   return { ok: true, value, key: topicByName.get(topic)!.key(value) };
 }

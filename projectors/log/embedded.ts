@@ -115,6 +115,17 @@ export class EmbeddedLog implements Log {
   }
 
   /**
+   * Appends bytes that are whole lines `{"k":<key JSON>,"v":<value JSON>}\n` as they are (the seed
+   * writes its lines straight into buffers). The caller vouches for the format; a line that is not
+   * an envelope is dead-lettered by the projector like any other.
+   */
+  appendLines(topic: string, lines: Uint8Array): void {
+    if (!lines.length) return;
+    if (lines[lines.length - 1] !== NL) throw new Error('appendLines takes whole lines');
+    this.write(topic, lines);
+  }
+
+  /**
    * Ends a torn last line (a crash mid-append left it without its newline) of every topic, so
    * that the fragment is read as a line of its own and dead-lettered. Call on start, before
    * subscribing. Returns the topics that had one.
@@ -132,12 +143,13 @@ export class EmbeddedLog implements Log {
    * One O_APPEND write of `text`, preceded by a newline when the file does not end with one, so
    * that an append never glues itself onto a torn line. Returns whether a newline was added.
    */
-  private write(topic: string, text: string): boolean {
+  private write(topic: string, text: string | Uint8Array): boolean {
     const fd = openSync(this.topicFile(topic), 'a+');
     try {
       const size = fstatSync(fd).size;
       const torn = size > 0 && readAt(fd, size - 1, 1)[0] !== NL;
-      const buf = Buffer.from(torn ? '\n' + text : text);
+      const bytes = typeof text === 'string' ? Buffer.from(text) : text;
+      const buf = torn ? Buffer.concat([Buffer.from('\n'), bytes]) : bytes;
       let off = 0;
       while (off < buf.length) off += writeSync(fd, buf, off, buf.length - off);
       return torn;

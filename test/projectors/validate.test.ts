@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { readIngestFile } from '../../projectors/ingest.ts';
-import { MAX_RECORD_BYTES, mayOverflow, validateRecord } from '../../projectors/validate.ts';
+import { MAX_RECORD_BYTES, mayOverflow, scannedBeforeCheck, validateRecord } from '../../projectors/validate.ts';
+import { TOPIC_NAMES } from '../../schemas/topics/index.ts';
 import { event, eventText as text } from './records.ts';
 
 const eventText = (over: Record<string, string> = {}) => text(7, over);
@@ -28,6 +29,10 @@ describe('the record validator (projector and CLI alike)', () => {
     expect(refused('trade-events', eventText({ price: '2' + '0'.repeat(209) + 'e+099' }))).toMatch(/non-finite number at \/price/);
     expect(validateRecord('trade-events', eventText({ price: '1' + '0'.repeat(200) + 'e99' })).ok).toBe(true); // 1e299
     expect(validateRecord('trade-events', eventText({ price: '1.5e-400' })).ok).toBe(true); // underflows to 0: finite
+  });
+
+  it('every topic types its values (a record that passes the check holds no non-finite number), so none is scanned first', () => {
+    for (const t of TOPIC_NAMES) expect(scannedBeforeCheck(t), t).toBe(false);
   });
 
   it('mayOverflow: 100+ digits in a row or an exponent of 100+ (what a non-finite parse needs), nothing less', () => {
