@@ -161,6 +161,15 @@ export const PROJECTOR_GROUP = 'projector';
 export const MAX_BATCH = 50_000;
 
 /**
+ * Topics projected concurrently with the others (SubscribeOptions.lanes). The messages projection
+ * reads and writes only the messages table, which no other projection reads and no read joins, so
+ * its topic needs no place in the upstream-first order, and its batches fill the projector's waits
+ * on the store during the other topics' batches. A projection that comes to read messages (or a
+ * read that joins them with other models) ends this.
+ */
+export const SEPARATE_LANES: readonly (readonly string[])[] = [['messages']];
+
+/**
  * Moves batches from the log to the store (at-least-once: offsets commit after the store write).
  * The next batch of a topic is read and validated while the store writes the current one.
  */
@@ -168,5 +177,5 @@ export function runProjector(log: Log, store: Store, events: ProjectorEvents = {
   return log.subscribe<Validated>(group, TOPIC_NAMES, async (batch, validated) => {
     const res = await applyBatch(store, batch, PROJECTIONS, validated);
     await events.onCommit?.({ topic: batch.topic, ...res });
-  }, { maxBatch: MAX_BATCH, prepare: validateBatchAsync, onError: (err, batch) => events.onError?.(err, batch.topic) });
+  }, { maxBatch: MAX_BATCH, prepare: validateBatchAsync, lanes: SEPARATE_LANES, onError: (err, batch) => events.onError?.(err, batch.topic) });
 }

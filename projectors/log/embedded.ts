@@ -306,10 +306,11 @@ interface ReadAhead<P> { topic: string; from: number; read: Read; prepared: Prom
 
 class EmbeddedSubscription<P> implements LogSubscription {
   private running = true;
-  private loop: Promise<void> | undefined;
+  private loop: Promise<unknown> | undefined;
   private offsets: Record<string, number>;
   private waiters: { targets: Record<string, number>; resolve: () => void }[] = [];
-  private wake: (() => void) | undefined;
+  /** The lanes' sleeps that a wake-up (new waiter, stop) cuts short. */
+  private readonly sleepers = new Set<() => void>();
   /** Per topic: `lines` newlines counted in [committed offset, to). Kept up to date by commits and by lag(). */
   private readonly ahead: Record<string, { to: number; lines: number }> = {};
 
@@ -324,13 +325,22 @@ class EmbeddedSubscription<P> implements LogSubscription {
     this.offsets = log.readOffsets(group);
   }
 
-  start(): void { this.loop = this.run(); }
+  start(): void {
+    const laned = new Set((this.opts.lanes ?? []).flat());
+    const lanes = [...(this.opts.lanes ?? []).map((l) => this.topics.filter((t) => l.includes(t))), this.topics.filter((t) => !laned.has(t))]
+      .filter((l) => l.length);
+    this.loop = Promise.all(lanes.map((l) => this.run(l)));
+  }
+
+  private wake(): void {
+    for (const w of [...this.sleepers]) w();
+  }
 
   caughtUp(): Promise<void> {
     const targets: Record<string, number> = {};
     for (const t of this.topics) targets[t] = this.log.completeEnd(t);
     if (this.reached(targets)) return Promise.resolve();
-    return new Promise((resolve) => { this.waiters.push({ targets, resolve }); this.wake?.(); });
+    return new Promise((resolve) => { this.waiters.push({ targets, resolve }); this.wake(); });
   }
 
   /**
@@ -376,17 +386,17 @@ class EmbeddedSubscription<P> implements LogSubscription {
   }
 
   /**
-   * Handles one topic at a time, the first topic with records first, and commits a batch's offset
-   * only after its handler resolved. While a batch is handled, the same topic's next batch is
-   * read and prepared (read-ahead): it is used if the loop comes back to that topic at that offset,
-   * dropped otherwise (an upstream topic went first, or the handler failed).
+   * Handles one topic of the lane at a time, the first topic with records first, and commits a
+   * batch's offset only after its handler resolved. While a batch is handled, the same topic's
+   * next batch is read and prepared (read-ahead): it is used if the loop comes back to that topic
+   * at that offset, dropped otherwise (an upstream topic went first, or the handler failed).
    */
-  private async run(): Promise<void> {
+  private async run(topics: readonly string[]): Promise<void> {
     const max = this.opts.maxBatch ?? 5000;
     let ahead: ReadAhead<P> | undefined;
     while (this.running) {
       let progressed = false;
-      for (const topic of this.topics) {
+      for (const topic of topics) {
         if (!this.running) break;
         const from = this.offsets[topic] ?? 0;
         let read: Read;
@@ -428,14 +438,15 @@ class EmbeddedSubscription<P> implements LogSubscription {
 
   private sleep(ms: number): Promise<void> {
     return new Promise((resolve) => {
-      const t = setTimeout(() => { this.wake = undefined; resolve(); }, ms);
-      this.wake = () => { clearTimeout(t); this.wake = undefined; resolve(); };
+      const done = () => { clearTimeout(t); this.sleepers.delete(done); resolve(); };
+      const t = setTimeout(done, ms);
+      this.sleepers.add(done);
     });
   }
 
   async stop(): Promise<void> {
     this.running = false;
-    this.wake?.();
+    this.wake();
     await this.loop;
     for (const w of this.waiters) w.resolve();
     this.waiters = [];

@@ -52,6 +52,12 @@ export interface SubscribeOptions<P = unknown> {
    * result to `handle`. A rejection counts as the handler's. Nothing is committed by preparing.
    */
   prepare?: (batch: LogBatch) => Promise<P>;
+  /**
+   * Topics handled concurrently with the others: each lane is a loop of its own over its topics
+   * (in `topics` order, upstream first, one batch at a time); the topics in no lane share one
+   * more. For topics whose handling neither reads nor writes anything another topic's does.
+   */
+  lanes?: readonly (readonly string[])[];
 }
 
 export interface LogSubscription {

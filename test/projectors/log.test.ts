@@ -113,6 +113,32 @@ describe('reading', () => {
   });
 });
 
+describe('lanes', () => {
+  it('a topic in a lane of its own is handled while another lane waits on its batch; each commits its own offsets', async () => {
+    const log = newLog();
+    log.appendSync('trade-events', Array.from({ length: 4 }, (_, i) => ({ key: String(i), raw: eventText(i + 1) })));
+    log.appendSync('messages', Array.from({ length: 6 }, (_, i) => ({ key: `m${i}`, value: message(`m${i}`).value })));
+    let open!: () => void;
+    const gate = new Promise<void>((r) => { open = r; });
+    const handled: string[] = [];
+    const sub = log.subscribe('lanes-test', ['trade-events', 'messages'], async (b) => {
+      handled.push(`${b.topic} ${b.records.map((r) => r.key).join(',')}`);
+      if (b.topic === 'trade-events') await gate;
+    }, { maxBatch: 2, lanes: [['messages']] });
+    cleanup.push(async () => { open(); await sub.stop(); });
+    for (let i = 0; i < 200 && handled.filter((h) => h.startsWith('messages')).length < 3; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(handled.filter((h) => h.startsWith('messages'))).toEqual(['messages m0,m1', 'messages m2,m3', 'messages m4,m5']);
+    expect(handled.filter((h) => h.startsWith('trade-events'))).toEqual(['trade-events 0,1']); // still waiting on it
+    expect(log.readOffsets('lanes-test')).toEqual({ messages: log.end('messages') });
+    expect(await sub.lag()).toBe(4);
+    open();
+    await caughtUp(sub);
+    expect(handled.filter((h) => h.startsWith('trade-events'))).toEqual(['trade-events 0,1', 'trade-events 2,3']);
+    expect(log.readOffsets('lanes-test')).toEqual({ messages: log.end('messages'), 'trade-events': log.end('trade-events') });
+    expect(await sub.lag()).toBe(0);
+  });
+});
+
 describe('projecting what the log holds', () => {
   it('issue 5: a torn last line followed by an append gives one dead letter for the fragment and projects the appended record', async () => {
     const log = newLog();
