@@ -19,8 +19,8 @@
 //   caught-up                  everything on the log is projected and committed (then it exits 0)
 // `--kill-at <point>:K` SIGKILLs the process at the K-th time it reaches the point:
 //   write-<n>-<topic>   right after the n-th store write of a batch of that topic returned (a
-//                       trade-events batch writes twice, events and positions: write-1-trade-events
-//                       is between the two, write-2-trade-events after both, before the commit)
+//                       trade-events batch writes performance rows when a position changed what it
+//                       is evaluated on, then positions, then events: `events` is after all three)
 //   <table>             right after a non-empty write to that table (events, positions, messages, ...)
 //   write               right after any non-empty write
 //   commit              right after a batch's offsets were committed
