@@ -512,3 +512,30 @@ describe('demo generator: messages', () => {
     for (const m of v2) expect(index.get(m)!).toBeGreaterThan(index.get(msgV1.get(m.id)!)!);
   });
 });
+
+describe('demo data through the log', () => {
+  it('appendDemo writes each record as the envelope line appendSync writes; appendDemoInWorker writes the same bytes', async () => {
+    const { mkdtempSync, readdirSync, readFileSync, rmSync } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    const { join } = await import('node:path');
+    const { EmbeddedLog } = await import('../../projectors/log/embedded.ts');
+    const { appendDemo, appendDemoInWorker } = await import('../../apps/seed.ts');
+    const dirs = [0, 1, 2].map(() => mkdtempSync(join(tmpdir(), 'signalbase-demo-log-')));
+    try {
+      const n = await appendDemo(new EmbeddedLog(dirs[0]!), { scale: 'small', now: NOW });
+      const seen: number[] = [];
+      expect(await appendDemoInWorker(dirs[1]!, { scale: 'small', now: NOW, onProgress: (d) => seen.push(d) })).toBe(n);
+      expect(seen.at(-1)).toBe(n);
+      const reference = new EmbeddedLog(dirs[2]!);
+      for (const r of records) reference.appendSync(r.topic, [{ key: topicByName.get(r.topic)!.key(r.value), value: r.value }]);
+      const files = readdirSync(join(dirs[2]!, 'log')).filter((f) => f.endsWith('.ndjson')).sort();
+      expect(files.length).toBe(7);
+      for (const dir of dirs.slice(0, 2)) {
+        expect(readdirSync(join(dir, 'log')).filter((f) => f.endsWith('.ndjson')).sort()).toEqual(files);
+        for (const f of files) expect(readFileSync(join(dir, 'log', f)).equals(readFileSync(join(dirs[2]!, 'log', f))), `${dir} ${f}`).toBe(true);
+      }
+    } finally {
+      for (const d of dirs) rmSync(d, { recursive: true, force: true });
+    }
+  }, 60_000);
+});
