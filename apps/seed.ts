@@ -63,7 +63,8 @@ export function appendDemoInWorker(dataDir: string, opts: { scale: Scale; seed?:
   });
 }
 
-export interface SeedProgress { written: number; projected: number; total: number }
+/** `done`: what a progress bar shows, the records projected (or written, when a running `start` projects them). */
+export interface SeedProgress { written: number; projected: number; done: number; total: number }
 
 /**
  * `signalbase seed`: writes the demo data set through the log on a worker thread while this
@@ -82,8 +83,8 @@ export async function seedDemo(dataDir: string, opts: {
   let written = 0;
   let projected = 0;
   let dead = 0;
-  const report = () => opts.onProgress?.({ written, projected, total: Math.max(total, written) });
   const serverPid = runningServerPid(dataDir);
+  const report = () => opts.onProgress?.({ written, projected, done: serverPid === null ? projected : written, total: Math.max(total, written) });
   let projector: { sub: import('../projectors/log/port.ts').LogSubscription; close(): Promise<void> } | null = null;
   if (serverPid === null) {
     const { migrateReadModels, PROJECTOR_GROUP, runProjector } = await import('../projectors/runner.ts');

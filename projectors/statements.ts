@@ -53,8 +53,9 @@ export const batchSeq = (version: bigint): number => Number(version) * 2 + 1;
 export function newestVersions<T extends { version: number }, K>(values: readonly T[], idOf: (v: T) => K): Map<K, T> {
   const out = new Map<K, T>();
   for (const v of values) {
-    const had = out.get(idOf(v));
-    if (!had || v.version >= had.version) out.set(idOf(v), v);
+    const id = idOf(v);
+    const had = out.get(id);
+    if (!had || v.version >= had.version) out.set(id, v);
   }
   return out;
 }

@@ -1,5 +1,6 @@
 import { closeSync, existsSync, fstatSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, statSync, writeFileSync, writeSync } from 'node:fs';
 import { open } from 'node:fs/promises';
+import { isAscii } from 'node:buffer';
 import { join } from 'node:path';
 import { MAX_KEY_BYTES, MAX_RECORD_BYTES, OVERSIZE_PREFIX_BYTES, type AppendRecord, type Log, type LogBatch, type LogRecord, type LogSubscription, type SubscribeOptions } from './port.ts';
 
@@ -253,7 +254,8 @@ export class EmbeddedLog implements Log {
       for (let nl = buf.indexOf(NL); nl !== -1 && ends.length < max; nl = buf.indexOf(NL, nl + 1)) ends.push(nl);
       const lines = ends.length;
       if (!lines) { this.incomplete.set(topic, { from, size }); return none; }
-      const text = buf.toString('utf8', 0, ends[lines - 1]! + 1);
+      const bytes = ends[lines - 1]! + 1;
+      const text = isAscii(buf.subarray(0, bytes)) ? buf.toString('latin1', 0, bytes) : buf.toString('utf8', 0, bytes); // ASCII: a plain copy
       const records: LogRecord[] = [];
       let start = 0;
       for (let i = 0; i < lines; i++) {
@@ -261,7 +263,7 @@ export class EmbeddedLog implements Log {
         if (end > start && (text.charCodeAt(start) === 123 || !isBlank(text, start, end))) records.push(recordOf(text, start, end, from + ends[i]! + 1));
         start = end + 1;
       }
-      return { records, next: from + ends[lines - 1]! + 1, lines };
+      return { records, next: from + bytes, lines };
     } finally { closeSync(fd); }
   }
 
