@@ -76,6 +76,8 @@ export interface Embedded {
   log: EmbeddedLog;
   projector: LogSubscription;
   url: string;
+  /** Resolves once the first catch-up and the compaction run it starts are over. */
+  compacted(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -122,14 +124,14 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
 
   const t0 = Date.now();
   const ticker = setInterval(async () => say(`projecting the log: ${projected} records applied, ${await projector.lag()} to go`), 5000);
-  // Tombstones are bounded: the statement tables are checked after the first catch-up and then
-  // every COMPACTION_INTERVAL_MS, and compacted when tombstones pass the policy's share.
+  // Tombstones are bounded and tables read from few parts: the read tables are checked after the
+  // first catch-up and then every COMPACTION_INTERVAL_MS, and compacted past the policy.
   let compacting: Promise<void> = Promise.resolve();
   const compact = () => {
     compacting = compacting.then(async () => {
       if (closing) return;
       for (const r of await compactStatements(store)) {
-        if (r.compacted) say(`compacted ${r.table}: ${r.tombs} tombstones of ${r.rows} rows dropped`);
+        if (r.compacted) say(`compacted ${r.table} (${r.rows} rows): ${r.why}`);
       }
     }).catch((err) => say(`compaction failed, retried later: ${(err as Error).message}`));
   };
@@ -142,6 +144,7 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
   }).finally(() => clearInterval(ticker));
   return {
     app, store, log, projector, url, firstCatchUp,
+    async compacted() { await firstCatchUp; await compacting; },
     async close() {
       closing = true;
       clearInterval(ticker);

@@ -12,31 +12,51 @@ export const statementEngine = (orderBy: string): string =>
 
 /** The statement tables. */
 export const STATEMENT_TABLES = ['events', 'positions', 'messages', 'trader_directory'] as const;
+/** Read tables merged like the statement tables, without tombstones to drop (ReplacingMergeTree on a version). */
+export const MERGED_TABLES = ['position_performances'] as const;
 
 export interface CompactionPolicy {
-  /** Compact a table once its tombstones exceed this share of its rows... */
+  /** Compact a statement table once its tombstones exceed this share of its rows... */
   maxTombShare: number;
   /** ...and this count (small tables are left alone). */
   minTombs: number;
+  /**
+   * Merge a table into one part once the rows outside its largest part exceed this share: a page
+   * read (top-n in key order) pays per part it opens, so a table left in many parts after a
+   * catch-up reads up to twice as slowly as one part; small fresh parts under the share are left
+   * to the store's own merges, which bounds the cost of compaction to a rewrite per such share.
+   */
+  maxLooseShare: number;
 }
-export const DEFAULT_COMPACTION: CompactionPolicy = { maxTombShare: 0.1, minTombs: 10_000 };
+export const DEFAULT_COMPACTION: CompactionPolicy = { maxTombShare: 0.1, minTombs: 10_000, maxLooseShare: 0.1 };
+
+export interface Compaction { table: string; rows: number; tombs: number; parts: number; loose: number; compacted: boolean; why: string }
 
 /**
- * Tombstones bounded: a tombstone is written at a sorting key an entity left, and merges keep it
- * there as that key's newest row. Once a FINAL merge has collapsed every row of a key into the
- * tombstone, nothing at that key is left for it to cancel, so `FINAL CLEANUP` drops both. A table
- * whose tombstones exceed the policy is compacted; the others are left alone. Returns what it did.
+ * Tombstones bounded and parts merged: a tombstone is written at a sorting key an entity left, and
+ * merges keep it there as that key's newest row. Once a FINAL merge has collapsed every row of a
+ * key into the tombstone, nothing at that key is left for it to cancel, so `FINAL CLEANUP` drops
+ * both. A table whose tombstones or loose rows exceed the policy is merged into one part (with
+ * CLEANUP where tombstones are over the policy); the others are left alone. Returns what it did.
  */
 export async function compactStatements(store: Store, policy: CompactionPolicy = DEFAULT_COMPACTION,
-  tables: readonly string[] = STATEMENT_TABLES): Promise<{ table: string; rows: number; tombs: number; compacted: boolean }[]> {
-  const out = [];
+  tables: readonly string[] = [...STATEMENT_TABLES, ...MERGED_TABLES]): Promise<Compaction[]> {
+  const out: Compaction[] = [];
   for (const table of tables) {
+    checkIdentifier(table);
+    const statements = (STATEMENT_TABLES as readonly string[]).includes(table);
     const [c] = await store.query<{ rows: number; tombs: number }>(
-      `SELECT count() AS rows, countIf(tomb = 1) AS tombs FROM $db.${checkIdentifier(table)}`);
+      `SELECT count() AS rows, ${statements ? 'countIf(tomb = 1)' : '0'} AS tombs FROM $db.${table}`);
+    const [p] = await store.query<{ parts: number; largest: number }>(
+      `SELECT count() AS parts, max(rows) AS largest FROM system.parts
+       WHERE database = {db:String} AND table = {table:String} AND active`, { db: store.database, table });
     const rows = Number(c?.rows ?? 0); const tombs = Number(c?.tombs ?? 0);
-    const compacted = tombs > policy.minTombs && tombs > policy.maxTombShare * rows;
-    if (compacted) await store.exec(`OPTIMIZE TABLE $db.${table} FINAL CLEANUP`);
-    out.push({ table, rows, tombs, compacted });
+    const parts = Number(p?.parts ?? 0); const loose = rows - Number(p?.largest ?? 0);
+    const cleanup = statements && tombs > policy.minTombs && tombs > policy.maxTombShare * rows;
+    const merge = parts > 1 && loose > policy.maxLooseShare * rows;
+    if (cleanup || merge) await store.exec(`OPTIMIZE TABLE $db.${table} FINAL${cleanup ? ' CLEANUP' : ''}`);
+    out.push({ table, rows, tombs, parts, loose, compacted: cleanup || merge,
+      why: [cleanup ? `${tombs} tombstones` : '', merge ? `${loose} rows outside the largest of ${parts} parts` : ''].filter(Boolean).join(', ') });
   }
   return out;
 }

@@ -24,8 +24,9 @@ export async function ensureSchema(store: Store, projections: readonly Projectio
  *   4: time-based performance as a read model: position_performances, price_series (issue 6)
  *   5: the trader directory as a statement table; tombstones as the is-deleted column (issue 6)
  *   6: a minmax index on prices.at (issue 6)
+ *   7: position_performances in small granules for point lookups (issue 6)
  */
-export const READ_MODEL_VERSION = 6;
+export const READ_MODEL_VERSION = 7;
 
 const VERSION_DDL = `CREATE TABLE IF NOT EXISTS $db.read_model_version (
   version UInt32, at DateTime64(3, 'UTC')

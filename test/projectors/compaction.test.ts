@@ -2,7 +2,7 @@
 // key an entity left (a closed position, an edited event time, a moved message, a renamed trader); compaction drops
 // them once nothing is left for them to cancel, and no read changes, before or after a replay.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { compactStatements, STATEMENT_TABLES } from '../../projectors/compaction.ts';
+import { compactStatements, MERGED_TABLES, STATEMENT_TABLES } from '../../projectors/compaction.ts';
 import { createHarness, type Harness } from '../helpers/harness.ts';
 import { prng } from '../helpers/prng.ts';
 import { buildRecords } from './crash-records.ts';
@@ -49,7 +49,7 @@ const counts = async () => Object.fromEntries(await Promise.all(STATEMENT_TABLES
 
 describe('compaction of statement tables', () => {
   it('leaves tables under the policy alone', async () => {
-    const res = await compactStatements(h.store, { maxTombShare: 1, minTombs: 0 });
+    const res = await compactStatements(h.store, { maxTombShare: 1, minTombs: 0, maxLooseShare: 1 });
     expect(res.every((r) => !r.compacted)).toBe(true);
   });
 
@@ -59,7 +59,7 @@ describe('compaction of statement tables', () => {
     const had = await counts();
     // The records close positions and move events and messages: each table has tombstones to drop.
     for (const t of STATEMENT_TABLES) expect(had[t]!.tombs, `${t}: ${JSON.stringify(had)}`).toBeGreaterThan(0);
-    const res = await compactStatements(h.store, { maxTombShare: 0, minTombs: 0 });
+    const res = await compactStatements(h.store, { maxTombShare: 0, minTombs: 0, maxLooseShare: 1 }, STATEMENT_TABLES);
     expect(res.map((r) => r.compacted)).toEqual(STATEMENT_TABLES.map(() => true));
     const after = await counts();
     for (const t of STATEMENT_TABLES) {
@@ -69,5 +69,23 @@ describe('compaction of statement tables', () => {
     expect(await everything(199)).toEqual(before);
     await h.given(records); // at-least-once: the log delivered again from the start
     expect(await everything(198)).toEqual(before);
+  }, 180_000);
+
+  it('merges a table left in many parts into one, and changes no read', async () => {
+    const before = await everything(197);
+    await h.given(records.slice(-300)); // re-delivered: new parts, the same answers
+    const parts = async (t: string) => Number((await h.store.query<{ n: number }>(
+      'SELECT count() AS n FROM system.parts WHERE database = {db:String} AND table = {t:String} AND active',
+      { db: h.store.database, t }))[0]!.n);
+    const tables = [...STATEMENT_TABLES, ...MERGED_TABLES];
+    const many = (await Promise.all(tables.map(async (t) => [t, await parts(t)] as const))).filter(([, n]) => n > 1);
+    expect(many.length).toBeGreaterThan(0);
+    // Tombstones beyond reach: only the parts decide.
+    const res = await compactStatements(h.store, { maxTombShare: 1, minTombs: Infinity, maxLooseShare: 0 });
+    for (const [t] of many) {
+      expect(res.find((r) => r.table === t)?.compacted, t).toBe(true);
+      expect(await parts(t), t).toBe(1);
+    }
+    expect(await everything(196)).toEqual(before);
   }, 180_000);
 });
