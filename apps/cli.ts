@@ -68,25 +68,28 @@ const COMMANDS: Record<string, Command> = {
   },
   seed: {
     usage: 'signalbase seed [--scale small|large] [--seed N] [--data-dir DIR]',
-    help: 'Writes the deterministic demo data set through the log, then projects it (unless a running `start` does). small: ~200 traders, ~50k events; large: >= 2M events, 500k positions, 1M messages.',
+    help: 'Writes the deterministic demo data set through the log and projects it meanwhile (unless a running `start` does). small: ~200 traders, ~50k events; large: >= 2M events, 500k positions, 1M messages.',
     options: { scale: { type: 'string', default: 'small' }, seed: { type: 'string', default: '42' }, ...dataDirOption },
     async run(v) {
       if (v.scale !== 'small' && v.scale !== 'large') die(`--scale is small or large (got ${v.scale})`);
       const seed = Number(v.seed);
       if (!Number.isInteger(seed)) die(`--seed takes an integer (got ${v.seed})`);
       const dataDir = dataDirOf(v);
-      const log = new EmbeddedLog(dataDir);
-      const { demoKeyFile, ensureDemoAccess, markSeeded } = await embedded();
-      const { appendDemo } = await import('./seed.ts');
-      const bar = new SingleBar({ format: 'seed    |{bar}| {percentage}% {value}/{total} records {eta_formatted} left', noTTYOutput: true, notTTYSchedule: 5000, stream: process.stderr }, Presets.shades_classic);
-      bar.start(1, 0);
+      const { demoKeyFile } = await embedded();
+      const { seedDemo } = await import('./seed.ts');
+      // One bar: the projector follows the log while the generator writes it (on a worker thread).
+      const bar = new SingleBar({ format: 'seed    |{bar}| {percentage}% {value}/{total} records {eta_formatted} left ({written} written)', noTTYOutput: true, notTTYSchedule: 5000, stream: process.stderr }, Presets.shades_classic);
+      bar.start(1, 0, { written: 0 });
       const t0 = Date.now();
-      const n = await appendDemo(log, { scale: v.scale, seed, now: new Date(), onProgress: (done, total) => { bar.setTotal(total); bar.update(done); } });
+      const r = await seedDemo(dataDir, {
+        scale: v.scale, seed, now: new Date(), say: (l) => console.error(l),
+        onProgress: (p) => { bar.setTotal(p.total); bar.update(p.done, { written: p.written }); },
+      });
+      const done = r.serverPid === null ? r.projected : r.records;
+      bar.setTotal(done);
+      bar.update(done, { written: r.records });
       bar.stop();
-      console.error(`appended ${n} demo records to ${dataDir}/log in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
-      ensureDemoAccess(dataDir, log);
-      markSeeded(dataDir, v.scale, n);
-      await projectNow(dataDir, n);
+      console.error(`wrote ${r.records} demo records to ${dataDir}/log${r.serverPid === null ? ` and projected them${r.dead ? ` (${r.dead} went to the dead-letter table)` : ''}` : ''}`);
       console.error(`seed done in ${((Date.now() - t0) / 1000).toFixed(1)} s; demo API key in ${demoKeyFile(dataDir)}`);
     },
   },

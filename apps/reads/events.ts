@@ -1,7 +1,8 @@
-import { splitList } from '../../schemas/api/common-params.ts';
+import { splitIds, splitList } from '../../schemas/api/common-params.ts';
 import type { Event } from '../../schemas/api/resources.ts';
 import { iso, type ReadContext } from './context.ts';
 import { addSignalFilters, factsOf } from './facts.ts';
+import { readsFromProjection } from './stats.ts';
 import { addWindow, listRead, statementPage, statementRows, type StatementRow } from './list.ts';
 
 import type { EventsQuery } from '../../schemas/api/queries.ts';
@@ -28,7 +29,8 @@ export function listEvents(ctx: ReadContext, q: EventsQuery) {
       const eligible = addSignalFilters(where, facts, ctx.principal, q);
       where.when(splitList(q.types), 's.type IN {types:Array(String)}', 'types');
       addWindow(where, 's.timeOfEvent', window);
-      const spec = { table: 'events', columns: COLUMNS, timeCol: 'timeOfEvent', idType: 'UInt64' as const, where, selective: q.traderIds !== undefined || q.assetIds !== undefined };
+      const spec = { table: 'events', columns: COLUMNS, timeCol: 'timeOfEvent', idType: 'UInt64' as const, where,
+        selective: readsFromProjection(ctx.store, 'events', { traderIds: splitIds(q.traderIds), assetIds: splitIds(q.assetIds) }) };
       const rows = await statementPage<Row>(limit, after, (before, n) => statementRows<Row>(ctx, spec, before, n), eligible.keep, eligible.share);
       for (const r of rows) r.quoteSymbol = facts.assetQuote.get(r.assetId) ?? null;
       return rows;

@@ -97,8 +97,9 @@ export function beforeSql(timeCol: string, idCol: string, idType: 'UInt64' | 'St
 
 /**
  * Settings of a statement-table page query: the by-trader, by-asset and by-id projections serve
- * the pages those filters select; any other page is a read in the table's own order, and the
- * planner, left free, may pick a projection and sort all of it instead of stopping early.
+ * the pages of filters that select few rows (apps/reads/stats.ts); any other page is a read in the
+ * table's own order, and the planner, left free, may pick a projection and sort all of it instead
+ * of stopping early.
  */
 export const pageSettings = (selective: boolean): string => (selective ? '' : 'SETTINGS optimize_use_projections = 0');
 

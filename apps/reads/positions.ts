@@ -3,6 +3,7 @@ import type { OpenPosition, Position } from '../../schemas/api/resources.ts';
 import type { Store } from '../../projectors/store/port.ts';
 import { iso, type ReadContext } from './context.ts';
 import { addSignalFilters, factsOf } from './facts.ts';
+import { readsFromProjection } from './stats.ts';
 import { addWindow, listRead, statementPage, statementRows, type StatementRow, type Where } from './list.ts';
 import { timeBasedPerformances } from './performance.ts';
 
@@ -27,7 +28,8 @@ async function positionPage<R extends Row>(ctx: ReadContext, q: OpenPositionsQue
   where.when(splitIds(q.positionIds), 's.id IN {positionIds:Array(UInt64)}', 'positionIds');
   const spec = {
     table: 'positions', columns: COLUMNS, timeCol: 'openAt', idType: 'UInt64' as const, where,
-    selective: q.traderIds !== undefined || q.assetIds !== undefined || q.positionIds !== undefined,
+    selective: q.positionIds !== undefined
+      || readsFromProjection(ctx.store, 'positions', { traderIds: splitIds(q.traderIds), assetIds: splitIds(q.assetIds) }),
   };
   const rows = await statementPage<R>(limit, after, async (before, n) => {
     const chunk = await statementRows<R>(ctx, spec, before, n);
