@@ -23,10 +23,11 @@ export function listAssets(ctx: ReadContext, q: AssetsQuery) {
       const traderIds = splitIds(q.traderIds);
       if (traderIds) {
         // The traders' positions, current statements only (a tombstone carries the trader of the statement it cancels).
+        const visible = visibleTradersSql(ctx.principal);
         where.add(`id IN (SELECT assetId FROM (
-            SELECT assetId, live, tomb FROM $db.positions WHERE traderId IN {traderIds:Array(UInt64)} AND traderId IN (${visibleTradersSql('sig')})
+            SELECT assetId, live, tomb FROM $db.positions WHERE traderId IN {traderIds:Array(UInt64)} AND traderId IN (${visible.sql})
             ORDER BY id, seq DESC LIMIT 1 BY id
-          ) WHERE live = 1 AND tomb = 0)`, { traderIds });
+          ) WHERE live = 1 AND tomb = 0)`, { traderIds, ...visible.params });
       }
       if (after) where.add('(symbol, id) > ({cSymbol:String}, {cId:UInt64})', { cSymbol: String(after[0]), cId: Number(after[1]) });
       return ctx.store.query<AssetRow>(`

@@ -25,28 +25,24 @@ export interface ReadContext {
 
 /**
  * Visibility as SQL (DESIGN 7): rows outside the policy are omitted inside the query. The
- * expressions passed in are column names of the read's own SQL (constants), the policy itself
- * travels as parameters.
+ * expressions passed in are column names of the read's own SQL (constants); the clause is the
+ * one of the policy's mode (a policy of `all` needs none, so the query carries no condition and
+ * no parameter for it), and the policy's platforms or trader ids travel as parameters.
  */
-export function visibilitySql(kind: 'msg' | 'sig', traderIdExpr: string, platformExpr: string): string {
-  return `({${kind}Mode:String} = 'all'
-    OR ({${kind}Mode:String} = 'platforms' AND has({${kind}Platforms:Array(String)}, ${platformExpr}))
-    OR ({${kind}Mode:String} = 'traders' AND has({${kind}TraderIds:Array(UInt64)}, ${traderIdExpr})))`;
+export function visibilitySql(p: Principal, kind: 'msg' | 'sig', traderIdExpr: string, platformExpr: string): { sql: string; params: Record<string, unknown> } {
+  const policy = kind === 'msg' ? p.messageVisibility : p.signalVisibility;
+  switch (policy.mode) {
+    case 'all': return { sql: '1', params: {} };
+    case 'platforms': return { sql: `has({${kind}Platforms:Array(String)}, ${platformExpr})`, params: { [`${kind}Platforms`]: policy.platforms ?? [] } };
+    case 'traders': return { sql: `has({${kind}TraderIds:Array(UInt64)}, ${traderIdExpr})`, params: { [`${kind}TraderIds`]: policy.traderIds ?? [] } };
+    default: return { sql: '0', params: {} };
+  }
 }
 
-export function policyParams(p: Principal): Record<string, unknown> {
-  return {
-    msgMode: p.messageVisibility.mode, msgPlatforms: p.messageVisibility.platforms ?? [], msgTraderIds: p.messageVisibility.traderIds ?? [],
-    sigMode: p.signalVisibility.mode, sigPlatforms: p.signalVisibility.platforms ?? [], sigTraderIds: p.signalVisibility.traderIds ?? [],
-  };
-}
-
-/** Eligible traders: not deleted and visible under the given policy kind(s). */
-export function visibleTradersSql(kinds: 'sig' | 'msg' | 'either'): string {
-  const vis = kinds === 'either'
-    ? `(${visibilitySql('msg', 'id', 'sourcePlatform')} OR ${visibilitySql('sig', 'id', 'sourcePlatform')})`
-    : visibilitySql(kinds, 'id', 'sourcePlatform');
-  return `SELECT id FROM $db.traders FINAL WHERE deleted = 0 AND ${vis}`;
+/** Eligible traders: not deleted and visible under the principal's signal visibility. */
+export function visibleTradersSql(p: Principal): { sql: string; params: Record<string, unknown> } {
+  const vis = visibilitySql(p, 'sig', 'id', 'sourcePlatform');
+  return { sql: `SELECT id FROM $db.traders FINAL WHERE deleted = 0 AND ${vis.sql}`, params: vis.params };
 }
 
 /** Assets that may appear anywhere: not deleted and with an active market. */

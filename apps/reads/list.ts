@@ -1,7 +1,6 @@
 import { fingerprint, type CursorState, type Key, type KeyPart } from './cursor.ts';
 import { appliedTimeRange, windowAt, windowRule, type Window, type WindowRule } from './window.ts';
 import type { ReadContext } from './context.ts';
-import { policyParams } from './context.ts';
 
 export interface ListMeta {
   hasMore: boolean;
@@ -63,7 +62,7 @@ export async function listRead<Row, Item>(ctx: ReadContext, spec: {
     ? windowRule(spec.query, ctx.principal, { fromCursor: cur?.w, unboundedDefault: spec.unboundedDefault })
     : undefined;
   const window = rule ? windowAt(rule, ctx.now.getTime()) : { start: null, end: null };
-  const where = new Where(policyParams(ctx.principal));
+  const where = new Where();
   const rows = await spec.fetch({ where, after: cur?.k, window, limit: spec.query.limit + 1 });
   const hasMore = rows.length > spec.query.limit;
   const page = hasMore ? rows.slice(0, spec.query.limit) : rows;

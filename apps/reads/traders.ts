@@ -25,7 +25,9 @@ export function listTraderDirectory(ctx: ReadContext, q: TraderDirectoryQuery) {
   return listRead<Row, TraderDirectoryRow>(ctx, {
     op: 'list_trader_directory', query: q, historical: false, keyParts: ['string', 'id'],
     fetch: ({ where, after, limit }) => {
-      where.add(`(${visibilitySql('msg', 's.id', 's.sourcePlatform')} OR ${visibilitySql('sig', 's.id', 's.sourcePlatform')})`)
+      const msg = visibilitySql(ctx.principal, 'msg', 's.id', 's.sourcePlatform');
+      const sig = visibilitySql(ctx.principal, 'sig', 's.id', 's.sourcePlatform');
+      where.add(`(${msg.sql} OR ${sig.sql})`, { ...msg.params, ...sig.params })
         .when(splitList(q.sourcePlatforms), 's.sourcePlatform IN {platforms:Array(String)}', 'platforms');
       const page = (before: [number | string, number | string] | undefined, n: number) => {
         const params: Record<string, unknown> = { ...where.params, n };
