@@ -723,7 +723,7 @@ try {
 
   const hot: HotResult[] = [];
   // One read measured first and thrown away: the first legs of a process warm up the client loop,
-  // the HTTP stack and the JIT for every read after it (it showed as 0.8x on whichever came first).
+  // the HTTP stack and the JIT for every read after it (events, measured first, showed 0.8x in several runs).
   progress('hot reads: warming up ...');
   await measureHot(emb, READS[0]!, demoKey, bareApps);
   for (const read of READS) {
