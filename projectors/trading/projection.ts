@@ -105,21 +105,43 @@ export function foldPosition(id: number, events: readonly EventState[]): Omit<Po
   };
 }
 
+/**
+ * The largest event id, event positionId and position id stored (-1: none), each read from a
+ * projection ordered by it. Rows above them do not exist, so ids beyond them need no read-back.
+ * Read for every batch, from the store itself: nothing is assumed about what another writer or
+ * a crashed run left.
+ */
+async function storedBounds(store: Store): Promise<{ eventId: number; eventPositionId: number; positionId: number }> {
+  const top = async (sql: string) => { const [r] = await store.query<{ v: number }>(sql); return r ? Number(r.v) : -1; };
+  const [eventId, eventPositionId, positionId] = await Promise.all([
+    top('SELECT id AS v FROM $db.events ORDER BY id DESC LIMIT 1'),
+    top('SELECT positionId AS v FROM $db.events ORDER BY positionId DESC LIMIT 1'),
+    top('SELECT id AS v FROM $db.positions ORDER BY id DESC LIMIT 1'),
+  ]);
+  return { eventId, eventPositionId, positionId };
+}
+
 /** Applies a batch of trade events: changed event statements, then changed position statements. */
 export async function applyTradeEvents(store: Store, batch: readonly ValidRecord[], version: bigint): Promise<void> {
   const incoming = newestVersions(batch.map((r) => r.value as TradeEventRecord), (e) => e.id);
-  const ids = [...incoming.keys()];
+  const bounds = await storedBounds(store);
+  // Only ids up to the largest stored can have rows: a log whose new ids grow reads back little.
+  const ids: number[] = [];
+  for (const id of incoming.keys()) if (id <= bounds.eventId) ids.push(id);
   // Positions touched: the batch's, plus those its events belonged to so far (an event may move).
-  const touched = new Set<number>([...incoming.values()].map((e) => e.positionId));
-  const before = newestById(await store.query<{ id: number; positionId: number; seq: number; tomb: number }>(
-    'SELECT id, positionId, seq, tomb FROM $db.events WHERE id IN {ids:Array(UInt64)}', { ids }), (r) => r.id);
+  const touched = new Set<number>();
+  for (const e of incoming.values()) touched.add(e.positionId);
+  const before = newestById(ids.length ? await store.query<{ id: number; positionId: number; seq: number; tomb: number }>(
+    'SELECT id, positionId, seq, tomb FROM $db.events WHERE id IN {ids:Array(UInt64)}', { ids }) : [], (r) => r.id);
   for (const r of before.values()) touched.add(r.positionId);
   const positionIds = [...touched];
+  const withEvents = positionIds.filter((p) => p <= bounds.eventPositionId);
+  const withStatement = positionIds.filter((p) => p <= bounds.positionId);
 
   // The rows stored in the touched positions (by_position), and the touched positions' statements (by_id).
   const [eventRows, positionRows] = await Promise.all([
-    store.query<EventStatement>(`${EVENT_SELECT} WHERE positionId IN {positionIds:Array(UInt64)}`, { positionIds }),
-    store.query<PositionStatement>(`${POSITION_SELECT} WHERE id IN {positionIds:Array(UInt64)}`, { positionIds }),
+    withEvents.length ? store.query<EventStatement>(`${EVENT_SELECT} WHERE positionId IN {withEvents:Array(UInt64)}`, { withEvents }) : [],
+    withStatement.length ? store.query<PositionStatement>(`${POSITION_SELECT} WHERE id IN {withStatement:Array(UInt64)}`, { withStatement }) : [],
   ]);
   // An event's current statement is its newest row anywhere (by_id, narrow): a row found here
   // that is not its event's newest is stale (the event moved to another position, or changed).
