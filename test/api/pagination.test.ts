@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { build, createHarness, type Harness } from '../helpers/harness.ts';
 import * as O from '../oracle/oracle.ts';
 import { page, prng, walk, url, type Params, type Rng } from '../oracle/walk.ts';
+import { expectedFor, PATH, type Ep } from '../oracle/lists.ts';
 
 const SEC = 1000;
 const HOUR = 3_600_000;
@@ -98,33 +99,6 @@ function makeData(): O.TopicRec[] {
 
 // ---------------------------------------------------------------------------------------------------
 // Endpoints: oracle answer, sort order, key
-
-type Ep = 'events' | 'positions' | 'open' | 'messages' | 'traders' | 'assets';
-const PATH: Record<Ep, string> = {
-  events: '/v2/events', positions: '/v2/positions', open: '/v2/positions/open', messages: '/v2/messages', traders: '/v2/traders', assets: '/v2/assets',
-};
-const list = (v: string | number | undefined): any[] | undefined =>
-  v === undefined || v === '' ? undefined : String(v).split(',').map((x) => (/^\d+$/.test(x) ? Number(x) : x));
-
-function expectedFor(ep: Ep, recs: O.TopicRec[], q: Params, serverTime: number): any[] {
-  switch (ep) {
-    case 'events': return O.events(recs, {
-      traderIds: list(q.traderIds), assetIds: list(q.assetIds), directions: list(q.directions), types: list(q.types), window: O.resolveWindow(q as any, serverTime),
-    });
-    case 'positions': return O.positions(recs, {
-      traderIds: list(q.traderIds), assetIds: list(q.assetIds), directions: list(q.directions), positionIds: list(q.positionIds),
-      window: O.resolveWindow(q as any, serverTime, q.positionIds !== undefined),
-    }, serverTime);
-    case 'open': return O.openPositions(recs, { traderIds: list(q.traderIds), assetIds: list(q.assetIds), directions: list(q.directions) }, serverTime);
-    case 'messages': return O.messages(recs, {
-      traderIds: list(q.traderIds), ids: list(q.ids)?.map(String), sourcePlatforms: list(q.sourcePlatforms), window: O.resolveWindow(q as any, serverTime, q.ids !== undefined),
-    });
-    case 'traders': return O.traders(recs, { search: q.search as string | undefined, sourcePlatforms: list(q.sourcePlatforms) });
-    case 'assets': return O.assets(recs, {
-      search: q.search as string | undefined, assetClass: list(q.assetClass), assetIds: list(q.assetIds), traderIds: list(q.traderIds),
-    });
-  }
-}
 
 /** < 0 when row a must come before row b; the contract's order, written independently of the oracle. */
 function order(ep: Ep, a: any, b: any): number {

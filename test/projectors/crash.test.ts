@@ -38,6 +38,7 @@ import type { Harness } from '../helpers/harness.ts';
 import { prng } from '../helpers/prng.ts';
 import * as O from '../oracle/oracle.ts';
 import { expectSameList, walk, type Params } from '../oracle/walk.ts';
+import { expectedFor as expectedList, PATH, type Ep } from '../oracle/lists.ts';
 import { buildRecords, NEW_POSITIONS_FROM, TRADERS } from './crash-records.ts';
 
 const SEED = Number(process.env.CRASH_SEED ?? 60_906);
@@ -149,32 +150,8 @@ class Child {
 // ---------------------------------------------------------------------------------------------------
 // Reads
 
-type Ep = 'events' | 'positions' | 'open' | 'messages' | 'traders' | 'assets';
-const PATH: Record<Ep, string> = {
-  events: '/v2/events', positions: '/v2/positions', open: '/v2/positions/open', messages: '/v2/messages', traders: '/v2/traders', assets: '/v2/assets',
-};
 interface Query { ep: Ep; params: Params; limit: number }
-const list = (v: string | number | undefined): any[] | undefined =>
-  v === undefined || v === '' ? undefined : String(v).split(',').map((x) => (/^\d+$/.test(x) ? Number(x) : x));
-
-function expectedFor(w: O.World, { ep, params: q }: Query, serverTime: number): any[] {
-  switch (ep) {
-    case 'events': return O.events(w, {
-      traderIds: list(q.traderIds), assetIds: list(q.assetIds), directions: list(q.directions), types: list(q.types), window: O.resolveWindow(q as any, serverTime),
-    });
-    case 'positions': return O.positions(w, {
-      traderIds: list(q.traderIds), assetIds: list(q.assetIds), directions: list(q.directions), positionIds: list(q.positionIds),
-      window: O.resolveWindow(q as any, serverTime, q.positionIds !== undefined),
-    }, serverTime);
-    case 'open': return O.openPositions(w, { traderIds: list(q.traderIds), assetIds: list(q.assetIds), directions: list(q.directions) }, serverTime);
-    case 'messages': return O.messages(w, {
-      traderIds: list(q.traderIds), ids: list(q.ids)?.map(String), sourcePlatforms: list(q.sourcePlatforms),
-      window: O.resolveWindow(q as any, serverTime, q.ids !== undefined),
-    });
-    case 'traders': return O.traders(w, { search: q.search as string | undefined, sourcePlatforms: list(q.sourcePlatforms) });
-    case 'assets': return O.assets(w, { search: q.search as string | undefined, assetClass: list(q.assetClass), assetIds: list(q.assetIds), traderIds: list(q.traderIds) });
-  }
-}
+const expectedFor = (w: O.World, { ep, params }: Query, serverTime: number): any[] => expectedList(ep, w, params, serverTime);
 
 const label = (q: Query) => `${PATH[q.ep]}?${new URLSearchParams(Object.entries(q.params).map(([k, v]) => [k, String(v)])).toString()} limit ${q.limit}`;
 
