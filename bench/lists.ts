@@ -6,16 +6,16 @@
 //   HTTP floor:      a bare fastify route sending the same body bytes (hot reads).
 //   Projector floor: a raw chdb insert of as many rows as the projector applied records.
 // Usage: npx tsx bench/lists.ts --help
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { cpus, platform, release, tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { parseArgs } from 'node:util';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { cpus, platform, release } from 'node:os';
+import { join } from 'node:path';
+import { benchArgs, benchDataDir } from './args.ts';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { isCacheable } from '../apps/api/read-cache.ts';
 import { buildApi } from '../apps/api/server.ts';
 import { ApiKeyAuthenticator } from '../apps/auth/keys.ts';
 import { MemoryCache } from '../apps/cache/memory.ts';
-import { demoKeyFile, runningServerPid, startEmbedded, storePath, type Embedded } from '../apps/embedded.ts';
+import { demoKeyFile, startEmbedded, storePath, type Embedded } from '../apps/embedded.ts';
 import type { Principal } from '../apps/reads/context.ts';
 import { CursorCodec } from '../apps/reads/cursor.ts';
 import { OPERATIONS, type Operation } from '../apps/registry.ts';
@@ -53,35 +53,13 @@ Client, servers and floors share this process (chdb opens a data directory from 
 only). The floor tables (bench_floor_*) and the projector's scratch database are dropped at the
 end. The result table goes to stdout, progress to stderr.`;
 
-function die(msg: string, code = 2): never {
-  console.error(`bench/lists: ${msg}`);
-  process.exit(code);
-}
-
-const { values: argv } = (() => {
-  try {
-    return parseArgs({
-      options: {
-        'data-dir': { type: 'string' },
-        reps: { type: 'string', default: '30' },
-        'max-seconds': { type: 'string', default: '90' },
-        'skip-projector': { type: 'boolean' },
-        help: { type: 'boolean', short: 'h' },
-      },
-      strict: true,
-      allowPositionals: false,
-    });
-  } catch (err) {
-    return die(`${(err as Error).message}\n\n${USAGE}`);
-  }
-})();
-if (argv.help) { console.log(USAGE); process.exit(0); }
-
-const posInt = (name: string, v: string | undefined): number => {
-  const n = Number(v);
-  if (!/^[0-9]+$/.test(v ?? '') || !Number.isSafeInteger(n) || n < 1) die(`--${name} takes a positive integer (got ${v})`);
-  return n;
-};
+const { values: argv, die, posInt } = benchArgs('bench/lists', USAGE, {
+  'data-dir': { type: 'string' },
+  reps: { type: 'string', default: '30' },
+  'max-seconds': { type: 'string', default: '90' },
+  'skip-projector': { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+});
 const REPS = posInt('reps', argv.reps);
 const MAX_SECONDS = posInt('max-seconds', argv['max-seconds']);
 const SKIP_PROJECTOR = argv['skip-projector'] === true;
@@ -102,16 +80,7 @@ const progress = (line: string) => console.error(`[bench] ${line}`);
 // ---------------------------------------------------------------------------------------------
 // Data directory: refuse a directory a running server holds, seed a fresh one by default.
 
-const ownDir = argv['data-dir'] === undefined;
-const dataDir = ownDir ? mkdtempSync(join(tmpdir(), 'signalbase-bench-lists-')) : resolve(argv['data-dir']!);
-if (!ownDir) {
-  if (!existsSync(dataDir)) die(`--data-dir ${dataDir} does not exist (seed it first: node bin/signalbase.mjs seed --data-dir ${dataDir})`);
-  const pid = runningServerPid(dataDir);
-  if (pid !== null) {
-    die(`a signalbase server (pid ${pid}) is running on ${dataDir}; chdb allows one process per data directory, `
-      + 'so stop that server first (or run without --data-dir to use a fresh demo set)');
-  }
-}
+const { ownDir, dataDir } = benchDataDir(argv['data-dir'], 'signalbase-bench-lists-', die);
 
 // ---------------------------------------------------------------------------------------------
 // Measurement helpers.

@@ -6,12 +6,12 @@
 //                (recorded through a Store proxy, then replayed on the store with the same params).
 // Usage: npx tsx bench/reads.ts --help
 import { CursorCodec } from '../apps/reads/cursor.ts';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { cpus, platform, release, tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { parseArgs } from 'node:util';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { cpus, platform, release } from 'node:os';
+import { join } from 'node:path';
+import { benchArgs, benchDataDir } from './args.ts';
 import Fastify, { type FastifyInstance } from 'fastify';
-import { demoKeyFile, runningServerPid, startEmbedded, type Embedded } from '../apps/embedded.ts';
+import { demoKeyFile, startEmbedded, type Embedded } from '../apps/embedded.ts';
 import type { Principal } from '../apps/reads/context.ts';
 import { OPERATIONS, type Operation } from '../apps/registry.ts';
 import type { Params, Store } from '../projectors/store/port.ts';
@@ -37,36 +37,14 @@ Options:
 Client and servers share this process (chdb's data directory cannot be opened by a second one),
 so the HTTP floor runs under the same conditions. Figures go to stdout, progress to stderr.`;
 
-function die(msg: string, code = 2): never {
-  console.error(`bench/reads: ${msg}`);
-  process.exit(code);
-}
-
-const { values: argv } = (() => {
-  try {
-    return parseArgs({
-      options: {
-        'data-dir': { type: 'string' },
-        requests: { type: 'string', default: '200' },
-        concurrency: { type: 'string', default: '4' },
-        'store-reps': { type: 'string', default: '20' },
-        'max-seconds': { type: 'string', default: '180' },
-        help: { type: 'boolean', short: 'h' },
-      },
-      strict: true,
-      allowPositionals: false,
-    });
-  } catch (err) {
-    return die(`${(err as Error).message}\n\n${USAGE}`);
-  }
-})();
-if (argv.help) { console.log(USAGE); process.exit(0); }
-
-const posInt = (name: string, v: string | undefined): number => {
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < 1) die(`--${name} takes a positive integer (got ${v})`);
-  return n;
-};
+const { values: argv, die, posInt } = benchArgs('bench/reads', USAGE, {
+  'data-dir': { type: 'string' },
+  requests: { type: 'string', default: '200' },
+  concurrency: { type: 'string', default: '4' },
+  'store-reps': { type: 'string', default: '20' },
+  'max-seconds': { type: 'string', default: '180' },
+  help: { type: 'boolean', short: 'h' },
+});
 const REQUESTS = posInt('requests', argv.requests);
 const CONCURRENCY = posInt('concurrency', argv.concurrency);
 const STORE_REPS = posInt('store-reps', argv['store-reps']);
@@ -90,15 +68,8 @@ const progress = (line: string) => console.error(`[bench] ${line}`);
 // ---------------------------------------------------------------------------------------------
 // Data directory: refuse a directory a running server holds, seed a fresh one by default.
 
-const ownDir = argv['data-dir'] === undefined;
-const dataDir = ownDir ? mkdtempSync(join(tmpdir(), 'signalbase-bench-')) : resolve(argv['data-dir']!);
+const { ownDir, dataDir } = benchDataDir(argv['data-dir'], 'signalbase-bench-', die);
 if (!ownDir) {
-  if (!existsSync(dataDir)) die(`--data-dir ${dataDir} does not exist (seed it first: node bin/signalbase.mjs seed --data-dir ${dataDir})`);
-  const pid = runningServerPid(dataDir);
-  if (pid !== null) {
-    die(`a signalbase server (pid ${pid}) is running on ${dataDir}; chdb allows one process per data directory, `
-      + 'so stop that server first (or run without --data-dir to use a fresh demo set)');
-  }
   if (!existsSync(demoKeyFile(dataDir))) progress(`${dataDir} has no demo key yet: the embedded start will seed the small demo set there`);
 }
 
@@ -252,6 +223,8 @@ async function cleanup() {
 try {
   progress(`data dir ${dataDir}${ownDir ? ' (fresh, small demo set)' : ''}`);
   emb = await startEmbedded({ port: 0, host: '127.0.0.1', dataDir, logLevel: 'silent' }, { say: progress });
+  // start listens at once and projects meanwhile: measure what a caught-up, compacted service answers.
+  await emb.compacted();
   const setupSecs = (performance.now() - tStart) / 1000;
   progress(`embedded service up at ${emb.url} after ${setupSecs.toFixed(1)} s`);
   if (!existsSync(demoKeyFile(dataDir))) throw new Error(`no demo key in ${demoKeyFile(dataDir)}: seed the data dir first`);

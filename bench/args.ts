@@ -1,0 +1,46 @@
+// Command-line handling shared by the benchmarks: options parsed strictly (an unknown option or a
+// positional is refused with the usage text), --help, and positive integers checked.
+import { existsSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { parseArgs, type ParseArgsOptionsConfig } from 'node:util';
+import { runningServerPid } from '../apps/embedded.ts';
+
+/** `options` must hold `help` (boolean, -h). */
+export function benchArgs<const O extends ParseArgsOptionsConfig>(bench: string, usage: string, options: O) {
+  const die = (msg: string, code = 2): never => {
+    console.error(`${bench}: ${msg}`);
+    process.exit(code);
+  };
+  const parse = () => parseArgs({ options, strict: true, allowPositionals: false }).values;
+  let values: ReturnType<typeof parse>;
+  try {
+    values = parse();
+  } catch (err) {
+    return die(`${(err as Error).message}\n\n${usage}`);
+  }
+  if ((values as Record<string, unknown>).help) { console.log(usage); process.exit(0); }
+  const posInt = (name: string, v: string | undefined): number => {
+    const n = Number(v);
+    if (!/^[0-9]+$/.test(v ?? '') || !Number.isSafeInteger(n) || n < 1) die(`--${name} takes a positive integer (got ${v})`);
+    return n;
+  };
+  return { values, die, posInt };
+}
+
+/**
+ * The bench's data directory: the one given (it must exist, and no server may hold it: chdb opens
+ * a data directory from one process only), or a fresh temporary one (`ownDir`: the bench seeds it
+ * and removes it at the end).
+ */
+export function benchDataDir(given: string | undefined, prefix: string, die: (msg: string) => never): { ownDir: boolean; dataDir: string } {
+  if (given === undefined) return { ownDir: true, dataDir: mkdtempSync(join(tmpdir(), prefix)) };
+  const dataDir = resolve(given);
+  if (!existsSync(dataDir)) die(`--data-dir ${dataDir} does not exist (seed it first: node bin/signalbase.mjs seed --data-dir ${dataDir})`);
+  const pid = runningServerPid(dataDir);
+  if (pid !== null) {
+    die(`a signalbase server (pid ${pid}) is running on ${dataDir}; chdb allows one process per data directory, `
+      + 'so stop that server first (or run without --data-dir to use a fresh demo set)');
+  }
+  return { ownDir: false, dataDir };
+}
