@@ -48,5 +48,24 @@ export function visibleTradersSql(p: Principal): { sql: string; params: Record<s
 /** Assets that may appear anywhere: not deleted and with an active market. */
 export const ELIGIBLE_ASSETS_SQL = 'SELECT id FROM $db.assets FINAL WHERE deleted = 0 AND hasActiveMarket = 1';
 
+/**
+ * A value kept per store for one data version: made anew when the version moves (a projector
+ * commit may change anything it was made from), never kept for a context without a version. A
+ * value that is a promise and rejects is dropped, so the next read makes it again.
+ */
+export function perDataVersion<T>(make: (store: Store) => T): (ctx: ReadContext) => Promise<Awaited<T>> {
+  const memo = new WeakMap<Store, { version: number; value: T }>();
+  return async (ctx): Promise<Awaited<T>> => {
+    const version = ctx.dataVersion ? await ctx.dataVersion() : undefined;
+    if (version === undefined) return make(ctx.store) as Awaited<T>;
+    const had = memo.get(ctx.store);
+    if (had && had.version === version) return had.value as Awaited<T>;
+    const value = make(ctx.store);
+    memo.set(ctx.store, { version, value });
+    if (value instanceof Promise) value.catch(() => { if (memo.get(ctx.store)?.value === value) memo.delete(ctx.store); });
+    return value as Awaited<T>;
+  };
+}
+
 export const iso = (ms: number | string): string => new Date(Number(ms)).toISOString();
 export const b = (v: number | null): boolean | null => (v == null ? null : v === 1);

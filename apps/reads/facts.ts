@@ -1,7 +1,7 @@
 import type { Store } from '../../projectors/store/port.ts';
 import type { VisibilityPolicy } from '../../schemas/topics/index.ts';
 import { splitIds, splitList } from '../../schemas/api/common-params.ts';
-import type { Principal, ReadContext } from './context.ts';
+import { perDataVersion, type Principal, type ReadContext } from './context.ts';
 import type { Where } from './list.ts';
 
 /**
@@ -36,8 +36,6 @@ export interface Identity { displayName: string | null; handle: string | null; a
 export const sourceKey = (platform: string, sourceIdentityId: string): string => `${platform}:${sourceIdentityId}`;
 export const SOURCE_KEY_SQL = (platform: string, sourceIdentityId: string): string => `concat(${platform}, ':', ${sourceIdentityId})`;
 
-const memo = new WeakMap<Store, { version: number; facts: Promise<Facts> }>();
-
 async function load(store: Store): Promise<Facts> {
   const [traders, assets, identities] = await Promise.all([
     store.query<{ id: number; sourcePlatform: string; sourceIdentityId: string; deleted: number }>(
@@ -63,16 +61,7 @@ async function load(store: Store): Promise<Facts> {
 }
 
 /** The facts of the context's data version (loaded now when the context has none to key them on). */
-export async function factsOf(ctx: ReadContext): Promise<Facts> {
-  const version = ctx.dataVersion ? await ctx.dataVersion() : undefined;
-  if (version === undefined) return load(ctx.store);
-  const had = memo.get(ctx.store);
-  if (had && had.version === version) return had.facts;
-  const facts = load(ctx.store);
-  memo.set(ctx.store, { version, facts });
-  facts.catch(() => { if (memo.get(ctx.store)?.facts === facts) memo.delete(ctx.store); });
-  return facts;
-}
+export const factsOf: (ctx: ReadContext) => Promise<Facts> = perDataVersion(load);
 
 /** Whether a policy permits a trader (DESIGN 7): all, none, a set of platforms or of traders. */
 export function permits(policy: VisibilityPolicy, traderId: number, platform: string): boolean {

@@ -1,7 +1,6 @@
 import { splitIds } from '../../schemas/api/common-params.ts';
 import type { OpenPosition, Position } from '../../schemas/api/resources.ts';
-import type { Store } from '../../projectors/store/port.ts';
-import { iso, type ReadContext } from './context.ts';
+import { iso, perDataVersion, type ReadContext } from './context.ts';
 import { addSignalFilters, factsOf } from './facts.ts';
 import { readsFromProjection } from './stats.ts';
 import { addWindow, listRead, statementPage, statementRows, type StatementRow, type Where } from './list.ts';
@@ -67,8 +66,8 @@ const RECENT_MARK_MS = 2 * 86_400_000;
 
 /** An asset's mark as looked up at `from`: it holds until `until`, the asset's first sample after `from`. */
 interface Mark { price: number | null; from: number; until: number }
-/** Marks looked up per store, for one data version (a projector commit may change any of them). */
-const markMemos = new WeakMap<Store, { version: number; marks: Map<number, Mark> }>();
+/** Marks looked up, per store and data version (a projector commit may change any of them). */
+const marksOf = perDataVersion(() => new Map<number, Mark>());
 
 /**
  * The latest live price sample at or before serverTime of each asset (prices are ordered by
@@ -78,16 +77,11 @@ const markMemos = new WeakMap<Store, { version: number; marks: Map<number, Mark>
  */
 async function latestMarks(ctx: ReadContext, assetIds: number[]): Promise<Map<number, number>> {
   const now = ctx.now.getTime();
-  const version = ctx.dataVersion ? await ctx.dataVersion() : undefined;
-  let memo = markMemos.get(ctx.store);
-  if (!memo || memo.version !== version) {
-    memo = { version: version ?? -1, marks: new Map() };
-    if (version !== undefined) markMemos.set(ctx.store, memo);
-  }
+  const marks = await marksOf(ctx);
   const out = new Map<number, number>();
   const missing: number[] = [];
   for (const a of assetIds) {
-    const m = memo.marks.get(a);
+    const m = marks.get(a);
     if (m && m.from <= now && now < m.until) { if (m.price !== null) out.set(a, m.price); } else missing.push(a);
   }
   if (!missing.length) return out;
@@ -108,7 +102,7 @@ async function latestMarks(ctx: ReadContext, assetIds: number[]): Promise<Map<nu
   for (const a of missing) {
     const r = found.get(a);
     const price = r && Number(r.n) > 0 ? r.price : older.get(a) ?? null;
-    memo.marks.set(a, { price, from: now, until: r && Number(r.later) > 0 ? Number(r.next) : Infinity });
+    marks.set(a, { price, from: now, until: r && Number(r.later) > 0 ? Number(r.next) : Infinity });
     if (price !== null) out.set(a, price);
   }
   return out;
