@@ -25,8 +25,9 @@ export async function ensureSchema(store: Store, projections: readonly Projectio
  *   5: the trader directory as a statement table; tombstones as the is-deleted column (issue 6)
  *   6: a minmax index on prices.at (issue 6)
  *   7: position_performances in small granules for point lookups (issue 6)
+ *   8: position_performances' window, direction and status as Enum8 (issue 6)
  */
-export const READ_MODEL_VERSION = 7;
+export const READ_MODEL_VERSION = 8;
 
 const VERSION_DDL = `CREATE TABLE IF NOT EXISTS $db.read_model_version (
   version UInt32, at DateTime64(3, 'UTC')

@@ -1,4 +1,4 @@
-import { WINDOWS } from '../../schemas/api/resources.ts';
+import { PERFORMANCE_STATUSES, WINDOWS } from '../../schemas/api/resources.ts';
 import type { PriceRecord } from '../../schemas/topics/index.ts';
 import { parseDateTime } from '../../schemas/formats.ts';
 import type { Projection, ValidRecord } from '../projection.ts';
@@ -18,7 +18,8 @@ import { evaluateWindow, firstSampleFrom, TOLERANCE_MS, WINDOW_MS, type PriceSer
  * first sample of an asset (or the deletion of its last one) re-evaluates all its positions.
  *
  * openAt and evaluatedAt are milliseconds since the epoch (Int64: half the insert cost of
- * DateTime64 text). Ordered by (positionId, window): a page of positions reads its rows by primary key,
+ * DateTime64 text); window, direction and status are Enum8 (a quarter off the insert cost of
+ * LowCardinality strings; 2.6M rows on the large seed make this the projector's largest write). Ordered by (positionId, window): a page of positions reads its rows by primary key,
  * about 50 point lookups spread over the table, so granules and compressed blocks are small (256
  * rows, 2-8 KiB): a lookup decompresses a few KiB instead of 64 KiB (5 ms a page instead of 11). Each key's
  * newest row (highest seq) is the truth; merges collapse a key to it, so the table holds 3 rows
@@ -26,9 +27,12 @@ import { evaluateWindow, firstSampleFrom, TOLERANCE_MS, WINDOW_MS, type PriceSer
  * later evaluation always wins, whichever topic triggered it.
  */
 
+/** A ClickHouse Enum8 of these names, numbered from `first` (cheaper to insert than LowCardinality strings). */
+const enum8 = (names: readonly string[], first = 1) => `Enum8(${names.map((n, i) => `'${n}' = ${i + first}`).join(', ')})`;
+
 export const PERFORMANCES_DDL = `CREATE TABLE IF NOT EXISTS $db.position_performances (
-    positionId UInt64, window LowCardinality(String), traderId UInt64, assetId UInt64, direction LowCardinality(String),
-    openAt Int64, evaluatedAt Int64, status LowCardinality(String), returnPercentage Nullable(Float64),
+    positionId UInt64, window ${enum8(WINDOWS)}, traderId UInt64, assetId UInt64, direction ${enum8(['long', 'short'])},
+    openAt Int64, evaluatedAt Int64, status ${enum8(['', ...PERFORMANCE_STATUSES], 0)}, returnPercentage Nullable(Float64),
     live UInt8, seq UInt64
   ) ENGINE = ReplacingMergeTree(seq) ORDER BY (positionId, window)
     SETTINGS index_granularity = 256, min_compress_block_size = 2048, max_compress_block_size = 8192`;
