@@ -1,6 +1,7 @@
 import { splitIds, splitList } from '../../schemas/api/common-params.ts';
 import type { AssetRow } from '../../schemas/api/resources.ts';
-import { visibleTradersSql, type ReadContext } from './context.ts';
+import type { ReadContext } from './context.ts';
+import { factsOf, permits } from './facts.ts';
 import { listRead } from './list.ts';
 
 import type { AssetsQuery } from '../../schemas/api/queries.ts';
@@ -13,7 +14,7 @@ import type { AssetsQuery } from '../../schemas/api/queries.ts';
 export function listAssets(ctx: ReadContext, q: AssetsQuery) {
   return listRead<AssetRow, AssetRow>(ctx, {
     op: 'list_assets', query: q, historical: false, keyParts: ['string', 'id'],
-    fetch: ({ where, after, limit }) => {
+    fetch: async ({ where, after, limit }) => {
       where.add('deleted = 0 AND hasActiveMarket = 1')
         .when(splitList(q.assetClass), 'resolvedAssetClass IN {classes:Array(String)}', 'classes')
         .when(splitIds(q.assetIds), 'id IN {assetIds:Array(UInt64)}', 'assetIds');
@@ -22,12 +23,14 @@ export function listAssets(ctx: ReadContext, q: AssetsQuery) {
       }
       const traderIds = splitIds(q.traderIds);
       if (traderIds) {
-        // The traders' positions, current statements only (a tombstone carries the trader of the statement it cancels).
-        const visible = visibleTradersSql(ctx.principal);
+        // The live, signal-visible ones among them (the facts of the data version), then their
+        // positions, current statements only (a tombstone carries the trader of the statement it cancels).
+        const facts = await factsOf(ctx);
+        const visible = traderIds.filter((id) => facts.traderPlatform.has(id) && permits(ctx.principal.signalVisibility, id, facts.traderPlatform.get(id)!));
         where.add(`id IN (SELECT assetId FROM (
-            SELECT assetId, live, tomb FROM $db.positions WHERE traderId IN {traderIds:Array(UInt64)} AND traderId IN (${visible.sql})
+            SELECT assetId, live, tomb FROM $db.positions WHERE traderId IN {traderIds:Array(UInt64)}
             ORDER BY id, seq DESC LIMIT 1 BY id
-          ) WHERE live = 1 AND tomb = 0)`, { traderIds, ...visible.params });
+          ) WHERE live = 1 AND tomb = 0)`, { traderIds: visible });
       }
       if (after) where.add('(symbol, id) > ({cSymbol:String}, {cId:UInt64})', { cSymbol: String(after[0]), cId: Number(after[1]) });
       return ctx.store.query<AssetRow>(`

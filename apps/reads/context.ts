@@ -39,15 +39,6 @@ export function visibilitySql(p: Principal, kind: 'msg' | 'sig', traderIdExpr: s
   }
 }
 
-/** Eligible traders: not deleted and visible under the principal's signal visibility. */
-export function visibleTradersSql(p: Principal): { sql: string; params: Record<string, unknown> } {
-  const vis = visibilitySql(p, 'sig', 'id', 'sourcePlatform');
-  return { sql: `SELECT id FROM $db.traders FINAL WHERE deleted = 0 AND ${vis.sql}`, params: vis.params };
-}
-
-/** Assets that may appear anywhere: not deleted and with an active market. */
-export const ELIGIBLE_ASSETS_SQL = 'SELECT id FROM $db.assets FINAL WHERE deleted = 0 AND hasActiveMarket = 1';
-
 /**
  * A value kept per store for one data version: made anew when the version moves (a projector
  * commit may change anything it was made from), never kept for a context without a version. A
