@@ -118,7 +118,7 @@ export function listOpenPositions(ctx: ReadContext, q: OpenPositionsQuery) {
   return listRead<OpenRow, OpenPosition>(ctx, {
     op: 'list_open_positions', query: q, historical: false, keyParts: ['time', 'id'],
     fetch: ({ where, after, limit }) => {
-      where.add('s.isOpen = 1 AND s.priced = 1'); // priced: openPrice IS NOT NULL AND openPrice != 0, in the sorting key
+      where.add('s.isOpen = 1 AND s.openPrice IS NOT NULL AND s.openPrice != 0');
       return positionPage<OpenRow>(ctx, q, where, limit, after, (r) => r.currentPrice !== null && Number.isFinite(r.currentReturnPercentage), async (rows) => {
         const marks = await latestMarks(ctx, [...new Set(rows.map((r) => r.assetId))]);
         for (const r of rows) {
