@@ -6,37 +6,47 @@ import { listRead } from './list.ts';
 
 import type { AssetsQuery } from '../../schemas/api/queries.ts';
 
+/** Byte order of two strings' UTF-8, as ClickHouse orders String columns. */
+const cmpBytes = (a: string, b: string): number => Buffer.compare(Buffer.from(a), Buffer.from(b));
+
 /**
  * Asset discovery: only assets with an active market, ordered by symbol then id. `assetClass`
  * matches the resolved class (equities split into stocks and indices); `traderIds` keeps assets
- * those (signal-visible) traders hold eligible positions in. All filters intersect.
+ * those (signal-visible) traders hold eligible positions in. All filters intersect. The eligible
+ * assets are a few hundred rows, kept with the facts of the data version in the read's order, so
+ * a page is filtered from memory; only `traderIds` asks the store (the traders' positions).
  */
 export function listAssets(ctx: ReadContext, q: AssetsQuery) {
   return listRead<AssetRow, AssetRow>(ctx, {
     op: 'list_assets', query: q, historical: false, keyParts: ['string', 'id'],
-    fetch: async ({ where, after, limit }) => {
-      where.add('deleted = 0 AND hasActiveMarket = 1')
-        .when(splitList(q.assetClass), 'resolvedAssetClass IN {classes:Array(String)}', 'classes')
-        .when(splitIds(q.assetIds), 'id IN {assetIds:Array(UInt64)}', 'assetIds');
-      if (q.search !== undefined) {
-        where.add('(positionCaseInsensitiveUTF8(name, {search:String}) > 0 OR positionCaseInsensitiveUTF8(symbol, {search:String}) > 0)', { search: q.search });
-      }
+    fetch: async ({ after, limit }) => {
+      const facts = await factsOf(ctx);
+      const classes = splitList(q.assetClass);
+      const ids = splitIds(q.assetIds);
+      const search = q.search?.toLowerCase();
       const traderIds = splitIds(q.traderIds);
+      let held: Set<number> | undefined;
       if (traderIds) {
-        // The live, signal-visible ones among them (the facts of the data version), then their
-        // positions, current statements only (a tombstone carries the trader of the statement it cancels).
-        const facts = await factsOf(ctx);
+        // The live, signal-visible ones among them, then their positions: current statements only
+        // (a tombstone carries the trader of the statement it cancels).
         const visible = traderIds.filter((id) => facts.traderPlatform.has(id) && permits(ctx.principal.signalVisibility, id, facts.traderPlatform.get(id)!));
-        where.add(`id IN (SELECT assetId FROM (
+        held = new Set((visible.length ? await ctx.store.query<{ assetId: number }>(`
+          SELECT DISTINCT assetId FROM (
             SELECT assetId, live, tomb FROM $db.positions WHERE traderId IN {traderIds:Array(UInt64)}
             ORDER BY id, seq DESC LIMIT 1 BY id
-          ) WHERE live = 1 AND tomb = 0)`, { traderIds: visible });
+          ) WHERE live = 1 AND tomb = 0 SETTINGS max_threads = 1`, { traderIds: visible }) : []).map((r) => Number(r.assetId)));
       }
-      if (after) where.add('(symbol, id) > ({cSymbol:String}, {cId:UInt64})', { cSymbol: String(after[0]), cId: Number(after[1]) });
-      return ctx.store.query<AssetRow>(`
-        SELECT id, name, symbol, logoUrl, assetClass, resolvedAssetClass, category, quoteSymbol
-        FROM $db.assets FINAL WHERE ${where.sql}
-        ORDER BY symbol, id LIMIT {limit:UInt32}`, { ...where.params, limit });
+      const out: AssetRow[] = [];
+      for (const a of facts.assetRows) {
+        if (after && (cmpBytes(a.symbol, String(after[0])) || a.id - Number(after[1])) <= 0) continue;
+        if (classes && !classes.includes(a.resolvedAssetClass)) continue;
+        if (ids && !ids.includes(a.id)) continue;
+        if (held && !held.has(a.id)) continue;
+        if (search !== undefined && !a.name.toLowerCase().includes(search) && !a.symbol.toLowerCase().includes(search)) continue;
+        out.push(a);
+        if (out.length === limit) break;
+      }
+      return out;
     },
     keyOf: (r) => [r.symbol, r.id],
     shape: (rows) => rows,

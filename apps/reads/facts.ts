@@ -1,5 +1,6 @@
 import type { Store } from '../../projectors/store/port.ts';
 import type { VisibilityPolicy } from '../../schemas/topics/index.ts';
+import type { AssetRow } from '../../schemas/api/resources.ts';
 import { splitIds, splitList } from '../../schemas/api/common-params.ts';
 import { perDataVersion, type Principal, type ReadContext } from './context.ts';
 import type { Where } from './list.ts';
@@ -19,6 +20,8 @@ export interface Facts {
   assetQuote: Map<number, string | null>;
   /** Eligible asset ids, ascending (a query parameter). */
   assetIds: number[];
+  /** Eligible assets as `/assets` lists them, in its order: symbol (bytes), then id. */
+  assetRows: AssetRow[];
   /** A message source's trader: the lowest live trader id assigned it, by `sourceKey`. */
   sourceTrader: Map<string, number>;
   /** Live source identities by `sourceKey`. */
@@ -40,13 +43,13 @@ async function load(store: Store): Promise<Facts> {
   const [traders, assets, identities] = await Promise.all([
     store.query<{ id: number; sourcePlatform: string; sourceIdentityId: string; deleted: number }>(
       'SELECT id, sourcePlatform, sourceIdentityId, deleted FROM $db.traders FINAL ORDER BY id'),
-    store.query<{ id: number; quoteSymbol: string | null; eligible: number }>(
-      'SELECT id, quoteSymbol, deleted = 0 AND hasActiveMarket = 1 AS eligible FROM $db.assets FINAL ORDER BY id'),
+    store.query<AssetRow & { eligible: number }>(`SELECT id, name, symbol, logoUrl, assetClass, resolvedAssetClass, category, quoteSymbol,
+      deleted = 0 AND hasActiveMarket = 1 AS eligible FROM $db.assets FINAL ORDER BY symbol, id`),
     store.query<Identity & { platform: string; sourceIdentityId: string }>(
       'SELECT platform, sourceIdentityId, displayName, handle, avatarUrl, profileUrl, audienceCount FROM $db.source_identities FINAL WHERE deleted = 0'),
   ]);
   const facts: Facts = {
-    traderPlatform: new Map(), assetQuote: new Map(), assetIds: [], sourceTrader: new Map(), identities: new Map(), visible: new Map(),
+    traderPlatform: new Map(), assetQuote: new Map(), assetIds: [], assetRows: [], sourceTrader: new Map(), identities: new Map(), visible: new Map(),
     knownTraders: traders.length, knownAssets: assets.length,
   };
   for (const t of traders) {
@@ -55,7 +58,13 @@ async function load(store: Store): Promise<Facts> {
     const k = sourceKey(t.sourcePlatform, t.sourceIdentityId);
     if (t.sourcePlatform !== '' && !facts.sourceTrader.has(k)) facts.sourceTrader.set(k, t.id); // ascending ids: the lowest first
   }
-  for (const a of assets) if (a.eligible) { facts.assetQuote.set(a.id, a.quoteSymbol); facts.assetIds.push(a.id); }
+  for (const { eligible, ...a } of assets) {
+    if (!eligible) continue;
+    facts.assetQuote.set(a.id, a.quoteSymbol);
+    facts.assetIds.push(a.id);
+    facts.assetRows.push(a);
+  }
+  facts.assetIds.sort((a, b) => a - b);
   for (const { platform, sourceIdentityId, ...identity } of identities) facts.identities.set(sourceKey(platform, sourceIdentityId), identity);
   return facts;
 }
