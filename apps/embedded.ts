@@ -72,6 +72,7 @@ export interface Embedded {
   app: FastifyInstance;
   /** Resolves after the first catch-up with the log (healthz turns `ok`). */
   firstCatchUp: Promise<void>;
+  /** The store the API reads through: a chdb session of its own, so reads never queue behind the projector's inserts. */
   store: ChdbStore;
   log: EmbeddedLog;
   projector: LogSubscription;
@@ -100,7 +101,10 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
   const store = await openChdbStore(storePath(cfg.dataDir));
   // Read models of another layout version are rebuilt from the log, never served as they are.
   await migrateReadModels(store, () => log.writeOffsets(PROJECTOR_GROUP, {}), say);
-  const auth = new ApiKeyAuthenticator(store, new MemoryCache());
+  // The API reads through a session of its own (projectors/store/chdb.ts): one session runs one
+  // statement at a time, and the projector's inserts would hold reads back.
+  const reads = await openChdbStore(storePath(cfg.dataDir), undefined, { ownSession: true });
+  const auth = new ApiKeyAuthenticator(reads, new MemoryCache());
   const watermarks = new MemoryWatermarks();
   let commits = 0;
   let projected = 0;
@@ -114,7 +118,7 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
   let closing = false;
   const readCache = new ReadCache(new MemoryCache());
   const app = buildApi({
-    store, auth, readCache, cursors: cursorCodec(cfg.dataDir),
+    store: reads, auth, readCache, cursors: cursorCodec(cfg.dataDir),
     dataVersion: () => watermarks.get(DATA_VERSION),
     health: async () => ({ status: caughtUp ? 'ok' : 'starting', projectorLag: await projector.lag() }),
     logger: cfg.logLevel === 'silent' ? false : { level: cfg.logLevel },
@@ -143,7 +147,7 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
     compact();
   }).finally(() => clearInterval(ticker));
   return {
-    app, store, log, projector, url, firstCatchUp,
+    app, store: reads, log, projector, url, firstCatchUp,
     async compacted() { await firstCatchUp; await compacting; },
     async close() {
       closing = true;
@@ -152,6 +156,7 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
       await app.close();
       await projector.stop();
       await compacting;
+      await reads.close();
       await store.close();
       if (runningServerPid(cfg.dataDir) === process.pid) rmSync(pidFile(cfg.dataDir), { force: true });
     },
