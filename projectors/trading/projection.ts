@@ -15,6 +15,11 @@ import { EVALUATED_FIELDS, writePerformances, type PositionState } from '../perf
  * that changed are written (time-based performance rows of positions that changed what they
  * are evaluated on, then positions, then events: after a crash between two writes the later
  * tables still hold the old state, so the replay touches the same positions again).
+ * by_position serves only the projector's read-back by position (an IN over ids), so it holds
+ * its sort key and `_part_offset` and the rows are read from the table: as fast for that lookup
+ * (2,049 ids: 16.6 ms, 15.3 ms from a full copy) without a third full copy to write. The
+ * by-trader and by-asset pages stay full copies: a top-n page does not use an offset-only one
+ * (one rare trader's page: 19.6 ms, 4.0 ms from the full copy).
  */
 
 
@@ -24,7 +29,7 @@ export const EVENTS_DDL = `CREATE TABLE IF NOT EXISTS $db.events (
     messageId Nullable(String), version UInt64, deleted UInt8, ${STATEMENT_COLUMNS_DDL},
     PROJECTION by_trader (SELECT * ORDER BY traderId, timeOfEvent, id),
     PROJECTION by_asset (SELECT * ORDER BY assetId, timeOfEvent, id),
-    PROJECTION by_position (SELECT * ORDER BY positionId, id),
+    PROJECTION by_position (SELECT _part_offset ORDER BY positionId, id),
     PROJECTION by_id (SELECT id, positionId, seq, tomb ORDER BY id)
   ) ${statementEngine('timeOfEvent, id, traderId, assetId, direction, type')}`;
 
