@@ -39,13 +39,18 @@ async function readQueries(f: () => Promise<unknown>): Promise<number> {
   }
 }
 
+/** The API with a read cache, both on the given clock; `get` sends the test key. */
+function cachedApp(clock: { now: number }) {
+  const app = buildApi({ store: h.store, auth: new ApiKeyAuthenticator(h.store, new MemoryCache()), dataVersion: () => 1, clock: () => clock.now,
+    readCache: new ReadCache(new MemoryCache(undefined, undefined, () => clock.now), () => clock.now) });
+  return { app, get: (url: string) => app.inject({ method: 'GET', url, headers: { 'x-api-key': key } }) };
+}
+
 describe('hot path', () => {
   it('concurrent requests for an answer not yet cached read the store once', async () => {
     const clock = { now: NOW };
-    const app = buildApi({ store: h.store, auth: new ApiKeyAuthenticator(h.store, new MemoryCache()), dataVersion: () => 1, clock: () => clock.now,
-      readCache: new ReadCache(new MemoryCache(undefined, undefined, () => clock.now), () => clock.now) });
+    const { app, get } = cachedApp(clock);
     try {
-      const get = (url: string) => app.inject({ method: 'GET', url, headers: { 'x-api-key': key } });
       expect((await get('/v2/assets')).statusCode).toBe(200); // the key is known from here on
       expect((await get('/v2/events?limit=2')).statusCode).toBe(200); // and the facts of the data version (apps/reads/facts.ts)
       const one = await readQueries(() => get('/v2/events?limit=3'));
@@ -63,10 +68,8 @@ describe('hot path', () => {
 
   it('an answer does not serve a request whose clock is before the answer was read', async () => {
     const clock = { now: NOW };
-    const app = buildApi({ store: h.store, auth: new ApiKeyAuthenticator(h.store, new MemoryCache()), dataVersion: () => 1, clock: () => clock.now,
-      readCache: new ReadCache(new MemoryCache(undefined, undefined, () => clock.now), () => clock.now) });
+    const { app, get } = cachedApp(clock);
     try {
-      const get = (url: string) => app.inject({ method: 'GET', url, headers: { 'x-api-key': key } });
       expect(await readQueries(() => get('/v2/events?limit=3'))).toBeGreaterThan(0);
       expect(await readQueries(() => get('/v2/events?limit=3'))).toBe(0);
       // A request that started a moment earlier (and reached the cache later) is read for itself:
