@@ -39,11 +39,24 @@ export function statementRows<S extends Statement>(
   same: (a: Omit<S, 'seq' | 'tomb'>, b: S) => boolean, sameKey: (a: Omit<S, 'seq' | 'tomb'>, b: S) => boolean,
 ): S[] {
   if (prev && prev.tomb === 0 && same(next, prev)) return [];
-  let seq = Math.max(base, prev ? prev.seq + 2 : 0);
-  if (seq % 2 === 0) seq++;
+  const seq = statementSeq(prev, base);
   // Object.assign, not `{ ...x, more }`: V8 adds properties after a spread on a slow path (~2 µs a row).
   const row = Object.assign({}, next, { tomb: 0, seq }) as S;
   return prev && prev.tomb === 0 && !sameKey(next, prev) ? [Object.assign({}, prev, { live: 0, tomb: 1, seq: seq - 1 }), row] : [row];
+}
+
+/** The seq of a new statement: odd, above the previous statement's (room for its tombstone) and at least `base`. */
+function statementSeq(prev: Statement | undefined, base: number): number {
+  const seq = Math.max(base, prev ? prev.seq + 2 : 0);
+  return seq % 2 === 0 ? seq + 1 : seq;
+}
+
+/**
+ * The first statement of an entity with none stored: what statementRows writes for it, made of
+ * `next` itself rather than a copy (a catch-up states most entities for the first time).
+ */
+export function firstStatement<S extends Statement>(next: Omit<S, 'seq' | 'tomb'>, base: number): S {
+  return Object.assign(next, { tomb: 0, seq: statementSeq(undefined, base) }) as S;
 }
 
 /** Statement seq of a batch: odd, monotonic with the log position of the batch's last record. */

@@ -1,7 +1,7 @@
 import type { TradeEventRecord } from '../../schemas/topics/index.ts';
 import { parseDateTime } from '../../schemas/formats.ts';
 import type { Projection, ValidRecord } from '../projection.ts';
-import { batchSeq, canonicalDateTime, currentViewDdl, newestById, newestVersions, sameFields, statementRows, STATEMENT_COLUMNS_DDL, type Statement } from '../statements.ts';
+import { batchSeq, canonicalDateTime, currentViewDdl, firstStatement, newestById, newestVersions, sameFields, statementRows, STATEMENT_COLUMNS_DDL, type Statement } from '../statements.ts';
 import type { Store } from '../store/port.ts';
 import { statementEngine } from '../compaction.ts';
 import { EVALUATED_FIELDS, writePerformances, type PositionState } from '../performance/projection.ts';
@@ -195,13 +195,12 @@ async function planTradeEvents(store: Store, batch: readonly ValidRecord[], vers
   const base = batchSeq(version);
   const prevPositions = newestById(positionRows, (r) => r.id);
   const plan: TradePlan = { evaluate: [], positions: [], events: [] };
-  // Entities with no previous statement get their row built in place, at seq `base` (odd: what statementRows gives them).
   for (const [pid, events] of groups) {
     const folded = foldPosition(pid, events);
     const prev = prevPositions.get(pid);
     // A position left with no events at all (they moved to another one) is deleted where it was.
     const next = folded ?? (prev ? Object.assign({}, prev, { deleted: 1, live: 0 }) : null);
-    if (next && !prev) plan.positions.push(Object.assign(next, { tomb: 0, seq: base }));
+    if (next && !prev) plan.positions.push(firstStatement<PositionStatement>(next, base));
     else if (next) for (const row of statementRows(prev, next, base, samePosition, samePositionKey)) plan.positions.push(row);
     if (next && !(prev && sameEvaluation(next, prev))) plan.evaluate.push(next);
     const positionLive = folded?.live ?? 0;
@@ -209,7 +208,7 @@ async function planTradeEvents(store: Store, batch: readonly ValidRecord[], vers
       const live = e.deleted === 0 && positionLive === 1 ? 1 : 0;
       const cur = current.get(e.id);
       // Without a current statement, e is the batch's own (eventState): it becomes the row.
-      if (!cur) { const row = e as EventStatement; row.live = live; row.tomb = 0; row.seq = base; plan.events.push(row); continue; }
+      if (!cur) { const row = e as EventStatement; row.live = live; plan.events.push(firstStatement<EventStatement>(row, base)); continue; }
       for (const row of statementRows(cur, Object.assign({}, e, { live }), base, sameEvent, sameEventKey)) plan.events.push(row);
     }
   }
