@@ -11,12 +11,13 @@ import { bindDatabase, checkIdentifier, type Params, type Store } from './port.t
  */
 const sessions = new Map<string, { session: Session; users: number }>();
 
-function openSession(path: string): Session {
-  const entry = sessions.get(path);
+/** The shared session of `path`, or (`own`) a session of the caller's own on it. */
+function openSession(path: string, own: boolean): Session {
+  const entry = own ? undefined : sessions.get(path);
   if (entry) { entry.users++; return entry.session; }
   mkdirSync(path, { recursive: true });
   const session = new Session(path);
-  sessions.set(path, { session, users: 1 });
+  if (!own) sessions.set(path, { session, users: 1 });
   return session;
 }
 
@@ -43,8 +44,7 @@ export class ChdbStore implements Store {
   constructor(readonly path: string, database = 'signalbase', opts: { ownSession?: boolean } = {}) {
     this.database = checkIdentifier(database);
     this.own = opts.ownSession === true;
-    if (this.own) mkdirSync(path, { recursive: true });
-    this.session = this.own ? new Session(path) : openSession(path);
+    this.session = openSession(path, this.own);
   }
 
   async init(): Promise<this> {
