@@ -1,5 +1,9 @@
 import type { TObject, TSchema } from 'typebox';
-import { AssetsQuery, EventsQuery, MessagesQuery, OpenPositionsQuery, PositionsQuery, TraderDirectoryQuery } from '../schemas/api/queries.ts';
+import {
+  ActivitySummariesQuery, AssetsQuery, AssetStatsQuery, EventsQuery, MessagesQuery, OpenPositionsQuery, PositionsQuery, RankingsQuery,
+  TraderActivityQuery, TraderDirectoryQuery, TraderStatsQuery,
+} from '../schemas/api/queries.ts';
+import { ActivitySummariesResponse, AssetStatsResponse, RankingsResponse, TraderActivityResponse, TraderStatsResponse } from '../schemas/api/analytics.ts';
 import { ListEnvelope } from '../schemas/api/envelope.ts';
 import { AssetRow, Event, Message, OpenPosition, Position, TraderDirectoryRow } from '../schemas/api/resources.ts';
 import type { Scope } from '../schemas/topics/index.ts';
@@ -11,6 +15,11 @@ import { listEvents } from './reads/events.ts';
 import { listMessages } from './reads/messages.ts';
 import { listOpenPositions, listPositions } from './reads/positions.ts';
 import { listTraderDirectory } from './reads/traders.ts';
+import { activitySummaries } from './reads/analytics/activity.ts';
+import { assetStats } from './reads/analytics/asset-stats.ts';
+import { rankTraders } from './reads/analytics/rankings.ts';
+import { traderActivity } from './reads/analytics/trader-activity.ts';
+import { traderStats } from './reads/analytics/trader-stats.ts';
 
 export type Version = 'v1' | 'v2';
 
@@ -84,5 +93,41 @@ export const OPERATIONS: readonly Operation[] = [
     handler: listOpenPositions,
     // live marks: the latest price sample at or before serverTime, so a later sample changes the answer when it comes into force
     cache: { inForce: { table: 'prices', column: 'at' } },
+  },
+  // Analytics reads (README "Analytics reads"): answers move with the clock (too_young, default bounds), so none is cached yet.
+  {
+    tool: 'list_trader_activity', path: '/traders/activity', versions: ['v2'], scope: 'stats.read', visibility: 'sig',
+    summary: 'Traders with their count of eligible positions (open time within the bounds, optionally on given assets), at least minPositionCount. Ordered by name, then id.',
+    query: TraderActivityQuery,
+    response: TraderActivityResponse,
+    handler: traderActivity,
+  },
+  {
+    tool: 'list_trader_stats', path: '/traders/stats', versions: ['v2'], scope: 'stats.read', visibility: 'sig',
+    summary: 'Stats of up to 200 traders: positions opened within the bounds, direction bias, and 1D/7D/30D time-based performance with coverage; tags and source identity.',
+    query: TraderStatsQuery,
+    response: TraderStatsResponse,
+    handler: traderStats,
+  },
+  {
+    tool: 'list_asset_stats', path: '/assets/stats', versions: ['v2'], scope: 'stats.read', visibility: 'sig',
+    summary: 'Stats of up to 200 assets: market positioning (long/short split of positions opened within the bounds) and the top traders per direction.',
+    query: AssetStatsQuery,
+    response: AssetStatsResponse,
+    handler: assetStats,
+  },
+  {
+    tool: 'rank_traders', path: '/traders/rankings', versions: ['v2'], scope: 'stats.read', visibility: 'sig',
+    summary: 'Traders ranked by event count, position count, or a time-based performance metric (win rate, average or median return, Sharpe ratio) over positions opened within the bounds. No pagination.',
+    query: RankingsQuery,
+    response: RankingsResponse,
+    handler: rankTraders,
+  },
+  {
+    tool: 'summarize_message_activity', path: '/activity-summaries', versions: ['v2'], scope: 'stats.read', visibility: 'either',
+    summary: 'Message and trade-event counts per trader (or overall) in UTC hour, day or ISO-week buckets; valid as evidence for counts, volumes and trends. No pagination.',
+    query: ActivitySummariesQuery,
+    response: ActivitySummariesResponse,
+    handler: activitySummaries,
   },
 ];

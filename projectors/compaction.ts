@@ -47,16 +47,19 @@ export async function compactStatements(store: Store, policy: CompactionPolicy =
     const statements = (STATEMENT_TABLES as readonly string[]).includes(table);
     const [c] = await store.query<{ rows: number; tombs: number }>(
       `SELECT count() AS rows, ${statements ? 'countIf(tomb = 1)' : '0'} AS tombs FROM $db.${table}`);
+    // Per partition: a partitioned table (position_performances) is compacted into one part per partition.
     const [p] = await store.query<{ parts: number; largest: number }>(
-      `SELECT count() AS parts, max(rows) AS largest FROM system.parts
-       WHERE database = {db:String} AND table = {table:String} AND active`, { db: store.database, table });
+      `SELECT sum(n) AS parts, sum(largest) AS largest FROM (
+         SELECT partition, count() AS n, max(rows) AS largest FROM system.parts
+         WHERE database = {db:String} AND table = {table:String} AND active GROUP BY partition)`, { db: store.database, table });
     const rows = Number(c?.rows ?? 0); const tombs = Number(c?.tombs ?? 0);
     const parts = Number(p?.parts ?? 0); const loose = rows - Number(p?.largest ?? 0);
     const cleanup = statements && tombs > policy.minTombs && tombs > policy.maxTombShare * rows;
-    const merge = parts > 1 && loose > policy.maxLooseShare * rows;
-    if (cleanup || merge) await store.exec(`OPTIMIZE TABLE $db.${table} FINAL${cleanup ? ' CLEANUP' : ''}`);
+    const merge = loose > 0 && loose > policy.maxLooseShare * rows;
+    // Partitions already in one part are not rewritten (optimize_skip_merged_partitions).
+    if (cleanup || merge) await store.exec(`OPTIMIZE TABLE $db.${table} FINAL${cleanup ? ' CLEANUP' : ''}${cleanup ? '' : ' SETTINGS optimize_skip_merged_partitions = 1'}`);
     out.push({ table, rows, tombs, parts, loose, compacted: cleanup || merge,
-      why: [cleanup ? `${tombs} tombstones` : '', merge ? `${loose} rows outside the largest of ${parts} parts` : ''].filter(Boolean).join(', ') });
+      why: [cleanup ? `${tombs} tombstones` : '', merge ? `${loose} rows outside the largest part of their partition (${parts} parts)` : ''].filter(Boolean).join(', ') });
   }
   return out;
 }

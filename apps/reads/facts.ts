@@ -16,6 +16,12 @@ import type { Where } from './list.ts';
 export interface Facts {
   /** Live traders: id -> assigned source platform ('' when none). */
   traderPlatform: Map<number, string>;
+  /** Live traders: id -> name. */
+  traderName: Map<number, string>;
+  /** Live traders with an assigned source: id -> its `sourceKey`. */
+  traderSource: Map<number, string>;
+  /** Live trader ids ordered by name (UTF-8 bytes, as ClickHouse orders strings), then id. */
+  tradersByName: number[];
   /** Assets that may appear anywhere (live, with an active market): id -> quote symbol. */
   assetQuote: Map<number, string | null>;
   /** Eligible asset ids, ascending (a query parameter). */
@@ -41,21 +47,23 @@ export const SOURCE_KEY_SQL = (platform: string, sourceIdentityId: string): stri
 
 async function load(store: Store): Promise<Facts> {
   const [traders, assets, identities] = await Promise.all([
-    store.query<{ id: number; sourcePlatform: string; sourceIdentityId: string; deleted: number }>(
-      'SELECT id, sourcePlatform, sourceIdentityId, deleted FROM $db.traders FINAL ORDER BY id'),
+    store.query<{ id: number; name: string; sourcePlatform: string; sourceIdentityId: string; deleted: number }>(
+      'SELECT id, name, sourcePlatform, sourceIdentityId, deleted FROM $db.traders FINAL ORDER BY id'),
     store.query<AssetRow & { eligible: number }>(`SELECT id, name, symbol, logoUrl, assetClass, resolvedAssetClass, category, quoteSymbol,
       deleted = 0 AND hasActiveMarket = 1 AS eligible FROM $db.assets FINAL ORDER BY symbol, id`),
     store.query<Identity & { platform: string; sourceIdentityId: string }>(
       'SELECT platform, sourceIdentityId, displayName, handle, avatarUrl, profileUrl, audienceCount FROM $db.source_identities FINAL WHERE deleted = 0'),
   ]);
   const facts: Facts = {
-    traderPlatform: new Map(), assetQuote: new Map(), assetIds: [], assetRows: [], sourceTrader: new Map(), identities: new Map(), visible: new Map(),
+    traderPlatform: new Map(), traderName: new Map(), traderSource: new Map(), tradersByName: [], assetQuote: new Map(), assetIds: [], assetRows: [], sourceTrader: new Map(), identities: new Map(), visible: new Map(),
     knownTraders: traders.length, knownAssets: assets.length,
   };
   for (const t of traders) {
     if (t.deleted) continue;
     facts.traderPlatform.set(t.id, t.sourcePlatform);
+    facts.traderName.set(t.id, t.name);
     const k = sourceKey(t.sourcePlatform, t.sourceIdentityId);
+    if (t.sourcePlatform !== '') facts.traderSource.set(t.id, k);
     if (t.sourcePlatform !== '' && !facts.sourceTrader.has(k)) facts.sourceTrader.set(k, t.id); // ascending ids: the lowest first
   }
   for (const { eligible, ...a } of assets) {
@@ -65,6 +73,8 @@ async function load(store: Store): Promise<Facts> {
     facts.assetRows.push(a);
   }
   facts.assetIds.sort((a, b) => a - b);
+  const nameBytes = new Map([...facts.traderName].map(([id, name]) => [id, Buffer.from(name, 'utf8')]));
+  facts.tradersByName = [...facts.traderName.keys()].sort((a, b) => Buffer.compare(nameBytes.get(a)!, nameBytes.get(b)!) || a - b);
   for (const { platform, sourceIdentityId, ...identity } of identities) facts.identities.set(sourceKey(platform, sourceIdentityId), identity);
   return facts;
 }

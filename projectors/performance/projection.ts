@@ -17,14 +17,21 @@ import { evaluateWindow, firstSampleFrom, TOLERANCE_MS, WINDOW_MS, type PriceSer
  * no price series at all (the window is null); `price_series` remembers that per asset, so the
  * first sample of an asset (or the deletion of its last one) re-evaluates all its positions.
  *
+ * The rows are also the sample of the analytics reads (trader stats, rankings, asset stats,
+ * trader activity), which aggregate them with FINAL. So the table is ordered by (traderId,
+ * openAt, positionId, window): a trader's positions in a time range are one range of the key, and
+ * a page of positions looks its rows up by that key. It is partitioned by month of openAt, so
+ * that FINAL (with do_not_merge_across_partitions_select_final) merges only the months with fresh
+ * parts, and a position whose trader or openAt changes leaves a row with live = 0 at its old key
+ * (`retired` below), as statement tables leave tombstones. Each key's newest row (highest seq) is
+ * the truth; merges collapse a key to it. seq comes from a per-store counter that starts above
+ * every seq stored, so a later evaluation always wins, whichever topic triggered it.
+ *
  * openAt and evaluatedAt are milliseconds since the epoch (Int64: half the insert cost of
  * DateTime64 text); window, direction and status are Enum8 (a quarter off the insert cost of
- * LowCardinality strings; 2.6M rows on the large seed make this the projector's largest write). Ordered by (positionId, window): a page of positions reads its rows by primary key,
- * about 50 point lookups spread over the table, so granules and compressed blocks are small (256
- * rows, 2-8 KiB): a lookup decompresses a few KiB instead of 64 KiB (5 ms a page instead of 11). Each key's
- * newest row (highest seq) is the truth; merges collapse a key to it, so the table holds 3 rows
- * per position. seq comes from a per-store counter that starts above every seq stored, so a
- * later evaluation always wins, whichever topic triggered it.
+ * LowCardinality strings; 2.6M rows on the large seed make this the projector's largest write).
+ * Granules and compressed blocks are small (256 rows, 2-8 KiB): a page of positions makes about
+ * 50 point lookups, each of which decompresses a few KiB instead of 64 KiB.
  */
 
 /** A ClickHouse Enum8 of these names, numbered from `first` (cheaper to insert than LowCardinality strings). */
@@ -34,7 +41,8 @@ export const PERFORMANCES_DDL = `CREATE TABLE IF NOT EXISTS $db.position_perform
     positionId UInt64, window ${enum8(WINDOWS)}, traderId UInt64, assetId UInt64, direction ${enum8(['long', 'short'])},
     openAt Int64, evaluatedAt Int64, status ${enum8(['', ...PERFORMANCE_STATUSES], 0)}, returnPercentage Nullable(Float64),
     live UInt8, seq UInt64
-  ) ENGINE = ReplacingMergeTree(seq) ORDER BY (positionId, window)
+  ) ENGINE = ReplacingMergeTree(seq) PARTITION BY toYYYYMM(toDateTime(intDiv(openAt, 1000), 'UTC'))
+    ORDER BY (traderId, openAt, positionId, window)
     SETTINGS index_granularity = 256, min_compress_block_size = 2048, max_compress_block_size = 8192`;
 
 const PRICE_SERIES_DDL = `CREATE TABLE IF NOT EXISTS $db.price_series (
@@ -114,12 +122,19 @@ async function seriesOf(store: Store, assetIds: readonly number[]): Promise<Map<
   return out;
 }
 
-/** Evaluates every window of the given positions and writes their rows (one seq for the call). */
-export async function writePerformances(store: Store, positions: readonly PositionState[]): Promise<void> {
-  if (!positions.length) return;
+/**
+ * Evaluates every window of the given positions and writes their rows (one seq for the call), with
+ * a row of live = 0 for every window of each `retired` statement: a position's earlier (traderId,
+ * openAt), whose rows would otherwise stay at that key.
+ */
+export async function writePerformances(store: Store, positions: readonly PositionState[], retired: readonly PositionState[] = []): Promise<void> {
+  if (!positions.length && !retired.length) return;
   const series = await seriesOf(store, [...new Set(positions.map((p) => p.assetId))]);
   const seq = await nextSeq(store);
   const rows: unknown[][] = [];
+  for (const p of retired) {
+    for (const w of WINDOWS) rows.push([p.id, w, p.traderId, p.assetId, p.direction, p.openAt, p.openAt + WINDOW_MS[w], '', null, 0, seq]);
+  }
   for (const p of positions) {
     const s = series.get(p.assetId)!;
     for (const w of WINDOWS) {

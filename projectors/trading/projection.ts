@@ -146,7 +146,7 @@ async function storedBounds(store: Store): Promise<Bounds> {
 const boundsByStore = new WeakMap<Store, Bounds>();
 
 /** A batch of trade events planned: the rows to write, in the order they are written. */
-interface TradePlan { evaluate: PositionState[]; positions: PositionStatement[]; events: EventStatement[] }
+interface TradePlan { evaluate: PositionState[]; retire: PositionState[]; positions: PositionStatement[]; events: EventStatement[] }
 
 /**
  * Plans a batch of trade events: reads back what the batch touches, applies the batch's newer
@@ -194,7 +194,7 @@ async function planTradeEvents(store: Store, batch: readonly ValidRecord[], vers
 
   const base = batchSeq(version);
   const prevPositions = newestById(positionRows, (r) => r.id);
-  const plan: TradePlan = { evaluate: [], positions: [], events: [] };
+  const plan: TradePlan = { evaluate: [], retire: [], positions: [], events: [] };
   for (const [pid, events] of groups) {
     const folded = foldPosition(pid, events);
     const prev = prevPositions.get(pid);
@@ -203,6 +203,8 @@ async function planTradeEvents(store: Store, batch: readonly ValidRecord[], vers
     if (next && !prev) plan.positions.push(firstStatement<PositionStatement>(next, base));
     else if (next) for (const row of statementRows(prev, next, base, samePosition, samePositionKey)) plan.positions.push(row);
     if (next && !(prev && sameEvaluation(next, prev))) plan.evaluate.push(next);
+    // Evaluation rows are keyed by (traderId, openAt, positionId): a move leaves the old key behind.
+    if (next && prev && (prev.traderId !== next.traderId || prev.openAt !== next.openAt)) plan.retire.push(prev);
     const positionLive = folded?.live ?? 0;
     for (const e of events) {
       const live = e.deleted === 0 && positionLive === 1 ? 1 : 0;
@@ -227,7 +229,7 @@ async function planTradeEvents(store: Store, batch: readonly ValidRecord[], vers
  * the old state, so the replay touches the same positions again).
  */
 async function writeTradePlan(store: Store, plan: TradePlan): Promise<void> {
-  await writePerformances(store, plan.evaluate);
+  await writePerformances(store, plan.evaluate, plan.retire);
   await store.insertCompact('positions', POSITION_COLUMNS, plan.positions.map(positionValues));
   await store.insertCompact('events', EVENT_COLUMNS, plan.events.map(eventValues));
 }

@@ -1,6 +1,7 @@
 import Type from 'typebox';
+import { StringEnum } from '../topics/common.ts';
 import {
-  ASSET_CLASS_FILTER_VALUES, DIRECTION_VALUES, EnumList, EVENT_TYPE_VALUES, IdList, pageParams, PLATFORM_VALUES, Query, Search,
+  ASSET_CLASS_FILTER_VALUES, DIRECTION_VALUES, EnumList, EVENT_TYPE_VALUES, IdList, Limit, pageParams, PLATFORM_VALUES, Query, Search,
   StringList, windowParams, type Validated,
 } from './common-params.ts';
 
@@ -41,3 +42,68 @@ export type PositionsQuery = Validated<Type.Static<typeof PositionsQuery>>;
 
 export const OpenPositionsQuery = Query({ ...positionFilters, ...pageParams() });
 export type OpenPositionsQuery = Validated<Type.Static<typeof OpenPositionsQuery>>;
+
+// Analytics reads (contract sections 2, 4, 8; README "Analytics reads").
+
+/** At most this many ids in `traderIds` of trader stats and `assetIds` of asset stats (contract 8). */
+export const STATS_MAX_IDS = 200;
+
+export const TraderStatsQuery = Query({
+  traderIds: IdList('traders to report on', STATS_MAX_IDS),
+  ...windowParams,
+  sourcePlatforms: O(EnumList(PLATFORM_VALUES, { description: 'only traders whose assigned source is on one of these platforms' })),
+});
+export type TraderStatsQuery = Type.Static<typeof TraderStatsQuery>;
+
+export const AssetStatsQuery = Query({
+  assetIds: IdList('assets to report on', STATS_MAX_IDS),
+  traderIds: O(IdList('only positions of these traders')),
+  direction: O(StringEnum(DIRECTION_VALUES, { description: 'only positions of this direction' })),
+  ...windowParams,
+});
+export type AssetStatsQuery = Type.Static<typeof AssetStatsQuery>;
+
+export const RANKING_METRICS = ['event_count', 'position_count', 'win_rate', 'avg_return', 'median_return', 'sharpe_ratio'] as const;
+export type RankingMetric = (typeof RANKING_METRICS)[number];
+export const ACTIVITY_METRICS: readonly RankingMetric[] = ['event_count', 'position_count'];
+const WINDOW_VALUES = ['1D', '7D', '30D'] as const;
+
+export const RankingsQuery = Query({
+  metric: O(StringEnum(RANKING_METRICS, { default: 'event_count', description: 'what traders are ranked by (default event_count)' })),
+  assetIds: O(IdList('only positions and events on these assets')),
+  direction: O(StringEnum(DIRECTION_VALUES, { description: 'only positions and events of this direction' })),
+  timeBasedPerformanceWindow: O(StringEnum(WINDOW_VALUES, { default: '30D', description: 'evaluation window of the performance metrics (default 30D); ignored for activity metrics' })),
+  minPositions: O(Type.Integer({ minimum: 0, maximum: 1_000_000_000, default: 3, description: 'minimum scored positions for performance metrics (default 3; 0 includes every trader with a position in the sample); ignored for activity metrics' })),
+  startTime: O(Type.String({ format: 'date-time', description: 'inclusive lower bound on position open time (default: 1 January 00:00 UTC of the applied endTime\'s year)' })),
+  endTime: O(Type.String({ format: 'date-time', description: 'inclusive upper bound (default: serverTime)' })),
+  limit: O(Limit(50, 10)),
+});
+export type RankingsQuery = Validated<Type.Static<typeof RankingsQuery>> & { metric: RankingMetric; timeBasedPerformanceWindow: (typeof WINDOW_VALUES)[number]; minPositions: number };
+
+export const ACTIVITY_GROUP_BY = ['trader', 'none'] as const;
+export const ACTIVITY_INTERVALS = ['hour', 'day', 'week'] as const;
+/** At most this many buckets per group (contract 8): more is BUCKET_LIMIT_EXCEEDED. */
+export const MAX_BUCKETS = 168;
+
+export const ActivitySummariesQuery = Query({
+  groupBy: O(StringEnum(ACTIVITY_GROUP_BY, { default: 'trader', description: 'one group per trader, or one overall group (default trader)' })),
+  interval: O(StringEnum(ACTIVITY_INTERVALS, { default: 'day', description: 'bucket size, UTC-aligned; weeks start on Monday (default day)' })),
+  eventTypes: O(EnumList(EVENT_TYPE_VALUES, { description: 'event types counted (default all); message counts are not restricted' })),
+  traderIds: O(IdList('only these traders')),
+  startTime: O(Type.String({ format: 'date-time', description: 'inclusive lower bound (default: 7 days before the applied endTime)' })),
+  endTime: O(Type.String({ format: 'date-time', description: 'inclusive upper bound (default: serverTime)' })),
+  limit: O(Limit(50, 10)),
+});
+export type ActivitySummariesQuery = Validated<Type.Static<typeof ActivitySummariesQuery>> & {
+  groupBy: (typeof ACTIVITY_GROUP_BY)[number]; interval: (typeof ACTIVITY_INTERVALS)[number];
+};
+
+export const TraderActivityQuery = Query({
+  sourcePlatforms: O(EnumList(PLATFORM_VALUES, { description: 'only traders whose assigned source is on one of these platforms' })),
+  minPositionCount: O(Type.Integer({ minimum: 0, maximum: 1_000_000_000, default: 3, description: 'minimum eligible positions (default 3; 0 includes traders with none, unless assetIds is given)' })),
+  assetIds: O(IdList('count only positions on these assets; a trader then needs at least one')),
+  startTime: O(Type.String({ format: 'date-time', description: 'inclusive lower bound on position open time (omitted: unbounded)' })),
+  endTime: O(Type.String({ format: 'date-time', description: 'inclusive upper bound on position open time (omitted: unbounded)' })),
+  ...pageParams(),
+});
+export type TraderActivityQuery = Validated<Type.Static<typeof TraderActivityQuery>> & { minPositionCount: number };

@@ -69,12 +69,16 @@ function datePathsOf(s: S | undefined, prefix: string[] = [], depth = 0): string
 
 const param = (name: string, value: PV | null): QParam => ({ name, nameWire: encodeURIComponent(name), value });
 
-function benignValue(name: string, s: S, pools: IdPools, now: number): PV | null {
+/**
+ * A valid value of a parameter. `unlikeDefault`: not the schema's default (a filter set that only
+ * spells out a default is the same filters, so a cursor must carry over to it).
+ */
+function benignValue(name: string, s: S, pools: IdPools, now: number, unlikeDefault = false): PV | null {
   const kind = kindOf(name, s);
   const v = (x: string): PV => ({ ...enc(`${kind}:benign`, x), validity: 'valid' });
   switch (kind) {
     case 'enumlist': return v(enumOf(s['x-list'])![0]!);
-    case 'enum': return v(enumOf(s)![0]!);
+    case 'enum': return v(enumOf(s)!.find((x) => !unlikeDefault || x !== s.default)!);
     case 'idlist': {
       const n = name.toLowerCase();
       const ids = n.includes('trader') ? pools.traderIds : n.includes('asset') ? pools.assetIds : n.includes('position') ? pools.positionIds : pools.traderIds;
@@ -83,7 +87,10 @@ function benignValue(name: string, s: S, pools: IdPools, now: number): PV | null
     case 'strlist': return v(pools.messageIds.slice(0, Math.min(pools.messageIds.length, s['x-list-max'] ?? 200)).join(','));
     case 'datetime': return v(new Date(name.toLowerCase().includes('end') ? now - DAY : now - 100 * DAY).toISOString());
     case 'boolean': return v('true');
-    case 'integer': case 'number': return v(String(typeof s.default === 'number' ? s.default : s.minimum ?? 0));
+    case 'integer': case 'number': {
+      const x = typeof s.default === 'number' ? s.default : s.minimum ?? 0;
+      return v(String(unlikeDefault && x === s.default ? x + 1 : x));
+    }
     case 'text': return s.maxLength !== undefined ? v('a') : null;
     case 'cursor': return null;
   }
@@ -107,7 +114,7 @@ export function routesOf(pools: IdPools, now: number, operations: readonly Opera
       if (filterSets.length >= 5) break;
       const kind = kindOf(n, props[n]!);
       if (n === 'limit' || kind === 'cursor' || required.has(n) || kinds.has(kind)) continue;
-      const value = benignValue(n, props[n]!, pools, now);
+      const value = benignValue(n, props[n]!, pools, now, true);
       if (value) { kinds.add(kind); filterSets.push([...base, param(n, value)]); }
     }
     for (const version of op.versions) {

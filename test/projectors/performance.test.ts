@@ -120,7 +120,7 @@ describe('time-based performance read model', () => {
         const w = O.buildWorld([...seen]); // a new array: the oracle caches worlds by array
         const ps = [...w.positions.values()];
         for (const now of [T0 + 10 * 24 * HOUR, T0 + 45 * 24 * HOUR, T0 + 400 * 24 * HOUR]) {
-          const got = await timeBasedPerformances(store, ps.map((p) => ({ id: p.id, openAt: p.openAt })), now);
+          const got = await timeBasedPerformances(store, ps.map((p) => ({ id: p.id, traderId: p.traderId, openAt: p.openAt })), now);
           for (const p of ps) {
             const want = O.timeBasedPerformances(w, p, now);
             expect(got.get(p.id), `position ${p.id} at ${iso(now)} after ${seen.length} records`).toEqual(want);

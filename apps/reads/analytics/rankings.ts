@@ -1,0 +1,119 @@
+import type { RankingRow, WindowNotElapsedDetails } from '../../../schemas/api/analytics.ts';
+import { splitIds } from '../../../schemas/api/common-params.ts';
+import { ApiError } from '../../../schemas/api/errors.ts';
+import { ACTIVITY_METRICS, type RankingMetric, type RankingsQuery } from '../../../schemas/api/queries.ts';
+import { WINDOWS, type WindowName } from '../../../schemas/api/resources.ts';
+import { WINDOW_MS } from '../../../projectors/performance/evaluate.ts';
+import type { ReadContext } from '../context.ts';
+import { factsOf } from '../facts.ts';
+import { Where } from '../list.ts';
+import { appliedTimeRange, type Window } from '../window.ts';
+import { directionBias, explicitBounds, historyStart, performanceByGroup, sampleWhere, timeBasedPerformance, traderEligible } from './sample.ts';
+
+const iso = (t: number) => new Date(t).toISOString();
+
+/**
+ * The bounds of a ranking (contract 4): endTime defaults to serverTime, startTime to 1 January
+ * 00:00 UTC of the applied endTime's year; each independently, and an explicit bound is kept as
+ * given (the account's history window restricts the sample, not the bounds echoed). Only two
+ * explicit bounds in the wrong order are a 400: a start after the default end is an empty sample.
+ */
+export function rankingBounds(q: { startTime?: string; endTime?: string }, now: number): Window & { start: number; end: number } {
+  const given = explicitBounds(q);
+  const end = given.end ?? now;
+  return { start: given.start ?? Date.UTC(new Date(end).getUTCFullYear(), 0, 1), end };
+}
+
+/**
+ * Whether the sample's positions can have reached the evaluation window (README): `full` when
+ * the last of them has, `partial` when the first has; otherwise PERFORMANCE_WINDOW_NOT_ELAPSED
+ * with the two alternatives of DESIGN 6.
+ */
+export function windowEvaluability(q: RankingsQuery, b: { start: number; end: number }, w: WindowName, now: number): 'full' | 'partial' {
+  if (b.end + WINDOW_MS[w] <= now) return 'full';
+  if (b.start + WINDOW_MS[w] <= now) return 'partial';
+  const resolved = { startTime: iso(b.start), endTime: iso(b.end), timeBasedPerformanceWindow: w };
+  const shorter = WINDOWS.filter((x) => WINDOW_MS[x] < WINDOW_MS[w] && b.start + WINDOW_MS[x] <= now).at(-1);
+  const details: WindowNotElapsedDetails = {
+    requested: { startTime: q.startTime ?? null, endTime: q.endTime ?? null, timeBasedPerformanceWindow: q.timeBasedPerformanceWindow },
+    resolved,
+    alternatives: [
+      ...(shorter ? [{ strategy: 'preserve_sample' as const, ...resolved, timeBasedPerformanceWindow: shorter }] : []),
+      // Not before 1970 (the earliest date-time the service takes): a range that long keeps its end and starts at the epoch.
+      { strategy: 'preserve_evaluation' as const, startTime: iso(Math.max(0, now - WINDOW_MS[w] - (b.end - b.start))), endTime: iso(b.end), timeBasedPerformanceWindow: w },
+    ],
+  };
+  throw new ApiError('PERFORMANCE_WINDOW_NOT_ELAPSED',
+    `no position opened in the resolved sample can have reached the ${w} evaluation window yet`, details);
+}
+
+/** Metric value of a candidate (performance metrics from its timeBasedPerformance). */
+function metricOf(metric: RankingMetric, eventCount: number, positionCount: number, perf: ReturnType<typeof timeBasedPerformance> | undefined): number | null {
+  switch (metric) {
+    case 'event_count': return eventCount;
+    case 'position_count': return positionCount;
+    case 'win_rate': return perf!.winRatePercentage;
+    case 'avg_return': return perf!.averageReturnPercentage;
+    case 'median_return': return perf!.medianReturnPercentage;
+    case 'sharpe_ratio': return perf!.sharpeRatio;
+  }
+}
+
+/**
+ * Trader rankings (README "Analytics reads"): the sample positions per trader from the evaluation
+ * rows (one aggregate, in the requested window), the counted events per trader from the events
+ * statement table (FINAL over the time range), both restricted by assetIds and direction; the
+ * candidates, their order and ranks in memory.
+ */
+export async function rankTraders(ctx: ReadContext, q: RankingsQuery) {
+  const now = ctx.now.getTime();
+  const bounds = rankingBounds(q, now);
+  const performance = !ACTIVITY_METRICS.includes(q.metric);
+  const w = q.timeBasedPerformanceWindow;
+  const evaluability = performance ? windowEvaluability(q, bounds, w, now) : 'not_applicable';
+  const facts = await factsOf(ctx);
+  const assetIds = splitIds(q.assetIds);
+  const floor = historyStart(ctx.principal, now);
+  const events = new Where()
+    .add('e.live = 1 AND e.tomb = 0')
+    .add('e.assetId IN {eligibleAssets:Array(UInt64)}', { eligibleAssets: facts.assetIds })
+    .add("e.timeOfEvent >= fromUnixTimestamp64Milli({evStart:Int64}, 'UTC') AND e.timeOfEvent <= fromUnixTimestamp64Milli({evEnd:Int64}, 'UTC')",
+      { evStart: floor !== null && floor > bounds.start ? floor : bounds.start, evEnd: bounds.end })
+    .when(assetIds, 'e.assetId IN {assetIds:Array(UInt64)}', 'assetIds')
+    .when(q.direction, 'e.direction = {direction:String}', 'direction');
+  const [perf, eventRows] = await Promise.all([
+    performanceByGroup(ctx, sampleWhere(ctx, facts, { window: bounds, assetIds, direction: q.direction }), 'traderId', [performance ? w : '1D']),
+    ctx.store.query<{ traderId: number; n: number }>(`
+      SELECT e.traderId AS traderId, count() AS n FROM $db.events AS e FINAL WHERE ${events.sql} GROUP BY traderId`, events.params),
+  ]);
+  const eventCounts = new Map(eventRows.map((r) => [Number(r.traderId), Number(r.n)]));
+  const candidates: (Omit<RankingRow, 'rank'>)[] = [];
+  for (const traderId of new Set([...perf.keys(), ...eventCounts.keys()])) {
+    if (!traderEligible(facts, ctx.principal, traderId)) continue;
+    const a = perf.get(traderId)?.get(performance ? w : '1D');
+    const positionCount = a?.sampled ?? 0;
+    const eventCount = eventCounts.get(traderId) ?? 0;
+    const tbp = performance ? timeBasedPerformance(w, a) : undefined;
+    if (performance ? positionCount === 0 || tbp!.positionsCount < q.minPositions : (q.metric === 'event_count' ? eventCount : positionCount) === 0) continue;
+    const longs = a?.longs ?? 0;
+    candidates.push({
+      traderId, metricValue: metricOf(q.metric, eventCount, positionCount, tbp), eventCount, positionCount,
+      directionBias: directionBias(longs, positionCount - longs), ...(tbp ? { timeBasedPerformance: tbp } : {}),
+    });
+  }
+  candidates.sort((x, y) => (x.metricValue === null ? 1 : 0) - (y.metricValue === null ? 1 : 0)
+    || (y.metricValue ?? 0) - (x.metricValue ?? 0) || y.positionCount - x.positionCount || x.traderId - y.traderId);
+  const results: RankingRow[] = candidates.slice(0, q.limit).map((c, i) => ({
+    traderId: c.traderId, rank: i + 1, metricValue: c.metricValue, eventCount: c.eventCount, positionCount: c.positionCount,
+    directionBias: c.directionBias, ...(c.timeBasedPerformance ? { timeBasedPerformance: c.timeBasedPerformance } : {}),
+  }));
+  return {
+    results,
+    filtersApplied: {
+      metric: q.metric, assetIds: assetIds ?? [], direction: q.direction ?? null, timeBasedPerformanceWindow: performance ? w : null,
+      minPositions: q.minPositions, windowEvaluability: evaluability, appliedTimeRange: appliedTimeRange(bounds),
+    },
+    meta: { totalCandidates: candidates.length, serverTime: ctx.now.toISOString() },
+  };
+}
+

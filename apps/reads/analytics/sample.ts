@@ -1,0 +1,138 @@
+import type { DirectionBias, TimeBasedPerformance } from '../../../schemas/api/analytics.ts';
+import { WINDOWS, type WindowName } from '../../../schemas/api/resources.ts';
+import { ApiError } from '../../../schemas/api/errors.ts';
+import { parseDateTime } from '../../../schemas/formats.ts';
+import type { Principal, ReadContext } from '../context.ts';
+import { permits, type Facts } from '../facts.ts';
+import { Where } from '../list.ts';
+import { DAY_MS, type Window } from '../window.ts';
+
+/**
+ * The sample of the analytics reads (README "Analytics reads"): live positions on live assets with
+ * an active market, of live, signal-visible traders, opened within the bounds and not before the
+ * account's history window. Read from the evaluation rows (projectors/performance: one row per
+ * position and window, ordered by (traderId, openAt), partitioned by month) with FINAL: the newest
+ * row of each key is the truth, and WHERE applies after FINAL. Months in one part are read
+ * without merging (do_not_merge_across_partitions_select_final), so FINAL costs only where the
+ * projector has written since the last compaction. Trader eligibility (live, visible, platform)
+ * is a parameter where the read names its traders, and a check of each trader's group otherwise.
+ */
+export const FINAL_SETTINGS = 'SETTINGS do_not_merge_across_partitions_select_final = 1';
+
+/** Explicit bounds of a stats read, checked (a start after the end is a 400). */
+export function explicitBounds(q: { startTime?: string; endTime?: string }): Window {
+  const start = q.startTime !== undefined ? parseDateTime(q.startTime) : null;
+  const end = q.endTime !== undefined ? parseDateTime(q.endTime) : null;
+  if (start !== null && end !== null && start > end) {
+    throw new ApiError('VALIDATION_ERROR', 'startTime must not be after endTime', [{ param: 'startTime', message: 'must not be after endTime' }]);
+  }
+  return { start, end };
+}
+
+/** The earliest time the account may read (its history window), or null. */
+export function historyStart(p: Principal, now: number): number | null {
+  return p.historyWindowDays == null ? null : now - p.historyWindowDays * DAY_MS;
+}
+
+/** Bounds clamped forward to the account's history window (what stats reads apply and echo). */
+export function clampToHistory(w: Window, p: Principal, now: number): Window {
+  const floor = historyStart(p, now);
+  return { start: floor !== null && (w.start === null || w.start < floor) ? floor : w.start, end: w.end };
+}
+
+/** Whether a trader's rows may be counted: live, signal-visible, and on one of `platforms` when given. */
+export function traderEligible(facts: Facts, p: Principal, traderId: number, platforms?: readonly string[]): boolean {
+  const platform = facts.traderPlatform.get(traderId);
+  if (platform === undefined || !permits(p.signalVisibility, traderId, platform)) return false;
+  return !platforms || platforms.includes(platform);
+}
+
+export interface SampleFilter {
+  /** Bounds on openAt, inclusive (already clamped as the read requires). */
+  window: Window;
+  traderIds?: readonly number[];
+  assetIds?: readonly number[];
+  direction?: string;
+}
+
+/** WHERE of the sample on position_performances aliased `p` (history window applied here too). */
+export function sampleWhere(ctx: ReadContext, facts: Facts, f: SampleFilter): Where {
+  const now = ctx.now.getTime();
+  const floor = historyStart(ctx.principal, now);
+  const start = floor !== null && (f.window.start === null || f.window.start < floor) ? floor : f.window.start;
+  const where = new Where()
+    .add('p.live = 1')
+    .add('p.assetId IN {eligibleAssets:Array(UInt64)}', { eligibleAssets: facts.assetIds })
+    .when(start ?? undefined, 'p.openAt >= {sampleStart:Int64}', 'sampleStart')
+    .when(f.window.end ?? undefined, 'p.openAt <= {sampleEnd:Int64}', 'sampleEnd')
+    .when(f.traderIds, 'p.traderId IN {sampleTraders:Array(UInt64)}', 'sampleTraders')
+    .when(f.assetIds, 'p.assetId IN {sampleAssets:Array(UInt64)}', 'sampleAssets')
+    .when(f.direction, 'p.direction = {sampleDirection:String}', 'sampleDirection');
+  return where;
+}
+
+/** Aggregates of one group's sample for one window, as the SQL below returns them. */
+export interface WindowAggregate {
+  window: WindowName; sampled: number; scored: number; mean: number | null; median: number | null; wins: number; sd: number | null; longs: number;
+}
+
+/**
+ * Per group and window: sampled and scored counts, and the moments of the scored returns (a
+ * window is scored when `ready` and come of age at serverTime). `groupBy` is a column of `p`.
+ */
+export function performanceSql(where: Where, groupBy: string, windows: readonly WindowName[] = WINDOWS): { sql: string; params: Record<string, unknown> } {
+  return {
+    sql: `
+      SELECT ${groupBy} AS g, window, count() AS sampled, countIf(ready) AS scored,
+        avgIf(r, ready) AS mean, quantileExactInclusiveIf(0.5)(r, ready) AS median, countIf(ready AND r > 0) AS wins,
+        stddevSampStableIf(r, ready) AS sd, countIf(direction = 'long') AS longs
+      FROM (
+        SELECT p.${groupBy} AS ${groupBy}, p.window AS window, p.direction AS direction, p.returnPercentage AS r,
+          p.status = 'ready' AND p.evaluatedAt <= {now:Int64} AS ready
+        FROM $db.position_performances AS p FINAL
+        WHERE ${where.sql} AND p.window IN {windows:Array(String)}
+      )
+      GROUP BY g, window
+      ${FINAL_SETTINGS}`,
+    params: { ...where.params, windows },
+  };
+}
+
+/** Runs performanceSql and indexes the aggregates by group, then window. */
+export async function performanceByGroup(ctx: ReadContext, where: Where, groupBy: string, windows: readonly WindowName[] = WINDOWS): Promise<Map<number, Map<WindowName, WindowAggregate>>> {
+  const q = performanceSql(where, groupBy, windows);
+  const rows = await ctx.store.query<WindowAggregate & { g: number }>(q.sql, { ...q.params, now: ctx.now.getTime() });
+  const out = new Map<number, Map<WindowName, WindowAggregate>>();
+  for (const r of rows) {
+    const g = Number(r.g);
+    let m = out.get(g);
+    if (!m) out.set(g, m = new Map());
+    m.set(r.window, { ...r, sampled: Number(r.sampled), scored: Number(r.scored), wins: Number(r.wins), longs: Number(r.longs) });
+  }
+  return out;
+}
+
+/** The contract's timeBasedPerformance of an aggregate (metrics null when nothing is scored). */
+export function timeBasedPerformance(window: WindowName, a: WindowAggregate | undefined): TimeBasedPerformance {
+  const sampled = a?.sampled ?? 0;
+  const scored = a?.scored ?? 0;
+  const some = scored > 0 && a !== undefined;
+  return {
+    window,
+    averageReturnPercentage: some ? a.mean : null,
+    medianReturnPercentage: some ? a.median : null,
+    winRatePercentage: some ? (a.wins / scored) * 100 : null,
+    sharpeRatio: some && scored >= 2 && a.sd !== null && a.sd !== 0 && a.mean !== null ? a.mean / a.sd : null,
+    positionsCount: scored,
+    coverage: { sampledPositionsCount: sampled, scoredPositionsCount: scored, ratio: sampled ? scored / sampled : null },
+  };
+}
+
+/** Long/short split with its label: long or short at 60 % or more, mixed below, none without positions. */
+export function directionBias(longCount: number, shortCount: number): DirectionBias {
+  const n = longCount + shortCount;
+  const longPercentage = n ? (longCount / n) * 100 : 0;
+  const shortPercentage = n ? (shortCount / n) * 100 : 0;
+  const label = !n ? 'none' : longCount * 10 >= n * 6 ? 'long' : shortCount * 10 >= n * 6 ? 'short' : 'mixed';
+  return { label, longCount, shortCount, longPercentage, shortPercentage };
+}

@@ -1,0 +1,57 @@
+import type { TraderStatsRow } from '../../../schemas/api/analytics.ts';
+import { splitIds, splitList } from '../../../schemas/api/common-params.ts';
+import type { TraderStatsQuery } from '../../../schemas/api/queries.ts';
+import { WINDOWS, type SourceIdentity, type WindowName } from '../../../schemas/api/resources.ts';
+import type { ReadContext } from '../context.ts';
+import { factsOf } from '../facts.ts';
+import { appliedTimeRange } from '../window.ts';
+import { clampToHistory, directionBias, explicitBounds, performanceByGroup, sampleWhere, timeBasedPerformance, traderEligible } from './sample.ts';
+
+/** Tags in their order: category `thematic` first, then the other categories, then names (bytes). */
+export function orderTags(tags: { category: string; name: string }[]): { category: string; name: string }[] {
+  const bytes = (s: string) => Buffer.from(s, 'utf8');
+  return [...tags].sort((a, b) => (a.category === 'thematic' ? 0 : 1) - (b.category === 'thematic' ? 0 : 1)
+    || Buffer.compare(bytes(a.category), bytes(b.category)) || Buffer.compare(bytes(a.name), bytes(b.name)));
+}
+
+/**
+ * Trader stats (README "Analytics reads"): one row per requested trader that is live,
+ * signal-visible and on one of `sourcePlatforms`, in request order; the others are missing. The
+ * figures come from one aggregate over the traders' evaluation rows (a range of the table's key
+ * per trader); names, sources and tags from the trader tables by primary key.
+ */
+export async function traderStats(ctx: ReadContext, q: TraderStatsQuery) {
+  const now = ctx.now.getTime();
+  const window = clampToHistory(explicitBounds(q), ctx.principal, now);
+  const facts = await factsOf(ctx);
+  const platforms = splitList(q.sourcePlatforms);
+  const requested = splitIds(q.traderIds) ?? [];
+  const found = requested.filter((id) => traderEligible(facts, ctx.principal, id, platforms));
+  const missingTraderIds = requested.filter((id) => !found.includes(id));
+  const [perf, tags] = found.length ? await Promise.all([
+    performanceByGroup(ctx, sampleWhere(ctx, facts, { window, traderIds: found }), 'traderId'),
+    ctx.store.query<{ traderId: number; categories: string[]; names: string[] }>(
+      'SELECT traderId, categories, names FROM $db.trader_tags FINAL WHERE traderId IN {ids:Array(UInt64)} AND deleted = 0', { ids: found }),
+  ]) : [new Map(), []];
+  const tagsOf = new Map(tags.map((t) => [Number(t.traderId), t.categories.map((category, i) => ({ category, name: t.names[i]! }))]));
+  const results: TraderStatsRow[] = found.map((id) => {
+    const key = facts.traderSource.get(id);
+    const identity = key === undefined ? undefined : facts.identities.get(key);
+    // sourceKey is `platform:sourceIdentityId` and a platform name has no colon.
+    const source: SourceIdentity | null = key !== undefined && identity
+      ? { platform: key.slice(0, key.indexOf(':')) as SourceIdentity['platform'], sourceIdentityId: key.slice(key.indexOf(':') + 1), ...identity } : null;
+    const windows = perf.get(id);
+    const any = windows?.get('1D');
+    const positionCount = any?.sampled ?? 0;
+    const longs = any?.longs ?? 0;
+    return {
+      traderId: id, name: facts.traderName.get(id)!, source, tags: orderTags(tagsOf.get(id) ?? []),
+      summary: {
+        positionCount,
+        directionBias: directionBias(longs, positionCount - longs),
+        timeBasedPerformances: Object.fromEntries(WINDOWS.map((w) => [w, timeBasedPerformance(w, windows?.get(w))])) as Record<WindowName, ReturnType<typeof timeBasedPerformance>>,
+      },
+    };
+  });
+  return { results, meta: { missingTraderIds, serverTime: ctx.now.toISOString(), appliedTimeRange: appliedTimeRange(window) } };
+}
