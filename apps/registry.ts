@@ -3,7 +3,9 @@ import {
   ActivitySummariesQuery, AssetsQuery, AssetStatsQuery, EventsQuery, MessagesQuery, OpenPositionsQuery, PositionsQuery, RankingsQuery,
   TraderActivityQuery, TraderDirectoryQuery, TraderStatsQuery,
 } from '../schemas/api/queries.ts';
-import { ActivitySummariesResponse, AssetStatsResponse, RankingsResponse, TraderActivityResponse, TraderStatsResponse } from '../schemas/api/analytics.ts';
+import {
+  ActivitySummariesResponse, AssetStatsResponse, RankingsResponse, TraderActivityResponse, TraderStatsResponse, WindowNotElapsedDetails,
+} from '../schemas/api/analytics.ts';
 import { ListEnvelope } from '../schemas/api/envelope.ts';
 import { AssetRow, Event, Message, OpenPosition, Position, TraderDirectoryRow } from '../schemas/api/resources.ts';
 import type { Scope } from '../schemas/topics/index.ts';
@@ -41,6 +43,8 @@ export interface Operation {
   handler: (ctx: ReadContext, query: any) => Promise<unknown>;
   /** When an answer may be served from the read cache (DESIGN 9); absent: never. */
   cache?: CacheRule;
+  /** The 422 error the read may answer (contract 7), and the schema of its `details` (null: none). */
+  unprocessable?: { code: 'PERFORMANCE_WINDOW_NOT_ELAPSED' | 'BUCKET_LIMIT_EXCEEDED'; details: TSchema | null };
 }
 
 export const OPERATIONS: readonly Operation[] = [
@@ -122,6 +126,7 @@ export const OPERATIONS: readonly Operation[] = [
     query: RankingsQuery,
     response: RankingsResponse,
     handler: rankTraders,
+    unprocessable: { code: 'PERFORMANCE_WINDOW_NOT_ELAPSED', details: WindowNotElapsedDetails },
   },
   {
     tool: 'summarize_message_activity', path: '/activity-summaries', versions: ['v2'], scope: 'stats.read', visibility: 'either',
@@ -129,5 +134,6 @@ export const OPERATIONS: readonly Operation[] = [
     query: ActivitySummariesQuery,
     response: ActivitySummariesResponse,
     handler: activitySummaries,
+    unprocessable: { code: 'BUCKET_LIMIT_EXCEEDED', details: null },
   },
 ];

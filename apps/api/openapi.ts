@@ -3,7 +3,16 @@ import { SuccessEnvelope } from '../../schemas/api/envelope.ts';
 import { ErrorEnvelope } from '../../schemas/api/errors.ts';
 import { Health } from '../../schemas/api/resources.ts';
 import { DateTime } from '../../schemas/topics/common.ts';
-import { OPERATIONS, type Version } from '../registry.ts';
+import { OPERATIONS, type Operation, type Version } from '../registry.ts';
+
+/** The error envelope of a read's 422: its code, and its `details` schema. */
+function unprocessableEnvelope(u: NonNullable<Operation['unprocessable']>) {
+  return Type.Object({
+    success: Type.Literal(false),
+    error: Type.Object({ code: Type.Literal(u.code), message: Type.String(), details: u.details ?? Type.Null() }),
+    requestId: Type.String(),
+  });
+}
 
 /** The machine-readable description of one version, generated from the operations registry. */
 export function openApiDocument(version: Version, serverUrl = ''): Record<string, unknown> {
@@ -24,6 +33,7 @@ export function openApiDocument(version: Version, serverUrl = ''): Record<string
         responses: {
           200: { description: 'success envelope', content: { 'application/json': { schema: op.response } } },
           ...Object.fromEntries([400, 401, 403, 405, 414, 500, 503].map((s) => [s, { description: 'error envelope', content: { 'application/json': { schema: ErrorEnvelope } } }])),
+          ...(op.unprocessable ? { 422: { description: `error envelope with code ${op.unprocessable.code}`, content: { 'application/json': { schema: unprocessableEnvelope(op.unprocessable) } } } } : {}),
         },
       },
     };

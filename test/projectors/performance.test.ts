@@ -2,7 +2,10 @@
 // positions and price samples arrive (samples re-versioned, deleted, an asset's first sample, the
 // deletion of its last one, positions moved in time or to another asset, deleted and revived),
 // every position's windows as a read shows them equal the oracle's brute-force evaluation over
-// the records so far, at several clocks; each batch is delivered twice (at-least-once).
+// the records so far, at several clocks; each batch is delivered twice (at-least-once). The table
+// read whole with FINAL (as the analytics reads aggregate it, issue 7) holds one live row per live
+// position and window, at the position's current trader and openAt: a position moved to another
+// trader or time leaves nothing counted behind.
 import { afterAll, describe, expect, it } from 'vitest';
 import { rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -76,13 +79,14 @@ function history(seed: number): TopicRecord[] {
   for (let k = 0; k < 12; k++) {
     const p = r.pick(positions);
     const v = next(`e${p.id * 10}`);
-    const kind = r.pick(['time', 'asset', 'price', 'delete', 'revive', 'direction']);
+    const kind = r.pick(['time', 'asset', 'price', 'delete', 'revive', 'direction', 'trader']);
     const over: Record<string, unknown> = { positionId: p.id, assetId: p.assetId, timeOfEvent: iso(p.open), price: 100, version: v };
     if (kind === 'time') over.timeOfEvent = iso(p.open = p.open + r.int(-48, 48) * HOUR);
     if (kind === 'asset') over.assetId = p.assetId = r.int(1, 4);
     if (kind === 'price') over.price = r.pick([null, 0, 80, 130]);
     if (kind === 'delete') over.deleted = true;
     if (kind === 'direction') over.direction = 'short';
+    if (kind === 'trader') over.traderId = r.int(2, 4);
     merged.push(build.event(p.id * 10, over));
   }
   merged.push(build.price(4, first4, 123, { version: next('p4'), deleted: true }));
@@ -119,6 +123,12 @@ describe('time-based performance read model', () => {
         if (!r.chance(0.25) && seen.length < records.length) continue;
         const w = O.buildWorld([...seen]); // a new array: the oracle caches worlds by array
         const ps = [...w.positions.values()];
+        const sample = await store.query<{ positionId: number; window: string; traderId: number; openAt: number; assetId: number; direction: string }>(`
+          SELECT positionId, window, traderId, openAt, assetId, direction FROM $db.position_performances FINAL WHERE live = 1
+          ORDER BY positionId, window SETTINGS do_not_merge_across_partitions_select_final = 1`);
+        expect(sample.map((x) => ({ ...x, positionId: Number(x.positionId), traderId: Number(x.traderId), openAt: Number(x.openAt), assetId: Number(x.assetId) })),
+          `live evaluation rows after ${seen.length} records`).toEqual(ps.sort((a, b) => a.id - b.id).flatMap((p) => O.WINDOWS.map((win) => ({
+          positionId: p.id, window: win, traderId: p.traderId, openAt: p.openAt, assetId: p.assetId, direction: p.direction }))));
         for (const now of [T0 + 10 * 24 * HOUR, T0 + 45 * 24 * HOUR, T0 + 400 * 24 * HOUR]) {
           const got = await timeBasedPerformances(store, ps.map((p) => ({ id: p.id, traderId: p.traderId, openAt: p.openAt })), now);
           for (const p of ps) {
