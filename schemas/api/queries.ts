@@ -67,18 +67,20 @@ export const RANKING_METRICS = ['event_count', 'position_count', 'win_rate', 'av
 export type RankingMetric = (typeof RANKING_METRICS)[number];
 export const ACTIVITY_METRICS: readonly RankingMetric[] = ['event_count', 'position_count'];
 const WINDOW_VALUES = ['1D', '7D', '30D'] as const;
+/** Applied by the read, not by validation: a 422 echoes the window as requested (null when omitted). */
+export const DEFAULT_PERFORMANCE_WINDOW = '30D';
 
 export const RankingsQuery = Query({
   metric: O(StringEnum(RANKING_METRICS, { default: 'event_count', description: 'what traders are ranked by (default event_count)' })),
   assetIds: O(IdList('only positions and events on these assets')),
   direction: O(StringEnum(DIRECTION_VALUES, { description: 'only positions and events of this direction' })),
-  timeBasedPerformanceWindow: O(StringEnum(WINDOW_VALUES, { default: '30D', description: 'evaluation window of the performance metrics (default 30D); ignored for activity metrics' })),
+  timeBasedPerformanceWindow: O(StringEnum(WINDOW_VALUES, { description: 'evaluation window of the performance metrics (default 30D); ignored for activity metrics' })),
   minPositions: O(Type.Integer({ minimum: 0, maximum: 1_000_000_000, default: 3, description: 'minimum scored positions for performance metrics (default 3; 0 includes every trader with a position in the sample); ignored for activity metrics' })),
   startTime: O(Type.String({ format: 'date-time', description: 'inclusive lower bound on position open time (default: 1 January 00:00 UTC of the applied endTime\'s year)' })),
   endTime: O(Type.String({ format: 'date-time', description: 'inclusive upper bound (default: serverTime)' })),
   limit: O(Limit(50, 10)),
 });
-export type RankingsQuery = Validated<Type.Static<typeof RankingsQuery>> & { metric: RankingMetric; timeBasedPerformanceWindow: (typeof WINDOW_VALUES)[number]; minPositions: number };
+export type RankingsQuery = Validated<Type.Static<typeof RankingsQuery>> & { metric: RankingMetric; minPositions: number };
 
 export const ACTIVITY_GROUP_BY = ['trader', 'none'] as const;
 export const ACTIVITY_INTERVALS = ['hour', 'day', 'week'] as const;

@@ -180,7 +180,7 @@ describe('GET /traders/rankings', () => {
     expect(Compile(WindowNotElapsedDetails).Check(res.body.error.details)).toBe(true);
     const resolved = { startTime: start, endTime: iso(NOW), timeBasedPerformanceWindow: '30D' };
     expect(res.body.error.details).toEqual({
-      requested: { startTime: start, endTime: null, timeBasedPerformanceWindow: '30D' },
+      requested: { startTime: start, endTime: null, timeBasedPerformanceWindow: null },
       resolved,
       alternatives: [
         { strategy: 'preserve_sample', ...resolved, timeBasedPerformanceWindow: '1D' },
@@ -219,6 +219,12 @@ describe('GET /activity-summaries', () => {
       expect(new Date(b.start).getUTCDay()).toBe(1);
       expect(b.start.endsWith('T00:00:00.000Z')).toBe(true);
     }
+  });
+
+  it('hourly buckets by default reach back to the 168th hour (an unaligned 7 days meets 169)', async () => {
+    const { status, body } = await get('/v2/activity-summaries?interval=hour&groupBy=none');
+    expect(status).toBe(200);
+    expect(body.data.filtersApplied.appliedTimeRange).toEqual({ startTime: iso(Math.floor(NOW / HOUR) * HOUR - 167 * HOUR), endTime: iso(NOW) });
   });
 
   it('168 aligned buckets pass, 169 are BUCKET_LIMIT_EXCEEDED (422)', async () => {

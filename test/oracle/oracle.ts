@@ -57,7 +57,7 @@ export interface World {
   deleted: { traders: Set<number>; events: Set<number>; messages: Set<string>; assets: Set<number>; positions: Set<number> };
 }
 
-const srcKey = (platform: string, id: string): string => `${platform}\u0000${id}`;
+export const srcKey = (platform: string, id: string): string => `${platform}\u0000${id}`;
 
 /** Latest version per key wins; at equal versions the later record wins. */
 function latest<K>(recs: readonly any[], key: (v: any) => K): Map<K, any> {
@@ -158,7 +158,7 @@ export function resolvedAssetClass(raw: string | null, category: string | null):
   return (category ?? '').toLowerCase() === 'indices' ? 'indices' : 'stocks';
 }
 
-function eligibleAsset(w: World, assetId: number): any | null {
+export function eligibleAsset(w: World, assetId: number): any | null {
   const a = w.assets.get(assetId);
   return a && quoteSymbol(a) !== null ? a : null;
 }
@@ -370,7 +370,7 @@ export interface MessageFilters {
 }
 
 /** Owner of a source identity: the lowest id among live traders assigned to it. */
-function owners(w: World): Map<string, number> {
+export function owners(w: World): Map<string, number> {
   const out = new Map<string, number>();
   for (const t of w.traders.values()) {
     if (!t.source) continue;

@@ -39,11 +39,12 @@ export async function activitySummaries(ctx: ReadContext, q: ActivitySummariesQu
   const now = ctx.now.getTime();
   const given = explicitBounds(q);
   const end = given.end ?? now;
-  // The default start is 7 days before the end, but not before 1970 (the earliest date-time the service takes).
-  let start = given.start ?? Math.max(0, end - 7 * DAY_MS);
+  const size = SIZE[q.interval];
+  // The default start is 7 days before the end, or for hourly buckets the start of the 168th bucket
+  // back when that is later (an unaligned 7 days meets 169 hours), and not before 1970.
+  let start = given.start ?? Math.max(0, end - 7 * DAY_MS, bucketStart(q.interval, end) - (MAX_BUCKETS - 1) * size);
   const floor = historyStart(ctx.principal, now);
   if (floor !== null && start < floor) start = floor;
-  const size = SIZE[q.interval];
   const empty = start > end; // a start after the default end, or a history window that ends the range before it starts
   const buckets = empty ? 0 : (bucketStart(q.interval, end) - bucketStart(q.interval, start)) / size + 1;
   if (buckets > MAX_BUCKETS) {
@@ -98,12 +99,14 @@ export async function activitySummaries(ctx: ReadContext, q: ActivitySummariesQu
   const top = ranked.map(([id]) => id);
   if (byTrader && !top.length) return { results: [], filtersApplied, meta: { totalMessages, totalEvents, serverTime } };
   const topSources = [...sourceOf].filter(([, id]) => top.includes(id)).map(([k]) => k);
-  const eventBuckets = byTrader ? events.add('e.traderId IN {top:Array(UInt64)}', { top })
+  // A group may be there for its messages alone: its events count only when its trader's signals are visible.
+  const topTraders = top.filter((id) => traderEligible(facts, ctx.principal, id));
+  const eventBuckets = byTrader ? events.add('e.traderId IN {top:Array(UInt64)}', { top: topTraders })
     : excludedTraders.length ? events.add('e.traderId NOT IN {excluded:Array(UInt64)}', { excluded: excludedTraders }) : events;
   const messageBuckets = byTrader ? messages.add("concat(m.platform, ':', m.sourceIdentityId) IN {sources:Array(String)}", { sources: topSources })
     : excludedSources.length ? messages.add("concat(m.platform, ':', m.sourceIdentityId) NOT IN {excluded:Array(String)}", { excluded: excludedSources }) : messages;
   const [eb, mb] = await Promise.all([
-    ctx.store.query<{ traderId: number; b: number; n: number }>(`
+    byTrader && !topTraders.length ? [] : ctx.store.query<{ traderId: number; b: number; n: number }>(`
       SELECT e.traderId AS traderId, ${BUCKET_SQL[q.interval]('e.timeOfEvent')} AS b, count() AS n
       FROM $db.events AS e FINAL WHERE ${eventBuckets.sql} GROUP BY traderId, b`, eventBuckets.params),
     byTrader && !topSources.length ? [] : ctx.store.query<{ k: string; b: number; n: number }>(`

@@ -1,7 +1,7 @@
 import type { RankingRow, WindowNotElapsedDetails } from '../../../schemas/api/analytics.ts';
 import { splitIds } from '../../../schemas/api/common-params.ts';
 import { ApiError } from '../../../schemas/api/errors.ts';
-import { ACTIVITY_METRICS, type RankingMetric, type RankingsQuery } from '../../../schemas/api/queries.ts';
+import { ACTIVITY_METRICS, DEFAULT_PERFORMANCE_WINDOW as DEFAULT_WINDOW, type RankingMetric, type RankingsQuery } from '../../../schemas/api/queries.ts';
 import { WINDOWS, type WindowName } from '../../../schemas/api/resources.ts';
 import { WINDOW_MS } from '../../../projectors/performance/evaluate.ts';
 import type { ReadContext } from '../context.ts';
@@ -26,16 +26,17 @@ export function rankingBounds(q: { startTime?: string; endTime?: string }, now: 
 
 /**
  * Whether the sample's positions can have reached the evaluation window (README): `full` when
- * the last of them has, `partial` when the first has; otherwise PERFORMANCE_WINDOW_NOT_ELAPSED
- * with the two alternatives of DESIGN 6.
+ * the last of them has, `partial` when the first can have (the sample starts at the later of
+ * startTime and the account's history window); otherwise PERFORMANCE_WINDOW_NOT_ELAPSED with the
+ * two alternatives of DESIGN 6.
  */
-export function windowEvaluability(q: RankingsQuery, b: { start: number; end: number }, w: WindowName, now: number): 'full' | 'partial' {
+export function windowEvaluability(q: RankingsQuery, b: { start: number; end: number }, sampleStart: number, w: WindowName, now: number): 'full' | 'partial' {
   if (b.end + WINDOW_MS[w] <= now) return 'full';
-  if (b.start + WINDOW_MS[w] <= now) return 'partial';
+  if (sampleStart + WINDOW_MS[w] <= now) return 'partial';
   const resolved = { startTime: iso(b.start), endTime: iso(b.end), timeBasedPerformanceWindow: w };
-  const shorter = WINDOWS.filter((x) => WINDOW_MS[x] < WINDOW_MS[w] && b.start + WINDOW_MS[x] <= now).at(-1);
+  const shorter = WINDOWS.filter((x) => WINDOW_MS[x] < WINDOW_MS[w] && sampleStart + WINDOW_MS[x] <= now).at(-1);
   const details: WindowNotElapsedDetails = {
-    requested: { startTime: q.startTime ?? null, endTime: q.endTime ?? null, timeBasedPerformanceWindow: q.timeBasedPerformanceWindow },
+    requested: { startTime: q.startTime ?? null, endTime: q.endTime ?? null, timeBasedPerformanceWindow: q.timeBasedPerformanceWindow ?? null },
     resolved,
     alternatives: [
       ...(shorter ? [{ strategy: 'preserve_sample' as const, ...resolved, timeBasedPerformanceWindow: shorter }] : []),
@@ -69,16 +70,17 @@ export async function rankTraders(ctx: ReadContext, q: RankingsQuery) {
   const now = ctx.now.getTime();
   const bounds = rankingBounds(q, now);
   const performance = !ACTIVITY_METRICS.includes(q.metric);
-  const w = q.timeBasedPerformanceWindow;
-  const evaluability = performance ? windowEvaluability(q, bounds, w, now) : 'not_applicable';
+  const w = q.timeBasedPerformanceWindow ?? DEFAULT_WINDOW;
+  const floor = historyStart(ctx.principal, now);
+  const sampleStart = floor !== null && floor > bounds.start ? floor : bounds.start;
+  const evaluability = performance ? windowEvaluability(q, bounds, sampleStart, w, now) : 'not_applicable';
   const facts = await factsOf(ctx);
   const assetIds = splitIds(q.assetIds);
-  const floor = historyStart(ctx.principal, now);
   const events = new Where()
     .add('e.live = 1 AND e.tomb = 0')
     .add('e.assetId IN {eligibleAssets:Array(UInt64)}', { eligibleAssets: facts.assetIds })
     .add("e.timeOfEvent >= fromUnixTimestamp64Milli({evStart:Int64}, 'UTC') AND e.timeOfEvent <= fromUnixTimestamp64Milli({evEnd:Int64}, 'UTC')",
-      { evStart: floor !== null && floor > bounds.start ? floor : bounds.start, evEnd: bounds.end })
+      { evStart: sampleStart, evEnd: bounds.end })
     .when(assetIds, 'e.assetId IN {assetIds:Array(UInt64)}', 'assetIds')
     .when(q.direction, 'e.direction = {direction:String}', 'direction');
   const [perf, eventRows] = await Promise.all([
