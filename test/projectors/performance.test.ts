@@ -130,7 +130,7 @@ describe('time-based performance read model', () => {
           `live evaluation rows after ${seen.length} records`).toEqual(ps.sort((a, b) => a.id - b.id).flatMap((p) => O.WINDOWS.map((win) => ({
           positionId: p.id, window: win, traderId: p.traderId, openAt: p.openAt, assetId: p.assetId, direction: p.direction }))));
         for (const now of [T0 + 10 * 24 * HOUR, T0 + 45 * 24 * HOUR, T0 + 400 * 24 * HOUR]) {
-          const got = await timeBasedPerformances(store, ps.map((p) => ({ id: p.id, traderId: p.traderId, openAt: p.openAt })), now);
+          const got = await timeBasedPerformances(store, ps.map((p) => ({ id: p.id, assetId: p.assetId, traderId: p.traderId, openAt: p.openAt })), now);
           for (const p of ps) {
             const want = O.timeBasedPerformances(w, p, now);
             expect(got.get(p.id), `position ${p.id} at ${iso(now)} after ${seen.length} records`).toEqual(want);

@@ -84,7 +84,7 @@ export async function rankTraders(ctx: ReadContext, q: RankingsQuery) {
     .when(assetIds, 'e.assetId IN {assetIds:Array(UInt64)}', 'assetIds')
     .when(q.direction, 'e.direction = {direction:String}', 'direction');
   const [perf, eventRows] = await Promise.all([
-    performanceByGroup(ctx, sampleWhere(ctx, facts, { window: bounds, assetIds, direction: q.direction }), 'traderId', [performance ? w : '1D']),
+    performanceByGroup(ctx, sampleWhere(ctx, facts, { window: bounds, assetIds, direction: q.direction }), 'traderId', [performance ? w : '1D'], !performance),
     ctx.store.query<{ traderId: number; n: number }>(`
       SELECT e.traderId AS traderId, count() AS n FROM $db.events AS e FINAL WHERE ${events.sql} GROUP BY traderId`, events.params),
   ]);

@@ -60,15 +60,15 @@ export function sampleWhere(ctx: ReadContext, facts: Facts, f: SampleFilter): Wh
   const now = ctx.now.getTime();
   const floor = historyStart(ctx.principal, now);
   const start = floor !== null && (f.window.start === null || f.window.start < floor) ? floor : f.window.start;
-  const where = new Where()
+  // Eligible assets, or those of the read's own asset filter that are: one set, and a range of the key per asset.
+  const assets = f.assetIds ? f.assetIds.filter((a) => facts.assetQuote.has(a)) : facts.assetIds;
+  return new Where()
     .add('p.live = 1')
-    .add('p.assetId IN {eligibleAssets:Array(UInt64)}', { eligibleAssets: facts.assetIds })
+    .add('p.assetId IN {sampleAssets:Array(UInt64)}', { sampleAssets: assets })
     .when(start ?? undefined, 'p.openAt >= {sampleStart:Int64}', 'sampleStart')
     .when(f.window.end ?? undefined, 'p.openAt <= {sampleEnd:Int64}', 'sampleEnd')
     .when(f.traderIds, 'p.traderId IN {sampleTraders:Array(UInt64)}', 'sampleTraders')
-    .when(f.assetIds, 'p.assetId IN {sampleAssets:Array(UInt64)}', 'sampleAssets')
     .when(f.direction, 'p.direction = {sampleDirection:String}', 'sampleDirection');
-  return where;
 }
 
 /** Aggregates of one group's sample for one window, as the SQL below returns them. */
@@ -80,12 +80,13 @@ export interface WindowAggregate {
  * Per group and window: sampled and scored counts, and the moments of the scored returns (a
  * window is scored when `ready` and come of age at serverTime). `groupBy` is a column of `p`.
  */
-export function performanceSql(where: Where, groupBy: string, windows: readonly WindowName[] = WINDOWS): { sql: string; params: Record<string, unknown> } {
+export function performanceSql(where: Where, groupBy: string, windows: readonly WindowName[] = WINDOWS, countsOnly = false): { sql: string; params: Record<string, unknown> } {
+  // countsOnly: the positions and their directions, no returns (activity rankings).
+  const moments = countsOnly ? '0 AS scored, NULL AS mean, NULL AS median, 0 AS wins, NULL AS sd'
+    : 'countIf(ready) AS scored, avgIf(r, ready) AS mean, quantileExactInclusiveIf(0.5)(r, ready) AS median, countIf(ready AND r > 0) AS wins, stddevSampStableIf(r, ready) AS sd';
   return {
     sql: `
-      SELECT ${groupBy} AS g, window, count() AS sampled, countIf(ready) AS scored,
-        avgIf(r, ready) AS mean, quantileExactInclusiveIf(0.5)(r, ready) AS median, countIf(ready AND r > 0) AS wins,
-        stddevSampStableIf(r, ready) AS sd, countIf(direction = 'long') AS longs
+      SELECT ${groupBy} AS g, window, count() AS sampled, ${moments}, countIf(direction = 'long') AS longs
       FROM (
         SELECT p.${groupBy} AS ${groupBy}, p.window AS window, p.direction AS direction, p.returnPercentage AS r,
           p.status = 'ready' AND p.evaluatedAt <= {now:Int64} AS ready
@@ -99,8 +100,8 @@ export function performanceSql(where: Where, groupBy: string, windows: readonly 
 }
 
 /** Runs performanceSql and indexes the aggregates by group, then window. */
-export async function performanceByGroup(ctx: ReadContext, where: Where, groupBy: string, windows: readonly WindowName[] = WINDOWS): Promise<Map<number, Map<WindowName, WindowAggregate>>> {
-  const q = performanceSql(where, groupBy, windows);
+export async function performanceByGroup(ctx: ReadContext, where: Where, groupBy: string, windows: readonly WindowName[] = WINDOWS, countsOnly = false): Promise<Map<number, Map<WindowName, WindowAggregate>>> {
+  const q = performanceSql(where, groupBy, windows, countsOnly);
   const rows = await ctx.store.query<WindowAggregate & { g: number }>(q.sql, { ...q.params, now: ctx.now.getTime() });
   const out = new Map<number, Map<WindowName, WindowAggregate>>();
   for (const r of rows) {
