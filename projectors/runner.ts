@@ -29,8 +29,9 @@ export async function ensureSchema(store: Store, projections: readonly Projectio
  *   9: events' by_position projection holds the sort key and _part_offset only (issue 6)
  *  10: position_performances ordered by (traderId, openAt), partitioned by month, for the analytics reads (issue 7)
  *  11: position_performances ordered by (window, assetId, traderId, openAt): one window is a third of it (issue 7)
+ *  12: position_performances ordered by (window, traderId, assetId, openAt): a trader is a range of each window (issue 7)
  */
-export const READ_MODEL_VERSION = 11;
+export const READ_MODEL_VERSION = 12;
 
 const VERSION_DDL = `CREATE TABLE IF NOT EXISTS $db.read_model_version (
   version UInt32, at DateTime64(3, 'UTC')

@@ -19,9 +19,9 @@ import { evaluateWindow, firstSampleFrom, TOLERANCE_MS, WINDOW_MS, type PriceSer
  *
  * The rows are also the sample of the analytics reads (trader stats, rankings, asset stats,
  * trader activity), which aggregate them with FINAL. So the table is ordered by (window,
- * assetId, traderId, openAt, positionId): a read of one window (rankings, asset stats, trader
- * activity) reads a third of the table, one asset's positions are a range of it, and a page of
- * positions looks its rows up by that key. It is partitioned by month of openAt, so that FINAL
+ * traderId, assetId, openAt, positionId): a read of one window (rankings, asset stats, trader
+ * activity) reads a third of the table, a trader's positions are a range of each window, and a
+ * page of positions looks its rows up by that key. It is partitioned by month of openAt, so that FINAL
  * (with do_not_merge_across_partitions_select_final) merges only the months with fresh parts,
  * and a position whose asset, trader or openAt changes leaves a row with live = 0 at its old key
  * (`retired` below), as statement tables leave tombstones. Each key's newest row (highest seq) is
@@ -43,7 +43,7 @@ export const PERFORMANCES_DDL = `CREATE TABLE IF NOT EXISTS $db.position_perform
     openAt Int64, evaluatedAt Int64, status ${enum8(['', ...PERFORMANCE_STATUSES], 0)}, returnPercentage Nullable(Float64),
     live UInt8, seq UInt64
   ) ENGINE = ReplacingMergeTree(seq) PARTITION BY toYYYYMM(toDateTime(intDiv(openAt, 1000), 'UTC'))
-    ORDER BY (window, assetId, traderId, openAt, positionId)
+    ORDER BY (window, traderId, assetId, openAt, positionId)
     SETTINGS index_granularity = 256, min_compress_block_size = 2048, max_compress_block_size = 8192`;
 
 const PRICE_SERIES_DDL = `CREATE TABLE IF NOT EXISTS $db.price_series (
@@ -125,8 +125,8 @@ async function seriesOf(store: Store, assetIds: readonly number[]): Promise<Map<
 
 /**
  * Evaluates every window of the given positions and writes their rows (one seq for the call), with
- * a row of live = 0 for every window of each `retired` statement: a position's earlier (assetId,
- * traderId, openAt), whose rows would otherwise stay at that key.
+ * a row of live = 0 for every window of each `retired` statement: a position's earlier (traderId,
+ * assetId, openAt), whose rows would otherwise stay at that key.
  */
 export async function writePerformances(store: Store, positions: readonly PositionState[], retired: readonly PositionState[] = []): Promise<void> {
   if (!positions.length && !retired.length) return;

@@ -6,7 +6,7 @@ import type { ReadContext } from '../context.ts';
 import { factsOf, permits, signalTraders, type Facts } from '../facts.ts';
 import { Where } from '../list.ts';
 import { appliedTimeRange, DAY_MS } from '../window.ts';
-import { explicitBounds, FINAL_SETTINGS, historyStart } from './sample.ts';
+import { currentStatements, explicitBounds, historyStart } from './sample.ts';
 
 const HOUR_MS = 3_600_000;
 const WEEK_MS = 7 * DAY_MS;
@@ -77,22 +77,22 @@ export async function activitySummaries(ctx: ReadContext, q: ActivitySummariesQu
     .add("concat(m.platform, ':', m.sourceIdentityId) IN {sourceKeys:Array(String)}", { sourceKeys, owners });
   // One query: counts per (group, bucket) of both tables, each group's totals and its place by
   // combined activity (ties by trader id), the totals over all groups; only the top groups' rows come back.
-  const rows = await ctx.store.query<{ t: number; b: number; m: number; e: number; gm: number; ge: number; tm: number; te: number }>(`
+  const rows = await currentStatements<{ t: number; b: number; m: number; e: number; gm: number; ge: number; tm: number; te: number }>(ctx,
+    [['events', 'e'], ['messages', 'm']], ([fromE, fromM], [partE, partM]) => `
     SELECT t, b, m, e, gm, ge, tm, te FROM (
       SELECT t, b, m, e, gm, ge, sum(m) OVER () AS tm, sum(e) OVER () AS te,
         dense_rank() OVER (ORDER BY gm + ge DESC, t) AS place FROM (
         SELECT t, b, m, e, sum(m) OVER (PARTITION BY t) AS gm, sum(e) OVER (PARTITION BY t) AS ge FROM (
           SELECT t, b, sum(m) AS m, sum(e) AS e FROM (
             SELECT ${byTrader ? 'e.traderId' : '0'} AS t, ${BUCKET_SQL[q.interval]('e.timeOfEvent')} AS b, 0 AS m, 1 AS e
-            FROM $db.events AS e FINAL WHERE ${events.sql}
+            FROM ${fromE} WHERE ${events.sql} AND ${partE}
             UNION ALL
             SELECT ${byTrader ? "transform(concat(m.platform, ':', m.sourceIdentityId), {sourceKeys:Array(String)}, {owners:Array(UInt64)}, toUInt64(0))" : '0'} AS t,
               ${BUCKET_SQL[q.interval]('m.writtenAt')} AS b, 1 AS m, 0 AS e
-            FROM $db.messages AS m FINAL WHERE ${messages.sql})
+            FROM ${fromM} WHERE ${messages.sql} AND ${partM})
           GROUP BY t, b)))
     WHERE place <= {limit:UInt32}
-    ORDER BY t, b
-    ${FINAL_SETTINGS}`, { ...events.params, ...messages.params, limit: q.limit });
+    ORDER BY t, b`, { ...events.params, ...messages.params, limit: q.limit });
   const totalMessages = Number(rows[0]?.tm ?? 0);
   const totalEvents = Number(rows[0]?.te ?? 0);
   const groups = new Map<number, ActivityGroup>();

@@ -8,7 +8,7 @@ import type { ReadContext } from '../context.ts';
 import { factsOf } from '../facts.ts';
 import { Where } from '../list.ts';
 import { appliedTimeRange, type Window } from '../window.ts';
-import { directionBias, explicitBounds, historyStart, performanceByGroup, sampleWhere, timeBasedPerformance, traderEligible } from './sample.ts';
+import { currentStatements, directionBias, explicitBounds, historyStart, performanceByGroup, sampleWhere, timeBasedPerformance, traderEligible } from './sample.ts';
 
 const iso = (t: number) => new Date(t).toISOString();
 
@@ -85,8 +85,8 @@ export async function rankTraders(ctx: ReadContext, q: RankingsQuery) {
     .when(q.direction, 'e.direction = {direction:String}', 'direction');
   const [perf, eventRows] = await Promise.all([
     performanceByGroup(ctx, sampleWhere(ctx, facts, { window: bounds, assetIds, direction: q.direction }), 'traderId', [performance ? w : '1D'], !performance),
-    ctx.store.query<{ traderId: number; n: number }>(`
-      SELECT e.traderId AS traderId, count() AS n FROM $db.events AS e FINAL WHERE ${events.sql} GROUP BY traderId`, events.params),
+    currentStatements<{ traderId: number; n: number }>(ctx, [['events', 'e']], ([from], [part]) => `
+      SELECT e.traderId AS traderId, count() AS n FROM ${from} WHERE ${events.sql} AND ${part} GROUP BY traderId`, events.params),
   ]);
   const eventCounts = new Map(eventRows.map((r) => [Number(r.traderId), Number(r.n)]));
   const candidates: (Omit<RankingRow, 'rank'>)[] = [];

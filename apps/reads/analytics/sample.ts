@@ -2,7 +2,7 @@ import type { DirectionBias, TimeBasedPerformance } from '../../../schemas/api/a
 import { WINDOWS, type WindowName } from '../../../schemas/api/resources.ts';
 import { ApiError } from '../../../schemas/api/errors.ts';
 import { parseDateTime } from '../../../schemas/formats.ts';
-import type { Principal, ReadContext } from '../context.ts';
+import { perDataVersion, type Principal, type ReadContext } from '../context.ts';
 import { permits, type Facts } from '../facts.ts';
 import { Where } from '../list.ts';
 import { DAY_MS, type Window } from '../window.ts';
@@ -18,6 +18,44 @@ import { DAY_MS, type Window } from '../window.ts';
  * is a parameter where the read names its traders, and a check of each trader's group otherwise.
  */
 export const FINAL_SETTINGS = 'SETTINGS do_not_merge_across_partitions_select_final = 1';
+
+/**
+ * The events or messages statement table's one part, when it is a merged one (level > 0), per data
+ * version. A merged part of a ReplacingMergeTree holds one row per sorting key, the newest, so a
+ * read of that part alone without FINAL equals FINAL over the table as the part stands, and may use
+ * the table's projections (by trader, by asset), which FINAL cannot. Only an insert can add a part
+ * (and a second part is what a merge needs), and every insert moves the data version.
+ */
+const mergedParts = perDataVersion(async (store) => {
+  const rows = await store.query<{ table: string; name: string; level: number }>(`
+    SELECT table, name, level FROM system.parts WHERE database = {db:String} AND table IN ('events', 'messages') AND active`, { db: store.database });
+  const out = new Map<string, string>();
+  for (const table of ['events', 'messages']) {
+    const parts = rows.filter((r) => r.table === table);
+    if (parts.length === 1 && Number(parts[0]!.level) > 0) out.set(table, parts[0]!.name);
+  }
+  return out;
+});
+
+/**
+ * An aggregate over the current statements of the events and/or messages tables: `sql(from,
+ * where)` builds it from one FROM clause and one condition (to AND into its WHERE) per table, in
+ * the order of `tables` ([table, alias] pairs). Read from each table's one merged part when every
+ * table has one (mergedParts), else with FINAL. A read pinned to a part that a merge has replaced
+ * since finds no row at all, and so does an aggregate with nothing to count: an empty answer is
+ * read again with FINAL.
+ */
+export async function currentStatements<R>(ctx: ReadContext, tables: readonly (readonly ['events' | 'messages', string])[],
+  sql: (from: string[], where: string[]) => string, params: Record<string, unknown>): Promise<R[]> {
+  const merged = await mergedParts(ctx);
+  if (tables.every(([t]) => merged.has(t))) {
+    const pins = Object.fromEntries(tables.map(([t], i) => [`mergedPart${i}`, merged.get(t)!]));
+    const rows = await ctx.store.query<R>(sql(tables.map(([t, a]) => `$db.${t} AS ${a}`), tables.map(([, a], i) => `${a}._part = {mergedPart${i}:String}`)),
+      { ...params, ...pins });
+    if (rows.length) return rows;
+  }
+  return ctx.store.query<R>(`${sql(tables.map(([t, a]) => `$db.${t} AS ${a} FINAL`), tables.map(() => '1'))} ${FINAL_SETTINGS}`, params);
+}
 
 /** Explicit bounds of a stats read, checked (a start after the end is a 400). */
 export function explicitBounds(q: { startTime?: string; endTime?: string }): Window {
