@@ -13,7 +13,7 @@ export const statementEngine = (orderBy: string): string =>
 /** The statement tables. */
 export const STATEMENT_TABLES = ['events', 'positions', 'messages', 'trader_directory'] as const;
 /** Read tables merged like the statement tables, without tombstones to drop (ReplacingMergeTree on a version). */
-export const MERGED_TABLES = ['position_performances'] as const;
+export const MERGED_TABLES = ['position_performances', 'position_samples'] as const;
 
 export interface CompactionPolicy {
   /** Compact a statement table once its tombstones exceed this share of its rows... */
@@ -47,7 +47,7 @@ export async function compactStatements(store: Store, policy: CompactionPolicy =
     const statements = (STATEMENT_TABLES as readonly string[]).includes(table);
     const [c] = await store.query<{ rows: number; tombs: number }>(
       `SELECT count() AS rows, ${statements ? 'countIf(tomb = 1)' : '0'} AS tombs FROM $db.${table}`);
-    // Per partition: a partitioned table (position_performances) is compacted into one part per partition.
+    // Per partition: a partitioned table (position_samples) is compacted into one part per partition.
     const [p] = await store.query<{ parts: number; largest: number }>(
       `SELECT sum(n) AS parts, sum(largest) AS largest FROM (
          SELECT partition, count() AS n, max(rows) AS largest FROM system.parts

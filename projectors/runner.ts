@@ -30,8 +30,9 @@ export async function ensureSchema(store: Store, projections: readonly Projectio
  *  10: position_performances ordered by (traderId, openAt), partitioned by month, for the analytics reads (issue 7)
  *  11: position_performances ordered by (window, assetId, traderId, openAt): one window is a third of it (issue 7)
  *  12: position_performances ordered by (window, traderId, assetId, openAt): a trader is a range of each window (issue 7)
+ *  13: position_performances back to (positionId, window) for pages; position_samples, the same rows by (window, traderId, ...) for analytics (issue 7)
  */
-export const READ_MODEL_VERSION = 12;
+export const READ_MODEL_VERSION = 13;
 
 const VERSION_DDL = `CREATE TABLE IF NOT EXISTS $db.read_model_version (
   version UInt32, at DateTime64(3, 'UTC')

@@ -16,17 +16,17 @@ export function untilNextStatusChange(data: { results: { openAt: string; timeBas
 
 /**
  * `timeBasedPerformances` for a page of positions, from the evaluation rows of the read model
- * (projectors/performance), looked up by their key (window, traderId, assetId, openAt, positionId): each window shows `too_young` while
+ * (projectors/performance), looked up by primary key: each window shows `too_young` while
  * serverTime is before its evaluation time, its stored evaluation after. A window is null when
  * the asset has no price series at all (status '') or no evaluation exists.
  */
-export async function timeBasedPerformances(store: Store, positions: readonly { id: number; assetId: number; traderId: number; openAt: number }[], now: number) {
+export async function timeBasedPerformances(store: Store, positions: readonly { id: number; openAt: number }[], now: number) {
   const out = new Map<number, Record<WindowName, PositionTimeBasedPerformance | null>>();
   if (!positions.length) return out;
   const rows = await store.query<{ positionId: number; window: WindowName; status: string; returnPercentage: number | null; seq: number }>(`
     SELECT positionId, window, status, returnPercentage, seq FROM $db.position_performances
-    WHERE (window, traderId, assetId, openAt, positionId) IN (SELECT arrayJoin(JSONExtract({keys:String}, 'Array(Tuple(String, UInt64, UInt64, Int64, UInt64))')))`,
-  { keys: JSON.stringify(positions.flatMap((p) => WINDOWS.map((w) => [w, p.traderId, p.assetId, p.openAt, p.id]))) });
+    WHERE positionId IN {ids:Array(UInt64)}`,
+  { ids: positions.map((p) => p.id) });
   // The newest row of each (position, window) is its evaluation (rows not merged yet may precede it).
   const found = new Map<string, [string, number | null]>();
   const seqs = new Map<string, number>();

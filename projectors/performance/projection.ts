@@ -17,34 +17,40 @@ import { evaluateWindow, firstSampleFrom, TOLERANCE_MS, WINDOW_MS, type PriceSer
  * no price series at all (the window is null); `price_series` remembers that per asset, so the
  * first sample of an asset (or the deletion of its last one) re-evaluates all its positions.
  *
- * The rows are also the sample of the analytics reads (trader stats, rankings, asset stats,
- * trader activity), which aggregate them with FINAL. So the table is ordered by (window,
- * traderId, assetId, openAt, positionId): a read of one window (rankings, asset stats, trader
- * activity) reads a third of the table, a trader's positions are a range of each window, and a
- * page of positions looks its rows up by that key. It is partitioned by month of openAt, so that FINAL
- * (with do_not_merge_across_partitions_select_final) merges only the months with fresh parts,
- * and a position whose asset, trader or openAt changes leaves a row with live = 0 at its old key
- * (`retired` below), as statement tables leave tombstones. Each key's newest row (highest seq) is
- * the truth; merges collapse a key to it. seq comes from a per-store counter that starts above
- * every seq stored, so a later evaluation always wins, whichever topic triggered it.
+ * The same rows are the sample of the analytics reads (trader stats, rankings, asset stats, trader
+ * activity), which aggregate them with FINAL, and two layouts serve the two kinds of read:
+ * position_performances is ordered by (positionId, window) in small granules, for a page of
+ * positions' ~50 point lookups (a few KiB each); position_samples by (window, traderId, assetId,
+ * openAt, positionId) in default granules, partitioned by month of openAt, for range scans: a
+ * one-window aggregate reads a third of it, a trader's positions are a range of each window, and
+ * FINAL (with do_not_merge_across_partitions_select_final) merges only the months with fresh
+ * parts. A position whose trader, asset or openAt changes leaves rows with live = 0 at its old
+ * position_samples key (`retired` below), as statement tables leave tombstones. Each key's
+ * newest row (highest seq) is the truth; merges collapse a key to it. seq comes from a per-store
+ * counter that starts above every seq stored, so a later evaluation always wins, whichever topic
+ * triggered it.
  *
  * openAt and evaluatedAt are milliseconds since the epoch (Int64: half the insert cost of
  * DateTime64 text); window, direction and status are Enum8 (a quarter off the insert cost of
  * LowCardinality strings; 2.6M rows on the large seed make this the projector's largest write).
- * Granules and compressed blocks are small (256 rows, 2-8 KiB): a page of positions makes about
- * 50 point lookups, each of which decompresses a few KiB instead of 64 KiB.
  */
 
 /** A ClickHouse Enum8 of these names, numbered from `first` (cheaper to insert than LowCardinality strings). */
 const enum8 = (names: readonly string[], first = 1) => `Enum8(${names.map((n, i) => `'${n}' = ${i + first}`).join(', ')})`;
 
-export const PERFORMANCES_DDL = `CREATE TABLE IF NOT EXISTS $db.position_performances (
-    positionId UInt64, window ${enum8(WINDOWS)}, traderId UInt64, assetId UInt64, direction ${enum8(['long', 'short'])},
+const EVALUATION_COLUMNS_DDL = `positionId UInt64, window ${enum8(WINDOWS)}, traderId UInt64, assetId UInt64, direction ${enum8(['long', 'short'])},
     openAt Int64, evaluatedAt Int64, status ${enum8(['', ...PERFORMANCE_STATUSES], 0)}, returnPercentage Nullable(Float64),
-    live UInt8, seq UInt64
-  ) ENGINE = ReplacingMergeTree(seq) PARTITION BY toYYYYMM(toDateTime(intDiv(openAt, 1000), 'UTC'))
-    ORDER BY (window, traderId, assetId, openAt, positionId)
+    live UInt8, seq UInt64`;
+
+/** For pages of positions: ordered by (positionId, window) in small granules (point lookups). */
+export const PERFORMANCES_DDL = `CREATE TABLE IF NOT EXISTS $db.position_performances (${EVALUATION_COLUMNS_DDL})
+  ENGINE = ReplacingMergeTree(seq) ORDER BY (positionId, window)
     SETTINGS index_granularity = 256, min_compress_block_size = 2048, max_compress_block_size = 8192`;
+
+/** The same rows for the analytics reads: ordered by (window, traderId, assetId, openAt, positionId), by month (range scans). */
+export const SAMPLES_DDL = `CREATE TABLE IF NOT EXISTS $db.position_samples (${EVALUATION_COLUMNS_DDL})
+  ENGINE = ReplacingMergeTree(seq) PARTITION BY toYYYYMM(toDateTime(intDiv(openAt, 1000), 'UTC'))
+    ORDER BY (window, traderId, assetId, openAt, positionId)`;
 
 const PRICE_SERIES_DDL = `CREATE TABLE IF NOT EXISTS $db.price_series (
     assetId UInt64, hasSeries UInt8, seq UInt64
@@ -124,18 +130,16 @@ async function seriesOf(store: Store, assetIds: readonly number[]): Promise<Map<
 }
 
 /**
- * Evaluates every window of the given positions and writes their rows (one seq for the call), with
- * a row of live = 0 for every window of each `retired` statement: a position's earlier (traderId,
- * assetId, openAt), whose rows would otherwise stay at that key.
+ * Evaluates every window of the given positions and writes their rows (one seq for the call) to
+ * both tables, with, in position_samples, a row of live = 0 for every window of each `retired`
+ * statement: a position's earlier (traderId, assetId, openAt), whose rows would otherwise stay at
+ * that key (position_performances is keyed by positionId and needs none).
  */
 export async function writePerformances(store: Store, positions: readonly PositionState[], retired: readonly PositionState[] = []): Promise<void> {
   if (!positions.length && !retired.length) return;
   const series = await seriesOf(store, [...new Set(positions.map((p) => p.assetId))]);
   const seq = await nextSeq(store);
   const rows: unknown[][] = [];
-  for (const p of retired) {
-    for (const w of WINDOWS) rows.push([p.id, w, p.traderId, p.assetId, p.direction, p.openAt, p.openAt + WINDOW_MS[w], '', null, 0, seq]);
-  }
   for (const p of positions) {
     const s = series.get(p.assetId)!;
     for (const w of WINDOWS) {
@@ -145,7 +149,12 @@ export async function writePerformances(store: Store, positions: readonly Positi
       rows.push([p.id, w, p.traderId, p.assetId, p.direction, p.openAt, evaluatedAt, e.status, e.returnPercentage, p.live, seq]);
     }
   }
+  const gone: unknown[][] = [];
+  for (const p of retired) {
+    for (const w of WINDOWS) gone.push([p.id, w, p.traderId, p.assetId, p.direction, p.openAt, p.openAt + WINDOW_MS[w], '', null, 0, seq]);
+  }
   await store.insertCompact('position_performances', PERFORMANCE_COLUMNS, rows);
+  await store.insertCompact('position_samples', PERFORMANCE_COLUMNS, gone.length ? [...gone, ...rows] : rows);
 }
 
 /**
@@ -193,6 +202,6 @@ export async function reevaluateForPrices(store: Store, batch: readonly ValidRec
 export const performanceProjection: Projection = {
   name: 'position-performances',
   canHandle: ['prices'],
-  ddl: [PERFORMANCES_DDL, PRICE_SERIES_DDL],
+  ddl: [PERFORMANCES_DDL, SAMPLES_DDL, PRICE_SERIES_DDL],
   afterStore: (store, batch) => reevaluateForPrices(store, batch),
 };

@@ -82,7 +82,7 @@ export class ChdbStore implements Store {
       ...(columns ? { columns: columns.map(checkIdentifier) } : {}),
       values: Buffer.from(format === 'JSONCompactEachRow' ? json.slice(1, -1) : json),
       format,
-      // A catch-up batch may span many months of a table partitioned by month (position_performances).
+      // A catch-up batch may span many months of a table partitioned by month (position_samples).
       settings: { date_time_input_format: 'best_effort', max_partitions_per_insert_block: 0 },
     });
   }

@@ -74,7 +74,7 @@ describe('compaction of statement tables', () => {
   it('merges a table left in many parts into one per partition, and changes no read', async () => {
     const before = await everything(197);
     await h.given(records.slice(-300)); // re-delivered: new parts, the same answers
-    // The most parts of one partition (position_performances is partitioned by month).
+    // The most parts of one partition (position_samples is partitioned by month).
     const parts = async (t: string) => Number((await h.store.query<{ n: number }>(
       `SELECT max(n) AS n FROM (SELECT partition, count() AS n FROM system.parts
        WHERE database = {db:String} AND table = {t:String} AND active GROUP BY partition)`,

@@ -124,13 +124,13 @@ describe('time-based performance read model', () => {
         const w = O.buildWorld([...seen]); // a new array: the oracle caches worlds by array
         const ps = [...w.positions.values()];
         const sample = await store.query<{ positionId: number; window: string; traderId: number; openAt: number; assetId: number; direction: string }>(`
-          SELECT positionId, window, traderId, openAt, assetId, direction FROM $db.position_performances FINAL WHERE live = 1
+          SELECT positionId, window, traderId, openAt, assetId, direction FROM $db.position_samples FINAL WHERE live = 1
           ORDER BY positionId, window SETTINGS do_not_merge_across_partitions_select_final = 1`);
         expect(sample.map((x) => ({ ...x, positionId: Number(x.positionId), traderId: Number(x.traderId), openAt: Number(x.openAt), assetId: Number(x.assetId) })),
           `live evaluation rows after ${seen.length} records`).toEqual(ps.sort((a, b) => a.id - b.id).flatMap((p) => O.WINDOWS.map((win) => ({
           positionId: p.id, window: win, traderId: p.traderId, openAt: p.openAt, assetId: p.assetId, direction: p.direction }))));
         for (const now of [T0 + 10 * 24 * HOUR, T0 + 45 * 24 * HOUR, T0 + 400 * 24 * HOUR]) {
-          const got = await timeBasedPerformances(store, ps.map((p) => ({ id: p.id, assetId: p.assetId, traderId: p.traderId, openAt: p.openAt })), now);
+          const got = await timeBasedPerformances(store, ps.map((p) => ({ id: p.id, openAt: p.openAt })), now);
           for (const p of ps) {
             const want = O.timeBasedPerformances(w, p, now);
             expect(got.get(p.id), `position ${p.id} at ${iso(now)} after ${seen.length} records`).toEqual(want);

@@ -93,7 +93,7 @@ export interface SampleFilter {
   direction?: string;
 }
 
-/** WHERE of the sample on position_performances aliased `p` (history window applied here too). */
+/** WHERE of the sample on position_samples aliased `p` (history window applied here too). */
 export function sampleWhere(ctx: ReadContext, facts: Facts, f: SampleFilter): Where {
   const now = ctx.now.getTime();
   const floor = historyStart(ctx.principal, now);
@@ -128,7 +128,7 @@ export function performanceSql(where: Where, groupBy: string, windows: readonly 
       FROM (
         SELECT p.${groupBy} AS ${groupBy}, p.window AS window, p.direction AS direction, p.returnPercentage AS r,
           p.status = 'ready' AND p.evaluatedAt <= {now:Int64} AS ready
-        FROM $db.position_performances AS p FINAL
+        FROM $db.position_samples AS p FINAL
         WHERE ${where.sql} AND p.window IN {windows:Array(String)}
       )
       GROUP BY g, window

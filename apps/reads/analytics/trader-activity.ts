@@ -23,7 +23,7 @@ export function traderActivity(ctx: ReadContext, q: TraderActivityQuery) {
       const platforms = splitList(q.sourcePlatforms);
       const where = sampleWhere(ctx, facts, { window, assetIds });
       const counts = new Map((await ctx.store.query<{ traderId: number; n: number }>(`
-        SELECT p.traderId AS traderId, count() AS n FROM $db.position_performances AS p FINAL
+        SELECT p.traderId AS traderId, count() AS n FROM $db.position_samples AS p FINAL
         WHERE ${where.sql} AND p.window = '1D' GROUP BY traderId ${FINAL_SETTINGS}`, where.params))
         .map((r) => [Number(r.traderId), Number(r.n)]));
       const min = Math.max(q.minPositionCount, assetIds ? 1 : 0);
