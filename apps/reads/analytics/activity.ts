@@ -3,10 +3,10 @@ import { EVENT_TYPE_VALUES, splitIds, splitList } from '../../../schemas/api/com
 import { ApiError } from '../../../schemas/api/errors.ts';
 import { MAX_BUCKETS, type ActivitySummariesQuery } from '../../../schemas/api/queries.ts';
 import type { ReadContext } from '../context.ts';
-import { factsOf, permits, signalTraders, type Facts } from '../facts.ts';
+import { factsOf, permits, type Facts } from '../facts.ts';
 import { Where } from '../list.ts';
 import { appliedTimeRange, DAY_MS } from '../window.ts';
-import { currentStatements, explicitBounds, historyStart } from './sample.ts';
+import { currentStatements, explicitBounds, historyStart, traderEligible } from './sample.ts';
 
 const HOUR_MS = 3_600_000;
 const WEEK_MS = 7 * DAY_MS;
@@ -30,8 +30,11 @@ interface Counts { messages: number; events: number; buckets: Map<number, [numbe
 
 /**
  * Activity summaries (README "Analytics reads"): counted messages and events per trader (or
- * overall) in UTC-aligned buckets, from the events and messages statement tables with FINAL over
- * the time range, restricted to the traders and sources the caller may count, in one query.
+ * overall) in UTC-aligned buckets. First the totals per trader (events) and per source (messages)
+ * over the range, from the statement tables' current statements (sample.ts currentStatements:
+ * their merged part, else FINAL) over the time range; then the buckets of
+ * the groups returned only: for `groupBy=trader` the top groups, for `none` everything but the
+ * rows of traders the caller may not count (known from the totals).
  */
 export async function activitySummaries(ctx: ReadContext, q: ActivitySummariesQuery) {
   const now = ctx.now.getTime();
@@ -57,59 +60,83 @@ export async function activitySummaries(ctx: ReadContext, q: ActivitySummariesQu
     return { results: q.groupBy === 'none' ? [{ messageCount: 0, eventCount: 0, buckets: [] }] : [], filtersApplied, meta: { totalMessages: 0, totalEvents: 0, serverTime } };
   }
 
-  // Who counts: events of live, signal-visible traders (and of traderIds); messages of a source whose
-  // trader (the lowest live one assigned it) is live, message-visible (and in traderIds).
-  const eventTraders = signalTraders(facts, ctx.principal).filter((id) => !traderIds || traderIds.includes(id));
-  const sourceKeys: string[] = []; const owners: number[] = [];
-  for (const [k, id] of facts.sourceTrader) {
-    if (messageTrader(facts, ctx, id, traderIds)) { sourceKeys.push(k); owners.push(id); }
-  }
-  const byTrader = q.groupBy === 'trader';
   const events = new Where({ aStart: start, aEnd: end })
     .add('e.live = 1 AND e.tomb = 0')
     .add("e.timeOfEvent >= fromUnixTimestamp64Milli({aStart:Int64}, 'UTC') AND e.timeOfEvent <= fromUnixTimestamp64Milli({aEnd:Int64}, 'UTC')")
     .add('e.assetId IN {eligibleAssets:Array(UInt64)}', { eligibleAssets: facts.assetIds })
-    .add('e.traderId IN {eventTraders:Array(UInt64)}', { eventTraders })
-    .when(q.eventTypes !== undefined ? eventTypes : undefined, 'e.type IN {eventTypes:Array(String)}', 'eventTypes');
-  const messages = new Where()
+    .when(q.eventTypes !== undefined ? eventTypes : undefined, 'e.type IN {eventTypes:Array(String)}', 'eventTypes')
+    .when(traderIds, 'e.traderId IN {traderIds:Array(UInt64)}', 'traderIds');
+  const messages = new Where({ aStart: start, aEnd: end })
     .add('m.live = 1 AND m.tomb = 0')
-    .add("m.writtenAt >= fromUnixTimestamp64Milli({aStart:Int64}, 'UTC') AND m.writtenAt <= fromUnixTimestamp64Milli({aEnd:Int64}, 'UTC')")
-    .add("concat(m.platform, ':', m.sourceIdentityId) IN {sourceKeys:Array(String)}", { sourceKeys, owners });
-  // One query: counts per (group, bucket) of both tables, each group's totals and its place by
-  // combined activity (ties by trader id), the totals over all groups; only the top groups' rows come back.
-  const rows = await currentStatements<{ t: number; b: number; m: number; e: number; gm: number; ge: number; tm: number; te: number }>(ctx,
-    [['events', 'e'], ['messages', 'm']], ([fromE, fromM], [partE, partM]) => `
-    SELECT t, b, m, e, gm, ge, tm, te FROM (
-      SELECT t, b, m, e, gm, ge, sum(m) OVER () AS tm, sum(e) OVER () AS te,
-        dense_rank() OVER (ORDER BY gm + ge DESC, t) AS place FROM (
-        SELECT t, b, m, e, sum(m) OVER (PARTITION BY t) AS gm, sum(e) OVER (PARTITION BY t) AS ge FROM (
-          SELECT t, b, sum(m) AS m, sum(e) AS e FROM (
-            SELECT ${byTrader ? 'e.traderId' : '0'} AS t, ${BUCKET_SQL[q.interval]('e.timeOfEvent')} AS b, 0 AS m, 1 AS e
-            FROM ${fromE} WHERE ${events.sql} AND ${partE}
-            UNION ALL
-            SELECT ${byTrader ? "transform(concat(m.platform, ':', m.sourceIdentityId), {sourceKeys:Array(String)}, {owners:Array(UInt64)}, toUInt64(0))" : '0'} AS t,
-              ${BUCKET_SQL[q.interval]('m.writtenAt')} AS b, 1 AS m, 0 AS e
-            FROM ${fromM} WHERE ${messages.sql} AND ${partM})
-          GROUP BY t, b)))
-    WHERE place <= {limit:UInt32}
-    ORDER BY t, b`, { ...events.params, ...messages.params, limit: q.limit });
-  const totalMessages = Number(rows[0]?.tm ?? 0);
-  const totalEvents = Number(rows[0]?.te ?? 0);
-  const groups = new Map<number, ActivityGroup>();
-  for (const r of rows) {
-    const t = Number(r.t);
-    let g = groups.get(t);
-    if (!g) groups.set(t, g = { ...(byTrader ? { traderId: t } : {}), messageCount: Number(r.gm), eventCount: Number(r.ge), buckets: [] });
-    const b = Number(r.b);
-    g.buckets.push({ start: new Date(b).toISOString(), end: new Date(b + size).toISOString(), messageCount: Number(r.m), eventCount: Number(r.e) });
+    .add("m.writtenAt >= fromUnixTimestamp64Milli({aStart:Int64}, 'UTC') AND m.writtenAt <= fromUnixTimestamp64Milli({aEnd:Int64}, 'UTC')");
+  const [eventTotals, sourceTotals] = await Promise.all([
+    currentStatements<{ traderId: number; n: number }>(ctx, [['events', 'e']], ([from], [part]) =>
+      `SELECT e.traderId AS traderId, count() AS n FROM ${from} WHERE ${events.sql} AND ${part} GROUP BY traderId`, events.params),
+    currentStatements<{ k: string; n: number }>(ctx, [['messages', 'm']], ([from], [part]) =>
+      `SELECT concat(m.platform, ':', m.sourceIdentityId) AS k, count() AS n FROM ${from} WHERE ${messages.sql} AND ${part} GROUP BY k`, messages.params),
+  ]);
+
+  // Which rows count: events of live, signal-visible traders; messages of a source whose trader is live, message-visible and asked for.
+  const groups = new Map<number, Counts>();
+  const group = (id: number) => { let g = groups.get(id); if (!g) groups.set(id, g = { messages: 0, events: 0, buckets: new Map() }); return g; };
+  const excludedTraders: number[] = [];
+  for (const r of eventTotals) {
+    const id = Number(r.traderId);
+    if (traderEligible(facts, ctx.principal, id)) group(id).events += Number(r.n); else excludedTraders.push(id);
   }
-  const results = byTrader
-    ? [...groups.values()].sort((x, y) => (y.messageCount + y.eventCount) - (x.messageCount + x.eventCount) || x.traderId! - y.traderId!)
-    : [groups.get(0) ?? { messageCount: 0, eventCount: 0, buckets: [] }];
+  const sourceOf = new Map<string, number>();
+  const excludedSources: string[] = [];
+  for (const r of sourceTotals) {
+    const id = messageTrader(facts, ctx, r.k, traderIds);
+    if (id === null) { excludedSources.push(r.k); continue; }
+    sourceOf.set(r.k, id);
+    group(id).messages += Number(r.n);
+  }
+  let totalMessages = 0; let totalEvents = 0;
+  for (const g of groups.values()) { totalMessages += g.messages; totalEvents += g.events; }
+  const ranked = [...groups].filter(([, g]) => g.messages + g.events > 0)
+    .sort(([a, x], [b, y]) => (y.messages + y.events) - (x.messages + x.events) || a - b).slice(0, q.limit);
+
+  // Buckets of the groups returned.
+  const byTrader = q.groupBy === 'trader';
+  const top = ranked.map(([id]) => id);
+  if (byTrader && !top.length) return { results: [], filtersApplied, meta: { totalMessages, totalEvents, serverTime } };
+  const topSources = [...sourceOf].filter(([, id]) => top.includes(id)).map(([k]) => k);
+  // A group may be there for its messages alone: its events count only when its trader's signals are visible.
+  const topTraders = top.filter((id) => traderEligible(facts, ctx.principal, id));
+  const eventBuckets = byTrader ? events.add('e.traderId IN {top:Array(UInt64)}', { top: topTraders })
+    : excludedTraders.length ? events.add('e.traderId NOT IN {excluded:Array(UInt64)}', { excluded: excludedTraders }) : events;
+  const messageBuckets = byTrader ? messages.add("concat(m.platform, ':', m.sourceIdentityId) IN {sources:Array(String)}", { sources: topSources })
+    : excludedSources.length ? messages.add("concat(m.platform, ':', m.sourceIdentityId) NOT IN {excluded:Array(String)}", { excluded: excludedSources }) : messages;
+  const [eb, mb] = await Promise.all([
+    byTrader && !topTraders.length ? [] : currentStatements<{ traderId: number; b: number; n: number }>(ctx, [['events', 'e']], ([from], [part]) => `
+      SELECT e.traderId AS traderId, ${BUCKET_SQL[q.interval]('e.timeOfEvent')} AS b, count() AS n
+      FROM ${from} WHERE ${eventBuckets.sql} AND ${part} GROUP BY traderId, b`, eventBuckets.params),
+    byTrader && !topSources.length ? [] : currentStatements<{ k: string; b: number; n: number }>(ctx, [['messages', 'm']], ([from], [part]) => `
+      SELECT concat(m.platform, ':', m.sourceIdentityId) AS k, ${BUCKET_SQL[q.interval]('m.writtenAt')} AS b, count() AS n
+      FROM ${from} WHERE ${messageBuckets.sql} AND ${part} GROUP BY k, b`, messageBuckets.params),
+  ]);
+  const overall: Counts = { messages: totalMessages, events: totalEvents, buckets: new Map() };
+  const bucketOf = (c: Counts, b: number) => { let x = c.buckets.get(b); if (!x) c.buckets.set(b, x = [0, 0]); return x; };
+  for (const r of eb) bucketOf(byTrader ? groups.get(Number(r.traderId))! : overall, Number(r.b))[1] += Number(r.n);
+  for (const r of mb) {
+    const id = sourceOf.get(r.k);
+    if (id === undefined) continue; // a source that appeared between the two queries
+    bucketOf(byTrader ? groups.get(id)! : overall, Number(r.b))[0] += Number(r.n);
+  }
+  const shape = (c: Counts): Omit<ActivityGroup, 'traderId'> => ({
+    messageCount: c.messages, eventCount: c.events,
+    buckets: [...c.buckets].filter(([, [m, e]]) => m + e > 0).sort(([a], [b]) => a - b)
+      .map(([b, [m, e]]) => ({ start: new Date(b).toISOString(), end: new Date(b + size).toISOString(), messageCount: m, eventCount: e })),
+  });
+  const results: ActivityGroup[] = byTrader ? top.map((id) => ({ traderId: id, ...shape(groups.get(id)!) })) : [shape(overall)];
   return { results, filtersApplied, meta: { totalMessages, totalEvents, serverTime } };
 }
 
-/** Whether a source's messages count for this caller: its trader `id` is message-visible and asked for. */
-function messageTrader(facts: Facts, ctx: ReadContext, id: number, traderIds: number[] | undefined): boolean {
-  return permits(ctx.principal.messageVisibility, id, facts.traderPlatform.get(id)!) && (!traderIds || traderIds.includes(id));
+/** The trader a source's messages count for (the lowest live trader assigned it), or null when they do not count for this caller. */
+function messageTrader(facts: Facts, ctx: ReadContext, key: string, traderIds: number[] | undefined): number | null {
+  const id = facts.sourceTrader.get(key);
+  if (id === undefined) return null;
+  if (!permits(ctx.principal.messageVisibility, id, facts.traderPlatform.get(id)!)) return null;
+  return traderIds && !traderIds.includes(id) ? null : id;
 }
