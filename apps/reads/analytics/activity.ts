@@ -70,9 +70,9 @@ export async function activitySummaries(ctx: ReadContext, q: ActivitySummariesQu
     .add('m.live = 1 AND m.tomb = 0')
     .add("m.writtenAt >= fromUnixTimestamp64Milli({aStart:Int64}, 'UTC') AND m.writtenAt <= fromUnixTimestamp64Milli({aEnd:Int64}, 'UTC')");
   const [eventTotals, sourceTotals] = await Promise.all([
-    currentStatements<{ traderId: number; n: number }>(ctx, [['events', 'e']], ([from], [part]) =>
+    currentStatements<{ traderId: number; n: number }>(ctx, 'events', 'e', (from, part) =>
       `SELECT e.traderId AS traderId, count() AS n FROM ${from} WHERE ${events.sql} AND ${part} GROUP BY traderId`, events.params),
-    currentStatements<{ k: string; n: number }>(ctx, [['messages', 'm']], ([from], [part]) =>
+    currentStatements<{ k: string; n: number }>(ctx, 'messages', 'm', (from, part) =>
       `SELECT concat(m.platform, ':', m.sourceIdentityId) AS k, count() AS n FROM ${from} WHERE ${messages.sql} AND ${part} GROUP BY k`, messages.params),
   ]);
 
@@ -109,10 +109,10 @@ export async function activitySummaries(ctx: ReadContext, q: ActivitySummariesQu
   const messageBuckets = byTrader ? messages.add("concat(m.platform, ':', m.sourceIdentityId) IN {sources:Array(String)}", { sources: topSources })
     : excludedSources.length ? messages.add("concat(m.platform, ':', m.sourceIdentityId) NOT IN {excluded:Array(String)}", { excluded: excludedSources }) : messages;
   const [eb, mb] = await Promise.all([
-    byTrader && !topTraders.length ? [] : currentStatements<{ traderId: number; b: number; n: number }>(ctx, [['events', 'e']], ([from], [part]) => `
+    byTrader && !topTraders.length ? [] : currentStatements<{ traderId: number; b: number; n: number }>(ctx, 'events', 'e', (from, part) => `
       SELECT e.traderId AS traderId, ${BUCKET_SQL[q.interval]('e.timeOfEvent')} AS b, count() AS n
       FROM ${from} WHERE ${eventBuckets.sql} AND ${part} GROUP BY traderId, b`, eventBuckets.params),
-    byTrader && !topSources.length ? [] : currentStatements<{ k: string; b: number; n: number }>(ctx, [['messages', 'm']], ([from], [part]) => `
+    byTrader && !topSources.length ? [] : currentStatements<{ k: string; b: number; n: number }>(ctx, 'messages', 'm', (from, part) => `
       SELECT concat(m.platform, ':', m.sourceIdentityId) AS k, ${BUCKET_SQL[q.interval]('m.writtenAt')} AS b, count() AS n
       FROM ${from} WHERE ${messageBuckets.sql} AND ${part} GROUP BY k, b`, messageBuckets.params),
   ]);

@@ -2,7 +2,7 @@ import type { AssetStatsRow } from '../../../schemas/api/analytics.ts';
 import { splitIds } from '../../../schemas/api/common-params.ts';
 import type { AssetStatsQuery } from '../../../schemas/api/queries.ts';
 import type { ReadContext } from '../context.ts';
-import { factsOf, signalTraders } from '../facts.ts';
+import { factsOf } from '../facts.ts';
 import { appliedTimeRange } from '../window.ts';
 import { clampToHistory, directionBias, explicitBounds, FINAL_SETTINGS, sampleWhere } from './sample.ts';
 
@@ -24,10 +24,8 @@ export async function assetStats(ctx: ReadContext, q: AssetStatsQuery) {
   const found = requestedAssetIds.filter((id) => facts.assetQuote.has(id));
   const missingAssetIds = requestedAssetIds.filter((id) => !facts.assetQuote.has(id));
   const traderIds = splitIds(q.traderIds);
-  const visible = signalTraders(facts, ctx.principal);
-  const where = sampleWhere(ctx, facts, { window, assetIds: found, traderIds, direction: q.direction })
-    .add('p.traderId IN {visibleTraders:Array(UInt64)}', { visibleTraders: visible });
-  const rows = found.length && visible.length ? await ctx.store.query<{ assetId: number; traderId: number; direction: 'long' | 'short'; n: number; total: number }>(`
+  const where = await sampleWhere(ctx, facts, { window, assetIds: found, traderIds, direction: q.direction, traders: true });
+  const rows = found.length ? await ctx.store.query<{ assetId: number; traderId: number; direction: 'long' | 'short'; n: number; total: number }>(`
     SELECT assetId, direction, traderId, n, total FROM (
       SELECT assetId, direction, traderId, n, sum(n) OVER (PARTITION BY assetId, direction) AS total FROM (
         SELECT p.assetId AS assetId, p.direction AS direction, p.traderId AS traderId, count() AS n

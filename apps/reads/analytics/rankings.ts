@@ -84,8 +84,8 @@ export async function rankTraders(ctx: ReadContext, q: RankingsQuery) {
     .when(assetIds, 'e.assetId IN {assetIds:Array(UInt64)}', 'assetIds')
     .when(q.direction, 'e.direction = {direction:String}', 'direction');
   const [perf, eventRows] = await Promise.all([
-    performanceByGroup(ctx, sampleWhere(ctx, facts, { window: bounds, assetIds, direction: q.direction }), 'traderId', [performance ? w : '1D'], !performance),
-    currentStatements<{ traderId: number; n: number }>(ctx, [['events', 'e']], ([from], [part]) => `
+    performanceByGroup(ctx, await sampleWhere(ctx, facts, { window: bounds, assetIds, direction: q.direction }), 'traderId', [performance ? w : '1D'], !performance),
+    currentStatements<{ traderId: number; n: number }>(ctx, 'events', 'e', (from, part) => `
       SELECT e.traderId AS traderId, count() AS n FROM ${from} WHERE ${events.sql} AND ${part} GROUP BY traderId`, events.params),
   ]);
   const eventCounts = new Map(eventRows.map((r) => [Number(r.traderId), Number(r.n)]));

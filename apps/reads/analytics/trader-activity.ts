@@ -21,7 +21,7 @@ export function traderActivity(ctx: ReadContext, q: TraderActivityQuery) {
       const facts = await factsOf(ctx);
       const assetIds = splitIds(q.assetIds);
       const platforms = splitList(q.sourcePlatforms);
-      const where = sampleWhere(ctx, facts, { window, assetIds });
+      const where = await sampleWhere(ctx, facts, { window, assetIds });
       const counts = new Map((await ctx.store.query<{ traderId: number; n: number }>(`
         SELECT p.traderId AS traderId, count() AS n FROM $db.position_samples AS p FINAL
         WHERE ${where.sql} AND p.window = '1D' GROUP BY traderId ${FINAL_SETTINGS}`, where.params))

@@ -29,7 +29,7 @@ export async function traderStats(ctx: ReadContext, q: TraderStatsQuery) {
   const found = requested.filter((id) => traderEligible(facts, ctx.principal, id, platforms));
   const missingTraderIds = requested.filter((id) => !found.includes(id));
   const [perf, tags] = found.length ? await Promise.all([
-    performanceByGroup(ctx, sampleWhere(ctx, facts, { window, traderIds: found }), 'traderId'),
+    performanceByGroup(ctx, await sampleWhere(ctx, facts, { window, traderIds: found }), 'traderId'),
     ctx.store.query<{ traderId: number; categories: string[]; names: string[] }>(
       'SELECT traderId, categories, names FROM $db.trader_tags FINAL WHERE traderId IN {ids:Array(UInt64)} AND deleted = 0', { ids: found }),
   ]) : [new Map(), []];
