@@ -1,10 +1,12 @@
 // Command-line handling shared by the benchmarks: options parsed strictly (an unknown option or a
-// positional is refused with the usage text), --help, and positive integers checked.
+// positional is refused with the usage text), --help, and positive integers checked; and the
+// measurement helpers they share (percentiles, formatting, timing, a handler's query).
 import { existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs, type ParseArgsOptionsConfig } from 'node:util';
 import { runningServerPid } from '../apps/embedded.ts';
+import type { Operation } from '../apps/registry.ts';
 
 /** `options` must hold `help` (boolean, -h). */
 export function benchArgs<const O extends ParseArgsOptionsConfig>(bench: string, usage: string, options: O) {
@@ -43,4 +45,31 @@ export function benchDataDir(given: string | undefined, prefix: string, die: (ms
       + 'so stop that server first (or run without --data-dir to use a fresh demo set)');
   }
   return { ownDir: false, dataDir };
+}
+
+// Measurement helpers shared by the benchmarks.
+
+/** The p-th percentile of sorted numbers (nearest rank). */
+export const pct = (sorted: number[], p: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]! : NaN);
+export const sortNum = (xs: number[]) => [...xs].sort((a, b) => a - b);
+export const fmtMs = (x: number) => (Number.isFinite(x) ? x.toFixed(2) : '-');
+export const fmtRatio = (x: number, bad: boolean) => (Number.isFinite(x) ? `${x.toFixed(2)}x${bad ? ' !' : ''}` : '-');
+export const fmtInt = (x: number) => (Number.isFinite(x) ? Math.round(x).toLocaleString('en-US') : '-');
+
+export async function timed<T>(f: () => Promise<T>): Promise<[number, T]> {
+  const t0 = performance.now();
+  const r = await f();
+  return [performance.now() - t0, r];
+}
+
+/** The handler's query as fastify hands it over: schema defaults applied, integers coerced. */
+export function handlerQuery(op: Operation, search: URLSearchParams): Record<string, unknown> {
+  const props = (op.query as any).properties as Record<string, any>;
+  const q: Record<string, unknown> = {};
+  for (const [k, v] of search) {
+    if (!props[k]) throw new Error(`${op.path}: unknown query parameter ${k}`);
+    q[k] = props[k].type === 'integer' || props[k].type === 'number' ? Number(v) : v;
+  }
+  for (const [k, s] of Object.entries(props)) if (q[k] === undefined && s.default !== undefined) q[k] = s.default;
+  return q;
 }

@@ -9,7 +9,7 @@
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, platform, release } from 'node:os';
 import { join } from 'node:path';
-import { benchArgs, benchDataDir } from './args.ts';
+import { benchArgs, benchDataDir, fmtInt, fmtMs, fmtRatio, handlerQuery, pct, sortNum, timed } from './args.ts';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { isCacheable } from '../apps/api/read-cache.ts';
 import { buildApi } from '../apps/api/server.ts';
@@ -83,31 +83,7 @@ const progress = (line: string) => console.error(`[bench] ${line}`);
 const { ownDir, dataDir } = benchDataDir(argv['data-dir'], 'signalbase-bench-lists-', die);
 
 // ---------------------------------------------------------------------------------------------
-// Measurement helpers.
-
-const pct = (sorted: number[], p: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]! : NaN);
-const sortNum = (xs: number[]) => [...xs].sort((a, b) => a - b);
-const fmtMs = (x: number) => (Number.isFinite(x) ? x.toFixed(2) : '-');
-const fmtRatio = (x: number, bad: boolean) => (Number.isFinite(x) ? `${x.toFixed(2)}x${bad ? ' !' : ''}` : '-');
-const fmtInt = (x: number) => (Number.isFinite(x) ? Math.round(x).toLocaleString('en-US') : '-');
-
-async function timed<T>(f: () => Promise<T>): Promise<[number, T]> {
-  const t0 = performance.now();
-  const r = await f();
-  return [performance.now() - t0, r];
-}
-
-/** The handler's query as fastify hands it over: schema defaults applied, integers coerced. */
-function handlerQuery(op: Operation, search: URLSearchParams): Record<string, unknown> {
-  const props = (op.query as any).properties as Record<string, any>;
-  const q: Record<string, unknown> = {};
-  for (const [k, v] of search) {
-    if (!props[k]) throw new Error(`${op.path}: unknown query parameter ${k}`);
-    q[k] = props[k].type === 'integer' || props[k].type === 'number' ? Number(v) : v;
-  }
-  for (const [k, s] of Object.entries(props)) if (q[k] === undefined && s.default !== undefined) q[k] = s.default;
-  return q;
-}
+// Measurement helpers (pct, timed, handlerQuery, ... in args.ts).
 
 const ALL: VisibilityPolicy = { mode: 'all' };
 const TELEGRAM: VisibilityPolicy = { mode: 'platforms', platforms: ['TELEGRAM'] };

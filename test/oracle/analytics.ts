@@ -552,37 +552,8 @@ export const READS: Record<Read, (records: readonly TopicRec[], q: Query, p: Pol
  * tolerance of `relTol`, or an absolute one of `absTol` near zero (a mean of returns that cancel
  * out is 0 in one summation order and 1e-15 in another); everything else exactly.
  */
-export function diff(actual: unknown, expected: unknown, path = '$', relTol = 1e-9, absTol = 1e-9): string | null {
-  if (typeof expected === 'number' && typeof actual === 'number') {
-    if (Object.is(actual, expected)) return null;
-    if (Number.isFinite(expected) && Number.isFinite(actual)) {
-      const scale = Math.max(Math.abs(expected), Math.abs(actual));
-      const d = Math.abs(actual - expected);
-      if (d <= relTol * scale || d <= absTol) return null;
-    }
-    return `${path}: ${actual} !== ${expected}`;
-  }
-  if (expected === null || typeof expected !== 'object' || actual === null || typeof actual !== 'object') {
-    return Object.is(actual, expected) ? null : `${path}: ${JSON.stringify(actual)} !== ${JSON.stringify(expected)}`;
-  }
-  if (Array.isArray(expected) !== Array.isArray(actual)) return `${path}: array vs non-array`;
-  if (Array.isArray(expected)) {
-    const a = actual as unknown[];
-    for (let i = 0; i < Math.min(a.length, expected.length); i++) {
-      const d = diff(a[i], expected[i], `${path}[${i}]`, relTol, absTol);
-      if (d) return d;
-    }
-    return a.length === expected.length ? null : `${path}: length ${a.length} !== ${expected.length}`;
-  }
-  const ek = Object.keys(expected as object).sort();
-  const ak = Object.keys(actual as object).sort();
-  if (ek.join() !== ak.join()) return `${path}: keys [${ak}] !== [${ek}]`;
-  for (const k of ek) {
-    const d = diff((actual as any)[k], (expected as any)[k], `${path}.${k}`, relTol, absTol);
-    if (d) return d;
-  }
-  return null;
-}
+export const diff = (actual: unknown, expected: unknown, path = '$', relTol = 1e-9, absTol = 1e-9): string | null =>
+  O.diff(actual, expected, path, relTol, absTol);
 
 /** Numbers equal within the comparison tolerance (nulls only to nulls). */
 export const near = (a: number | null, b: number | null): boolean => (a === null || b === null ? a === b : diff(a, b) === null);

@@ -497,12 +497,13 @@ export function assets(input: readonly TopicRec[] | World, f: AssetFilters = {})
 // Comparison: deep equality, floats with a relative tolerance
 
 /** First difference between `actual` and `expected`, as a readable string; null when equal. */
-export function diff(actual: unknown, expected: unknown, path = '$', relTol = 1e-9): string | null {
+export function diff(actual: unknown, expected: unknown, path = '$', relTol = 1e-9, absTol = 0): string | null {
   if (typeof expected === 'number' && typeof actual === 'number') {
     if (Object.is(actual, expected)) return null;
     if (Number.isFinite(expected) && Number.isFinite(actual)) {
       const scale = Math.max(Math.abs(expected), Math.abs(actual));
-      if (Math.abs(actual - expected) <= relTol * scale) return null;
+      const d = Math.abs(actual - expected);
+      if (d <= relTol * scale || d <= absTol) return null;
     }
     return `${path}: ${actual} !== ${expected}`;
   }
@@ -513,7 +514,7 @@ export function diff(actual: unknown, expected: unknown, path = '$', relTol = 1e
   if (Array.isArray(expected)) {
     const a = actual as unknown[];
     for (let i = 0; i < Math.min(a.length, expected.length); i++) {
-      const d = diff(a[i], expected[i], `${path}[${i}]`, relTol);
+      const d = diff(a[i], expected[i], `${path}[${i}]`, relTol, absTol);
       if (d) return d;
     }
     return a.length === expected.length ? null : `${path}: length ${a.length} !== ${expected.length}`;
@@ -522,7 +523,7 @@ export function diff(actual: unknown, expected: unknown, path = '$', relTol = 1e
   const ak = Object.keys(actual as object).sort();
   if (ek.join() !== ak.join()) return `${path}: keys [${ak}] !== [${ek}]`;
   for (const k of ek) {
-    const d = diff((actual as any)[k], (expected as any)[k], `${path}.${k}`, relTol);
+    const d = diff((actual as any)[k], (expected as any)[k], `${path}.${k}`, relTol, absTol);
     if (d) return d;
   }
   return null;
