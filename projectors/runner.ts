@@ -31,8 +31,9 @@ export async function ensureSchema(store: Store, projections: readonly Projectio
  *  11: position_performances ordered by (window, assetId, traderId, openAt): one window is a third of it (issue 7)
  *  12: position_performances ordered by (window, traderId, assetId, openAt): a trader is a range of each window (issue 7)
  *  13: position_performances back to (positionId, window) for pages; position_samples, the same rows by (window, traderId, ...) for analytics (issue 7)
+ *  14: position_samples partitioned by (window, month), ordered by (traderId, assetId, openAt, positionId) (issue 7)
  */
-export const READ_MODEL_VERSION = 13;
+export const READ_MODEL_VERSION = 14;
 
 const VERSION_DDL = `CREATE TABLE IF NOT EXISTS $db.read_model_version (
   version UInt32, at DateTime64(3, 'UTC')

@@ -20,11 +20,11 @@ import { evaluateWindow, firstSampleFrom, TOLERANCE_MS, WINDOW_MS, type PriceSer
  * The same rows are the sample of the analytics reads (trader stats, rankings, asset stats, trader
  * activity), which aggregate them with FINAL, and two layouts serve the two kinds of read:
  * position_performances is ordered by (positionId, window) in small granules, for a page of
- * positions' ~50 point lookups (a few KiB each); position_samples by (window, traderId, assetId,
- * openAt, positionId) in default granules, partitioned by month of openAt, for range scans: a
- * one-window aggregate reads a third of it, a trader's positions are a range of each window, and
- * FINAL (with do_not_merge_across_partitions_select_final) merges only the months with fresh
- * parts. A position whose trader, asset or openAt changes leaves rows with live = 0 at its old
+ * positions' ~50 point lookups (a few KiB each); position_samples partitioned by window and
+ * month of openAt and ordered by (traderId, assetId, openAt, positionId) in default granules, for
+ * range scans: a one-window aggregate reads that window's partitions only, a trader's positions
+ * are a range of each partition, and FINAL (with do_not_merge_across_partitions_select_final)
+ * merges only the partitions with fresh parts. A position whose trader, asset or openAt changes leaves rows with live = 0 at its old
  * position_samples key (`retired` below), as statement tables leave tombstones. Each key's
  * newest row (highest seq) is the truth; merges collapse a key to it. seq comes from a per-store
  * counter that starts above every seq stored, so a later evaluation always wins, whichever topic
@@ -47,10 +47,10 @@ export const PERFORMANCES_DDL = `CREATE TABLE IF NOT EXISTS $db.position_perform
   ENGINE = ReplacingMergeTree(seq) ORDER BY (positionId, window)
     SETTINGS index_granularity = 256, min_compress_block_size = 2048, max_compress_block_size = 8192`;
 
-/** The same rows for the analytics reads: ordered by (window, traderId, assetId, openAt, positionId), by month (range scans). */
+/** The same rows for the analytics reads: by window and month, ordered by (traderId, assetId, openAt, positionId) (range scans). */
 export const SAMPLES_DDL = `CREATE TABLE IF NOT EXISTS $db.position_samples (${EVALUATION_COLUMNS_DDL})
-  ENGINE = ReplacingMergeTree(seq) PARTITION BY toYYYYMM(toDateTime(intDiv(openAt, 1000), 'UTC'))
-    ORDER BY (window, traderId, assetId, openAt, positionId)`;
+  ENGINE = ReplacingMergeTree(seq) PARTITION BY (window, toYYYYMM(toDateTime(intDiv(openAt, 1000), 'UTC')))
+    ORDER BY (traderId, assetId, openAt, positionId)`;
 
 const PRICE_SERIES_DDL = `CREATE TABLE IF NOT EXISTS $db.price_series (
     assetId UInt64, hasSeries UInt8, seq UInt64

@@ -203,7 +203,7 @@ async function planTradeEvents(store: Store, batch: readonly ValidRecord[], vers
     if (next && !prev) plan.positions.push(firstStatement<PositionStatement>(next, base));
     else if (next) for (const row of statementRows(prev, next, base, samePosition, samePositionKey)) plan.positions.push(row);
     if (next && !(prev && sameEvaluation(next, prev))) plan.evaluate.push(next);
-    // position_samples is keyed by (window, traderId, assetId, openAt, positionId): a move leaves the old key behind.
+    // position_samples is keyed by (traderId, assetId, openAt, positionId) per window: a move leaves the old key behind.
     if (next && prev && (prev.assetId !== next.assetId || prev.traderId !== next.traderId || prev.openAt !== next.openAt)) plan.retire.push(prev);
     const positionLive = folded?.live ?? 0;
     for (const e of events) {

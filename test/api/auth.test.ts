@@ -44,7 +44,7 @@ const CONTRACT_SCOPES = Object.keys(SECTION_5_SCOPES) as Scope[];
 interface ContractRoute {
   path: string; versions: readonly ('v1' | 'v2')[]; scope: Scope; family: string;
   visibility: 'message' | 'signal' | 'either' | null;
-  /** A valid query (none of today's reads has a required parameter). */
+  /** A valid query (with the read's required parameters). */
   query: string;
 }
 const SECTION_4: readonly ContractRoute[] = [
@@ -54,6 +54,13 @@ const SECTION_4: readonly ContractRoute[] = [
   { path: '/messages', versions: ['v1', 'v2'], scope: 'messages.read', family: 'messages', visibility: 'message', query: '' },
   { path: '/positions', versions: ['v1', 'v2'], scope: 'positions.read', family: 'position history and open positions', visibility: 'signal', query: '' },
   { path: '/positions/open', versions: ['v1', 'v2'], scope: 'positions.read', family: 'position history and open positions', visibility: 'signal', query: '' },
+  // Stats reads (README "Analytics reads"): position and event figures need signal visibility; activity
+  // summaries count messages under message visibility and events under signal visibility, so either.
+  { path: '/traders/activity', versions: ['v2'], scope: 'stats.read', family: 'trader stats, asset stats, trader activity, rankings, activity summaries', visibility: 'signal', query: '' },
+  { path: '/traders/stats', versions: ['v2'], scope: 'stats.read', family: 'trader stats, asset stats, trader activity, rankings, activity summaries', visibility: 'signal', query: '?traderIds=1' },
+  { path: '/assets/stats', versions: ['v2'], scope: 'stats.read', family: 'trader stats, asset stats, trader activity, rankings, activity summaries', visibility: 'signal', query: '?assetIds=1' },
+  { path: '/traders/rankings', versions: ['v2'], scope: 'stats.read', family: 'trader stats, asset stats, trader activity, rankings, activity summaries', visibility: 'signal', query: '' },
+  { path: '/activity-summaries', versions: ['v2'], scope: 'stats.read', family: 'trader stats, asset stats, trader activity, rankings, activity summaries', visibility: 'either', query: '' },
 ];
 /** Operational routes of section 4 (no scope shown): not part of the matrix. */
 const OPERATIONAL = /^\/v[12]\/(healthz|openapi\.json|docs)(\/.*)?$/;

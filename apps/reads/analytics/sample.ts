@@ -11,8 +11,8 @@ import { DAY_MS, type Window } from '../window.ts';
  * The sample of the analytics reads (README "Analytics reads"): live positions on live assets with
  * an active market, of live, signal-visible traders, opened within the bounds and not before the
  * account's history window. Read from position_samples (projectors/performance: one row per
- * position and window, ordered by (window, traderId, assetId, openAt), by month) with FINAL: the newest
- * row of each key is the truth, and WHERE applies after FINAL. Months in one part are read
+ * position and window, by window and month, ordered by (traderId, assetId, openAt)) with FINAL: the newest
+ * row of each key is the truth, and WHERE applies after FINAL. Partitions in one part are read
  * without merging (do_not_merge_across_partitions_select_final), so FINAL costs only where the
  * projector has written since the last compaction. Trader eligibility (live, visible, platform)
  * is a parameter where the read names its traders, and a check of each trader's group otherwise.
