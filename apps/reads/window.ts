@@ -44,19 +44,25 @@ export function windowRule(
   if (opts.fromCursor) {
     [start, end] = opts.fromCursor;
   } else {
-    // The query schema admitted these strings with the same strict parser, so they parse.
-    start = q.startTime !== undefined ? parseDateTime(q.startTime) : null;
-    end = q.endTime !== undefined ? parseDateTime(q.endTime) : null;
+    ({ start, end } = explicitBounds(q));
     if (start === null && end === null && !opts.unboundedDefault) {
       endAtNow = true;
       startLagMs = DEFAULT_WINDOW_MS;
     }
-    if (start !== null && end !== null && start > end) {
-      throw new ApiError('VALIDATION_ERROR', 'startTime must not be after endTime', [{ param: 'startTime', message: 'must not be after endTime' }]);
-    }
   }
   if (principal.historyWindowDays != null) startLagMs = Math.min(startLagMs ?? Infinity, principal.historyWindowDays * DAY_MS);
   return { start, end, endAtNow, startLagMs };
+}
+
+/** The bounds a request gives (null: omitted); two in the wrong order are a 400. */
+export function explicitBounds(q: { startTime?: string; endTime?: string }): Window {
+  // The query schema admitted these strings with the same strict parser, so they parse.
+  const start = q.startTime !== undefined ? parseDateTime(q.startTime) : null;
+  const end = q.endTime !== undefined ? parseDateTime(q.endTime) : null;
+  if (start !== null && end !== null && start > end) {
+    throw new ApiError('VALIDATION_ERROR', 'startTime must not be after endTime', [{ param: 'startTime', message: 'must not be after endTime' }]);
+  }
+  return { start, end };
 }
 
 /** The window a rule gives at `now` (ms). */

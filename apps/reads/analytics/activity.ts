@@ -5,8 +5,8 @@ import { MAX_BUCKETS, type ActivitySummariesQuery } from '../../../schemas/api/q
 import type { ReadContext } from '../context.ts';
 import { factsOf, permits, type Facts } from '../facts.ts';
 import { Where } from '../list.ts';
-import { appliedTimeRange, DAY_MS } from '../window.ts';
-import { currentStatements, explicitBounds, historyStart, traderEligible } from './sample.ts';
+import { appliedTimeRange, DAY_MS, explicitBounds } from '../window.ts';
+import { clampToHistory, currentStatements, traderEligible } from './sample.ts';
 
 const HOUR_MS = 3_600_000;
 const WEEK_MS = 7 * DAY_MS;
@@ -43,9 +43,7 @@ export async function activitySummaries(ctx: ReadContext, q: ActivitySummariesQu
   const size = SIZE[q.interval];
   // The default start is 7 days before the end, or for hourly buckets the start of the 168th bucket
   // back when that is later (an unaligned 7 days meets 169 hours), and not before 1970.
-  let start = given.start ?? Math.max(0, end - 7 * DAY_MS, bucketStart(q.interval, end) - (MAX_BUCKETS - 1) * size);
-  const floor = historyStart(ctx.principal, now);
-  if (floor !== null && start < floor) start = floor;
+  const { start } = clampToHistory({ start: given.start ?? Math.max(0, end - 7 * DAY_MS, bucketStart(q.interval, end) - (MAX_BUCKETS - 1) * size), end }, ctx.principal, now);
   const empty = start > end; // a start after the default end, or a history window that ends the range before it starts
   const buckets = empty ? 0 : (bucketStart(q.interval, end) - bucketStart(q.interval, start)) / size + 1;
   if (buckets > MAX_BUCKETS) {

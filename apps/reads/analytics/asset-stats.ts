@@ -3,8 +3,8 @@ import { splitIds } from '../../../schemas/api/common-params.ts';
 import type { AssetStatsQuery } from '../../../schemas/api/queries.ts';
 import type { ReadContext } from '../context.ts';
 import { factsOf } from '../facts.ts';
-import { appliedTimeRange } from '../window.ts';
-import { clampToHistory, directionBias, explicitBounds, FINAL_SETTINGS, sampleWhere } from './sample.ts';
+import { appliedTimeRange, explicitBounds } from '../window.ts';
+import { clampToHistory, directionBias, FINAL_SETTINGS, sampleWhere } from './sample.ts';
 
 /** How many trader ids `topTraderIds` lists per direction. */
 export const TOP_TRADERS = 5;

@@ -7,8 +7,8 @@ import { WINDOW_MS } from '../../../projectors/performance/evaluate.ts';
 import type { ReadContext } from '../context.ts';
 import { factsOf } from '../facts.ts';
 import { Where } from '../list.ts';
-import { appliedTimeRange, type Window } from '../window.ts';
-import { currentStatements, directionBias, explicitBounds, historyStart, performanceByGroup, sampleWhere, timeBasedPerformance, traderEligible } from './sample.ts';
+import { appliedTimeRange, explicitBounds, type Window } from '../window.ts';
+import { clampToHistory, currentStatements, directionBias, performanceByGroup, sampleWhere, timeBasedPerformance, traderEligible } from './sample.ts';
 
 const iso = (t: number) => new Date(t).toISOString();
 
@@ -71,8 +71,7 @@ export async function rankTraders(ctx: ReadContext, q: RankingsQuery) {
   const bounds = rankingBounds(q, now);
   const performance = !ACTIVITY_METRICS.includes(q.metric);
   const w = q.timeBasedPerformanceWindow ?? DEFAULT_WINDOW;
-  const floor = historyStart(ctx.principal, now);
-  const sampleStart = floor !== null && floor > bounds.start ? floor : bounds.start;
+  const sampleStart = clampToHistory(bounds, ctx.principal, now).start;
   const evaluability = performance ? windowEvaluability(q, bounds, sampleStart, w, now) : 'not_applicable';
   const facts = await factsOf(ctx);
   const assetIds = splitIds(q.assetIds);

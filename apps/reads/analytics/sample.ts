@@ -1,7 +1,5 @@
 import type { DirectionBias, TimeBasedPerformance } from '../../../schemas/api/analytics.ts';
 import { WINDOWS, type WindowName } from '../../../schemas/api/resources.ts';
-import { ApiError } from '../../../schemas/api/errors.ts';
-import { parseDateTime } from '../../../schemas/formats.ts';
 import { perDataVersion, type Principal, type ReadContext } from '../context.ts';
 import { permits, signalTraders, type Facts } from '../facts.ts';
 import { Where } from '../list.ts';
@@ -54,25 +52,15 @@ export async function currentStatements<R>(ctx: ReadContext, table: 'events' | '
   return ctx.store.query<R>(`${sql(`$db.${table} AS ${alias} FINAL`, '1')} ${FINAL_SETTINGS}`, params);
 }
 
-/** Explicit bounds of a stats read, checked (a start after the end is a 400). */
-export function explicitBounds(q: { startTime?: string; endTime?: string }): Window {
-  const start = q.startTime !== undefined ? parseDateTime(q.startTime) : null;
-  const end = q.endTime !== undefined ? parseDateTime(q.endTime) : null;
-  if (start !== null && end !== null && start > end) {
-    throw new ApiError('VALIDATION_ERROR', 'startTime must not be after endTime', [{ param: 'startTime', message: 'must not be after endTime' }]);
-  }
-  return { start, end };
-}
-
 /** The earliest time the account may read (its history window), or null. */
-export function historyStart(p: Principal, now: number): number | null {
+function historyStart(p: Principal, now: number): number | null {
   return p.historyWindowDays == null ? null : now - p.historyWindowDays * DAY_MS;
 }
 
-/** Bounds clamped forward to the account's history window (what stats reads apply and echo). */
-export function clampToHistory(w: Window, p: Principal, now: number): Window {
+/** Bounds with the start clamped forward to the account's history window (null: none). */
+export function clampToHistory<W extends Window>(w: W, p: Principal, now: number): W {
   const floor = historyStart(p, now);
-  return { start: floor !== null && (w.start === null || w.start < floor) ? floor : w.start, end: w.end };
+  return floor !== null && (w.start === null || w.start < floor) ? { ...w, start: floor } : w;
 }
 
 /** Whether a trader's rows may be counted: live, signal-visible, and on one of `platforms` when given. */
@@ -115,9 +103,7 @@ function setCondition(where: Where, column: string, name: string, allowed: reado
  * traders (reads that aggregate per trader check that per group instead).
  */
 export async function sampleWhere(ctx: ReadContext, facts: Facts, f: SampleFilter & { traders?: boolean }): Promise<Where> {
-  const now = ctx.now.getTime();
-  const floor = historyStart(ctx.principal, now);
-  const start = floor !== null && (f.window.start === null || f.window.start < floor) ? floor : f.window.start;
+  const { start, end } = clampToHistory(f.window, ctx.principal, ctx.now.getTime());
   const where = new Where().add('p.live = 1');
   const present = await presentIds(ctx);
   // The read's own assets that are eligible: one set, and a range of the key per asset; else every eligible asset.
@@ -126,7 +112,7 @@ export async function sampleWhere(ctx: ReadContext, facts: Facts, f: SampleFilte
   if (f.traders) setCondition(where, 'p.traderId', 'eligibleTraders', signalTraders(facts, ctx.principal), present.traders, (t) => traderEligible(facts, ctx.principal, t));
   return where
     .when(start ?? undefined, 'p.openAt >= {sampleStart:Int64}', 'sampleStart')
-    .when(f.window.end ?? undefined, 'p.openAt <= {sampleEnd:Int64}', 'sampleEnd')
+    .when(end ?? undefined, 'p.openAt <= {sampleEnd:Int64}', 'sampleEnd')
     .when(f.traderIds, 'p.traderId IN {sampleTraders:Array(UInt64)}', 'sampleTraders')
     .when(f.direction, 'p.direction = {sampleDirection:String}', 'sampleDirection');
 }

@@ -4,8 +4,8 @@ import type { TraderStatsQuery } from '../../../schemas/api/queries.ts';
 import { WINDOWS, type SourceIdentity, type WindowName } from '../../../schemas/api/resources.ts';
 import type { ReadContext } from '../context.ts';
 import { factsOf } from '../facts.ts';
-import { appliedTimeRange } from '../window.ts';
-import { clampToHistory, directionBias, explicitBounds, performanceByGroup, sampleWhere, timeBasedPerformance, traderEligible } from './sample.ts';
+import { appliedTimeRange, explicitBounds } from '../window.ts';
+import { clampToHistory, directionBias, performanceByGroup, sampleWhere, timeBasedPerformance, traderEligible } from './sample.ts';
 
 /** Tags in their order: category `thematic` first, then the other categories, then names (bytes). */
 export function orderTags(tags: { category: string; name: string }[]): { category: string; name: string }[] {
