@@ -63,7 +63,8 @@ function metricOf(metric: RankingMetric, eventCount: number, positionCount: numb
 /**
  * Trader rankings (README "Analytics reads"): the sample positions per trader from the evaluation
  * rows (one aggregate, in the requested window), the counted events per trader from the events
- * statement table (FINAL over the time range), both restricted by assetIds and direction; the
+ * statement table's current statements over the time range (sample.ts currentStatements), both
+ * restricted by assetIds and direction; the
  * candidates, their order and ranks in memory.
  */
 export async function rankTraders(ctx: ReadContext, q: RankingsQuery) {
