@@ -589,21 +589,28 @@ let emb: Embedded | undefined;
 let measureApp: FastifyInstance | undefined;
 const bareApps: FastifyInstance[] = [];
 let exitCode = 0;
-let cleaned = false;
+let interrupted = false;
+let cleaning: Promise<void> | undefined;
 
-async function cleanup() {
-  if (cleaned) return;
-  cleaned = true;
-  for (const f of bareApps) await f.close().catch(() => {});
-  if (measureApp) await measureApp.close().catch(() => {});
-  if (emb) {
-    for (const t of FLOOR_TABLES) await emb.store.exec(`DROP TABLE IF EXISTS $db.${t.name}`).catch(() => {});
-    await emb.store.exec(`DROP DATABASE IF EXISTS ${PROJECTOR_DB}`).catch(() => {});
-    await emb.close().catch((err) => progress(`close: ${(err as Error).message}`));
-  }
-  if (ownDir) rmSync(dataDir, { recursive: true, force: true });
+/** Drops the floors and closes everything, once: on Ctrl-C the run's own `finally` waits for the same cleanup. */
+function cleanup(): Promise<void> {
+  cleaning ??= (async () => {
+    for (const f of bareApps) await f.close().catch(() => {});
+    if (measureApp) await measureApp.close().catch(() => {});
+    if (emb) {
+      for (const t of FLOOR_TABLES) await emb.store.exec(`DROP TABLE IF EXISTS $db.${t.name}`).catch(() => {});
+      await emb.store.exec(`DROP DATABASE IF EXISTS ${PROJECTOR_DB}`).catch(() => {});
+      await emb.close().catch((err) => progress(`close: ${(err as Error).message}`));
+    }
+    if (ownDir) rmSync(dataDir, { recursive: true, force: true });
+  })();
+  return cleaning;
 }
-process.once('SIGINT', () => { progress('interrupted: dropping the floor tables'); void cleanup().finally(() => process.exit(130)); });
+process.once('SIGINT', () => {
+  interrupted = true;
+  progress('interrupted: dropping the floor tables');
+  void cleanup().finally(() => process.exit(130));
+});
 
 try {
   progress(`data dir ${dataDir}${ownDir ? ' (fresh, small demo set)' : ''}`);
@@ -751,9 +758,10 @@ try {
     + `data ${ownDir ? 'small demo set (fresh)' : dataDir}; floors ${Object.entries(floorRows).map(([k, v]) => `${k.replace('bench_floor_', '')} ${v}`).join(', ')}; `
     + `setup ${setupSecs.toFixed(1)} s, floors ${floorSecs.toFixed(1)} s, total ${((performance.now() - tStart) / 1000).toFixed(1)} s`);
 } catch (err) {
-  console.error(`bench/lists: ${(err as Error).stack ?? err}`);
+  // After Ctrl-C, whatever was running fails as the cleanup closes the store: not worth a stack.
+  if (!interrupted) console.error(`bench/lists: ${(err as Error).stack ?? err}`);
   exitCode = 1;
 } finally {
   await cleanup();
 }
-process.exit(exitCode);
+process.exit(interrupted ? 130 : exitCode);
