@@ -1,11 +1,11 @@
 // Command-line handling shared by the benchmarks: options parsed strictly (an unknown option or a
 // positional is refused with the usage text), --help, and positive integers checked; and the
 // measurement helpers they share (percentiles, formatting, timing, a handler's query).
-import { existsSync, mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs, type ParseArgsOptionsConfig } from 'node:util';
-import { runningServerPid } from '../apps/embedded.ts';
+import { demoKeyFile, runningServerPid, startEmbedded, type Embedded } from '../apps/embedded.ts';
 import type { Operation } from '../apps/registry.ts';
 
 /** `options` must hold `help` (boolean, -h). */
@@ -72,4 +72,42 @@ export function handlerQuery(op: Operation, search: URLSearchParams): Record<str
   }
   for (const [k, s] of Object.entries(props)) if (q[k] === undefined && s.default !== undefined) q[k] = s.default;
   return q;
+}
+
+/**
+ * A bench's cleanup, run once: on Ctrl-C it runs (the message says what it drops) and the process
+ * exits 130; the run's own `finally` awaits the same promise, so it never exits mid-cleanup.
+ */
+export function cleanupOnce(clean: () => Promise<void>, say: (line: string) => void): { cleanup: () => Promise<void>; interrupted: () => boolean } {
+  let cleaning: Promise<void> | undefined;
+  let interrupted = false;
+  const cleanup = () => (cleaning ??= clean());
+  process.once('SIGINT', () => {
+    interrupted = true;
+    say('interrupted: dropping the floor tables');
+    void cleanup().finally(() => process.exit(130));
+  });
+  return { cleanup, interrupted: () => interrupted };
+}
+
+/**
+ * Starts the service on a bench's data dir as `start` runs it (first catch-up, then the start's
+ * compaction: a catch-up leaves tables in many parts), and checks what the floors are built from:
+ * the demo key and the `tables` of the store. `onStarted` receives the service before it catches
+ * up, so that a cleanup can close it whatever happens next.
+ */
+export async function startBenchService(dataDir: string, say: (line: string) => void, tables: readonly string[], onStarted: (emb: Embedded) => void, t0: number):
+  Promise<{ emb: Embedded; demoKey: string; setupSecs: number }> {
+  const emb = await startEmbedded({ port: 0, host: '127.0.0.1', dataDir, logLevel: 'silent' }, { say });
+  onStarted(emb);
+  await emb.firstCatchUp;
+  await emb.compacted();
+  const setupSecs = (performance.now() - t0) / 1000;
+  say(`read models caught up after ${setupSecs.toFixed(1)} s`);
+  if (!existsSync(demoKeyFile(dataDir))) throw new Error(`no demo key in ${demoKeyFile(dataDir)}: seed the data dir first`);
+  const demoKey = readFileSync(demoKeyFile(dataDir), 'utf8').trim();
+  const have = new Set((await emb.store.query<{ name: string }>('SELECT name FROM system.tables WHERE database = {db:String}', { db: emb.store.database })).map((t) => t.name));
+  const missing = tables.filter((v) => !have.has(v));
+  if (missing.length) throw new Error(`the store has no ${missing.join(', ')} (the read-model layout this bench builds its floors from)`);
+  return { emb, demoKey, setupSecs };
 }

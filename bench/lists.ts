@@ -6,16 +6,16 @@
 //   HTTP floor:      a bare fastify route sending the same body bytes (hot reads).
 //   Projector floor: a raw chdb insert of as many rows as the projector applied records.
 // Usage: npx tsx bench/lists.ts --help
-import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { cpus, platform, release } from 'node:os';
 import { join } from 'node:path';
-import { benchArgs, benchDataDir, fmtInt, fmtMs, fmtRatio, handlerQuery, pct, sortNum, timed } from './args.ts';
+import { benchArgs, benchDataDir, cleanupOnce, startBenchService, fmtInt, fmtMs, fmtRatio, handlerQuery, pct, sortNum, timed } from './args.ts';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { isCacheable } from '../apps/api/read-cache.ts';
 import { buildApi } from '../apps/api/server.ts';
 import { ApiKeyAuthenticator } from '../apps/auth/keys.ts';
 import { MemoryCache } from '../apps/cache/memory.ts';
-import { demoKeyFile, startEmbedded, storePath, type Embedded } from '../apps/embedded.ts';
+import { storePath, type Embedded } from '../apps/embedded.ts';
 import type { Principal } from '../apps/reads/context.ts';
 import { CursorCodec } from '../apps/reads/cursor.ts';
 import { OPERATIONS, type Operation } from '../apps/registry.ts';
@@ -589,43 +589,23 @@ let emb: Embedded | undefined;
 let measureApp: FastifyInstance | undefined;
 const bareApps: FastifyInstance[] = [];
 let exitCode = 0;
-let interrupted = false;
-let cleaning: Promise<void> | undefined;
-
-/** Drops the floors and closes everything, once: on Ctrl-C the run's own `finally` waits for the same cleanup. */
-function cleanup(): Promise<void> {
-  cleaning ??= (async () => {
-    for (const f of bareApps) await f.close().catch(() => {});
-    if (measureApp) await measureApp.close().catch(() => {});
-    if (emb) {
-      for (const t of FLOOR_TABLES) await emb.store.exec(`DROP TABLE IF EXISTS $db.${t.name}`).catch(() => {});
-      await emb.store.exec(`DROP DATABASE IF EXISTS ${PROJECTOR_DB}`).catch(() => {});
-      await emb.close().catch((err) => progress(`close: ${(err as Error).message}`));
-    }
-    if (ownDir) rmSync(dataDir, { recursive: true, force: true });
-  })();
-  return cleaning;
-}
-process.once('SIGINT', () => {
-  interrupted = true;
-  progress('interrupted: dropping the floor tables');
-  void cleanup().finally(() => process.exit(130));
-});
+/** Drops the floors and closes everything, once (also on Ctrl-C). */
+const { cleanup, interrupted } = cleanupOnce(async () => {
+  for (const f of bareApps) await f.close().catch(() => {});
+  if (measureApp) await measureApp.close().catch(() => {});
+  if (emb) {
+    for (const t of FLOOR_TABLES) await emb.store.exec(`DROP TABLE IF EXISTS $db.${t.name}`).catch(() => {});
+    await emb.store.exec(`DROP DATABASE IF EXISTS ${PROJECTOR_DB}`).catch(() => {});
+    await emb.close().catch((err) => progress(`close: ${(err as Error).message}`));
+  }
+  if (ownDir) rmSync(dataDir, { recursive: true, force: true });
+}, progress);
 
 try {
   progress(`data dir ${dataDir}${ownDir ? ' (fresh, small demo set)' : ''}`);
-  emb = await startEmbedded({ port: 0, host: '127.0.0.1', dataDir, logLevel: 'silent' }, { say: progress });
-  await emb.firstCatchUp;
-  // The start's compaction (a catch-up leaves tables in many parts) runs before anything is measured.
-  await emb.compacted();
-  const setupSecs = (performance.now() - tStart) / 1000;
-  progress(`read models caught up after ${setupSecs.toFixed(1)} s`);
-  if (!existsSync(demoKeyFile(dataDir))) throw new Error(`no demo key in ${demoKeyFile(dataDir)}: seed the data dir first`);
-  const demoKey = readFileSync(demoKeyFile(dataDir), 'utf8').trim();
-
-  const views = new Set((await emb.store.query<{ name: string }>('SELECT name FROM system.tables WHERE database = {db:String}', { db: emb.store.database })).map((t) => t.name));
-  const missing = ['events_current', 'positions_current', 'messages_current'].filter((v) => !views.has(v));
-  if (missing.length) throw new Error(`the store has no ${missing.join(', ')} (the read-model layout this bench builds its floors from)`);
+  const started = await startBenchService(dataDir, progress, ['events_current', 'positions_current', 'messages_current'], (e) => { emb = e; }, tStart);
+  const { demoKey, setupSecs } = started;
+  emb = started.emb;
 
   // Floors, in the same store.
   const tFloors = performance.now();
@@ -759,9 +739,9 @@ try {
     + `setup ${setupSecs.toFixed(1)} s, floors ${floorSecs.toFixed(1)} s, total ${((performance.now() - tStart) / 1000).toFixed(1)} s`);
 } catch (err) {
   // After Ctrl-C, whatever was running fails as the cleanup closes the store: not worth a stack.
-  if (!interrupted) console.error(`bench/lists: ${(err as Error).stack ?? err}`);
+  if (!interrupted()) console.error(`bench/lists: ${(err as Error).stack ?? err}`);
   exitCode = 1;
 } finally {
   await cleanup();
 }
-process.exit(interrupted ? 130 : exitCode);
+process.exit(interrupted() ? 130 : exitCode);

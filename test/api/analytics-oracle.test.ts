@@ -34,12 +34,7 @@ const DAY = 24 * HOUR;
 const iso = (t: number) => new Date(t).toISOString();
 const csv = (xs: readonly (string | number)[]) => xs.join(',');
 
-const ALL: O.Visibility = { mode: 'all' };
-const NONE: O.Visibility = { mode: 'none' };
-const traders = (...traderIds: number[]): O.Visibility => ({ mode: 'traders', traderIds });
-const pol = (signalVisibility: O.Visibility = ALL, messageVisibility: O.Visibility = ALL, historyWindowDays: number | null = null): O.Policy =>
-  ({ signalVisibility, messageVisibility, historyWindowDays });
-const OPEN = pol();
+const { ALL, NONE, traders, pol, OPEN } = A.policies;
 type Read = A.Read;
 const READ_NAMES: Read[] = ['traderStats', 'assetStats', 'rankings', 'activity', 'traderActivity'];
 

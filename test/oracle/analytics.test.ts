@@ -7,12 +7,7 @@ import { HAND, handRecords } from './analytics.ts';
 import * as O from './oracle.ts';
 
 const recs = handRecords();
-const ALL: O.Visibility = { mode: 'all' };
-const NONE: O.Visibility = { mode: 'none' };
-const traders = (...traderIds: number[]): O.Visibility => ({ mode: 'traders', traderIds });
-const pol = (signalVisibility: O.Visibility = ALL, messageVisibility: O.Visibility = ALL, historyWindowDays: number | null = null): O.Policy =>
-  ({ signalVisibility, messageVisibility, historyWindowDays });
-const OPEN = pol();
+const { ALL, NONE, traders, pol, OPEN } = A.policies;
 
 function ok(ans: A.Answer): any {
   if (ans.status !== 200) throw new Error(`expected 200, got ${JSON.stringify(ans)}`);

@@ -558,6 +558,16 @@ export const diff = (actual: unknown, expected: unknown, path = '$', relTol = 1e
 /** Numbers equal within the comparison tolerance (nulls only to nulls). */
 export const near = (a: number | null, b: number | null): boolean => (a === null || b === null ? a === b : diff(a, b) === null);
 
+/** Account policies for the tests: visibilities and a policy builder (signal, message, history days). */
+const ALL: O.Visibility = { mode: 'all' };
+export const policies = {
+  ALL, NONE: { mode: 'none' } as O.Visibility,
+  traders: (...traderIds: number[]): O.Visibility => ({ mode: 'traders', traderIds }),
+  pol: (signalVisibility: O.Visibility = ALL, messageVisibility: O.Visibility = ALL, historyWindowDays: number | null = null): O.Policy =>
+    ({ signalVisibility, messageVisibility, historyWindowDays }),
+  OPEN: { signalVisibility: ALL, messageVisibility: ALL, historyWindowDays: null } as O.Policy,
+};
+
 // ---------------------------------------------------------------------------------------------------
 // Hand-built record set (the unit tests state its answers by hand; the API test serves it)
 //
