@@ -52,6 +52,10 @@ export const SAMPLES_DDL = `CREATE TABLE IF NOT EXISTS $db.position_samples (${E
   ENGINE = ReplacingMergeTree(seq) PARTITION BY (window, toYYYYMM(toDateTime(intDiv(openAt, 1000), 'UTC')))
     ORDER BY (traderId, assetId, openAt, positionId)`;
 
+/** position_samples gets position_performances' rows as they are inserted: one encoding and one parse of them, not two. */
+export const SAMPLES_FEED_DDL = `CREATE MATERIALIZED VIEW IF NOT EXISTS $db.position_samples_feed TO $db.position_samples
+  AS SELECT * FROM $db.position_performances`;
+
 const PRICE_SERIES_DDL = `CREATE TABLE IF NOT EXISTS $db.price_series (
     assetId UInt64, hasSeries UInt8, seq UInt64
   ) ENGINE = ReplacingMergeTree(seq) ORDER BY assetId`;
@@ -131,7 +135,7 @@ async function seriesOf(store: Store, assetIds: readonly number[]): Promise<Map<
 
 /**
  * Evaluates every window of the given positions and writes their rows (one seq for the call) to
- * both tables, with, in position_samples, a row of live = 0 for every window of each `retired`
+ * both tables (position_samples through position_samples_feed), with, in position_samples, a row of live = 0 for every window of each `retired`
  * statement: a position's earlier (traderId, assetId, openAt), whose rows would otherwise stay at
  * that key (position_performances is keyed by positionId and needs none).
  */
@@ -153,8 +157,8 @@ export async function writePerformances(store: Store, positions: readonly Positi
   for (const p of retired) {
     for (const w of WINDOWS) gone.push([p.id, w, p.traderId, p.assetId, p.direction, p.openAt, p.openAt + WINDOW_MS[w], '', null, 0, seq]);
   }
+  if (gone.length) await store.insertCompact('position_samples', PERFORMANCE_COLUMNS, gone);
   await store.insertCompact('position_performances', PERFORMANCE_COLUMNS, rows);
-  await store.insertCompact('position_samples', PERFORMANCE_COLUMNS, gone.length ? [...gone, ...rows] : rows);
 }
 
 /**
@@ -202,6 +206,6 @@ export async function reevaluateForPrices(store: Store, batch: readonly ValidRec
 export const performanceProjection: Projection = {
   name: 'position-performances',
   canHandle: ['prices'],
-  ddl: [PERFORMANCES_DDL, SAMPLES_DDL, PRICE_SERIES_DDL],
+  ddl: [PERFORMANCES_DDL, SAMPLES_DDL, SAMPLES_FEED_DDL, PRICE_SERIES_DDL],
   afterStore: (store, batch) => reevaluateForPrices(store, batch),
 };
