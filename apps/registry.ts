@@ -1,13 +1,13 @@
 import type { TObject, TSchema } from 'typebox';
 import {
-  ActivitySummariesQuery, AssetsQuery, AssetStatsQuery, EventsQuery, MessagesQuery, OpenPositionsQuery, PositionsQuery, RankingsQuery,
+  ActivitySummariesQuery, AssetsQuery, LegacyTradersQuery, AssetStatsQuery, EventsQuery, MessagesQuery, OpenPositionsQuery, PositionsQuery, RankingsQuery,
   TraderActivityQuery, TraderDirectoryQuery, TraderStatsQuery,
 } from '../schemas/api/queries.ts';
 import {
   ActivitySummariesResponse, AssetStatsResponse, RankingsResponse, TraderActivityResponse, TraderStatsResponse, WindowNotElapsedDetails,
 } from '../schemas/api/analytics.ts';
 import { ListEnvelope } from '../schemas/api/envelope.ts';
-import { AssetRow, Event, Message, OpenPosition, Position, TraderDirectoryRow } from '../schemas/api/resources.ts';
+import { AssetRow, Event, LegacyTraderRow, Message, OpenPosition, Position, TraderDirectoryRow } from '../schemas/api/resources.ts';
 import type { Scope } from '../schemas/topics/index.ts';
 import type { ReadContext } from './reads/context.ts';
 import type { CacheRule } from './api/read-cache.ts';
@@ -16,7 +16,7 @@ import { listAssets } from './reads/assets.ts';
 import { listEvents } from './reads/events.ts';
 import { listMessages } from './reads/messages.ts';
 import { listOpenPositions, listPositions } from './reads/positions.ts';
-import { listTraderDirectory } from './reads/traders.ts';
+import { listLegacyTraders, listTraderDirectory } from './reads/traders.ts';
 import { activitySummaries } from './reads/analytics/activity.ts';
 import { assetStats } from './reads/analytics/asset-stats.ts';
 import { rankTraders } from './reads/analytics/rankings.ts';
@@ -55,6 +55,13 @@ export const OPERATIONS: readonly Operation[] = [
     response: ListEnvelope(TraderDirectoryRow, false),
     handler: listTraderDirectory,
     cache: {}, // no clock in the answer: only the data version (and MAX_TTL_MS) ends an entry
+  },
+  {
+    tool: 'list_traders', path: '/traders', versions: ['v1'], scope: 'directory.read', visibility: 'either',
+    summary: 'Legacy trader discovery (v1): directory rows with tradeCount, the eligible visible positions opened within the bounds; at least minTrades (default 3, 0: the whole visible directory). Ordered by name, then id.',
+    query: LegacyTradersQuery,
+    response: ListEnvelope(LegacyTraderRow, true),
+    handler: listLegacyTraders,
   },
   {
     tool: 'list_assets', path: '/assets', versions: ['v1', 'v2'], scope: 'directory.read', visibility: null,

@@ -11,6 +11,16 @@ const O = Type.Optional;
 export const TraderDirectoryQuery = Query({ search: O(Search), sourcePlatforms: O(EnumList(PLATFORM_VALUES)), ...pageParams() });
 export type TraderDirectoryQuery = Validated<Type.Static<typeof TraderDirectoryQuery>>;
 
+/** v1's legacy trader discovery (contract 4 "GET /traders (v1, legacy)"): the directory plus `tradeCount`. */
+export const LegacyTradersQuery = Query({
+  search: O(Search), sourcePlatforms: O(EnumList(PLATFORM_VALUES)),
+  minTrades: O(Type.Integer({ minimum: 0, maximum: 1_000_000_000, default: 3, description: 'minimum tradeCount (default 3; 0 gives the full visible directory)' })),
+  startTime: O(Type.String({ format: 'date-time', description: 'inclusive lower bound on position open time for tradeCount and minTrades (omitted: unbounded)' })),
+  endTime: O(Type.String({ format: 'date-time', description: 'inclusive upper bound on position open time for tradeCount and minTrades (omitted: unbounded)' })),
+  ...pageParams(),
+});
+export type LegacyTradersQuery = Validated<Type.Static<typeof LegacyTradersQuery>> & { minTrades: number };
+
 export const AssetsQuery = Query({
   search: O(Search),
   assetClass: O(EnumList(ASSET_CLASS_FILTER_VALUES, { allowEmpty: true, description: 'resolved classes to match (any of); empty or omitted: all classes including other' })),

@@ -91,6 +91,10 @@ export const TraderDirectoryRow = Type.Object({
 });
 export type TraderDirectoryRow = Type.Static<typeof TraderDirectoryRow>;
 
+/** v1's legacy trader discovery row: the directory row plus `tradeCount` (eligible visible positions). */
+export const LegacyTraderRow = Type.Object({ ...TraderDirectoryRow.properties, tradeCount: Type.Integer({ minimum: 0 }) });
+export type LegacyTraderRow = Type.Static<typeof LegacyTraderRow>;
+
 const AssetClassValue = StringEnum(['crypto', 'equities', 'commodities', 'fx', 'other']);
 const ResolvedAssetClassValue = StringEnum(['crypto', 'stocks', 'indices', 'commodities', 'fx', 'other']);
 

@@ -49,6 +49,8 @@ interface ContractRoute {
 }
 const SECTION_4: readonly ContractRoute[] = [
   { path: '/traders', versions: ['v2'], scope: 'directory.read', family: 'trader and asset discovery', visibility: 'either', query: '' },
+  // The v1 legacy trader discovery: a directory row needs either visibility (tradeCount counts under signal visibility only).
+  { path: '/traders', versions: ['v1'], scope: 'directory.read', family: 'trader and asset discovery', visibility: 'either', query: '' },
   { path: '/assets', versions: ['v1', 'v2'], scope: 'directory.read', family: 'trader and asset discovery', visibility: null, query: '' },
   { path: '/events', versions: ['v1', 'v2'], scope: 'events.read', family: 'events', visibility: 'signal', query: '' },
   { path: '/messages', versions: ['v1', 'v2'], scope: 'messages.read', family: 'messages', visibility: 'message', query: '' },

@@ -210,7 +210,9 @@ describe('operational routes', () => {
     expect((await h.get('/openapi.json')).body).toEqual(v1);
     expect(Object.keys(v2.paths)).toEqual(expect.arrayContaining(['/traders', '/assets', '/events', '/messages', '/positions', '/positions/open', '/healthz']));
     expect(v2.paths['/events'].get.parameters.map((p: any) => p.name)).toEqual(['traderIds', 'assetIds', 'directions', 'types', 'startTime', 'endTime', 'limit', 'cursor']);
-    expect(v1.paths['/traders']).toBeUndefined(); // the v2 directory has no v1 form
+    // v1's /traders is the legacy discovery (tradeCount, minTrades), not the v2 directory
+    expect(v1.paths['/traders'].get.parameters.map((p: any) => p.name)).toContain('minTrades');
+    expect(v2.paths['/traders'].get.parameters.map((p: any) => p.name)).not.toContain('minTrades');
   });
   it('serves the docs page', async () => {
     const res = await h.app.inject({ url: '/docs' });
