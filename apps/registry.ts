@@ -114,21 +114,21 @@ export const OPERATIONS: readonly Operation[] = [
     handler: traderActivity,
   },
   {
-    tool: 'list_trader_stats', path: '/traders/stats', versions: ['v2'], scope: 'stats.read', visibility: 'sig',
+    tool: 'list_trader_stats', path: '/traders/stats', versions: ['v1', 'v2'], scope: 'stats.read', visibility: 'sig',
     summary: 'Stats of up to 200 traders: positions opened within the bounds, direction bias, and 1D/7D/30D time-based performance with coverage; tags and source identity.',
     query: TraderStatsQuery,
     response: TraderStatsResponse,
     handler: traderStats,
   },
   {
-    tool: 'list_asset_stats', path: '/assets/stats', versions: ['v2'], scope: 'stats.read', visibility: 'sig',
+    tool: 'list_asset_stats', path: '/assets/stats', versions: ['v1', 'v2'], scope: 'stats.read', visibility: 'sig',
     summary: 'Stats of up to 200 assets: market positioning (long/short split of positions opened within the bounds) and the top traders per direction.',
     query: AssetStatsQuery,
     response: AssetStatsResponse,
     handler: assetStats,
   },
   {
-    tool: 'rank_traders', path: '/traders/rankings', versions: ['v2'], scope: 'stats.read', visibility: 'sig',
+    tool: 'rank_traders', path: '/traders/rankings', versions: ['v1', 'v2'], scope: 'stats.read', visibility: 'sig',
     summary: 'Traders ranked by event count, position count, or a time-based performance metric (win rate, average or median return, Sharpe ratio) over positions opened within the bounds. No pagination.',
     query: RankingsQuery,
     response: RankingsResponse,
@@ -136,7 +136,7 @@ export const OPERATIONS: readonly Operation[] = [
     unprocessable: { code: 'PERFORMANCE_WINDOW_NOT_ELAPSED', details: WindowNotElapsedDetails },
   },
   {
-    tool: 'summarize_message_activity', path: '/activity-summaries', versions: ['v2'], scope: 'stats.read', visibility: 'either',
+    tool: 'summarize_message_activity', path: '/activity-summaries', versions: ['v1', 'v2'], scope: 'stats.read', visibility: 'either',
     summary: 'Message and trade-event counts per trader (or overall) in UTC hour, day or ISO-week buckets; valid as evidence for counts, volumes and trends. No pagination.',
     query: ActivitySummariesQuery,
     response: ActivitySummariesResponse,

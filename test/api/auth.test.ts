@@ -59,10 +59,10 @@ const SECTION_4: readonly ContractRoute[] = [
   // Stats reads (README "Analytics reads"): position and event figures need signal visibility; activity
   // summaries count messages under message visibility and events under signal visibility, so either.
   { path: '/traders/activity', versions: ['v2'], scope: 'stats.read', family: 'trader stats, asset stats, trader activity, rankings, activity summaries', visibility: 'signal', query: '' },
-  { path: '/traders/stats', versions: ['v2'], scope: 'stats.read', family: 'trader stats, asset stats, trader activity, rankings, activity summaries', visibility: 'signal', query: '?traderIds=1' },
-  { path: '/assets/stats', versions: ['v2'], scope: 'stats.read', family: 'trader stats, asset stats, trader activity, rankings, activity summaries', visibility: 'signal', query: '?assetIds=1' },
-  { path: '/traders/rankings', versions: ['v2'], scope: 'stats.read', family: 'trader stats, asset stats, trader activity, rankings, activity summaries', visibility: 'signal', query: '' },
-  { path: '/activity-summaries', versions: ['v2'], scope: 'stats.read', family: 'trader stats, asset stats, trader activity, rankings, activity summaries', visibility: 'either', query: '' },
+  { path: '/traders/stats', versions: ['v1', 'v2'], scope: 'stats.read', family: 'trader stats, asset stats, trader activity, rankings, activity summaries', visibility: 'signal', query: '?traderIds=1' },
+  { path: '/assets/stats', versions: ['v1', 'v2'], scope: 'stats.read', family: 'trader stats, asset stats, trader activity, rankings, activity summaries', visibility: 'signal', query: '?assetIds=1' },
+  { path: '/traders/rankings', versions: ['v1', 'v2'], scope: 'stats.read', family: 'trader stats, asset stats, trader activity, rankings, activity summaries', visibility: 'signal', query: '' },
+  { path: '/activity-summaries', versions: ['v1', 'v2'], scope: 'stats.read', family: 'trader stats, asset stats, trader activity, rankings, activity summaries', visibility: 'either', query: '' },
 ];
 /** Operational routes of section 4 (no scope shown): not part of the matrix. */
 const OPERATIONAL = /^\/v[12]\/(healthz|openapi\.json|docs)(\/.*)?$/;

@@ -123,8 +123,9 @@ describe('GET /v1/traders (legacy trader discovery)', () => {
 });
 
 describe('the v1 surface', () => {
+  // Contract 9.2: version 2 adds the pure trader directory and the separate trader activity read.
   it('v2-only reads answer 404 NOT_FOUND under /v1', async () => {
-    for (const path of ['/traders/activity', '/traders/stats?traderIds=1', '/assets/stats?assetIds=1', '/traders/rankings', '/activity-summaries']) {
+    for (const path of ['/traders/activity', '/traders/activity?minPositionCount=0']) {
       const res = await h.get(`/v1${path}`, key);
       expect(res.status, path).toBe(404);
       expect(res.body.error.code).toBe('NOT_FOUND');
@@ -132,7 +133,8 @@ describe('the v1 surface', () => {
   });
 
   it('the reads with a v1 form answer the same rows under /v1 as under /v2', async () => {
-    for (const path of ['/assets', '/events', '/positions', '/positions/open', '/messages']) {
+    for (const path of ['/assets', '/events', '/positions', '/positions/open', '/messages', '/traders/stats?traderIds=1,2', '/assets/stats?assetIds=1,2',
+      '/traders/rankings', '/traders/rankings?metric=win_rate&timeBasedPerformanceWindow=1D', '/activity-summaries?groupBy=trader']) {
       const [a, b] = await Promise.all([h.get(`/v1${path}`, key), h.get(`/v2${path}`, key)]);
       expect(a.status, path).toBe(200);
       expect(a.body.data.results, path).toEqual(b.body.data.results);
@@ -144,7 +146,7 @@ describe('the v1 surface', () => {
     expect((await h.get('/openapi.json')).body).toEqual(v1);
     const params = v1.paths['/traders'].get.parameters.map((p: any) => p.name);
     expect(params).toEqual(expect.arrayContaining(['minTrades', 'startTime', 'endTime', 'limit', 'cursor']));
-    expect(v1.paths['/traders/stats']).toBeUndefined();
+    expect(v1.paths['/traders/stats']).toBeDefined();
     expect(v1.paths['/traders/activity']).toBeUndefined();
   });
 });
