@@ -1,13 +1,13 @@
 import type { TObject, TSchema } from 'typebox';
 import {
-  ActivitySummariesQuery, AssetsQuery, LegacyTradersQuery, AssetStatsQuery, EventsQuery, MessagesQuery, OpenPositionsQuery, PositionsQuery, RankingsQuery,
+  ActivitySummariesQuery, AssetsQuery, LegacyTradersQuery, AssetStatsQuery, EventsQuery, MessagesQuery, OpenPositionsQuery, PositionsQuery, RankingsQuery, SummariesQuery,
   TraderActivityQuery, TraderDirectoryQuery, TraderStatsQuery,
 } from '../schemas/api/queries.ts';
 import {
   ActivitySummariesResponse, AssetStatsResponse, RankingsResponse, TraderActivityResponse, TraderStatsResponse, WindowNotElapsedDetails,
 } from '../schemas/api/analytics.ts';
 import { ListEnvelope } from '../schemas/api/envelope.ts';
-import { AssetRow, Event, LegacyTraderRow, Message, OpenPosition, Position, TraderDirectoryRow } from '../schemas/api/resources.ts';
+import { AggregateSummary, AssetRow, ChannelSummary, Event, LegacyTraderRow, Message, OpenPosition, Position, TraderDirectoryRow } from '../schemas/api/resources.ts';
 import type { Scope } from '../schemas/topics/index.ts';
 import type { ReadContext } from './reads/context.ts';
 import type { CacheRule } from './api/read-cache.ts';
@@ -16,6 +16,7 @@ import { listAssets } from './reads/assets.ts';
 import { listEvents } from './reads/events.ts';
 import { listMessages } from './reads/messages.ts';
 import { listOpenPositions, listPositions } from './reads/positions.ts';
+import { listAggregateSummaries, listChannelSummaries } from './reads/summaries.ts';
 import { listLegacyTraders, listTraderDirectory } from './reads/traders.ts';
 import { activitySummaries } from './reads/analytics/activity.ts';
 import { assetStats } from './reads/analytics/asset-stats.ts';
@@ -104,6 +105,20 @@ export const OPERATIONS: readonly Operation[] = [
     handler: listOpenPositions,
     // live marks: the latest price sample at or before serverTime, so a later sample changes the answer when it comes into force
     cache: { inForce: { table: 'prices', column: 'at' } },
+  },
+  {
+    tool: 'list_channel_summaries', path: '/channel-summaries', versions: ['v1', 'v2'], scope: 'summaries.read', visibility: 'msg',
+    summary: 'Generated narrative summaries of one trader channel each, newest windowStart first; only safe ones unless includeLowSignal. Narrative, not evidence for exact counts, rankings or open-position skew.',
+    query: SummariesQuery,
+    response: ListEnvelope(ChannelSummary, true),
+    handler: listChannelSummaries,
+  },
+  {
+    tool: 'list_aggregate_summaries', path: '/aggregate-summaries', versions: ['v1', 'v2'], scope: 'summaries.read', visibility: null,
+    summary: 'Generated narrative summaries across all channels, newest windowStart first, with coverage counts; only safe ones unless includeLowSignal. Narrative, not evidence for exact counts, rankings or open-position skew.',
+    query: SummariesQuery,
+    response: ListEnvelope(AggregateSummary, true),
+    handler: listAggregateSummaries,
   },
   // Analytics reads (README "Analytics reads"): answers move with the clock (too_young, default bounds), so none is cached yet.
   {

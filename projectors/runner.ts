@@ -32,8 +32,9 @@ export async function ensureSchema(store: Store, projections: readonly Projectio
  *  12: position_performances ordered by (window, traderId, assetId, openAt): a trader is a range of each window (issue 7)
  *  13: position_performances back to (positionId, window) for pages; position_samples, the same rows by (window, traderId, ...) for analytics (issue 7)
  *  14: position_samples partitioned by (window, month), ordered by (traderId, assetId, openAt, positionId) (issue 7)
+ *  15: summaries as statement tables ordered by (windowStart, id); position_samples fed by a materialized view (issue 8)
  */
-export const READ_MODEL_VERSION = 14;
+export const READ_MODEL_VERSION = 15;
 
 const VERSION_DDL = `CREATE TABLE IF NOT EXISTS $db.read_model_version (
   version UInt32, at DateTime64(3, 'UTC')

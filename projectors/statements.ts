@@ -1,3 +1,5 @@
+import type { Store } from './store/port.ts';
+
 /**
  * Statement tables: the layout of the list read models (DESIGN 9).
  *
@@ -115,3 +117,39 @@ export function sameFields<T>(fields: readonly (keyof T)[]): (a: Partial<T>, b: 
 export const currentViewDdl = (view: string, table: string, idCol = 'id'): string =>
   `CREATE VIEW IF NOT EXISTS $db.${view} AS
    SELECT * EXCEPT (tomb) FROM $db.${table} ORDER BY ${idCol}, seq DESC LIMIT 1 BY ${idCol}`;
+
+/** How a table of versioned entities (a record per version, later wins) is kept as a statement table. */
+export interface VersionedStatements<V extends { version: number }, S extends Statement & { version: number }> {
+  table: string;
+  columns: readonly string[];
+  /** SELECT of the stored statements' fields (as `S`) from `$db.<table>`, without WHERE. */
+  select: string;
+  idOf: (v: V) => string;
+  /** The statement a record makes, not yet placed (live set, no seq or tomb). */
+  state: (v: V) => Omit<S, 'seq' | 'tomb'>;
+  values: (s: S) => unknown[];
+  same: (a: Omit<S, 'seq' | 'tomb'>, b: S) => boolean;
+  sameKey: (a: Omit<S, 'seq' | 'tomb'>, b: S) => boolean;
+}
+
+/**
+ * Applies a batch of versioned records to their statement table: the newest version of each
+ * entity in the batch, if newer than its stored statement, becomes its new statement (with a
+ * tombstone at the old key when the key moved). The previous statements come from the table
+ * (by id, a String column), so a replay writes only what is still missing.
+ */
+export async function applyVersioned<V extends { version: number }, S extends Statement & { version: number; id: string }>(
+  store: Store, spec: VersionedStatements<V, S>, batch: readonly { value: unknown }[], version: bigint,
+): Promise<void> {
+  const incoming = newestVersions(batch.map((r) => r.value as V), spec.idOf);
+  const prev = newestById(await store.query<S>(`${spec.select} WHERE id IN ${inJsonIds('ids', 'String')}`,
+    { ids: JSON.stringify([...incoming.keys()]) }), (r) => r.id);
+  const base = batchSeq(version);
+  const out: unknown[][] = [];
+  for (const [id, v] of incoming) {
+    const cur = prev.get(id);
+    if (cur && v.version <= cur.version) continue;
+    for (const row of statementRows(cur, spec.state(v), base, spec.same, spec.sameKey)) out.push(spec.values(row));
+  }
+  await store.insertCompact(spec.table, spec.columns, out);
+}

@@ -7,6 +7,7 @@
 //
 // Emission order (referenced entities first):
 //   source-identities -> traders -> trader-tags -> assets -> prices -> messages -> trade-events
+//   -> channel-summaries -> aggregate-summaries
 //   -> traders (tombstones of the deleted traders, version 2, at the very end).
 // Within messages: trader by trader (id order), each trader's messages by writtenAt, then that trader's
 // edits (version 2) and tombstones; then the messages of unassigned source identities.
@@ -25,7 +26,7 @@
 //     60 MYST null. Large scale adds synthetic assets 61..300.
 
 import type {
-  AssetRecord, MessageRecord, Platform, PriceRecord, SourceIdentityRecord, TopicName, TradeEventRecord,
+  AggregateSummaryRecord, AssetRecord, ChannelSummaryRecord, MessageRecord, Platform, PriceRecord, SourceIdentityRecord, TopicName, TradeEventRecord,
   TraderRecord, TraderTagsRecord,
 } from '../../schemas/topics/index.ts';
 import { Prng } from './prng.ts';
@@ -80,6 +81,7 @@ const S_PRICES = 4;
 const S_PLAN = 5;
 const S_TEXT = 6;
 const S_ORPHAN = 7;
+const S_SUMMARY = 8;
 
 // ---------------------------------------------------------------------------------------------------
 // Helpers
@@ -642,6 +644,75 @@ function buildPlan(ctx: Ctx, t: Profile): Plan {
 }
 
 // ---------------------------------------------------------------------------------------------------
+// Generated summaries
+
+const STANCES = ['bullish', 'bearish', 'mixed', 'neutral', 'unclear'] as const;
+const LEVELS = ['low', 'medium', 'high'] as const;
+const NARRATIVES = ['ETF flows', 'rate cuts', 'AI trade', 'memecoin rotation', 'earnings season', 'dollar strength', 'risk-off', 'L2 season'];
+const SUMMARY_WEEKS = 8;
+const AGGREGATE_DAYS = 120;
+
+/**
+ * Channel summaries (one per week of the last SUMMARY_WEEKS, per trader with messages) and
+ * aggregate summaries (one per day of the last AGGREGATE_DAYS), about a fifth of them low_signal;
+ * a few regenerated (version 2) or withdrawn (tombstone). Array sizes stay within the contract's caps.
+ */
+function* emitSummaries(ctx: Ctx): Generator<DemoRecord> {
+  const dayStart = Math.floor(ctx.nowMs / DAY) * DAY;
+  const weekStart = dayStart - ((new Date(dayStart).getUTCDay() + 6) % 7) * DAY; // this week's Monday
+  const later: DemoRecord[] = [];
+  for (const t of ctx.profiles) {
+    if (!t.hasMessages) continue;
+    const rng = new Prng(ctx.seed, S_SUMMARY, t.id);
+    const pool = ctx.byFocus[t.focus];
+    for (let w = SUMMARY_WEEKS; w >= 1; w--) {
+      if (rng.chance(0.15)) continue; // a quiet week: no summary
+      const start = weekStart - w * 7 * DAY;
+      const assets = Array.from({ length: rng.intIn(0, 5) }, () => rng.pick(pool).spec);
+      const rec: ChannelSummaryRecord = {
+        id: `cs-${t.id}-${iso(start).slice(0, 10)}`, traderId: t.id, windowStart: iso(start), windowEnd: iso(start + 7 * DAY),
+        generatedAt: iso(start + 7 * DAY + rng.intIn(10, 300) * MIN), status: rng.chance(0.2) ? 'low_signal' : 'safe',
+        overview: `${t.name} spent the week on ${assets.map((a) => a.symbol).join(', ') || 'the macro picture'}; ${rng.pick(NARRATIVES)} dominated the channel.`,
+        keyInsights: Array.from({ length: rng.intIn(0, 3) }, () => `Watching ${rng.pick(NARRATIVES)}.`),
+        marketBias: rng.pick(STANCES),
+        mentionedAssets: assets.map((a) => ({ symbol: a.symbol, name: rng.chance(0.9) ? a.name : null, stance: rng.pick(STANCES), confidence: rng.pick(LEVELS) })),
+        version: 1,
+      };
+      yield { topic: 'channel-summaries', value: rec };
+      if (rng.chance(0.05)) later.push({ topic: 'channel-summaries', value: { ...rec, version: 2, overview: `${rec.overview} (regenerated)`, status: 'safe' } });
+      else if (rng.chance(0.01)) later.push({ topic: 'channel-summaries', value: { ...rec, version: 2, deleted: true } });
+    }
+  }
+  yield* later;
+  const rng = new Prng(ctx.seed, S_SUMMARY, 0);
+  for (let d = AGGREGATE_DAYS; d >= 1; d--) {
+    const start = dayStart - d * DAY;
+    const sentiment = Array.from({ length: rng.intIn(1, 8) }, (_, i) => {
+      const a = rng.pick(ctx.assets).spec;
+      return {
+        symbol: a.symbol, name: a.name, discussionRank: i + 1, sentiment: rng.pick(STANCES), intensity: rng.pick(LEVELS),
+        thesis: `${a.symbol}: ${rng.pick(NARRATIVES)}.`, drivers: [rng.pick(NARRATIVES)], contrarianAngle: rng.chance(0.3) ? `Fade the ${a.symbol} move.` : null,
+        confidence: rng.pick(LEVELS),
+      };
+    });
+    const active = rng.intIn(50, 400);
+    const rec: AggregateSummaryRecord = {
+      id: `as-${iso(start).slice(0, 10)}`, windowStart: iso(start), windowEnd: iso(start + DAY), generatedAt: iso(start + DAY + rng.intIn(5, 60) * MIN),
+      status: rng.chance(0.15) ? 'low_signal' : 'safe', headline: `Channels on ${rng.pick(NARRATIVES)}`,
+      overview: `The day's talk turned on ${sentiment.map((x) => x.symbol).slice(0, 3).join(', ')}.`,
+      dominantNarratives: Array.from({ length: rng.intIn(1, 5) }, () => rng.pick(NARRATIVES)),
+      contrarianTheses: Array.from({ length: rng.intIn(0, 5) }, () => `Against ${rng.pick(NARRATIVES)}.`),
+      marketDrivers: Array.from({ length: rng.intIn(1, 8) }, () => rng.pick(NARRATIVES)),
+      assetSentiment: sentiment,
+      risks: Array.from({ length: rng.intIn(0, 5) }, () => `${rng.pick(NARRATIVES)} reversal`),
+      coverage: { eligibleSourceCount: active + rng.intIn(0, 300), activeSourceCount: active, messageCount: active * rng.intIn(3, 20), attachmentCount: rng.intIn(0, 200) },
+      version: 1,
+    };
+    yield { topic: 'aggregate-summaries', value: rec };
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
 // Message text
 
 const FILLER = [
@@ -871,6 +942,9 @@ export function* generateDemo(opts: DemoOptions): Generator<DemoRecord> {
     }
   }
 
-  // 8. tombstones of the deleted traders
+  // 8. generated summaries: weekly per trader with messages, daily across all channels
+  yield* emitSummaries(ctx);
+
+  // 9. tombstones of the deleted traders
   for (const t of profiles) if (t.deleted) yield { topic: 'traders', value: traderRecord(t, 2, true) };
 }

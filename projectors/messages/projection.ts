@@ -2,7 +2,7 @@ import type { MessageRecord } from '../../schemas/topics/index.ts';
 import { parseDateTime } from '../../schemas/formats.ts';
 import { bool, type Projection, type ValidRecord } from '../projection.ts';
 import { httpUrl, plainTextOrNull } from '../sanitize.ts';
-import { batchSeq, canonicalDateTime, currentViewDdl, inJsonIds, newestById, newestVersions, sameFields, statementRows, STATEMENT_COLUMNS_DDL, type Statement } from '../statements.ts';
+import { applyVersioned, canonicalDateTime, currentViewDdl, sameFields, STATEMENT_COLUMNS_DDL, type Statement, type VersionedStatements } from '../statements.ts';
 import type { Store } from '../store/port.ts';
 import { statementEngine } from '../compaction.ts';
 
@@ -54,21 +54,14 @@ function messageState(m: MessageRecord): Omit<MessageStatement, 'seq' | 'tomb'> 
   };
 }
 
-export async function applyMessages(store: Store, batch: readonly ValidRecord[], version: bigint): Promise<void> {
-  const incoming = newestVersions(batch.map((r) => r.value as MessageRecord), (m) => m.id);
-  const prev = newestById(await store.query<MessageStatement>(`
-    SELECT id, platform, sourceIdentityId, toUnixTimestamp64Milli(writtenAt) AS t, url, text, attachmentTypes, attachmentUrls,
-           isEdited, isReply, isQuote, isRepost, version, deleted, live, tomb, seq
-    FROM $db.messages WHERE id IN ${inJsonIds('ids', 'String')}`, { ids: JSON.stringify([...incoming.keys()]) }), (r) => r.id);
-  const base = batchSeq(version);
-  const out: unknown[][] = [];
-  for (const [id, m] of incoming) {
-    const cur = prev.get(id);
-    if (cur && m.version <= cur.version) continue;
-    for (const row of statementRows(cur, messageState(m), base, same, sameKey)) out.push(values(row));
-  }
-  await store.insertCompact('messages', COLUMNS, out);
-}
+const MESSAGES: VersionedStatements<MessageRecord, MessageStatement> = {
+  table: 'messages', columns: COLUMNS, idOf: (m) => m.id, state: messageState, values, same, sameKey,
+  select: `SELECT id, platform, sourceIdentityId, toUnixTimestamp64Milli(writtenAt) AS t, url, text, attachmentTypes, attachmentUrls,
+           isEdited, isReply, isQuote, isRepost, version, deleted, live, tomb, seq FROM $db.messages`,
+};
+
+export const applyMessages = (store: Store, batch: readonly ValidRecord[], version: bigint): Promise<void> =>
+  applyVersioned(store, MESSAGES, batch, version);
 
 export const messagesProjection: Projection = {
   name: 'messages',

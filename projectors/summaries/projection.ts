@@ -1,31 +1,80 @@
 import type { AggregateSummaryRecord, ChannelSummaryRecord } from '../../schemas/topics/index.ts';
-import { del, iso, type Projection } from '../projection.ts';
+import { parseDateTime } from '../../schemas/formats.ts';
+import type { Projection } from '../projection.ts';
+import { applyVersioned, currentViewDdl, sameFields, STATEMENT_COLUMNS_DDL, type Statement, type VersionedStatements } from '../statements.ts';
+import { statementEngine } from '../compaction.ts';
 
-/** Summaries keep their filter columns plus the rest of the record as JSON (`body`). */
+/**
+ * Generated summaries as statement tables (projectors/statements.ts) ordered for their list
+ * reads, newest Source Window first by (windowStart, id), then the columns the reads filter on
+ * (windowEnd for the overlap, status for includeLowSignal, and a channel summary's traderId for
+ * visibility). The narrative itself (overview, insights, assets...) is kept as the JSON `body`.
+ * The contract's array caps are checked at ingest (the topic schemas' maxItems): a record over a
+ * cap is dead-lettered with its reason, never truncated.
+ */
+const HEAD_DDL = `id String, windowStart DateTime64(3, 'UTC'), windowEnd DateTime64(3, 'UTC'), generatedAt DateTime64(3, 'UTC'),
+    status LowCardinality(String), body String, version UInt64, deleted UInt8, ${STATEMENT_COLUMNS_DDL}`;
+
+export const CHANNEL_SUMMARIES_DDL = `CREATE TABLE IF NOT EXISTS $db.channel_summaries (
+    ${HEAD_DDL}, traderId UInt64,
+    PROJECTION by_id (SELECT * ORDER BY id)
+  ) ${statementEngine('windowStart, id, windowEnd, status, traderId')}`;
+
+export const AGGREGATE_SUMMARIES_DDL = `CREATE TABLE IF NOT EXISTS $db.aggregate_summaries (
+    ${HEAD_DDL},
+    PROJECTION by_id (SELECT * ORDER BY id)
+  ) ${statementEngine('windowStart, id, windowEnd, status')}`;
+
+export interface SummaryStatement extends Statement {
+  id: string; start: number; end: number; generatedAt: number; status: string; body: string; version: number; deleted: number; traderId: number;
+}
+
+const head = (s: { windowStart: string; windowEnd: string; generatedAt: string }) => {
+  return { start: parseDateTime(s.windowStart)!, end: parseDateTime(s.windowEnd)!, generatedAt: parseDateTime(s.generatedAt)! };
+};
+const SELECT = (table: string, extra: string) => `SELECT id, toUnixTimestamp64Milli(windowStart) AS start, toUnixTimestamp64Milli(windowEnd) AS end,
+  toUnixTimestamp64Milli(generatedAt) AS generatedAt, status, body, version, deleted, live, tomb, seq${extra} FROM $db.${table}`;
+const same = sameFields<SummaryStatement>(['id', 'start', 'end', 'generatedAt', 'status', 'body', 'version', 'deleted', 'live', 'traderId']);
+const sameKey = sameFields<SummaryStatement>(['start', 'id', 'end', 'status', 'traderId']);
+const HEAD_COLUMNS = ['id', 'windowStart', 'windowEnd', 'generatedAt', 'status', 'body', 'version', 'deleted', 'live', 'tomb', 'seq'];
+/** A statement as the store gets it (date-times in canonical ISO), by column. */
+const stored = (s: Omit<SummaryStatement, 'seq' | 'tomb'> & Partial<SummaryStatement>) => ({
+  id: s.id, windowStart: new Date(s.start).toISOString(), windowEnd: new Date(s.end).toISOString(), generatedAt: new Date(s.generatedAt).toISOString(),
+  status: s.status, body: s.body, version: s.version, deleted: s.deleted, live: s.live, tomb: s.tomb ?? 0, seq: s.seq ?? 0, traderId: s.traderId,
+});
+const headValues = (s: SummaryStatement): unknown[] => { const r = stored(s); return HEAD_COLUMNS.map((c) => r[c as keyof typeof r]); };
+
+const CHANNEL: VersionedStatements<ChannelSummaryRecord, SummaryStatement> = {
+  table: 'channel_summaries', columns: [...HEAD_COLUMNS, 'traderId'], select: SELECT('channel_summaries', ', traderId'),
+  idOf: (s) => s.id, same, sameKey, values: (s) => [...headValues(s), s.traderId],
+  state: (r) => {
+    const { id, traderId, windowStart, windowEnd, generatedAt, status, version, deleted, ...body } = r;
+    return { id, traderId, ...head(r), status, body: JSON.stringify(body), version, deleted: deleted ? 1 : 0, live: deleted ? 0 : 1 };
+  },
+};
+
+const AGGREGATE: VersionedStatements<AggregateSummaryRecord, SummaryStatement> = {
+  table: 'aggregate_summaries', columns: HEAD_COLUMNS, select: SELECT('aggregate_summaries', ', 0 AS traderId'),
+  idOf: (s) => s.id, same, sameKey, values: headValues,
+  state: (r) => {
+    const { id, windowStart, windowEnd, generatedAt, status, version, deleted, ...body } = r;
+    return { id, traderId: 0, ...head(r), status, body: JSON.stringify(body), version, deleted: deleted ? 1 : 0, live: deleted ? 0 : 1 };
+  },
+};
+
 export const channelSummariesProjection: Projection = {
   name: 'channel-summaries',
   canHandle: ['channel-summaries'],
-  table: 'channel_summaries',
-  ddl: [`CREATE TABLE IF NOT EXISTS $db.channel_summaries (
-    id String, traderId UInt64, windowStart DateTime64(3, 'UTC'), windowEnd DateTime64(3, 'UTC'),
-    generatedAt DateTime64(3, 'UTC'), status LowCardinality(String), body String, version UInt64, deleted UInt8
-  ) ENGINE = ReplacingMergeTree(version) ORDER BY id`],
-  handle: (batch) => batch.map(({ value: s }: { value: ChannelSummaryRecord }) => {
-    const { id, traderId, windowStart, windowEnd, generatedAt, status, version, deleted, ...body } = s;
-    return { id, traderId, windowStart: iso(windowStart), windowEnd: iso(windowEnd), generatedAt: iso(generatedAt), status, body: JSON.stringify(body), version, deleted: del({ deleted }) };
-  }),
+  ddl: [CHANNEL_SUMMARIES_DDL, currentViewDdl('channel_summaries_current', 'channel_summaries')],
+  // What each record states, as stored (no `table`: the rows are written by `afterStore`).
+  handle: (batch) => batch.map((r) => stored(CHANNEL.state(r.value))),
+  afterStore: (store, batch, version) => applyVersioned(store, CHANNEL, batch, version),
 };
 
 export const aggregateSummariesProjection: Projection = {
   name: 'aggregate-summaries',
   canHandle: ['aggregate-summaries'],
-  table: 'aggregate_summaries',
-  ddl: [`CREATE TABLE IF NOT EXISTS $db.aggregate_summaries (
-    id String, windowStart DateTime64(3, 'UTC'), windowEnd DateTime64(3, 'UTC'),
-    generatedAt DateTime64(3, 'UTC'), status LowCardinality(String), body String, version UInt64, deleted UInt8
-  ) ENGINE = ReplacingMergeTree(version) ORDER BY id`],
-  handle: (batch) => batch.map(({ value: s }: { value: AggregateSummaryRecord }) => {
-    const { id, windowStart, windowEnd, generatedAt, status, version, deleted, ...body } = s;
-    return { id, windowStart: iso(windowStart), windowEnd: iso(windowEnd), generatedAt: iso(generatedAt), status, body: JSON.stringify(body), version, deleted: del({ deleted }) };
-  }),
+  ddl: [AGGREGATE_SUMMARIES_DDL, currentViewDdl('aggregate_summaries_current', 'aggregate_summaries')],
+  handle: (batch) => batch.map((r) => stored(AGGREGATE.state(r.value))),
+  afterStore: (store, batch, version) => applyVersioned(store, AGGREGATE, batch, version),
 };

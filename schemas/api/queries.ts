@@ -119,3 +119,12 @@ export const TraderActivityQuery = Query({
   ...pageParams(),
 });
 export type TraderActivityQuery = Validated<Type.Static<typeof TraderActivityQuery>> & { minPositionCount: number };
+
+/** Channel and aggregate summaries (contract 4): overlap of the Source / Aggregate Window with the bounds, newest windowStart first. */
+export const SummariesQuery = Query({
+  startTime: O(Type.String({ format: 'date-time', description: 'summaries whose window ends after this time (windowEnd > startTime)' })),
+  endTime: O(Type.String({ format: 'date-time', description: 'summaries whose window starts before this time (windowStart < endTime)' })),
+  includeLowSignal: O(Type.Boolean({ default: false, description: 'also return low_signal summaries (default false: only safe ones)' })),
+  ...pageParams(),
+});
+export type SummariesQuery = Validated<Type.Static<typeof SummariesQuery>> & { includeLowSignal: boolean };

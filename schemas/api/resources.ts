@@ -1,6 +1,8 @@
 import Type from 'typebox';
 import { DateTime, Direction, EventType, Nullable, Platform, StringEnum } from '../topics/common.ts';
 import { MessageRecord } from '../topics/messages.ts';
+import { ChannelSummaryRecord } from '../topics/channel-summaries.ts';
+import { AggregateSummaryRecord } from '../topics/aggregate-summaries.ts';
 
 /** Resources of contract section 2. */
 export const Event = Type.Object({
@@ -116,3 +118,13 @@ export const Health = Type.Object({
   dataVersion: Type.Integer({ description: 'projector commits so far' }),
   projectorLag: Type.Integer({ description: 'records on the log not yet projected' }),
 });
+
+/**
+ * Generated narrative summaries (contract 2): the records as ingested, without their version and
+ * tombstone flag. Channel summaries carry their traderId and no trader metadata or channel
+ * identity; aggregate summaries carry coverage counts only, no trader or channel identity.
+ */
+export const ChannelSummary = Type.Omit(ChannelSummaryRecord, ['version', 'deleted']);
+export type ChannelSummary = Type.Static<typeof ChannelSummary>;
+export const AggregateSummary = Type.Omit(AggregateSummaryRecord, ['version', 'deleted']);
+export type AggregateSummary = Type.Static<typeof AggregateSummary>;

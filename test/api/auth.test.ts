@@ -56,6 +56,9 @@ const SECTION_4: readonly ContractRoute[] = [
   { path: '/messages', versions: ['v1', 'v2'], scope: 'messages.read', family: 'messages', visibility: 'message', query: '' },
   { path: '/positions', versions: ['v1', 'v2'], scope: 'positions.read', family: 'position history and open positions', visibility: 'signal', query: '' },
   { path: '/positions/open', versions: ['v1', 'v2'], scope: 'positions.read', family: 'position history and open positions', visibility: 'signal', query: '' },
+  // A channel summary describes one trader's channel: message visibility; aggregate summaries name no trader or channel.
+  { path: '/channel-summaries', versions: ['v1', 'v2'], scope: 'summaries.read', family: 'channel and aggregate summaries', visibility: 'message', query: '' },
+  { path: '/aggregate-summaries', versions: ['v1', 'v2'], scope: 'summaries.read', family: 'channel and aggregate summaries', visibility: null, query: '' },
   // Stats reads (README "Analytics reads"): position and event figures need signal visibility; activity
   // summaries count messages under message visibility and events under signal visibility, so either.
   { path: '/traders/activity', versions: ['v2'], scope: 'stats.read', family: 'trader stats, asset stats, trader activity, rankings, activity summaries', visibility: 'signal', query: '' },

@@ -56,6 +56,7 @@ beforeAll(() => {
       case 'prices': by.prices.push(v); break;
       case 'messages': by.messages.push(v); break;
       case 'trade-events': by.events.push(v); break;
+      case 'channel-summaries': case 'aggregate-summaries': break; // checked on `records` below
       default: throw new Error(`unexpected topic ${r.topic}`);
     }
   }
@@ -115,17 +116,32 @@ describe('demo generator: determinism and shape', () => {
     }
   });
 
-  it('emits referenced entities first, in topic order, and no accounts / api-keys / summaries', () => {
+  it('emits referenced entities first, in topic order, and no accounts / api-keys', () => {
     const firstSeen: TopicName[] = [];
     for (const r of records) if (!firstSeen.includes(r.topic)) firstSeen.push(r.topic);
-    expect(firstSeen).toEqual(['source-identities', 'traders', 'trader-tags', 'assets', 'prices', 'messages', 'trade-events']);
+    expect(firstSeen).toEqual(['source-identities', 'traders', 'trader-tags', 'assets', 'prices', 'messages', 'trade-events', 'channel-summaries', 'aggregate-summaries']);
     const order = TOPIC_NAMES.filter((t) => firstSeen.includes(t));
     expect(order).toEqual(firstSeen);
-    // Only trader tombstones come after the trade events.
-    const lastEvent = records.findLastIndex((r) => r.topic === 'trade-events');
-    for (const r of records.slice(lastEvent + 1)) {
+    // Only the summaries, then trader tombstones, come after the trade events.
+    const lastSummary = records.findLastIndex((r) => r.topic === 'aggregate-summaries');
+    for (const r of records.slice(lastSummary + 1)) {
       expect(r.topic).toBe('traders');
       expect((r.value as TraderRecord).deleted).toBe(true);
+    }
+  });
+
+  it('issue 8: generates channel and aggregate summaries of both statuses, within the contract\'s array caps, some regenerated or withdrawn', () => {
+    const channel = records.filter((r) => r.topic === 'channel-summaries').map((r) => r.value as any);
+    const aggregate = records.filter((r) => r.topic === 'aggregate-summaries').map((r) => r.value as any);
+    expect(channel.length).toBeGreaterThan(500);
+    expect(aggregate.length).toBeGreaterThan(100);
+    for (const list of [channel, aggregate]) expect(new Set(list.map((s) => s.status))).toEqual(new Set(['safe', 'low_signal']));
+    expect(channel.some((s) => s.version === 2 && !s.deleted)).toBe(true);
+    expect(channel.some((s) => s.deleted === true)).toBe(true);
+    const traderIds = new Set(records.filter((r) => r.topic === 'traders').map((r) => (r.value as TraderRecord).id));
+    for (const s of channel) {
+      expect(traderIds.has(s.traderId)).toBe(true);
+      expect(Date.parse(s.windowEnd)).toBeGreaterThan(Date.parse(s.windowStart));
     }
   });
 
@@ -529,7 +545,7 @@ describe('demo data through the log', () => {
       const reference = new EmbeddedLog(dirs[2]!);
       for (const r of records) reference.appendSync(r.topic, [{ key: topicByName.get(r.topic)!.key(r.value), value: r.value }]);
       const files = readdirSync(join(dirs[2]!, 'log')).filter((f) => f.endsWith('.ndjson')).sort();
-      expect(files.length).toBe(7);
+      expect(files.length).toBe(9); // the seven topics of the trading data and the two of summaries
       for (const dir of dirs.slice(0, 2)) {
         expect(readdirSync(join(dir, 'log')).filter((f) => f.endsWith('.ndjson')).sort()).toEqual(files);
         for (const f of files) expect(readFileSync(join(dir, 'log', f)).equals(readFileSync(join(dirs[2]!, 'log', f))), `${dir} ${f}`).toBe(true);
