@@ -104,6 +104,8 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
   // The API reads through a session of its own (projectors/store/chdb.ts): one session runs one
   // statement at a time, and the projector's inserts would hold reads back.
   const reads = await openChdbStore(storePath(cfg.dataDir), undefined, { ownSession: true });
+  // Compaction too (OPTIMIZE ... FINAL runs for seconds on the large seed): live batches do not wait behind it.
+  const maintenance = await openChdbStore(storePath(cfg.dataDir), undefined, { ownSession: true });
   const auth = new ApiKeyAuthenticator(reads, new MemoryCache());
   const watermarks = new MemoryWatermarks();
   let commits = 0;
@@ -134,7 +136,7 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
   const compact = () => {
     compacting = compacting.then(async () => {
       if (closing) return;
-      for (const r of await compactStatements(store)) {
+      for (const r of await compactStatements(maintenance)) {
         if (r.compacted) say(`compacted ${r.table} (${r.rows} rows): ${r.why}`);
       }
     }).catch((err) => say(`compaction failed, retried later: ${(err as Error).message}`));
@@ -157,6 +159,7 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
       await projector.stop();
       await compacting;
       await reads.close();
+      await maintenance.close();
       await store.close();
       if (runningServerPid(cfg.dataDir) === process.pid) rmSync(pidFile(cfg.dataDir), { force: true });
     },

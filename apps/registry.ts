@@ -1,19 +1,20 @@
 import type { TObject, TSchema } from 'typebox';
 import {
-  ActivitySummariesQuery, AssetsQuery, LegacyTradersQuery, AssetStatsQuery, EventsQuery, MessagesQuery, OpenPositionsQuery, PositionsQuery, RankingsQuery, SummariesQuery,
+  ActivitySummariesQuery, AssetsQuery, LegacyTradersQuery, AssetStatsQuery, EventsQuery, MessagesQuery, OpenPositionsQuery, PositionsQuery, FeedQuery, RankingsQuery, SummariesQuery,
   TraderActivityQuery, TraderDirectoryQuery, TraderStatsQuery,
 } from '../schemas/api/queries.ts';
 import {
   ActivitySummariesResponse, AssetStatsResponse, RankingsResponse, TraderActivityResponse, TraderStatsResponse, WindowNotElapsedDetails,
 } from '../schemas/api/analytics.ts';
-import { ListEnvelope } from '../schemas/api/envelope.ts';
-import { AggregateSummary, AssetRow, ChannelSummary, Event, LegacyTraderRow, Message, OpenPosition, Position, TraderDirectoryRow } from '../schemas/api/resources.ts';
+import { FeedResponse, ListEnvelope } from '../schemas/api/envelope.ts';
+import { AggregateSummary, AssetRow, ChannelSummary, Event, FeedItem, LegacyTraderRow, Message, OpenPosition, Position, TraderDirectoryRow } from '../schemas/api/resources.ts';
 import type { Scope } from '../schemas/topics/index.ts';
 import type { ReadContext } from './reads/context.ts';
 import type { CacheRule } from './api/read-cache.ts';
 import { untilNextStatusChange } from './reads/performance.ts';
 import { listAssets } from './reads/assets.ts';
 import { listEvents } from './reads/events.ts';
+import { listFeed } from './reads/feed.ts';
 import { listMessages } from './reads/messages.ts';
 import { listOpenPositions, listPositions } from './reads/positions.ts';
 import { listAggregateSummaries, listChannelSummaries } from './reads/summaries.ts';
@@ -37,7 +38,7 @@ export interface Operation {
   versions: readonly Version[];
   scope: Scope;
   /** Which visibility the caller's account needs at all (rows are then filtered by it). */
-  visibility: 'msg' | 'sig' | 'either' | null;
+  visibility: 'msg' | 'sig' | 'either' | 'both' | null;
   summary: string;
   query: TObject;
   response: TSchema;
@@ -105,6 +106,15 @@ export const OPERATIONS: readonly Operation[] = [
     handler: listOpenPositions,
     // live marks: the latest price sample at or before serverTime, so a later sample changes the answer when it comes into force
     cache: { inForce: { table: 'prices', column: 'at' } },
+  },
+  {
+    tool: 'list_feed', path: '/feed', versions: ['v1', 'v2'], scope: 'feed.read', visibility: 'both',
+    summary: 'Partner feed: one group per source message with its curated trade events, newest writtenAt first; `since` polls the groups changed after a watermark (store every nextCursor).',
+    query: FeedQuery,
+    response: FeedResponse(FeedItem),
+    handler: listFeed,
+    // Only pages, not since-polls (their nextCursor is the caller's own watermark); at most MAX_TTL_MS (10 minutes, contract 8).
+    cache: { window: { table: 'feed_groups', column: 'writtenAt' }, when: (q) => q.since === undefined },
   },
   {
     tool: 'list_channel_summaries', path: '/channel-summaries', versions: ['v1', 'v2'], scope: 'summaries.read', visibility: 'msg',

@@ -7,9 +7,12 @@ import { messagesProjection } from './messages/projection.ts';
 import { tradingProjection } from './trading/projection.ts';
 import { performanceProjection } from './performance/projection.ts';
 import { aggregateSummariesProjection, channelSummariesProjection } from './summaries/projection.ts';
+import { feedProjection } from './feed/projection.ts';
 
 export const PROJECTIONS: readonly Projection[] = [
   accountsProjection, apiKeysProjection, tradersProjection, sourceIdentitiesProjection, traderDirectoryProjection, traderTagsProjection,
   assetsProjection, pricesProjection, performanceProjection, messagesProjection, tradingProjection,
   channelSummariesProjection, aggregateSummariesProjection,
+  // After the tables it reads (messages, traders, assets, source identities) for each topic.
+  feedProjection,
 ];

@@ -33,8 +33,9 @@ export async function ensureSchema(store: Store, projections: readonly Projectio
  *  13: position_performances back to (positionId, window) for pages; position_samples, the same rows by (window, traderId, ...) for analytics (issue 7)
  *  14: position_samples partitioned by (window, month), ordered by (traderId, assetId, openAt, positionId) (issue 7)
  *  15: summaries as statement tables ordered by (windowStart, id); position_samples fed by a materialized view (issue 8)
+ *  16: the partner feed: feed_groups, feed_changes, feed_watermark (issue 8)
  */
-export const READ_MODEL_VERSION = 15;
+export const READ_MODEL_VERSION = 16;
 
 const VERSION_DDL = `CREATE TABLE IF NOT EXISTS $db.read_model_version (
   version UInt32, at DateTime64(3, 'UTC')
@@ -171,10 +172,10 @@ export const MAX_BATCH = 50_000;
 
 /**
  * Topics projected concurrently with the others (SubscribeOptions.lanes). The messages projection
- * reads and writes only the messages table, which no other projection reads and no read joins, so
- * its topic needs no place in the upstream-first order, and its batches fill the projector's waits
- * on the store during the other topics' batches. A projection that comes to read messages (or a
- * read that joins them with other models) ends this.
+ * reads and writes only the messages table, and the feed projection, which reads messages for the
+ * groups of trade events, takes one step at a time whichever lane calls it (projectors/feed), so
+ * the messages topic needs no place in the upstream-first order, and its batches fill the
+ * projector's waits on the store during the other topics' batches.
  */
 export const SEPARATE_LANES: readonly (readonly string[])[] = [['messages']];
 

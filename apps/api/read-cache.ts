@@ -34,13 +34,15 @@ export interface CacheRule {
   inForce?: { table: string; column: string };
   /** A shorter lifetime computed from the answer (ms from `now`); 0 means do not cache it. */
   ttlMs?: (data: { results: any[] }, now: number) => number;
+  /** Which requests may be cached at all (absent: every one). */
+  when?: (query: Record<string, unknown>) => boolean;
 }
 
 export const MAX_TTL_MS = 10 * 60_000;
 
-/** Every read with a rule may be cached: the rule says how long each answer lives. */
-export function isCacheable(rule: CacheRule | undefined, _query: Record<string, unknown>, _p: Principal): boolean {
-  return rule !== undefined;
+/** Every read with a rule may be cached (the requests its `when` admits): the rule says how long each answer lives. */
+export function isCacheable(rule: CacheRule | undefined, query: Record<string, unknown>, _p: Principal): boolean {
+  return rule !== undefined && (rule.when === undefined || rule.when(query));
 }
 
 /**

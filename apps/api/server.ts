@@ -43,6 +43,7 @@ function denyByPolicy(op: Operation, p: Principal): string | null {
   if (op.visibility === 'msg' && none(p.messageVisibility)) return 'This account has no message visibility';
   if (op.visibility === 'sig' && none(p.signalVisibility)) return 'This account has no signal visibility';
   if (op.visibility === 'either' && none(p.messageVisibility) && none(p.signalVisibility)) return 'This account has neither message nor signal visibility';
+  if (op.visibility === 'both' && (none(p.messageVisibility) || none(p.signalVisibility))) return 'The feed needs both message and signal visibility';
   return null;
 }
 

@@ -15,8 +15,8 @@ export type Key = (string | number)[];
 export type Window = [number | null, number | null];
 export interface CursorState { k: Key; w?: Window }
 
-/** What each position of a read's sort key holds: a time (ms), an id, or a string. */
-export type KeyPart = 'time' | 'id' | 'string';
+/** What each position of a read's sort key holds: a time (ms), an id, a string, or a sequence number (0 or more). */
+export type KeyPart = 'time' | 'id' | 'string' | 'seq';
 
 const MAC_BYTES = 16;
 /** A key made of a trader name or symbol plus an id stays far below this; anything longer is not ours. */
@@ -81,6 +81,7 @@ function isKey(k: unknown, parts: readonly KeyPart[]): k is Key {
     const x = k[i];
     if (part === 'time') return isTime(x);
     if (part === 'id') return Number.isSafeInteger(x) && (x as number) >= 1;
+    if (part === 'seq') return Number.isSafeInteger(x) && (x as number) >= 0;
     return typeof x === 'string' && x.length <= MAX_KEY_STRING;
   });
 }

@@ -18,12 +18,16 @@ export interface Facts {
   traderPlatform: Map<number, string>;
   /** Live traders: id -> name. */
   traderName: Map<number, string>;
+  /** Live traders: id -> slug and avatar URL (the feed embeds them). */
+  traderLook: Map<number, { slug: string | null; avatarUrl: string | null }>;
   /** Live traders with an assigned source: id -> its `sourceKey`. */
   traderSource: Map<number, string>;
   /** Live trader ids ordered by name (UTF-8 bytes, as ClickHouse orders strings), then id. */
   tradersByName: number[];
   /** Assets that may appear anywhere (live, with an active market): id -> quote symbol. */
   assetQuote: Map<number, string | null>;
+  /** Eligible assets by id. */
+  assetById: Map<number, AssetRow>;
   /** Eligible asset ids, ascending (a query parameter). */
   assetIds: number[];
   /** Eligible assets as `/assets` lists them, in its order: symbol (bytes), then id. */
@@ -47,21 +51,22 @@ export const SOURCE_KEY_SQL = (platform: string, sourceIdentityId: string): stri
 
 async function load(store: Store): Promise<Facts> {
   const [traders, assets, identities] = await Promise.all([
-    store.query<{ id: number; name: string; sourcePlatform: string; sourceIdentityId: string; deleted: number }>(
-      'SELECT id, name, sourcePlatform, sourceIdentityId, deleted FROM $db.traders FINAL ORDER BY id'),
+    store.query<{ id: number; name: string; slug: string | null; avatarUrl: string | null; sourcePlatform: string; sourceIdentityId: string; deleted: number }>(
+      'SELECT id, name, slug, avatarUrl, sourcePlatform, sourceIdentityId, deleted FROM $db.traders FINAL ORDER BY id'),
     store.query<AssetRow & { eligible: number }>(`SELECT id, name, symbol, logoUrl, assetClass, resolvedAssetClass, category, quoteSymbol,
       deleted = 0 AND hasActiveMarket = 1 AS eligible FROM $db.assets FINAL ORDER BY symbol, id`),
     store.query<Identity & { platform: string; sourceIdentityId: string }>(
       'SELECT platform, sourceIdentityId, displayName, handle, avatarUrl, profileUrl, audienceCount FROM $db.source_identities FINAL WHERE deleted = 0'),
   ]);
   const facts: Facts = {
-    traderPlatform: new Map(), traderName: new Map(), traderSource: new Map(), tradersByName: [], assetQuote: new Map(), assetIds: [], assetRows: [], sourceTrader: new Map(), identities: new Map(), visible: new Map(),
+    traderPlatform: new Map(), traderName: new Map(), traderLook: new Map(), traderSource: new Map(), tradersByName: [], assetQuote: new Map(), assetById: new Map(), assetIds: [], assetRows: [], sourceTrader: new Map(), identities: new Map(), visible: new Map(),
     knownTraders: traders.length, knownAssets: assets.length,
   };
   for (const t of traders) {
     if (t.deleted) continue;
     facts.traderPlatform.set(t.id, t.sourcePlatform);
     facts.traderName.set(t.id, t.name);
+    facts.traderLook.set(t.id, { slug: t.slug, avatarUrl: t.avatarUrl });
     const k = sourceKey(t.sourcePlatform, t.sourceIdentityId);
     if (t.sourcePlatform !== '') facts.traderSource.set(t.id, k);
     if (t.sourcePlatform !== '' && !facts.sourceTrader.has(k)) facts.sourceTrader.set(k, t.id); // ascending ids: the lowest first
@@ -69,6 +74,7 @@ async function load(store: Store): Promise<Facts> {
   for (const { eligible, ...a } of assets) {
     if (!eligible) continue;
     facts.assetQuote.set(a.id, a.quoteSymbol);
+    facts.assetById.set(a.id, a);
     facts.assetIds.push(a.id);
     facts.assetRows.push(a);
   }

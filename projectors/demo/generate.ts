@@ -684,6 +684,7 @@ function* emitSummaries(ctx: Ctx): Generator<DemoRecord> {
     }
   }
   yield* later;
+  later.length = 0;
   const rng = new Prng(ctx.seed, S_SUMMARY, 0);
   for (let d = AGGREGATE_DAYS; d >= 1; d--) {
     const start = dayStart - d * DAY;
@@ -709,7 +710,10 @@ function* emitSummaries(ctx: Ctx): Generator<DemoRecord> {
       version: 1,
     };
     yield { topic: 'aggregate-summaries', value: rec };
+    // Regenerated with the other status now and then: the version the reads serve moves.
+    if (rng.chance(0.08)) later.push({ topic: 'aggregate-summaries', value: { ...rec, version: 2, status: rec.status === 'safe' ? 'low_signal' : 'safe' } });
   }
+  yield* later.filter((x) => x.topic === 'aggregate-summaries');
 }
 
 // ---------------------------------------------------------------------------------------------------

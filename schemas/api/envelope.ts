@@ -20,3 +20,13 @@ export const SuccessEnvelope = <D extends TSchema>(data: D) => Type.Object({
 
 export const ListEnvelope = <T extends TSchema>(item: T, historical: boolean) =>
   SuccessEnvelope(Type.Object({ results: Type.Array(item), meta: ListMeta(historical) }));
+
+/** The feed's answer: `dataComputedAt` on every page; a since-poll also lists the groups that left the feed (`removedIds`). */
+export const FeedResponse = <T extends TSchema>(item: T) => SuccessEnvelope(Type.Object({
+  results: Type.Array(item),
+  meta: Type.Object({
+    ...ListMeta(true).properties,
+    dataComputedAt: DateTime,
+    removedIds: Type.Optional(Type.Array(Type.String())),
+  }),
+}));

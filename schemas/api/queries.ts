@@ -128,3 +128,14 @@ export const SummariesQuery = Query({
   ...pageParams(),
 });
 export type SummariesQuery = Validated<Type.Static<typeof SummariesQuery>> & { includeLowSignal: boolean };
+
+/** The partner feed (contract 4): groups by source-message post time; `since` polls changes by ingestion watermark. */
+export const FeedQuery = Query({
+  traderIds: O(IdList('groups of these traders (the trader assigned the message\'s source)')),
+  assetIds: O(IdList('groups with an event on one of these assets')),
+  startTime: O(Type.String({ format: 'date-time', description: 'inclusive lower bound on the message\'s writtenAt' })),
+  endTime: O(Type.String({ format: 'date-time', description: 'inclusive upper bound on the message\'s writtenAt' })),
+  since: O(Type.String({ minLength: 1, maxLength: 4096, description: '0 (from the beginning of ingestion) or the nextCursor of an earlier since-poll: changed groups in ingestion order' })),
+  ...pageParams(100, 20),
+});
+export type FeedQuery = Validated<Type.Static<typeof FeedQuery>>;

@@ -43,7 +43,7 @@ const CONTRACT_SCOPES = Object.keys(SECTION_5_SCOPES) as Scope[];
  */
 interface ContractRoute {
   path: string; versions: readonly ('v1' | 'v2')[]; scope: Scope; family: string;
-  visibility: 'message' | 'signal' | 'either' | null;
+  visibility: 'message' | 'signal' | 'either' | 'both' | null;
   /** A valid query (with the read's required parameters). */
   query: string;
 }
@@ -56,6 +56,8 @@ const SECTION_4: readonly ContractRoute[] = [
   { path: '/messages', versions: ['v1', 'v2'], scope: 'messages.read', family: 'messages', visibility: 'message', query: '' },
   { path: '/positions', versions: ['v1', 'v2'], scope: 'positions.read', family: 'position history and open positions', visibility: 'signal', query: '' },
   { path: '/positions/open', versions: ['v1', 'v2'], scope: 'positions.read', family: 'position history and open positions', visibility: 'signal', query: '' },
+  // A feed group shows a message's text and its trade events: both visibilities.
+  { path: '/feed', versions: ['v1', 'v2'], scope: 'feed.read', family: 'partner feed', visibility: 'both', query: '' },
   // A channel summary describes one trader's channel: message visibility; aggregate summaries name no trader or channel.
   { path: '/channel-summaries', versions: ['v1', 'v2'], scope: 'summaries.read', family: 'channel and aggregate summaries', visibility: 'message', query: '' },
   { path: '/aggregate-summaries', versions: ['v1', 'v2'], scope: 'summaries.read', family: 'channel and aggregate summaries', visibility: null, query: '' },
@@ -245,6 +247,7 @@ describe('scope matrix (contract sections 4 and 5, written out above)', () => {
             case 'message': return msg;
             case 'signal': return sig;
             case 'either': return msg || sig;
+            case 'both': return msg && sig;
             case null: return true;
           }
         };

@@ -93,6 +93,7 @@ function benignValue(name: string, s: S, pools: IdPools, now: number, unlikeDefa
     }
     case 'text': return s.maxLength !== undefined ? v('a') : null;
     case 'cursor': return null;
+    case 'watermark': return null; // a since-poll answers with a watermark, not a page cursor
   }
 }
 
@@ -192,6 +193,8 @@ export function finalize(c: Omit<FuzzCase, 'expect'>, inner: Expect, params: rea
   if (!authorized(c.route, c.caller)) {
     return { ...c, expect: wellEncoded ? { kind: 'status', status: [403], code: 'FORBIDDEN' } : { kind: 'status', status: [400, 403] } };
   }
+  // The feed's cursor and since are mutually exclusive (contract 4): a 400, whichever of them is checked first.
+  if (params.some((p) => p.name === 'since' && p.value !== null) && params.some((p) => p.name === 'cursor')) return { ...c, expect: { kind: 'status', status: [400] } };
   return { ...c, expect: inner };
 }
 
@@ -297,6 +300,8 @@ function hostileCase(ctx: FuzzContext, route: Route): fc.Arbitrary<FuzzCase> {
 interface Shape { label: string; params: (base: QParam[]) => QParam[]; tail?: string; expect: Expect }
 
 function verdictExpect(v: PV | undefined, name: string): Expect {
+  // A `since` that is neither 0 nor a watermark the server signed for these filters and this caller.
+  if (name === 'since' && v?.validity === 'unknown' && v.decoded !== null) return { kind: 'invalid-cursor', orValidation: true };
   return v?.validity === 'invalid' ? { kind: 'invalid-param', param: name } : v?.validity === 'valid' ? { kind: 'accepted' } : { kind: 'any' };
 }
 

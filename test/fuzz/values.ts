@@ -20,7 +20,7 @@ export interface PV {
 
 export const MAX_SAFE = Number.MAX_SAFE_INTEGER; // 2^53 - 1: ids are 1 .. 2^53-1 (DESIGN 6)
 
-export type Kind = 'integer' | 'number' | 'boolean' | 'enum' | 'datetime' | 'idlist' | 'enumlist' | 'strlist' | 'cursor' | 'text';
+export type Kind = 'integer' | 'number' | 'boolean' | 'enum' | 'datetime' | 'idlist' | 'enumlist' | 'strlist' | 'cursor' | 'watermark' | 'text';
 
 export function enumOf(s: S | undefined): string[] | null {
   if (!s) return null;
@@ -33,6 +33,8 @@ export function enumOf(s: S | undefined): string[] | null {
 
 export function kindOf(name: string, s: S): Kind {
   if (name === 'cursor') return 'cursor';
+  // The feed's `since`: 0 or a watermark the server signed (DESIGN 6), as opaque as a cursor.
+  if (name === 'since') return 'watermark';
   const list = s['x-list'];
   if (list) {
     if (list.type === 'integer') return 'idlist';
@@ -124,6 +126,7 @@ export function judge(name: string, s: S, decoded: string): Validity {
       return 'valid';
     }
     case 'boolean': return decoded === 'true' || decoded === 'false' ? 'valid' : ['1', '0'].includes(decoded) ? 'unknown' : 'invalid';
+    case 'watermark': return decoded === '0' ? 'valid' : 'unknown'; // anything else but a real watermark: INVALID_CURSOR (verdictExpect)
     case 'enum': return enumOf(s)!.includes(decoded) ? 'valid' : 'invalid';
     case 'datetime': return judgeDateTime(decoded);
     case 'idlist': case 'enumlist': case 'strlist': {
@@ -217,6 +220,7 @@ function validArbEncoded(name: string, s: S, pools: IdPools, now: number): fc.Ar
       );
     }
     case 'boolean': return fc.constantFrom('true', 'false').map(wrap('bool'));
+    case 'watermark': return fc.constant('0').map(wrap('zero'));
     case 'enum': return fc.constantFrom(...enumOf(s)!).map(wrap('member'));
     case 'datetime':
       return fc.oneof(
@@ -385,6 +389,7 @@ export function hostileValues(name: string, s: S, now: number): PV[] {
           : kind === 'enum' ? enumHostile(s)
             : kind === 'datetime' ? dateTimeHostile(now)
               : kind === 'boolean' ? booleanHostile()
+                : kind === 'watermark' ? [enc('watermark:number', '12345'), enc('watermark:negative', '-1'), enc('watermark:forged', 'eyJrIjpbMV19.AAAAAAAAAAAAAAAAAAAAAA'), enc('watermark:dots', 'a.b.c')]
                 : [enc('text:201-chars', 'a'.repeat((s.maxLength ?? 200) + 1)), enc('text:max-chars', 'a'.repeat(s.maxLength ?? 200)), enc('text:astral-at-max', '😀'.repeat(s.maxLength ?? 200))];
   return [...specific, ...generic()].map((v) => judgeWire(name, s, v));
 }

@@ -31,6 +31,13 @@ export interface Harness {
   given(records: readonly TopicRecord[]): Promise<void>;
   /** Waits until everything appended so far is projected. */
   settle(): Promise<void>;
+  /** The data version (projector commits so far). */
+  dataVersion(): number;
+  /**
+   * Stops the projector and starts a new one on a new store object for the same database (no
+   * state carried over in memory, as after a process restart); it continues from the committed offsets.
+   */
+  restartProjector(): Promise<void>;
   /** Creates (or updates) an account through the log and returns a new key for it. */
   key(opts?: { scopes?: readonly Scope[]; account?: Partial<Omit<AccountRecord, 'version'>> }): Promise<string>;
   /** GET with a key; returns status, parsed body and headers. */
@@ -48,7 +55,9 @@ export async function createHarness(opts: { clock?: () => number } = {}): Promis
   const log = new EmbeddedLog(dataDir, 20);
   const auth = new ApiKeyAuthenticator(store, new MemoryCache());
   let version = 0;
-  const projector = runProjector(log, store, { onCommit: () => { version++; return auth.invalidate(); } });
+  const onCommit = () => { version++; return auth.invalidate(); };
+  let projector = runProjector(log, store, { onCommit });
+  const projectorStores: ChdbStore[] = [];
   const app = buildApi({ store, auth, readCache: new ReadCache(new MemoryCache(undefined, undefined, clock), clock), dataVersion: () => version, clock });
   await app.ready();
   let accounts = 0;
@@ -66,6 +75,13 @@ export async function createHarness(opts: { clock?: () => number } = {}): Promis
       await projector.caughtUp();
     },
     settle: () => projector.caughtUp(),
+    dataVersion: () => version,
+    async restartProjector() {
+      await projector.stop();
+      const fresh = await new ChdbStore(processDir, store.database).init();
+      projectorStores.push(fresh);
+      projector = runProjector(log, fresh, { onCommit });
+    },
     async key(opts = {}) {
       const id = opts.account?.id ?? `acct${++accounts}`;
       putAccount(log, { id, status: 'active', emailVerified: true, messageVisibility: ALL, signalVisibility: ALL, historyWindowDays: null, ...opts.account });
@@ -80,6 +96,7 @@ export async function createHarness(opts: { clock?: () => number } = {}): Promis
     async close() {
       await app.close();
       await projector.stop();
+      for (const s of projectorStores) await s.close();
       await store.drop();
       await store.close();
       rmSync(dataDir, { recursive: true, force: true });

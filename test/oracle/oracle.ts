@@ -381,7 +381,7 @@ export function owners(w: World): Map<string, number> {
   return out;
 }
 
-function identity(w: World, platform: string, sourceIdentityId: string) {
+export function identity(w: World, platform: string, sourceIdentityId: string) {
   const s = w.sources.get(srcKey(platform, sourceIdentityId));
   return {
     platform, sourceIdentityId,

@@ -19,7 +19,7 @@ beforeAll(async () => {
   // Two traders renamed last (the directory is ordered by name: a rename moves the trader's key).
   const traders = records.filter((r) => r.topic === 'traders' && !r.value.deleted).slice(0, 2);
   records = [...records, ...traders.map((r) => ({ topic: r.topic, value: { ...r.value, name: `Renamed ${r.value.id}`, version: r.value.version + 100 } }))];
-  for (let i = 0; i < records.length; i += 150) await h.given(records.slice(i, i + 150));
+  for (let i = 0; i < records.length; i += 100) await h.given(records.slice(i, i + 100));
   key = await h.key();
 }, 120_000);
 afterAll(async () => { await h?.close(); });

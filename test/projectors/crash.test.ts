@@ -39,6 +39,7 @@ import type { Harness } from '../helpers/harness.ts';
 import { prng } from '../helpers/prng.ts';
 import * as O from '../oracle/oracle.ts';
 import * as A from '../oracle/analytics.ts';
+import * as F from '../oracle/feed.ts';
 import { expectSameList, walk, type Params } from '../oracle/walk.ts';
 import { expectedFor as expectedList, PATH, type Ep } from '../oracle/lists.ts';
 import { buildRecords, NEW_POSITIONS_FROM, TRADERS } from './crash-records.ts';
@@ -52,7 +53,7 @@ const iso = (t: number) => new Date(t).toISOString();
 const CHILD = 'test/helpers/crash-child.ts';
 
 /** Runs SIGKILLed before they caught up, before the final run (the data is topped up with replayed blocks if need be). */
-const KILL_RUNS = 22;
+const KILL_RUNS = 28;
 const BATCH_SIZES = [7, 16, 16, 40, 40, 100, 300];
 /** CRASH_KEEP=1 keeps the data directory (log, offsets, chdb with the databases signalbase and control) for inspection. */
 const KEEP = process.env.CRASH_KEEP === '1';
@@ -75,7 +76,7 @@ function phaseOf(lines: string[]): { phase: Phase; topic: string | null } {
   if (last.startsWith('c ')) return { phase: 'between batches', topic };
   const writes = steps.length - 1 - b;
   if (writes === 0) return { phase: 'in a batch before its first write', topic };
-  // A trade-events batch writes performance rows (when a position changed what it is evaluated on), positions, then events.
+  // A trade-events batch writes performance rows (when a position changed what it is evaluated on), positions, the feed, then events.
   if (topic === 'trade-events') return { phase: last.startsWith('w events ') ? 'after all inserts of a trade-events batch, before the commit' : 'between the inserts of a trade-events batch', topic };
   if (topic === 'messages') return { phase: 'after the messages insert, before the commit', topic };
   return { phase: 'after another insert, before the commit', topic };
@@ -314,6 +315,7 @@ beforeAll(async () => {
       else if (!hot && !hit.has('write-1-messages')) kill = { at: 'write-1-messages:1' }; // as soon as it gets there
       else if (!hot && !hit.has('start-messages')) kill = { at: 'start-messages:1' };
       else if (!hot) kill = r.chance(0.5) ? { afterProjectingMs: r.int(20, 200) } : { at: `${r.pick(points)}:${r.int(2, 12)}` };
+      else if (topic === 'trade-events' && !hit.has('events') && i > 12) kill = { at: 'events:1' }; // after all inserts of a batch, if no run got there yet
       else if (i % 2 === 0) kill = { afterProjectingMs: r.int(3, 250) }; // anywhere: in a query, an insert, the commit
       else {
         const point = fresh.length ? r.pick(fresh) : r.pick(points);
@@ -454,6 +456,34 @@ describe('issue 6: killed anywhere, the projector loses and duplicates nothing',
       if (d) problems.push(`${url}: ${d}`);
     }
     expect(problems.join('\n')).toBe('');
+  }, 60_000);
+
+  it('after the kills, the feed (issue 8) equals the feed oracle, and a since-poll from 0 holds exactly the same groups', async () => {
+    const { app, h } = await apiOn(store, SERVER_TIME);
+    apps.push(app);
+    const pages: any[] = [];
+    let cursor = '';
+    for (let i = 0; i < 10_000; i++) {
+      const res = await h.get(`/v2/feed?limit=100&startTime=${ALL_TIME}${cursor}`, key);
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      pages.push(...res.body.data.results);
+      if (!res.body.data.meta.hasMore) break;
+      cursor = `&cursor=${res.body.data.meta.nextCursor}`;
+    }
+    const want = F.feed(records);
+    expect(want.length).toBeGreaterThan(100);
+    expect(pages).toEqual(want);
+    const held = new Map<string, any>();
+    let since = '0';
+    for (let i = 0; i < 10_000; i++) {
+      const res = await h.get(`/v2/feed?since=${since}&limit=100`, key);
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      for (const g of res.body.data.results) held.set(g.id, g);
+      for (const id of res.body.data.meta.removedIds) held.delete(id);
+      since = res.body.data.meta.nextCursor;
+      if (!res.body.data.meta.hasMore) break;
+    }
+    expect([...held.values()].sort((a, b) => (a.id < b.id ? -1 : 1))).toEqual([...want].sort((a, b) => (a.id < b.id ? -1 : 1)));
   }, 60_000);
 
   it('the control (the same log projected in one uninterrupted run) gives the same walks and the same current statements', async () => {

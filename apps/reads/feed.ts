@@ -1,0 +1,203 @@
+import { ApiError } from '../../schemas/api/errors.ts';
+import { splitIds } from '../../schemas/api/common-params.ts';
+import type { FeedQuery } from '../../schemas/api/queries.ts';
+import type { FeedItem } from '../../schemas/api/resources.ts';
+import { curateFeedEvents, decodeFeedEvents } from '../../projectors/feed/curate.ts';
+import { feedWatermark, GROUP_SELECT } from '../../projectors/feed/projection.ts';
+import { inJsonIds, newestById } from '../../projectors/statements.ts';
+import { iso, type Principal, type ReadContext } from './context.ts';
+import { fingerprint } from './cursor.ts';
+import { factsOf, permits, setCondition, sourceKey, type Facts } from './facts.ts';
+import { addWindow, listRead, statementPage, statementRows, type ListMeta, type StatementRow } from './list.ts';
+import { appliedTimeRange, windowAt, windowRule, type Window } from './window.ts';
+
+interface Row extends StatementRow {
+  id: string; t: number; platform: 'TELEGRAM' | 'X'; sourceIdentityId: string; url: string | null; text: string | null;
+  attachmentTypes: string[]; attachmentUrls: string[]; events: string; traderIds: number[];
+  /** The group as this caller sees it (set by the page's row check). */
+  item?: FeedItem | null;
+}
+
+const COLUMNS = `s.id AS id, s.platform AS platform, s.sourceIdentityId AS sourceIdentityId, s.url AS url, s.text AS text,
+  s.attachmentTypes AS attachmentTypes, s.attachmentUrls AS attachmentUrls, s.events AS events, s.traderIds AS traderIds`;
+
+interface Filters { traderIds?: Set<number>; assetIds?: Set<number>; window?: Window }
+
+/**
+ * A stored group as the caller sees it, or null when it shows nothing: the group's trader is the
+ * live trader assigned the message's source (facts), and both the caller's message visibility
+ * (the source text) and signal visibility (the events) must permit it; its events are curated
+ * (contract 4), then each needs a live, signal-visible trader and an asset with an active
+ * market; a group with no event left is not in the feed. `traderIds` selects by the group's
+ * trader, `assetIds` needs a shown event on one of the assets.
+ */
+function groupAsSeen(r: Row, facts: Facts, p: Principal, f: Filters): FeedItem | null {
+  const key = sourceKey(r.platform, r.sourceIdentityId);
+  const traderId = facts.sourceTrader.get(key);
+  if (traderId === undefined) return null;
+  const platform = facts.traderPlatform.get(traderId)!;
+  if (!permits(p.messageVisibility, traderId, platform) || !permits(p.signalVisibility, traderId, platform)) return null;
+  if (f.traderIds && !f.traderIds.has(traderId)) return null;
+  if (f.window && ((f.window.start !== null && r.t < f.window.start) || (f.window.end !== null && r.t > f.window.end))) return null;
+  const events = curateFeedEvents(decodeFeedEvents(r.events)).filter((e) => {
+    const ep = facts.traderPlatform.get(e.traderId);
+    return ep !== undefined && permits(p.signalVisibility, e.traderId, ep) && facts.assetById.has(e.assetId);
+  });
+  if (!events.length || (f.assetIds && !events.some((e) => f.assetIds!.has(e.assetId)))) return null;
+  const identity = facts.identities.get(key);
+  const look = facts.traderLook.get(traderId)!;
+  return {
+    id: r.id,
+    writtenAt: iso(r.t),
+    source: {
+      platform: r.platform, url: r.url, text: r.text, attachments: r.attachmentTypes.map((type, i) => ({ type, url: r.attachmentUrls[i]! })),
+      identity: {
+        platform: r.platform, sourceIdentityId: r.sourceIdentityId, displayName: identity?.displayName ?? null, handle: identity?.handle ?? null,
+        avatarUrl: identity?.avatarUrl ?? null, profileUrl: identity?.profileUrl ?? null, audienceCount: identity?.audienceCount ?? null,
+      },
+    },
+    trader: { id: traderId, name: facts.traderName.get(traderId)!, slug: look.slug, avatarUrl: look.avatarUrl },
+    events: events.map((e) => {
+      const a = facts.assetById.get(e.assetId)!;
+      return {
+        id: e.id, type: e.type, price: e.price, quoteSymbol: a.quoteSymbol, timeOfEvent: iso(e.t), direction: e.direction,
+        assumed: e.assumed, retrospective: e.retrospective, positionId: e.positionId, traderId: e.traderId, assetId: e.assetId,
+        asset: { id: a.id, name: a.name, symbol: a.symbol, logoUrl: a.logoUrl },
+      };
+    }),
+  };
+}
+
+/**
+ * Whether a caller may learn that a group left its feed: its message visibility permits the
+ * group's source (all, its platform, or one of the traders of the group's events or the source's
+ * current trader). A group it could never have held is not named.
+ */
+function mayName(r: Row, facts: Facts, p: Principal): boolean {
+  const v = p.messageVisibility;
+  if (v.mode === 'all') return true;
+  if (v.mode === 'platforms') return (v.platforms ?? []).includes(r.platform);
+  if (v.mode === 'traders') {
+    const owner = facts.sourceTrader.get(sourceKey(r.platform, r.sourceIdentityId));
+    return (v.traderIds ?? []).some((t) => t === owner || r.traderIds.includes(t));
+  }
+  return false;
+}
+
+export type FeedMeta = ListMeta & { dataComputedAt: string; removedIds?: string[] };
+
+/**
+ * The partner feed (contract 4, DESIGN 5 and 6): pages of groups newest writtenAt first (ties by
+ * id descending) from feed_groups, or with `since` the groups changed after a watermark.
+ */
+export async function listFeed(ctx: ReadContext, q: FeedQuery): Promise<{ results: FeedItem[]; meta: FeedMeta }> {
+  if (q.since !== undefined) {
+    if (q.cursor !== undefined) {
+      throw new ApiError('VALIDATION_ERROR', 'cursor and since are mutually exclusive', [{ param: 'since', message: 'must not be given with cursor' }]);
+    }
+    return sincePoll(ctx, q);
+  }
+  const traderIds = splitIds(q.traderIds);
+  const assetIds = splitIds(q.assetIds);
+  const f: Filters = { traderIds: traderIds && new Set(traderIds), assetIds: assetIds && new Set(assetIds) };
+  const page = await listRead<Row, FeedItem>(ctx, {
+    op: 'list_feed', query: q, historical: true, keyParts: ['time', 'string'],
+    fetch: async ({ where, after, window, limit }) => {
+      const facts = await factsOf(ctx);
+      // The sources whose groups the caller may see (and that traderIds selects), as a set condition.
+      const sources: string[] = [];
+      for (const [k, traderId] of facts.sourceTrader) {
+        const platform = facts.traderPlatform.get(traderId)!;
+        if ((!f.traderIds || f.traderIds.has(traderId)) && permits(ctx.principal.messageVisibility, traderId, platform)
+          && permits(ctx.principal.signalVisibility, traderId, platform)) sources.push(k);
+      }
+      const sourceIds = f.traderIds ? sources.map((k) => k.slice(k.indexOf(':') + 1)) : undefined;
+      const visible = new Set(sources);
+      const sourceOk = setCondition(where, "concat(s.platform, ':', s.sourceIdentityId) IN {sources:Array(String)}", 'sources', sources,
+        facts.sourceTrader.size, (r: Row) => visible.has(sourceKey(r.platform, r.sourceIdentityId)));
+      where.when(sourceIds, 's.sourceIdentityId IN {sourceIds:Array(String)}', 'sourceIds')
+        .when(assetIds, 'hasAny(s.assetIds, {assetIds:Array(UInt64)})', 'assetIds');
+      addWindow(where, 's.writtenAt', window);
+      const spec = { table: 'feed_groups', columns: COLUMNS, timeCol: 'writtenAt', idType: 'String' as const, where, selective: traderIds !== undefined };
+      // A stored group shows nothing when every event is curated away or ineligible: such rows are passed over.
+      const keep = (r: Row) => sourceOk.keep(r) && (r.item = groupAsSeen(r, facts, ctx.principal, f)) !== null;
+      return statementPage<Row>(limit, after, (before, n) => statementRows<Row>(ctx, spec, before, n), keep, traderIds ? 1 : sourceOk.share);
+    },
+    keyOf: (r) => [r.t, r.id],
+    shape: (rows) => rows.map((r) => r.item!),
+  });
+  (page.meta as FeedMeta).dataComputedAt = ctx.now.toISOString();
+  return page as { results: FeedItem[]; meta: FeedMeta };
+}
+
+/** Changes read per query of a since-poll, besides the page's own. */
+const SINCE_SLACK = 16;
+
+/**
+ * A since-poll (DESIGN 6 "Feed since"): the groups stamped after the watermark `since` carries,
+ * up to the current watermark, oldest change first, `limit` changes at most: each as a whole-group
+ * upsert when the caller sees it now, else its id in `meta.removedIds` (when the caller may learn
+ * of it). `nextCursor` is the watermark to pass next, on every poll. Filters apply as on pages;
+ * the window is the explicit bounds only (a since-poll starts at the beginning of ingestion),
+ * clamped by the account's history window.
+ */
+async function sincePoll(ctx: ReadContext, q: FeedQuery): Promise<{ results: FeedItem[]; meta: FeedMeta }> {
+  const { since: _s, cursor: _c, limit: _l, ...filters } = q;
+  const fp = fingerprint('list_feed:since', filters);
+  const policy = ctx.cursors.policyPrint(ctx.principal);
+  const watermark = await feedWatermark(ctx.store);
+  let from = q.since === '0' ? 0 : Number(ctx.cursors.decode(q.since!, ['seq'], fp, policy, false).k[0]);
+  // A watermark from before the read models were rebuilt (their sequence starts again): everything is new.
+  if (from > watermark) from = 0;
+  const window = windowAt(windowRule(q, ctx.principal, { unboundedDefault: true }), ctx.now.getTime());
+  const traderIds = splitIds(q.traderIds);
+  const assetIds = splitIds(q.assetIds);
+  const f: Filters = { traderIds: traderIds && new Set(traderIds), assetIds: assetIds && new Set(assetIds), window };
+
+  // The current stamps in (from, watermark], in key order: at each key the newest row decides.
+  const changes: { fseq: number; id: string }[] = [];
+  let after = from;
+  let n = q.limit + 1 + SINCE_SLACK;
+  for (;;) {
+    const rows = await ctx.store.query<{ fseq: number; id: string; live: number; tomb: number; seq: number }>(`
+      SELECT fseq, id, live, tomb, seq FROM $db.feed_changes
+      WHERE fseq > {after:UInt64} AND fseq <= {watermark:UInt64}
+      ORDER BY fseq, id LIMIT {n:UInt32} SETTINGS max_threads = 1`, { after, watermark, n });
+    const end = rows.length < n;
+    let upTo = rows.length;
+    if (!end) { const last = rows[rows.length - 1]!; while (upTo > 0 && Number(rows[upTo - 1]!.fseq) === Number(last.fseq)) upTo--; }
+    if (upTo === 0 && !end) { n *= 4; continue; }
+    for (let i = 0; i < upTo;) {
+      let best = rows[i]!; let j = i + 1;
+      for (; j < upTo && Number(rows[j]!.fseq) === Number(best.fseq) && rows[j]!.id === rows[i]!.id; j++) if (rows[j]!.seq > best.seq) best = rows[j]!;
+      if (best.tomb === 0) changes.push({ fseq: Number(best.fseq), id: best.id });
+      i = j;
+    }
+    if (changes.length > q.limit || end) break;
+    after = Number(rows[upTo - 1]!.fseq);
+    n *= 2;
+  }
+  const hasMore = changes.length > q.limit;
+  const page = changes.slice(0, q.limit);
+
+  const facts = await factsOf(ctx);
+  const groups = page.length ? newestById(await ctx.store.query<Row>(`${GROUP_SELECT} WHERE id IN ${inJsonIds('ids', 'String')}`,
+    { ids: JSON.stringify(page.map((c) => c.id)) }), (r) => r.id) : new Map<string, Row>();
+  const results: FeedItem[] = [];
+  const removedIds: string[] = [];
+  for (const c of page) {
+    const r = groups.get(c.id);
+    if (!r) continue;
+    const item = r.tomb === 0 && r.live === 1 ? groupAsSeen(r, facts, ctx.principal, f) : null;
+    if (item) results.push(item);
+    else if (mayName(r, facts, ctx.principal)) removedIds.push(c.id);
+  }
+  const next = hasMore ? page[page.length - 1]!.fseq : watermark;
+  return {
+    results,
+    meta: {
+      hasMore, nextCursor: ctx.cursors.encode({ k: [next] }, fp, policy), serverTime: ctx.now.toISOString(),
+      appliedTimeRange: appliedTimeRange(window), dataComputedAt: ctx.now.toISOString(), removedIds,
+    },
+  };
+}

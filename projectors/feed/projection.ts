@@ -1,0 +1,270 @@
+import type { SourceIdentityRecord, TraderRecord, AssetRecord } from '../../schemas/topics/index.ts';
+import type { Projection, ValidRecord } from '../projection.ts';
+import { batchSeq, inJsonIds, newestById, sameFields, statementRows, STATEMENT_COLUMNS_DDL, type Statement } from '../statements.ts';
+import type { Store } from '../store/port.ts';
+import { statementEngine } from '../compaction.ts';
+import { decodeFeedEvents, encodeFeedEvents, type FeedEventState } from './curate.ts';
+
+/**
+ * The partner feed's read models (DESIGN 5): a group per source message with the message's live
+ * trade events, and a stamp per change of a group for `since` polling.
+ *
+ * feed_groups is a statement table (projectors/statements.ts) ordered for the feed's pages,
+ * newest first by (writtenAt, id), then the source (a trader's groups are those of its assigned
+ * source). A row holds the message (sanitized as in `messages`) and every live event linked to it,
+ * uncurated (`events`, JSON): curation, eligibility and visibility apply when a page is read, so a
+ * group is written only when its message or one of its events changes. Events that arrive before
+ * their message wait in a row at writtenAt 0 that is not live.
+ *
+ * feed_changes is a statement table ordered by (fseq, id): each change of a group (its row
+ * rewritten, or something embedded in it changed: its trader, source identity or an asset) stamps
+ * the group with the next feed sequence number, and the stamp's earlier key gets a tombstone. A
+ * since-poll reads the stamps after its watermark in key order, so a group appears once, at its
+ * latest change. feed_watermark holds the highest fseq whose group rows are written: stamps are
+ * written first, then the rows, then the watermark, so a poll never passes a stamp whose row is
+ * not there yet, and a crash between them leaves a stamp that a replay restamps (the row then
+ * differs from the stored one) or that the next watermark covers.
+ *
+ * One feed step runs at a time per store (the messages lane and the trade-events lane both
+ * change groups): the sequence numbers are allocated and written in order, so the watermark is
+ * simply the last one written. Restamps on trader, asset and source-identity changes read the
+ * groups that embed them (by source, by event trader, by asset).
+ */
+export const FEED_GROUPS_DDL = `CREATE TABLE IF NOT EXISTS $db.feed_groups (
+    id String, platform LowCardinality(String), sourceIdentityId String, writtenAt DateTime64(3, 'UTC'),
+    url Nullable(String), text Nullable(String), attachmentTypes Array(String), attachmentUrls Array(String),
+    hasMessage UInt8, events String, assetIds Array(UInt64), traderIds Array(UInt64), ${STATEMENT_COLUMNS_DDL},
+    INDEX by_asset assetIds TYPE bloom_filter GRANULARITY 1,
+    INDEX by_trader traderIds TYPE bloom_filter GRANULARITY 1,
+    PROJECTION by_source (SELECT * ORDER BY platform, sourceIdentityId, writtenAt, id),
+    PROJECTION by_id (SELECT _part_offset ORDER BY id)
+  ) ${statementEngine('writtenAt, id, platform, sourceIdentityId')}`;
+
+export const FEED_CHANGES_DDL = `CREATE TABLE IF NOT EXISTS $db.feed_changes (
+    fseq UInt64, id String, ${STATEMENT_COLUMNS_DDL},
+    PROJECTION by_id (SELECT * ORDER BY id)
+  ) ${statementEngine('fseq, id')}`;
+
+export const FEED_WATERMARK_DDL = `CREATE TABLE IF NOT EXISTS $db.feed_watermark (k UInt8, fseq UInt64)
+  ENGINE = ReplacingMergeTree(fseq) ORDER BY k`;
+
+export interface GroupStatement extends Statement {
+  id: string; platform: string; sourceIdentityId: string; t: number; url: string | null; text: string | null;
+  attachmentTypes: string[]; attachmentUrls: string[]; hasMessage: number; events: string; assetIds: number[]; traderIds: number[];
+}
+interface ChangeStatement extends Statement { fseq: number; id: string }
+
+const GROUP_COLUMNS = ['id', 'platform', 'sourceIdentityId', 'writtenAt', 'url', 'text', 'attachmentTypes', 'attachmentUrls',
+  'hasMessage', 'events', 'assetIds', 'traderIds', 'live', 'tomb', 'seq'] as const;
+const groupValues = (g: GroupStatement): unknown[] => [g.id, g.platform, g.sourceIdentityId, new Date(g.t).toISOString(), g.url, g.text,
+  g.attachmentTypes, g.attachmentUrls, g.hasMessage, g.events, g.assetIds, g.traderIds, g.live, g.tomb, g.seq];
+export const GROUP_SELECT = `SELECT id, platform, sourceIdentityId, toUnixTimestamp64Milli(writtenAt) AS t, url, text, attachmentTypes, attachmentUrls,
+  hasMessage, events, assetIds, traderIds, live, tomb, seq FROM $db.feed_groups`;
+const sameGroup = sameFields<GroupStatement>(['id', 'platform', 'sourceIdentityId', 't', 'url', 'text', 'attachmentTypes', 'attachmentUrls',
+  'hasMessage', 'events', 'live']);
+const sameGroupKey = sameFields<GroupStatement>(['t', 'id', 'platform', 'sourceIdentityId']);
+const sameChange = sameFields<ChangeStatement>(['fseq', 'id', 'live']);
+
+/** The message fields of a group, from the messages table's current statement (none: not known yet). */
+interface MessageFields {
+  platform: string; sourceIdentityId: string; t: number; url: string | null; text: string | null;
+  attachmentTypes: string[]; attachmentUrls: string[]; live: number;
+}
+const NO_MESSAGE: MessageFields = { platform: '', sourceIdentityId: '', t: 0, url: null, text: null, attachmentTypes: [], attachmentUrls: [], live: 0 };
+
+async function currentMessages(store: Store, ids: readonly string[]): Promise<Map<string, MessageFields>> {
+  if (!ids.length) return new Map();
+  const rows = await store.query<MessageFields & { id: string; seq: number; tomb: number }>(`
+    SELECT id, platform, sourceIdentityId, toUnixTimestamp64Milli(writtenAt) AS t, url, text, attachmentTypes, attachmentUrls, live, tomb, seq
+    FROM $db.messages WHERE id IN ${inJsonIds('ids', 'String')}`, { ids: JSON.stringify(ids) });
+  const out = new Map<string, MessageFields>();
+  for (const [id, r] of newestById(rows, (r) => r.id)) if (r.tomb === 0) out.set(id, r);
+  return out;
+}
+
+async function currentGroups(store: Store, ids: readonly string[]): Promise<Map<string, GroupStatement>> {
+  if (!ids.length) return new Map();
+  return newestById(await store.query<GroupStatement>(`${GROUP_SELECT} WHERE id IN ${inJsonIds('ids', 'String')}`,
+    { ids: JSON.stringify(ids) }), (r) => r.id);
+}
+
+/** A group's row from its message and its events (sorted by time, then id). */
+function groupState(id: string, m: MessageFields, events: FeedEventState[]): Omit<GroupStatement, 'seq' | 'tomb'> {
+  events.sort((a, b) => a.t - b.t || a.id - b.id);
+  const live = m.live === 1 && events.length > 0 ? 1 : 0;
+  return {
+    id, platform: m.platform, sourceIdentityId: m.sourceIdentityId, t: m.live === 1 ? m.t : 0, url: m.url, text: m.text,
+    attachmentTypes: m.attachmentTypes, attachmentUrls: m.attachmentUrls, hasMessage: m.live, events: encodeFeedEvents(events),
+    assetIds: [...new Set(events.map((e) => e.assetId))].sort((a, b) => a - b), traderIds: [...new Set(events.map((e) => e.traderId))].sort((a, b) => a - b), live,
+  };
+}
+
+const messageOf = (g: GroupStatement): MessageFields => g.hasMessage === 1
+  ? { platform: g.platform, sourceIdentityId: g.sourceIdentityId, t: g.t, url: g.url, text: g.text, attachmentTypes: g.attachmentTypes, attachmentUrls: g.attachmentUrls, live: 1 }
+  : NO_MESSAGE;
+
+/** Per store: the feed sequence counter (null: not read yet), the last watermark written, and the step lock. */
+interface FeedState { fseq: number | null; published: number; lock: Promise<void> }
+const states = new WeakMap<Store, FeedState>();
+const stateOf = (store: Store): FeedState => {
+  let s = states.get(store);
+  if (!s) states.set(store, s = { fseq: null, published: -1, lock: Promise.resolve() });
+  return s;
+};
+
+/** Runs one feed step at a time per store. */
+async function locked<T>(store: Store, step: () => Promise<T>): Promise<T> {
+  const s = stateOf(store);
+  const run = s.lock.then(step);
+  s.lock = run.then(() => undefined, () => undefined);
+  return run;
+}
+
+/** The feed's watermark: every stamp up to it has its group row written (0: nothing yet). */
+export async function feedWatermark(store: Store): Promise<number> {
+  const [r] = await store.query<{ w: number }>('SELECT max(fseq) AS w FROM $db.feed_watermark');
+  return Number(r?.w ?? 0);
+}
+
+/**
+ * Writes group rows that changed and stamps every group in `restamp` and every changed group:
+ * stamps first, then rows, then the watermark (see above).
+ */
+async function writeAndStamp(store: Store, rows: GroupStatement[], restamp: Iterable<string>, base: number): Promise<void> {
+  const s = stateOf(store);
+  if (s.fseq === null) {
+    const [r] = await store.query<{ f: number }>(
+      'SELECT greatest((SELECT max(fseq) FROM $db.feed_changes), (SELECT max(fseq) FROM $db.feed_watermark)) AS f');
+    s.fseq = Number(r?.f ?? 0);
+  }
+  const ids = new Set<string>(restamp);
+  for (const r of rows) if (r.tomb === 0) ids.add(r.id);
+  if (ids.size) {
+    const prev = newestById(await store.query<ChangeStatement>(
+      `SELECT fseq, id, live, tomb, seq FROM $db.feed_changes WHERE id IN ${inJsonIds('ids', 'String')}`, { ids: JSON.stringify([...ids]) }), (r) => r.id);
+    const stamps: unknown[][] = [];
+    for (const id of ids) {
+      for (const c of statementRows<ChangeStatement>(prev.get(id), { fseq: ++s.fseq, id, live: 1 }, base, sameChange, sameChange)) {
+        stamps.push([c.fseq, c.id, c.live, c.tomb, c.seq]);
+      }
+    }
+    await store.insertCompact('feed_changes', ['fseq', 'id', 'live', 'tomb', 'seq'], stamps);
+  }
+  await store.insertCompact('feed_groups', GROUP_COLUMNS, rows.map(groupValues));
+  // Also when nothing changed: a replay after a crash before the watermark publishes it here.
+  if (s.fseq > s.published) {
+    await store.exec('INSERT INTO $db.feed_watermark VALUES (0, {f:UInt64})', { f: s.fseq });
+    s.published = s.fseq;
+  }
+}
+
+/** An event statement of the trading projection as the feed keeps it. */
+export interface FeedTouch {
+  event: FeedEventState & { messageId: string | null; live: number };
+  /** The message the event belonged to before this batch (null: none, or a new event). */
+  before: string | null;
+}
+
+/**
+ * The trading projection's feed step, run after positions and before events are written (so a
+ * replay after a crash in between touches the same events again): each changed event statement
+ * leaves the group it belonged to and, when live, joins the group of its message.
+ */
+export function applyFeedTouches(store: Store, touches: readonly FeedTouch[], version: bigint): Promise<void> {
+  if (!touches.length) return Promise.resolve();
+  return locked(store, async () => {
+    const ids = new Set<string>();
+    for (const { event, before } of touches) {
+      if (before !== null) ids.add(before);
+      if (event.messageId !== null) ids.add(event.messageId);
+    }
+    const groupIds = [...ids];
+    const stored = await currentGroups(store, groupIds);
+    const missing = groupIds.filter((id) => { const g = stored.get(id); return !g || g.tomb === 1; });
+    const messages = await currentMessages(store, missing);
+    const events = new Map<string, Map<number, FeedEventState>>();
+    const eventsOf = (id: string) => {
+      let m = events.get(id);
+      if (!m) {
+        const g = stored.get(id);
+        m = new Map((g && g.tomb === 0 ? decodeFeedEvents(g.events) : []).map((e) => [e.id, e]));
+        events.set(id, m);
+      }
+      return m;
+    };
+    for (const { event: e, before } of touches) {
+      if (before !== null) eventsOf(before).delete(e.id);
+      if (e.messageId !== null) {
+        const m = eventsOf(e.messageId);
+        m.delete(e.id);
+        if (e.live === 1) {
+          m.set(e.id, { id: e.id, type: e.type, price: e.price, t: e.t, direction: e.direction, assumed: e.assumed, retrospective: e.retrospective,
+            autoGenerated: e.autoGenerated, positionId: e.positionId, traderId: e.traderId, assetId: e.assetId });
+        }
+      }
+    }
+    const base = batchSeq(version);
+    const rows: GroupStatement[] = [];
+    for (const [id, m] of events) {
+      const g = stored.get(id);
+      const current = g && g.tomb === 0 ? g : undefined;
+      const next = groupState(id, current ? messageOf(current) : messages.get(id) ?? NO_MESSAGE, [...m.values()]);
+      if (!current && next.events === '[]') continue; // no events, no row
+      for (const r of statementRows(current, next, base, sameGroup, sameGroupKey)) rows.push(r);
+    }
+    await writeAndStamp(store, rows, [], base);
+  });
+}
+
+/** After messages are stored: the groups of these messages take their current fields. */
+function applyFeedMessages(store: Store, batch: readonly ValidRecord[], version: bigint): Promise<void> {
+  return locked(store, async () => {
+    const ids = [...new Set(batch.map((r) => (r.value as { id: string }).id))];
+    const stored = await currentGroups(store, ids);
+    const live = [...stored.values()].filter((g) => g.tomb === 0);
+    const messages = await currentMessages(store, live.map((g) => g.id));
+    const base = batchSeq(version);
+    const rows: GroupStatement[] = [];
+    for (const g of live) {
+      const next = groupState(g.id, messages.get(g.id) ?? NO_MESSAGE, decodeFeedEvents(g.events));
+      for (const r of statementRows(g, next, base, sameGroup, sameGroupKey)) rows.push(r);
+    }
+    await writeAndStamp(store, rows, [], base);
+  });
+}
+
+/**
+ * After traders, assets or source identities are stored: what a group embeds (its trader, the
+ * source identity, its events' traders and assets, and whether they are eligible) may have
+ * changed, so the groups that embed them are stamped again.
+ */
+function restampEmbedding(store: Store, topic: string, batch: readonly ValidRecord[], version: bigint): Promise<void> {
+  return locked(store, async () => {
+    let where: string; let params: Record<string, unknown>;
+    if (topic === 'assets') {
+      where = 'hasAny(assetIds, {assets:Array(UInt64)})';
+      params = { assets: [...new Set(batch.map((r) => (r.value as AssetRecord).id))] };
+    } else if (topic === 'traders') {
+      const traders = batch.map((r) => r.value as TraderRecord);
+      where = 'hasAny(traderIds, {traders:Array(UInt64)}) OR concat(platform, \':\', sourceIdentityId) IN {sources:Array(String)}';
+      params = { traders: [...new Set(traders.map((t) => t.id))], sources: traders.flatMap((t) => (t.source ? [`${t.source.platform}:${t.source.sourceIdentityId}`] : [])) };
+    } else {
+      where = 'concat(platform, \':\', sourceIdentityId) IN {sources:Array(String)}';
+      params = { sources: batch.map((r) => { const s = r.value as SourceIdentityRecord; return `${s.platform}:${s.sourceIdentityId}`; }) };
+    }
+    // Every group that has or had a row matching; its current statement decides nothing here: a stamp too many only repeats an upsert.
+    const ids = (await store.query<{ id: string }>(`SELECT DISTINCT id FROM $db.feed_groups WHERE ${where}`, params)).map((r) => r.id);
+    await writeAndStamp(store, [], ids, batchSeq(version));
+  });
+}
+
+export const feedProjection: Projection = {
+  name: 'feed',
+  canHandle: ['messages', 'traders', 'assets', 'source-identities'],
+  ddl: [FEED_GROUPS_DDL, FEED_CHANGES_DDL, FEED_WATERMARK_DDL],
+  afterStore: (store, batch, version) => {
+    const topic = batch[0]?.topic;
+    if (!topic) return Promise.resolve();
+    return topic === 'messages' ? applyFeedMessages(store, batch, version) : restampEmbedding(store, topic, batch, version);
+  },
+};
