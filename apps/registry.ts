@@ -113,8 +113,8 @@ export const OPERATIONS: readonly Operation[] = [
     query: FeedQuery,
     response: FeedResponse(FeedItem),
     handler: listFeed,
-    // Only pages, not since-polls (their nextCursor is the caller's own watermark); at most MAX_TTL_MS (10 minutes, contract 8).
-    cache: { window: { table: 'feed_groups', column: 'writtenAt' }, when: (q) => q.since === undefined },
+    // Pages, and since-polls (keyed per account: the watermark is the caller's own), until the data changes; at most MAX_TTL_MS (10 minutes, contract 8).
+    cache: { window: { table: 'feed_groups', column: 'writtenAt' } },
   },
   {
     tool: 'list_channel_summaries', path: '/channel-summaries', versions: ['v1', 'v2'], scope: 'summaries.read', visibility: 'msg',

@@ -34,23 +34,21 @@ export interface CacheRule {
   inForce?: { table: string; column: string };
   /** A shorter lifetime computed from the answer (ms from `now`); 0 means do not cache it. */
   ttlMs?: (data: { results: any[] }, now: number) => number;
-  /** Which requests may be cached at all (absent: every one). */
-  when?: (query: Record<string, unknown>) => boolean;
 }
 
 export const MAX_TTL_MS = 10 * 60_000;
 
-/** Every read with a rule may be cached (the requests its `when` admits): the rule says how long each answer lives. */
-export function isCacheable(rule: CacheRule | undefined, query: Record<string, unknown>, _p: Principal): boolean {
-  return rule !== undefined && (rule.when === undefined || rule.when(query));
+/** Every read with a rule may be cached: the rule says how long each answer lives. */
+export function isCacheable(rule: CacheRule | undefined, _query: Record<string, unknown>, _p: Principal): boolean {
+  return rule !== undefined;
 }
 
 /**
  * The entry's identity, unhashed (the shared cache gets its SHA-256): the request target (which
  * determines the parsed parameters; two spellings of one query are two entries, which is only
  * less sharing) and the caller's policy. Accounts with the same policy share answers (a next-page
- * cursor is signed for each caller), but a cursor page is keyed by account too, so another account
- * replaying a cursor reaches the cursor check.
+ * cursor is signed for each caller), but a cursor page (and a since-poll) is keyed by account too, so
+ * another account replaying a cursor reaches the cursor check.
  */
 export function cacheKey(op: Operation, url: string, query: Record<string, unknown>, p: Principal, dataVersion: number): string {
   let policy = policies.get(p);
@@ -59,7 +57,8 @@ export function cacheKey(op: Operation, url: string, query: Record<string, unkno
     policy = [JSON.stringify([...shared, null]), JSON.stringify([...shared, p.accountId])];
     policies.set(p, policy);
   }
-  return `read:${dataVersion}:${op.tool}:${policy[query.cursor !== undefined ? 1 : 0]}${url}`;
+  // A cursor page, and a feed since-poll (whose nextCursor is a watermark signed for its caller), by account.
+  return `read:${dataVersion}:${op.tool}:${policy[query.cursor !== undefined || query.since !== undefined ? 1 : 0]}${url}`;
 }
 
 /** The policy part of keys by principal (principals are reused while their key's answer is, apps/auth/keys.ts). */
@@ -100,6 +99,29 @@ export interface Entry extends Header {
   slabs: Buffer[];
   /** Evicted or expired: its slabs are not kept any more. */
   gone?: boolean;
+  /** Its ETag (etagOf). */
+  etag?: string;
+}
+
+/**
+ * The weak ETag of an entry: its key (operation, request target, caller policy, data version) and
+ * the time its answer was read, so an answer read again after the clock moved it (a window, a
+ * too_young status, a live mark) gets a new tag, and one that holds keeps it.
+ */
+export function etagOf(key: string, e: Entry): string {
+  return (e.etag ??= `W/"${createHash('sha256').update(key).digest('base64url').slice(0, 22)}.${e.from.toString(36)}"`);
+}
+
+/** The weak ETag of an answer that is not cached: its content, without what each response has afresh. */
+export function contentEtag(tool: string, data: unknown): string {
+  const json = JSON.stringify(data, (k, v) => (k === 'serverTime' || k === 'dataComputedAt' ? undefined : v));
+  return `W/"${createHash('sha256').update(tool).update('\n').update(json).digest('base64url').slice(0, 22)}"`;
+}
+
+/** Whether an If-None-Match header names this tag (weak comparison; `*` names any). */
+export function matchesTag(header: string, tag: string): boolean {
+  const opaque = tag.replace(/^W\//, '');
+  return header.split(',').some((t) => { const x = t.trim(); return x === '*' || x.replace(/^W\//, '') === opaque; });
 }
 
 /** Room a slab keeps after `head` for the rest of the response (meta and requestId, a few hundred bytes). */

@@ -12,7 +12,7 @@ import { registerDocs } from './docs.ts';
 import { errorHandler, sendError } from './errors.ts';
 import { openApiDocument } from './openapi.ts';
 import { parseQuery, queryProblems } from './query.ts';
-import { cacheKey, isCacheable, type ReadCache } from './read-cache.ts';
+import { cacheKey, contentEtag, etagOf, isCacheable, matchesTag, type ReadCache } from './read-cache.ts';
 
 export interface ApiDeps {
   store: Store;
@@ -94,6 +94,9 @@ function clientErrorHandler(err: Error & { code?: string; rawPacket?: unknown; b
   socket.end(`HTTP/1.1 ${status} ${status === 414 ? 'URI Too Long' : status === 431 ? 'Request Header Fields Too Large' : 'Bad Request'}\r\n`
     + `Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nx-request-id: ${id}\r\nConnection: close\r\n\r\n${body}`);
 }
+
+/** 304 Not Modified: no body (the route's schema types only its 200). */
+const notModified = (reply: unknown) => (reply as FastifyReply).code(304).send();
 
 export function buildApi(deps: ApiDeps): FastifyInstance {
   const clock = deps.clock ?? Date.now;
@@ -181,8 +184,14 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
           const query = req.query as Record<string, unknown>;
           const ctx = { store: deps.store, principal: req.principal!, now: req.startedAt, cursors, dataVersion: deps.dataVersion };
           const cache = deps.readCache;
+          // Conditional requests (pollers): a weak ETag on every answer; If-None-Match naming the current one -> 304.
+          const ifNoneMatch = req.headers['if-none-match'];
           if (!cache || !isCacheable(op.cache, query, ctx.principal)) {
-            return { success: true, data: await op.handler(ctx, query), requestId: req.id };
+            const data = await op.handler(ctx, query);
+            const tag = contentEtag(op.tool, data);
+            reply.header('etag', tag);
+            if (ifNoneMatch !== undefined && matchesTag(ifNoneMatch, tag)) return notModified(reply);
+            return { success: true, data, requestId: req.id };
           }
           // The data version is read before the store: an answer is never older than its key.
           const key = cacheKey(op, req.url, query, ctx.principal, await deps.dataVersion());
@@ -191,6 +200,10 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
             ?? (await cache.fill(key, now, async () => cache.put(key, op.cache!, (await op.handler(ctx, query)) as any, now, deps.store)));
           // A hit costs no query, no parse and no re-serialization: the stored bytes, then this answer's meta,
           // in a buffer that the entry takes back once the response is out.
+          const tag = etagOf(key, entry);
+          reply.header('etag', tag);
+          // A current entry answers without a query: the cached answer is the one the caller holds.
+          if (ifNoneMatch !== undefined && matchesTag(ifNoneMatch, tag)) return notModified(reply);
           const { bytes, slab } = cache.body(entry, now, ctx.principal, cursors, req.id);
           if (slab) reply.raw.once('finish', () => cache.release(entry, slab));
           return reply.type('application/json; charset=utf-8').send(bytes);

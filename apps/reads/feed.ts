@@ -8,7 +8,7 @@ import { inJsonIds, newestById } from '../../projectors/statements.ts';
 import { iso, type Principal, type ReadContext } from './context.ts';
 import { fingerprint } from './cursor.ts';
 import { factsOf, permits, setCondition, sourceKey, type Facts } from './facts.ts';
-import { addWindow, listRead, statementPage, statementRows, type ListMeta, type StatementRow } from './list.ts';
+import { addWindow, listRead, PAGE_FACTS, statementPage, statementRows, type ListMeta, type PageFacts, type StatementRow } from './list.ts';
 import { appliedTimeRange, windowAt, windowRule, type Window } from './window.ts';
 
 interface Row extends StatementRow {
@@ -149,7 +149,8 @@ async function sincePoll(ctx: ReadContext, q: FeedQuery): Promise<{ results: Fee
   let from = q.since === '0' ? 0 : Number(ctx.cursors.decode(q.since!, ['seq'], fp, policy, false).k[0]);
   // A watermark from before the read models were rebuilt (their sequence starts again): everything is new.
   if (from > watermark) from = 0;
-  const window = windowAt(windowRule(q, ctx.principal, { unboundedDefault: true }), ctx.now.getTime());
+  const rule = windowRule(q, ctx.principal, { unboundedDefault: true });
+  const window = windowAt(rule, ctx.now.getTime());
   const traderIds = splitIds(q.traderIds);
   const assetIds = splitIds(q.assetIds);
   const f: Filters = { traderIds: traderIds && new Set(traderIds), assetIds: assetIds && new Set(assetIds), window };
@@ -193,11 +194,17 @@ async function sincePoll(ctx: ReadContext, q: FeedQuery): Promise<{ results: Fee
     else if (mayName(r, facts, ctx.principal)) removedIds.push(c.id);
   }
   const next = hasMore ? page[page.length - 1]!.fseq : watermark;
-  return {
+  const answer = {
     results,
     meta: {
       hasMore, nextCursor: ctx.cursors.encode({ k: [next] }, fp, policy), serverTime: ctx.now.toISOString(),
       appliedTimeRange: appliedTimeRange(window), dataComputedAt: ctx.now.toISOString(), removedIds,
-    },
+    } as FeedMeta,
   };
+  // For the read cache (apps/api/read-cache.ts): the poll holds until the data changes, or until its
+  // oldest group leaves a history window that trails the clock; the watermark is served as it is.
+  const pageFacts: PageFacts = { window: rule };
+  if (results.length) pageFacts.oldest = Math.min(...results.map((g) => Date.parse(g.writtenAt)));
+  Object.defineProperty(answer, PAGE_FACTS, { value: pageFacts, enumerable: false });
+  return answer;
 }

@@ -201,11 +201,17 @@ describe('feed reuse (contract 8: default first pages may reuse data for up to 1
       now += MIN;
       const fresh = await at();
       expect(fresh.dataComputedAt).toBe(iso(now));
-      // A since-poll is never reused: its watermark is the caller's own.
+      // A since-poll is reused too while the data is unchanged, per account: its watermark is the caller's own.
       const p1 = await c.get('/v2/feed?since=0', k);
       now += MIN;
       const p2 = await c.get('/v2/feed?since=0', k);
-      expect(p2.body.data.meta.dataComputedAt).not.toBe(p1.body.data.meta.dataComputedAt);
+      expect(p2.body.data.meta.dataComputedAt).toBe(p1.body.data.meta.dataComputedAt);
+      expect(p2.body.data.meta.nextCursor).toBe(p1.body.data.meta.nextCursor);
+      const other = await c.key();
+      const o1 = await c.get('/v2/feed?since=0', other);
+      expect(o1.body.data.meta.nextCursor).not.toBe(p1.body.data.meta.nextCursor);
+      expect((await c.get(`/v2/feed?since=${o1.body.data.meta.nextCursor}`, other)).status).toBe(200);
+      expect((await c.get(`/v2/feed?since=${p1.body.data.meta.nextCursor}`, other)).body.error.code).toBe('INVALID_CURSOR');
     } finally { await c.close(); }
   });
 });

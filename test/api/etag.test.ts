@@ -1,0 +1,123 @@
+// Conditional requests (issue 8, DESIGN 9): every read answers with a weak ETag derived from the
+// operation, the parameters, the caller's policy and the data version (not from requestId or
+// serverTime); If-None-Match naming the current tag answers 304 with no body, and for a read the
+// cache holds, without a query. A change of the data, or of the clock that changes a
+// clock-relative answer, gives a new tag.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildApi } from '../../apps/api/server.ts';
+import { ApiKeyAuthenticator } from '../../apps/auth/keys.ts';
+import { MemoryCache } from '../../apps/cache/memory.ts';
+import { ReadCache } from '../../apps/api/read-cache.ts';
+import type { Store } from '../../projectors/store/port.ts';
+import { build, createHarness, type Harness } from '../helpers/harness.ts';
+import type { FastifyInstance } from 'fastify';
+
+const HOUR = 3_600_000;
+const DAY = 24 * HOUR;
+const NOW = Date.parse('2026-06-15T12:00:00.000Z');
+const iso = (t: number) => new Date(t).toISOString();
+
+let h: Harness;
+let app: FastifyInstance;
+let key: string;
+let now = NOW;
+let queries = 0;
+
+async function get(url: string, headers: Record<string, string> = {}, k = key) {
+  const res = await app.inject({ method: 'GET', url, headers: { 'x-api-key': k, ...headers } });
+  return { status: res.statusCode, etag: res.headers.etag as string | undefined, body: res.body, requestId: res.headers['x-request-id'] };
+}
+
+beforeAll(async () => {
+  h = await createHarness({ clock: () => now });
+  await h.given([
+    build.source('src-1'), build.trader(1), build.asset(1), build.message('m1', 'src-1', iso(NOW - DAY)),
+    // Position 1 opened 20 hours ago: its 1D window comes of age in 4 hours (a clock-relative answer).
+    build.event(1, { positionId: 1, messageId: 'm1', timeOfEvent: iso(NOW - 20 * HOUR) }),
+    build.price(1, iso(NOW - 21 * HOUR), 100), build.price(1, iso(NOW + 5 * HOUR), 110),
+  ]);
+  key = await h.key();
+  // The app under test reads through a store that counts its queries.
+  const counting: Store = new Proxy(h.store, {
+    get(target, prop, recv) {
+      const v = Reflect.get(target, prop, recv);
+      if (prop === 'query' || prop === 'exec') return (...args: unknown[]) => { queries++; return (v as Function).apply(target, args); };
+      return typeof v === 'function' ? v.bind(target) : v;
+    },
+  });
+  app = buildApi({ store: counting, auth: new ApiKeyAuthenticator(h.store, new MemoryCache()), readCache: new ReadCache(new MemoryCache(undefined, undefined, () => now), () => now),
+    dataVersion: () => h.dataVersion(), clock: () => now });
+  await app.ready();
+});
+afterAll(async () => { await app?.close(); await h?.close(); });
+
+describe('ETag and If-None-Match', () => {
+  it('a cached read: a weak ETag, the same on the next answer; If-None-Match with it -> 304, no body, no query', async () => {
+    const a = await get('/v2/events');
+    expect(a.status).toBe(200);
+    expect(a.etag).toMatch(/^W\/"[^"]+"$/);
+    now += 1000;
+    const b = await get('/v2/events');
+    expect(b.etag).toBe(a.etag);
+    expect(b.requestId).not.toBe(a.requestId);
+    const before = queries;
+    const c = await get('/v2/events', { 'if-none-match': a.etag! });
+    expect(c.status).toBe(304);
+    expect(c.body).toBe('');
+    expect(c.etag).toBe(a.etag);
+    expect(queries).toBe(before);
+    // A list of tags, one of them current; and a tag that is not current.
+    expect((await get('/v2/events', { 'if-none-match': `W/"nope", ${a.etag}` })).status).toBe(304);
+    expect((await get('/v2/events', { 'if-none-match': 'W/"nope"' })).status).toBe(200);
+  });
+
+  it('other parameters or another policy give another tag', async () => {
+    const a = await get('/v2/events');
+    const b = await get('/v2/events?limit=10');
+    expect(b.etag).not.toBe(a.etag);
+    const restricted = await h.key({ account: { signalVisibility: { mode: 'traders', traderIds: [1] } } });
+    const c = await get('/v2/events', {}, restricted);
+    expect(c.etag).not.toBe(a.etag);
+  });
+
+  it('new data gives a new tag: the old one answers 200', async () => {
+    const a = await get('/v2/positions');
+    await h.given([build.event(2, { positionId: 2, timeOfEvent: iso(NOW - HOUR) })]);
+    const b = await get('/v2/positions', { 'if-none-match': a.etag! });
+    expect(b.status).toBe(200);
+    expect(b.etag).not.toBe(a.etag);
+  });
+
+  it('a clock-relative answer: once a too_young window comes of age, the old tag no longer matches', async () => {
+    const a = await get('/v2/positions');
+    expect(JSON.parse(a.body).data.results.find((p: any) => p.id === 1).timeBasedPerformances['1D'].status).toBe('too_young');
+    now = NOW + 4 * HOUR + 1;
+    const b = await get('/v2/positions', { 'if-none-match': a.etag! });
+    expect(b.status).toBe(200);
+    expect(JSON.parse(b.body).data.results.find((p: any) => p.id === 1).timeBasedPerformances['1D'].status).not.toBe('too_young');
+    expect(b.etag).not.toBe(a.etag);
+    now = NOW;
+  });
+
+  it('a read the cache does not hold (analytics): a tag of its content, 304 when unchanged', async () => {
+    const url = `/v2/traders/stats?traderIds=1&startTime=${iso(NOW - 10 * DAY)}&endTime=${iso(NOW - HOUR)}`;
+    const a = await get(url);
+    expect(a.status).toBe(200);
+    now += 5000; // serverTime differs, the content does not
+    const b = await get(url, { 'if-none-match': a.etag! });
+    expect(b.status).toBe(304);
+    expect(b.etag).toBe(a.etag);
+    now = NOW;
+  });
+
+  it('a feed since-poll with nothing new: 304 for the tag of the last poll, with no query', async () => {
+    const first = await get('/v2/feed?since=0');
+    const since = JSON.parse(first.body).data.meta.nextCursor;
+    const poll = await get(`/v2/feed?since=${since}`);
+    expect(JSON.parse(poll.body).data.results).toEqual([]);
+    const before = queries;
+    const again = await get(`/v2/feed?since=${since}`, { 'if-none-match': poll.etag! });
+    expect(again.status).toBe(304);
+    expect(queries).toBe(before);
+  });
+});
