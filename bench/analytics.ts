@@ -8,7 +8,7 @@
 // Usage: npx tsx bench/analytics.ts --help
 import { rmSync } from 'node:fs';
 import { cpus, platform, release } from 'node:os';
-import { benchArgs, benchDataDir, cleanupOnce, startBenchService, fmtInt, fmtMs, fmtRatio, handlerQuery, pct, sortNum, timed } from './args.ts';
+import { benchArgs, benchDataDir, cleanupOnce, startBenchService, fmtInt, fmtMs, fmtRatio, handlerQuery, pct, sortNum, timed, progress, settle } from './args.ts';
 import type { FastifyInstance } from 'fastify';
 import { buildApi } from '../apps/api/server.ts';
 import { ApiKeyAuthenticator } from '../apps/auth/keys.ts';
@@ -67,7 +67,6 @@ const RANKING_ASSETS = 5; // rankings' asset filter: the 5 busiest assets
 const MIN_POSITION_COUNT = 3; // trader activity's default minPositionCount
 const GOAL = 2; // handler p50 at most 2x the floor's
 
-const progress = (line: string) => console.error(`[bench] ${line}`);
 
 // ---------------------------------------------------------------------------------------------
 // Data directory: refuse a directory a running server holds, seed a fresh one by default.
@@ -499,20 +498,6 @@ async function measureCase(p: Prepared, until: number): Promise<void> {
   result.httpP50 = pct(sortNum(httpMs), 50);
 }
 
-/** Waits (at most `maxMs`) until the store runs no background merge, so that none competes with a measurement. */
-async function settle(store: ChdbStore, what: string, maxMs: number): Promise<void> {
-  const t0 = performance.now();
-  let said = false;
-  for (;;) {
-    const [m] = await store.query<{ n: number }>('SELECT count() AS n FROM system.merges');
-    const n = Number(m?.n ?? 0);
-    if (n === 0) break;
-    if (performance.now() - t0 > maxMs) { progress(`${what}: still ${n} background merges after ${(maxMs / 1000).toFixed(0)} s; measuring anyway`); return; }
-    if (!said) { progress(`${what}: waiting for ${n} background merges to finish`); said = true; }
-    await new Promise((r) => setTimeout(r, 500));
-  }
-  if (said) progress(`${what}: merges done after ${((performance.now() - t0) / 1000).toFixed(1)} s`);
-}
 
 // ---------------------------------------------------------------------------------------------
 // Run.

@@ -7,6 +7,7 @@ import { join, resolve } from 'node:path';
 import { parseArgs, type ParseArgsOptionsConfig } from 'node:util';
 import { demoKeyFile, runningServerPid, startEmbedded, type Embedded } from '../apps/embedded.ts';
 import type { Operation } from '../apps/registry.ts';
+import Fastify, { type FastifyInstance } from 'fastify';
 
 /** `options` must hold `help` (boolean, -h). */
 export function benchArgs<const O extends ParseArgsOptionsConfig>(bench: string, usage: string, options: O) {
@@ -110,4 +111,80 @@ export async function startBenchService(dataDir: string, say: (line: string) => 
   const missing = tables.filter((v) => !have.has(v));
   if (missing.length) throw new Error(`the store has no ${missing.join(', ')} (the read-model layout this bench builds its floors from)`);
   return { emb, demoKey, setupSecs };
+}
+
+/** Progress lines of a bench, on stderr (its result table goes to stdout). */
+export const progress = (line: string) => console.error(`[bench] ${line}`);
+
+/** Clients of the hot-read measurements. */
+export const HOT_CLIENTS = 50;
+
+/** GETs `url` from HOT_CLIENTS concurrent keep-alive clients for `ms`: answers 200 and others. */
+export async function hammer(url: string, headers: Record<string, string>, ms: number): Promise<{ n: number; secs: number; errors: number }> {
+  let n = 0;
+  let errors = 0;
+  const t0 = performance.now();
+  const end = t0 + ms;
+  const worker = async () => {
+    while (performance.now() < end) {
+      try {
+        const res = await fetch(url, { headers, signal: AbortSignal.timeout(30_000) });
+        await res.arrayBuffer();
+        if (res.status === 200) n++; else errors++;
+      } catch { errors++; }
+    }
+  };
+  await Promise.all(Array.from({ length: HOT_CLIENTS }, worker));
+  return { n, secs: (performance.now() - t0) / 1000, errors };
+}
+
+/** Waits (at most `maxMs`) until the store runs no background merge, so that none competes with a measurement. */
+export async function settle(store: { query<T>(sql: string): Promise<T[]> }, what: string, maxMs: number): Promise<void> {
+  const t0 = performance.now();
+  let said = false;
+  for (;;) {
+    const [m] = await store.query<{ n: number }>('SELECT count() AS n FROM system.merges');
+    const n = Number(m?.n ?? 0);
+    if (n === 0) break;
+    if (performance.now() - t0 > maxMs) { progress(`${what}: still ${n} background merges after ${(maxMs / 1000).toFixed(0)} s; measuring anyway`); return; }
+    if (!said) { progress(`${what}: waiting for ${n} background merges to finish`); said = true; }
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  if (said) progress(`${what}: merges done after ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+}
+
+const HOT_WARM_MS = 500;
+const HOT_LEG_MS = 600; // eight legs, real and bare alternating ABBA BAAB
+const HOT_LEGS = ['real', 'bare', 'bare', 'real', 'bare', 'real', 'real', 'bare'] as const;
+/** Seconds one hotVersusBare measurement takes. */
+export const HOT_SECS = (2 * HOT_WARM_MS + HOT_LEGS.length * HOT_LEG_MS) / 1000;
+
+/**
+ * Hot-read throughput: the real service's `path` (under `baseUrl`) against a bare fastify route
+ * (kept in `bareApps` until closed, for Ctrl-C) sending the bytes of the service's first answer,
+ * both hammered by HOT_CLIENTS in alternating legs. `route` is the bare route's path.
+ */
+export async function hotVersusBare(baseUrl: string, route: string, path: string, headers: Record<string, string>, bareApps: FastifyInstance[]):
+  Promise<{ body: Buffer; real: number; bare: number; errors: number }> {
+  const realUrl = baseUrl + path;
+  const first = await fetch(realUrl, { headers });
+  const body = Buffer.from(await first.arrayBuffer());
+  if (first.status !== 200) throw new Error(`${path} answered ${first.status}: ${body.toString().slice(0, 300)}`);
+  const contentType = first.headers.get('content-type') ?? 'application/json; charset=utf-8';
+  const bare = Fastify({ logger: false });
+  bare.get(route, (_req, reply) => { reply.header('content-type', contentType).send(body); });
+  bareApps.push(bare);
+  const bareUrl = (await bare.listen({ port: 0, host: '127.0.0.1' })) + path;
+  await hammer(realUrl, headers, HOT_WARM_MS);
+  await hammer(bareUrl, headers, HOT_WARM_MS);
+  const sum = { real: { n: 0, secs: 0 }, bare: { n: 0, secs: 0 } };
+  let errors = 0;
+  for (const side of HOT_LEGS) {
+    const r = await hammer(side === 'real' ? realUrl : bareUrl, headers, HOT_LEG_MS);
+    sum[side].n += r.n;
+    sum[side].secs += r.secs;
+    errors += r.errors;
+  }
+  await bare.close();
+  return { body, real: sum.real.n / sum.real.secs, bare: sum.bare.n / sum.bare.secs, errors };
 }

@@ -9,8 +9,8 @@
 import { rmSync } from 'node:fs';
 import { cpus, platform, release } from 'node:os';
 import { join } from 'node:path';
-import { benchArgs, benchDataDir, cleanupOnce, startBenchService, fmtInt, fmtMs, fmtRatio, handlerQuery, pct, sortNum, timed } from './args.ts';
-import Fastify, { type FastifyInstance } from 'fastify';
+import { benchArgs, benchDataDir, cleanupOnce, startBenchService, fmtInt, fmtMs, fmtRatio, handlerQuery, pct, sortNum, timed, progress, settle, hotVersusBare, HOT_CLIENTS, HOT_SECS } from './args.ts';
+import type { FastifyInstance } from 'fastify';
 import { isCacheable } from '../apps/api/read-cache.ts';
 import { buildApi } from '../apps/api/server.ts';
 import { ApiKeyAuthenticator } from '../apps/auth/keys.ts';
@@ -64,10 +64,6 @@ const REPS = posInt('reps', argv.reps);
 const MAX_SECONDS = posInt('max-seconds', argv['max-seconds']);
 const SKIP_PROJECTOR = argv['skip-projector'] === true;
 const WARMUP = 3;
-const HOT_CLIENTS = 50;
-const HOT_WARM_MS = 500;
-const HOT_LEG_MS = 600; // eight legs per read, real and bare alternating ABBA BAAB
-const HOT_LEGS = ['real', 'bare', 'bare', 'real', 'bare', 'real', 'real', 'bare'] as const;
 const BATCH = MAX_BATCH; // the projector's batch size when it catches up (the raw floor's too)
 const LIMIT = 50; // the reads' default page size: the floor takes LIMIT + 1
 const DAY_MS = 86_400_000;
@@ -75,7 +71,6 @@ const WINDOW_MS = 90 * DAY_MS; // the historical reads' default window
 const PROJECTOR_DB = 'bench_lists_projector';
 const GOALS = { handler: 1.5, httpP99: 3, hot: 0.9, projectorRps: 150_000 };
 
-const progress = (line: string) => console.error(`[bench] ${line}`);
 
 // ---------------------------------------------------------------------------------------------
 // Data directory: refuse a directory a running server holds, seed a fresh one by default.
@@ -413,23 +408,6 @@ async function measureCase(emb: Embedded, c: Case, httpBase: string, demoKey: st
 // ---------------------------------------------------------------------------------------------
 // Hot reads: the real route with its read cache vs a bare fastify route sending the same bytes.
 
-async function hammer(url: string, headers: Record<string, string>, ms: number): Promise<{ n: number; secs: number; errors: number }> {
-  let n = 0;
-  let errors = 0;
-  const t0 = performance.now();
-  const end = t0 + ms;
-  const worker = async () => {
-    while (performance.now() < end) {
-      try {
-        const res = await fetch(url, { headers, signal: AbortSignal.timeout(30_000) });
-        await res.arrayBuffer();
-        if (res.status === 200) n++; else errors++;
-      } catch { errors++; }
-    }
-  };
-  await Promise.all(Array.from({ length: HOT_CLIENTS }, worker));
-  return { n, secs: (performance.now() - t0) / 1000, errors };
-}
 
 interface HotResult { read: ReadSpec; bytes: number; cacheable: boolean; real: number; bare: number; errors: number; url: string }
 
@@ -439,46 +417,11 @@ async function measureHot(emb: Embedded, read: ReadSpec, demoKey: string, floors
   // which the read cache keeps while its answer cannot change).
   const search = new URLSearchParams();
   const path = `/v2${op.path}${[...search].length ? `?${search}` : ''}`;
-  const realUrl = emb.url + path;
-  const headers = { 'x-api-key': demoKey };
-  const first = await fetch(realUrl, { headers });
-  const body = Buffer.from(await first.arrayBuffer());
-  if (first.status !== 200) throw new Error(`${path} answered ${first.status}: ${body.toString().slice(0, 300)}`);
-  const contentType = first.headers.get('content-type') ?? 'application/json; charset=utf-8';
-  const bare = Fastify({ logger: false });
-  bare.get(`/v2${op.path}`, (_req, reply) => { reply.header('content-type', contentType).send(body); });
-  floors.push(bare);
-  const bareUrl = (await bare.listen({ port: 0, host: '127.0.0.1' })) + path;
-
-  await hammer(realUrl, headers, HOT_WARM_MS);
-  await hammer(bareUrl, headers, HOT_WARM_MS);
-  const sum = { real: { n: 0, secs: 0 }, bare: { n: 0, secs: 0 } };
-  let errors = 0;
-  for (const side of HOT_LEGS) {
-    const r = await hammer(side === 'real' ? realUrl : bareUrl, headers, HOT_LEG_MS);
-    sum[side].n += r.n;
-    sum[side].secs += r.secs;
-    errors += r.errors;
-  }
-  await bare.close();
+  const { body, real, bare, errors } = await hotVersusBare(emb.url, `/v2${op.path}`, path, { 'x-api-key': demoKey }, floors);
   const cacheable = isCacheable(op.cache, handlerQuery(op, search), principalFor(false));
-  return { read, bytes: body.length, cacheable, url: path, real: sum.real.n / sum.real.secs, bare: sum.bare.n / sum.bare.secs, errors };
+  return { read, bytes: body.length, cacheable, url: path, real, bare, errors };
 }
 
-/** Waits (at most `maxMs`) until the store runs no background merge, so that none competes with a measurement. */
-async function settle(store: ChdbStore, what: string, maxMs: number): Promise<void> {
-  const t0 = performance.now();
-  let said = false;
-  for (;;) {
-    const [m] = await store.query<{ n: number }>('SELECT count() AS n FROM system.merges');
-    const n = Number(m?.n ?? 0);
-    if (n === 0) break;
-    if (performance.now() - t0 > maxMs) { progress(`${what}: still ${n} background merges after ${(maxMs / 1000).toFixed(0)} s; measuring anyway`); return; }
-    if (!said) { progress(`${what}: waiting for ${n} background merges to finish`); said = true; }
-    await new Promise((r) => setTimeout(r, 500));
-  }
-  if (said) progress(`${what}: merges done after ${((performance.now() - t0) / 1000).toFixed(1)} s`);
-}
 
 // ---------------------------------------------------------------------------------------------
 // Projector vs raw insert.
@@ -641,7 +584,7 @@ try {
 
   const { cases, na } = await buildCases(emb);
   const budgetEnd = performance.now() + MAX_SECONDS * 1000;
-  const hotSecs = READS.length * (2 * HOT_WARM_MS + HOT_LEGS.length * HOT_LEG_MS) / 1000;
+  const hotSecs = READS.length * HOT_SECS;
   // Hard stop if something hangs: the soft deadlines end loops, this ends the process.
   setTimeout(() => { console.error('bench/lists: still running long past its budget; giving up'); process.exit(1); },
     (MAX_SECONDS + hotSecs + 600 + (SKIP_PROJECTOR ? 0 : 1800)) * 1000).unref();

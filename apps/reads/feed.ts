@@ -3,8 +3,7 @@ import { splitIds } from '../../schemas/api/common-params.ts';
 import type { FeedQuery } from '../../schemas/api/queries.ts';
 import type { FeedItem } from '../../schemas/api/resources.ts';
 import { curateFeedEvents, decodeFeedEvents } from '../../projectors/feed/curate.ts';
-import { feedWatermark, GROUP_SELECT } from '../../projectors/feed/projection.ts';
-import { inJsonIds, newestById } from '../../projectors/statements.ts';
+import { feedWatermark } from '../../projectors/feed/projection.ts';
 import { iso, type Principal, type ReadContext } from './context.ts';
 import { fingerprint } from './cursor.ts';
 import { factsOf, permits, setCondition, sourceKey, type Facts } from './facts.ts';
@@ -155,14 +154,16 @@ async function sincePoll(ctx: ReadContext, q: FeedQuery): Promise<{ results: Fee
   const assetIds = splitIds(q.assetIds);
   const f: Filters = { traderIds: traderIds && new Set(traderIds), assetIds: assetIds && new Set(assetIds), window };
 
-  // The current stamps in (from, watermark], in key order: at each key the newest row decides.
-  const changes: { fseq: number; id: string }[] = [];
+  // The current stamps in (from, watermark], in key order (at each key the newest row decides), each
+  // carrying its group as stamped: a since-poll is one read in the stamps' order.
+  const changes: (Row & { fseq: number })[] = [];
   let after = from;
   let n = q.limit + 1 + SINCE_SLACK;
   for (;;) {
-    const rows = await ctx.store.query<{ fseq: number; id: string; live: number; tomb: number; seq: number }>(`
-      SELECT fseq, id, live, tomb, seq FROM $db.feed_changes
-      WHERE fseq > {after:UInt64} AND fseq <= {watermark:UInt64}
+    const rows = await ctx.store.query<Row & { fseq: number }>(`
+      SELECT fseq, id, platform, sourceIdentityId, toUnixTimestamp64Milli(writtenAt) AS t, url, text, attachmentTypes, attachmentUrls,
+        events, traderIds, live, tomb, seq
+      FROM $db.feed_changes WHERE fseq > {after:UInt64} AND fseq <= {watermark:UInt64}
       ORDER BY fseq, id LIMIT {n:UInt32} SETTINGS max_threads = 1`, { after, watermark, n });
     const end = rows.length < n;
     let upTo = rows.length;
@@ -171,7 +172,7 @@ async function sincePoll(ctx: ReadContext, q: FeedQuery): Promise<{ results: Fee
     for (let i = 0; i < upTo;) {
       let best = rows[i]!; let j = i + 1;
       for (; j < upTo && Number(rows[j]!.fseq) === Number(best.fseq) && rows[j]!.id === rows[i]!.id; j++) if (rows[j]!.seq > best.seq) best = rows[j]!;
-      if (best.tomb === 0) changes.push({ fseq: Number(best.fseq), id: best.id });
+      if (best.tomb === 0) changes.push(Object.assign(best, { fseq: Number(best.fseq) }));
       i = j;
     }
     if (changes.length > q.limit || end) break;
@@ -182,16 +183,12 @@ async function sincePoll(ctx: ReadContext, q: FeedQuery): Promise<{ results: Fee
   const page = changes.slice(0, q.limit);
 
   const facts = await factsOf(ctx);
-  const groups = page.length ? newestById(await ctx.store.query<Row>(`${GROUP_SELECT} WHERE id IN ${inJsonIds('ids', 'String')}`,
-    { ids: JSON.stringify(page.map((c) => c.id)) }), (r) => r.id) : new Map<string, Row>();
   const results: FeedItem[] = [];
   const removedIds: string[] = [];
-  for (const c of page) {
-    const r = groups.get(c.id);
-    if (!r) continue;
-    const item = r.tomb === 0 && r.live === 1 ? groupAsSeen(r, facts, ctx.principal, f) : null;
+  for (const r of page) {
+    const item = r.live === 1 ? groupAsSeen(r, facts, ctx.principal, f) : null;
     if (item) results.push(item);
-    else if (mayName(r, facts, ctx.principal)) removedIds.push(c.id);
+    else if (mayName(r, facts, ctx.principal)) removedIds.push(r.id);
   }
   const next = hasMore ? page[page.length - 1]!.fseq : watermark;
   const answer = {

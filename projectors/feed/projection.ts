@@ -19,8 +19,10 @@ import { decodeFeedEvents, encodeFeedEvents, type FeedEventState } from './curat
  * feed_changes is a statement table ordered by (fseq, id): each change of a group (its row
  * rewritten, or something embedded in it changed: its trader, source identity or an asset) stamps
  * the group with the next feed sequence number, and the stamp's earlier key gets a tombstone. A
- * since-poll reads the stamps after its watermark in key order, so a group appears once, at its
- * latest change. feed_watermark holds the highest fseq whose group rows are written: stamps are
+ * stamp carries the group's row as it is when stamped, so a since-poll is one read of the stamps
+ * after its watermark in key order (a lookup of 100 groups by id among a million costs 50-150 ms
+ * on the large seed: their granules are all over the table), and a group appears once, at its
+ * latest change, with its current row. feed_watermark holds the highest fseq whose group rows are written: stamps are
  * written first, then the rows, then the watermark, so a poll never passes a stamp whose row is
  * not there yet, and a crash between them leaves a stamp that a replay restamps (the row then
  * differs from the stored one) or that the next watermark covers.
@@ -30,10 +32,13 @@ import { decodeFeedEvents, encodeFeedEvents, type FeedEventState } from './curat
  * simply the last one written. Restamps on trader, asset and source-identity changes read the
  * groups that embed them (by source, by event trader, by asset).
  */
-export const FEED_GROUPS_DDL = `CREATE TABLE IF NOT EXISTS $db.feed_groups (
-    id String, platform LowCardinality(String), sourceIdentityId String, writtenAt DateTime64(3, 'UTC'),
+/** A group's columns (feed_groups, and the stamps of feed_changes, which carry the group as stamped). */
+const GROUP_COLUMNS_DDL = `id String, platform LowCardinality(String), sourceIdentityId String, writtenAt DateTime64(3, 'UTC'),
     url Nullable(String), text Nullable(String), attachmentTypes Array(String), attachmentUrls Array(String),
-    hasMessage UInt8, events String, assetIds Array(UInt64), traderIds Array(UInt64), ${STATEMENT_COLUMNS_DDL},
+    hasMessage UInt8, events String, assetIds Array(UInt64), traderIds Array(UInt64), ${STATEMENT_COLUMNS_DDL}`;
+
+export const FEED_GROUPS_DDL = `CREATE TABLE IF NOT EXISTS $db.feed_groups (
+    ${GROUP_COLUMNS_DDL},
     INDEX by_asset assetIds TYPE bloom_filter GRANULARITY 1,
     INDEX by_trader traderIds TYPE bloom_filter GRANULARITY 1,
     PROJECTION by_source (SELECT * ORDER BY platform, sourceIdentityId, writtenAt, id),
@@ -41,8 +46,8 @@ export const FEED_GROUPS_DDL = `CREATE TABLE IF NOT EXISTS $db.feed_groups (
   ) ${statementEngine('writtenAt, id, platform, sourceIdentityId')}`;
 
 export const FEED_CHANGES_DDL = `CREATE TABLE IF NOT EXISTS $db.feed_changes (
-    fseq UInt64, id String, ${STATEMENT_COLUMNS_DDL},
-    PROJECTION by_id (SELECT * ORDER BY id)
+    fseq UInt64, ${GROUP_COLUMNS_DDL},
+    PROJECTION by_id (SELECT _part_offset ORDER BY id)
   ) ${statementEngine('fseq, id')}`;
 
 export const FEED_WATERMARK_DDL = `CREATE TABLE IF NOT EXISTS $db.feed_watermark (k UInt8, fseq UInt64)
@@ -52,18 +57,21 @@ export interface GroupStatement extends Statement {
   id: string; platform: string; sourceIdentityId: string; t: number; url: string | null; text: string | null;
   attachmentTypes: string[]; attachmentUrls: string[]; hasMessage: number; events: string; assetIds: number[]; traderIds: number[];
 }
-interface ChangeStatement extends Statement { fseq: number; id: string }
+/** A stamp: the group's statement as it was when stamped, at its sequence number. */
+interface ChangeStatement extends GroupStatement { fseq: number }
 
 const GROUP_COLUMNS = ['id', 'platform', 'sourceIdentityId', 'writtenAt', 'url', 'text', 'attachmentTypes', 'attachmentUrls',
   'hasMessage', 'events', 'assetIds', 'traderIds', 'live', 'tomb', 'seq'] as const;
 const groupValues = (g: GroupStatement): unknown[] => [g.id, g.platform, g.sourceIdentityId, new Date(g.t).toISOString(), g.url, g.text,
   g.attachmentTypes, g.attachmentUrls, g.hasMessage, g.events, g.assetIds, g.traderIds, g.live, g.tomb, g.seq];
-export const GROUP_SELECT = `SELECT id, platform, sourceIdentityId, toUnixTimestamp64Milli(writtenAt) AS t, url, text, attachmentTypes, attachmentUrls,
+const GROUP_SELECT = `SELECT id, platform, sourceIdentityId, toUnixTimestamp64Milli(writtenAt) AS t, url, text, attachmentTypes, attachmentUrls,
   hasMessage, events, assetIds, traderIds, live, tomb, seq FROM $db.feed_groups`;
 const sameGroup = sameFields<GroupStatement>(['id', 'platform', 'sourceIdentityId', 't', 'url', 'text', 'attachmentTypes', 'attachmentUrls',
   'hasMessage', 'events', 'live']);
 const sameGroupKey = sameFields<GroupStatement>(['t', 'id', 'platform', 'sourceIdentityId']);
-const sameChange = sameFields<ChangeStatement>(['fseq', 'id', 'live']);
+// A new stamp always differs (its fseq): a stamp is never skipped, and its key always moves.
+const sameChange = sameFields<ChangeStatement>(['fseq', 'id']);
+const changeValues = (c: ChangeStatement): unknown[] => [c.fseq, ...groupValues(c)];
 
 /** The message fields of a group, from the messages table's current statement (none: not known yet). */
 interface MessageFields {
@@ -99,9 +107,14 @@ function groupState(id: string, m: MessageFields, events: FeedEventState[]): Omi
   };
 }
 
-const messageOf = (g: GroupStatement): MessageFields => g.hasMessage === 1
-  ? { platform: g.platform, sourceIdentityId: g.sourceIdentityId, t: g.t, url: g.url, text: g.text, attachmentTypes: g.attachmentTypes, attachmentUrls: g.attachmentUrls, live: 1 }
-  : NO_MESSAGE;
+/**
+ * A group's message as its row holds it. A deleted message keeps its source (platform and source
+ * identity): a removal is named to the callers whose visibility permits that source.
+ */
+const messageOf = (g: GroupStatement): MessageFields => ({
+  platform: g.platform, sourceIdentityId: g.sourceIdentityId, t: g.t, url: g.url, text: g.text, attachmentTypes: g.attachmentTypes,
+  attachmentUrls: g.attachmentUrls, live: g.hasMessage,
+});
 
 /** Per store: the feed sequence counter (null: not read yet), the last watermark written, and the step lock. */
 interface FeedState { fseq: number | null; published: number; lock: Promise<void> }
@@ -137,18 +150,23 @@ async function writeAndStamp(store: Store, rows: GroupStatement[], restamp: Iter
       'SELECT greatest((SELECT max(fseq) FROM $db.feed_changes), (SELECT max(fseq) FROM $db.feed_watermark)) AS f');
     s.fseq = Number(r?.f ?? 0);
   }
-  const ids = new Set<string>(restamp);
-  for (const r of rows) if (r.tomb === 0) ids.add(r.id);
-  if (ids.size) {
-    const prev = newestById(await store.query<ChangeStatement>(
-      `SELECT fseq, id, live, tomb, seq FROM $db.feed_changes WHERE id IN ${inJsonIds('ids', 'String')}`, { ids: JSON.stringify([...ids]) }), (r) => r.id);
+  // The stamped content: the rows written now, else (a restamp) the group's current statement.
+  const content = new Map<string, GroupStatement>();
+  for (const r of rows) if (r.tomb === 0) content.set(r.id, r);
+  const others = [...new Set(restamp)].filter((id) => !content.has(id));
+  for (const [id, g] of await currentGroups(store, others)) content.set(id, g);
+  if (content.size) {
+    const prev = newestById(await store.query<{ fseq: number; id: string; seq: number; tomb: number }>(
+      `SELECT fseq, id, seq, tomb FROM $db.feed_changes WHERE id IN ${inJsonIds('ids', 'String')}`, { ids: JSON.stringify([...content.keys()]) }), (r) => r.id);
     const stamps: unknown[][] = [];
-    for (const id of ids) {
-      for (const c of statementRows<ChangeStatement>(prev.get(id), { fseq: ++s.fseq, id, live: 1 }, base, sameChange, sameChange)) {
-        stamps.push([c.fseq, c.id, c.live, c.tomb, c.seq]);
-      }
+    for (const [id, g] of content) {
+      const before = prev.get(id) as ChangeStatement | undefined;
+      const { seq: _s, tomb: _t, ...group } = g;
+      // A tombstone needs only its key: the stamp's other columns are not read under it.
+      const was = before && ({ ...g, fseq: before.fseq, seq: before.seq, tomb: before.tomb } as ChangeStatement);
+      for (const c of statementRows<ChangeStatement>(was, { ...group, fseq: ++s.fseq }, base, sameChange, sameChange)) stamps.push(changeValues(c));
     }
-    await store.insertCompact('feed_changes', ['fseq', 'id', 'live', 'tomb', 'seq'], stamps);
+    await store.insertCompact('feed_changes', ['fseq', ...GROUP_COLUMNS], stamps);
   }
   await store.insertCompact('feed_groups', GROUP_COLUMNS, rows.map(groupValues));
   // Also when nothing changed: a replay after a crash before the watermark publishes it here.

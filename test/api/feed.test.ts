@@ -180,6 +180,25 @@ describe('GET /feed?since= polling', () => {
   });
 });
 
+describe('issue 8: removals reach callers with a restricted visibility', () => {
+  it('a group whose message is deleted, then whose events change, is named in removedIds to a caller that sees its platform', async () => {
+    const c = await createHarness({ clock: () => NOW });
+    try {
+      await c.given([build.source('src-1'), build.trader(1), build.asset(1), build.message('m1', 'src-1', iso(NOW - DAY)),
+        ev(1, 'm1', { positionId: 1, timeOfEvent: iso(NOW - DAY) })]);
+      const k = await c.key({ account: { messageVisibility: { mode: 'platforms', platforms: ['TELEGRAM'] }, signalVisibility: { mode: 'all' } } });
+      const first = await c.get('/v2/feed?since=0', k);
+      expect(first.body.data.results.map((g: any) => g.id)).toEqual(['m1']);
+      // Deleted, and then (before the next poll) an event of the message changes: the latest stamp still names its source.
+      await c.given([build.message('m1', 'src-1', iso(NOW - DAY), { version: 2, deleted: true })]);
+      await c.given([ev(2, 'm1', { positionId: 1, type: 'increase', timeOfEvent: iso(NOW - DAY + HOUR) })]);
+      const next = await c.get(`/v2/feed?since=${first.body.data.meta.nextCursor}`, k);
+      expect(next.body.data.results).toEqual([]);
+      expect(next.body.data.meta.removedIds).toEqual(['m1']);
+    } finally { await c.close(); }
+  });
+});
+
 describe('feed reuse (contract 8: default first pages may reuse data for up to 10 minutes)', () => {
   it('the first page is served from the cache while the data is unchanged, for 10 minutes at most; dataComputedAt says when it was computed', async () => {
     let now = NOW;

@@ -19,7 +19,16 @@ beforeAll(async () => {
   // Two traders renamed last (the directory is ordered by name: a rename moves the trader's key).
   const traders = records.filter((r) => r.topic === 'traders' && !r.value.deleted).slice(0, 2);
   records = [...records, ...traders.map((r) => ({ topic: r.topic, value: { ...r.value, name: `Renamed ${r.value.id}`, version: r.value.version + 100 } }))];
+
   for (let i = 0; i < records.length; i += 100) await h.given(records.slice(i, i + 100));
+  // Two messages of live feed groups moved in time: their groups move key (the feed is ordered by writtenAt).
+  const grouped = new Set((await h.store.query<{ id: string }>('SELECT id FROM $db.feed_groups WHERE live = 1 AND tomb = 0')).map((r) => r.id));
+  const latest = new Map<string, any>();
+  for (const r of records) if (r.topic === 'messages' && grouped.has(r.value.id) && !(latest.get(r.value.id)?.version > r.value.version)) latest.set(r.value.id, r.value);
+  const moved = [...latest.values()].filter((m) => !m.deleted).slice(0, 2)
+    .map((m) => ({ topic: 'messages' as const, value: { ...m, writtenAt: new Date(Date.parse(m.writtenAt) - 3_600_000).toISOString(), version: m.version + 100 } }));
+  records = [...records, ...moved];
+  await h.given(moved);
   key = await h.key();
 }, 120_000);
 afterAll(async () => { await h?.close(); });
