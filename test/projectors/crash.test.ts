@@ -55,6 +55,8 @@ const CHILD = 'test/helpers/crash-child.ts';
 /** Runs SIGKILLed before they caught up, before the final run (the data is topped up with replayed blocks if need be). */
 const KILL_RUNS = 28;
 const BATCH_SIZES = [7, 16, 16, 40, 40, 100, 300];
+/** Self-kill points (crash-child.ts) of the phases every run must have seen: between and after a trade batch's inserts, before its first write, after a messages insert. */
+const REQUIRED_POINTS = ['write-1-trade-events', 'events', 'start-trade-events', 'write-1-messages', 'start-messages'];
 /** CRASH_KEEP=1 keeps the data directory (log, offsets, chdb with the databases signalbase and control) for inspection. */
 const KEEP = process.env.CRASH_KEEP === '1';
 
@@ -315,7 +317,8 @@ beforeAll(async () => {
       else if (!hot && !hit.has('write-1-messages')) kill = { at: 'write-1-messages:1' }; // as soon as it gets there
       else if (!hot && !hit.has('start-messages')) kill = { at: 'start-messages:1' };
       else if (!hot) kill = r.chance(0.5) ? { afterProjectingMs: r.int(20, 200) } : { at: `${r.pick(points)}:${r.int(2, 12)}` };
-      else if (topic === 'trade-events' && !hit.has('events') && i > 12) kill = { at: 'events:1' }; // after all inserts of a batch, if no run got there yet
+      // The points whose phases the test below requires, each once as soon as its topic runs; then kills at random.
+      else if (fresh.some((p) => REQUIRED_POINTS.includes(p))) kill = { at: `${fresh.find((p) => REQUIRED_POINTS.includes(p))}:${r.int(1, 2)}` };
       else if (i % 2 === 0) kill = { afterProjectingMs: r.int(3, 250) }; // anywhere: in a query, an insert, the commit
       else {
         const point = fresh.length ? r.pick(fresh) : r.pick(points);
