@@ -8,7 +8,7 @@
 // Usage: npx tsx bench/analytics.ts --help
 import { rmSync } from 'node:fs';
 import { cpus, platform, release } from 'node:os';
-import { benchArgs, benchDataDir, cleanupOnce, startBenchService, fmtInt, fmtMs, fmtRatio, handlerQuery, pct, sortNum, timed, progress, settle } from './args.ts';
+import { benchArgs, benchDataDir, cleanupOnce, startBenchService, fmtInt, fmtMs, fmtRatio, handlerQuery, pct, sortNum, timed, progress, settle, printTable, interleaved } from './args.ts';
 import type { FastifyInstance } from 'fastify';
 import { buildApi } from '../apps/api/server.ts';
 import { ApiKeyAuthenticator } from '../apps/auth/keys.ts';
@@ -477,21 +477,8 @@ async function prepareCase(emb: Embedded, c: Case, serverTime: Date, httpBase: s
 
 async function measureCase(p: Prepared, until: number): Promise<void> {
   const { c, handler, http, result } = p;
-  for (let i = 0; i < WARMUP && performance.now() < until; i++) {
-    await handler();
-    await c.floor();
-    await http();
-  }
-  const hMs: number[] = [];
-  const fMs: number[] = [];
-  const httpMs: number[] = [];
-  for (let i = 0; i < REPS; i++) {
-    if (performance.now() > until) { result.truncated = true; break; }
-    // Interleaved so that drift hits all three alike: handler, floor, HTTP.
-    hMs.push((await timed(handler))[0]);
-    fMs.push((await timed(c.floor))[0]);
-    if (!SKIP_HTTP) httpMs.push((await timed(http))[0]);
-  }
+  const { hMs, fMs, httpMs, truncated } = await interleaved(handler, c.floor, SKIP_HTTP ? null : http, REPS, WARMUP, until);
+  if (truncated) result.truncated = true;
   result.n = hMs.length;
   result.handlerP50 = pct(sortNum(hMs), 50);
   result.floorP50 = pct(sortNum(fMs), 50);
@@ -572,13 +559,6 @@ try {
   // ---------------------------------------------------------------------------------------------
   // The table.
   const notes: string[] = [];
-  const printTable = (head: string[], rows: string[][], leftCols = 1) => {
-    const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-    const line = (cells: string[]) => cells.map((c, i) => (i < leftCols ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ').trimEnd();
-    console.log(line(head));
-    console.log(widths.map((w) => '-'.repeat(w)).join('  '));
-    for (const r of rows) console.log(line(r));
-  };
 
   const rows: string[][] = [];
   for (const r of results) {

@@ -188,3 +188,37 @@ export async function hotVersusBare(baseUrl: string, route: string, path: string
   await bare.close();
   return { body, real: sum.real.n / sum.real.secs, bare: sum.bare.n / sum.bare.secs, errors };
 }
+
+/** Prints a table to stdout: the first `leftCols` columns left-aligned, the others right-aligned. */
+export function printTable(head: string[], rows: string[][], leftCols = 1): void {
+  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (cells: string[]) => cells.map((c, i) => (i < leftCols ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ').trimEnd();
+  console.log(line(head));
+  console.log(widths.map((w) => '-'.repeat(w)).join('  '));
+  for (const r of rows) console.log(line(r));
+}
+
+/**
+ * A case's timings: `warmup` untimed rounds, then up to `reps` rounds (until `until`, performance
+ * clock), each timing the handler, the floor and the HTTP request one after the other, so that
+ * drift hits all three alike. `http` null: not measured.
+ */
+export async function interleaved(handler: () => Promise<unknown>, floor: () => Promise<unknown>, http: (() => Promise<unknown>) | null,
+  reps: number, warmup: number, until: number): Promise<{ hMs: number[]; fMs: number[]; httpMs: number[]; truncated: boolean }> {
+  for (let i = 0; i < warmup && performance.now() < until; i++) {
+    await handler();
+    await floor();
+    if (http) await http();
+  }
+  const hMs: number[] = [];
+  const fMs: number[] = [];
+  const httpMs: number[] = [];
+  let truncated = false;
+  for (let i = 0; i < reps; i++) {
+    if (performance.now() > until) { truncated = true; break; }
+    hMs.push((await timed(handler))[0]);
+    fMs.push((await timed(floor))[0]);
+    if (http) httpMs.push((await timed(http))[0]);
+  }
+  return { hMs, fMs, httpMs, truncated };
+}

@@ -9,7 +9,7 @@
 import { rmSync } from 'node:fs';
 import { cpus, platform, release } from 'node:os';
 import { join } from 'node:path';
-import { benchArgs, benchDataDir, cleanupOnce, startBenchService, fmtInt, fmtMs, fmtRatio, handlerQuery, pct, sortNum, timed, progress, settle, hotVersusBare, HOT_CLIENTS, HOT_SECS } from './args.ts';
+import { benchArgs, benchDataDir, cleanupOnce, startBenchService, fmtInt, fmtMs, fmtRatio, handlerQuery, pct, sortNum, progress, settle, hotVersusBare, HOT_CLIENTS, HOT_SECS, printTable, interleaved } from './args.ts';
 import type { FastifyInstance } from 'fastify';
 import { isCacheable } from '../apps/api/read-cache.ts';
 import { buildApi } from '../apps/api/server.ts';
@@ -379,22 +379,7 @@ async function measureCase(emb: Embedded, c: Case, httpBase: string, demoKey: st
       + (i >= 0 ? ` from row ${i}: handler id ${a[i]}, floor id ${b[i] ?? '-'}` : ` after row ${Math.min(a.length, b.length)}`);
   }
 
-  for (let i = 0; i < WARMUP && performance.now() < until; i++) {
-    await handler(new Date());
-    await floor(Date.now());
-    await http();
-  }
-  const hMs: number[] = [];
-  const fMs: number[] = [];
-  const httpMs: number[] = [];
-  let truncated = false;
-  for (let i = 0; i < REPS; i++) {
-    if (performance.now() > until) { truncated = true; break; }
-    // Interleaved so that drift hits all three alike: handler, floor, HTTP.
-    hMs.push((await timed(() => handler(new Date())))[0]);
-    fMs.push((await timed(() => floor(Date.now())))[0]);
-    httpMs.push((await timed(http))[0]);
-  }
+  const { hMs, fMs, httpMs, truncated } = await interleaved(() => handler(new Date()), () => floor(Date.now()), http, REPS, WARMUP, until);
   const h = sortNum(hMs);
   const f = sortNum(fMs);
   const t = sortNum(httpMs);
@@ -615,13 +600,6 @@ try {
   // ---------------------------------------------------------------------------------------------
   // The table.
   const notes: string[] = [];
-  const printTable = (head: string[], rows: string[][], leftCols = 1) => {
-    const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-    const line = (cells: string[]) => cells.map((c, i) => (i < leftCols ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ').trimEnd();
-    console.log(line(head));
-    console.log(widths.map((w) => '-'.repeat(w)).join('  '));
-    for (const r of rows) console.log(line(r));
-  };
 
   const caseRows: string[][] = [];
   for (const read of READS) {
