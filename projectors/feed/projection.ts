@@ -92,8 +92,13 @@ async function currentMessages(store: Store, ids: readonly string[]): Promise<Ma
 
 async function currentGroups(store: Store, ids: readonly string[]): Promise<Map<string, GroupStatement>> {
   if (!ids.length) return new Map();
+  // Which of them have rows, reading the id column only: in a catch-up most have none yet, and the
+  // rows of those that do lie all over the table (a granule of every column read for each).
+  const found = [...new Set((await store.query<{ id: string }>(`SELECT id FROM $db.feed_groups WHERE id IN ${inJsonIds('ids', 'String')}`,
+    { ids: JSON.stringify(ids) })).map((r) => r.id))];
+  if (!found.length) return new Map();
   return newestById(await store.query<GroupStatement>(`${GROUP_SELECT} WHERE id IN ${inJsonIds('ids', 'String')}`,
-    { ids: JSON.stringify(ids) }), (r) => r.id);
+    { ids: JSON.stringify(found) }), (r) => r.id);
 }
 
 /** A group's row from its message and its events (sorted by time, then id). */
