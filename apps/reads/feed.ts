@@ -20,6 +20,9 @@ interface Row extends StatementRow {
 const COLUMNS = `s.id AS id, s.platform AS platform, s.sourceIdentityId AS sourceIdentityId, s.url AS url, s.text AS text,
   s.attachmentTypes AS attachmentTypes, s.attachmentUrls AS attachmentUrls, s.events AS events, s.traderIds AS traderIds`;
 
+/** A stamp of feed_changes: its key (fseq as `t`, id) and the group it carries. */
+interface Stamp extends Row { writtenAt: number; groupLive: number }
+
 interface Filters { traderIds?: Set<number>; assetIds?: Set<number>; window?: Window }
 
 /**
@@ -30,14 +33,14 @@ interface Filters { traderIds?: Set<number>; assetIds?: Set<number>; window?: Wi
  * market; a group with no event left is not in the feed. `traderIds` selects by the group's
  * trader, `assetIds` needs a shown event on one of the assets.
  */
-function groupAsSeen(r: Row, facts: Facts, p: Principal, f: Filters): FeedItem | null {
+function groupAsSeen(r: Row, writtenAt: number, facts: Facts, p: Principal, f: Filters): FeedItem | null {
   const key = sourceKey(r.platform, r.sourceIdentityId);
   const traderId = facts.sourceTrader.get(key);
   if (traderId === undefined) return null;
   const platform = facts.traderPlatform.get(traderId)!;
   if (!permits(p.messageVisibility, traderId, platform) || !permits(p.signalVisibility, traderId, platform)) return null;
   if (f.traderIds && !f.traderIds.has(traderId)) return null;
-  if (f.window && ((f.window.start !== null && r.t < f.window.start) || (f.window.end !== null && r.t > f.window.end))) return null;
+  if (f.window && ((f.window.start !== null && writtenAt < f.window.start) || (f.window.end !== null && writtenAt > f.window.end))) return null;
   const events = curateFeedEvents(decodeFeedEvents(r.events)).filter((e) => {
     const ep = facts.traderPlatform.get(e.traderId);
     return ep !== undefined && permits(p.signalVisibility, e.traderId, ep) && facts.assetById.has(e.assetId);
@@ -47,7 +50,7 @@ function groupAsSeen(r: Row, facts: Facts, p: Principal, f: Filters): FeedItem |
   const look = facts.traderLook.get(traderId)!;
   return {
     id: r.id,
-    writtenAt: iso(r.t),
+    writtenAt: iso(writtenAt),
     source: {
       platform: r.platform, url: r.url, text: r.text, attachments: r.attachmentTypes.map((type, i) => ({ type, url: r.attachmentUrls[i]! })),
       identity: {
@@ -119,7 +122,7 @@ export async function listFeed(ctx: ReadContext, q: FeedQuery): Promise<{ result
       addWindow(where, 's.writtenAt', window);
       const spec = { table: 'feed_groups', columns: COLUMNS, timeCol: 'writtenAt', idType: 'String' as const, where, selective: traderIds !== undefined };
       // A stored group shows nothing when every event is curated away or ineligible: such rows are passed over.
-      const keep = (r: Row) => sourceOk.keep(r) && (r.item = groupAsSeen(r, facts, ctx.principal, f)) !== null;
+      const keep = (r: Row) => sourceOk.keep(r) && (r.item = groupAsSeen(r, r.t, facts, ctx.principal, f)) !== null;
       return statementPage<Row>(limit, after, (before, n) => statementRows<Row>(ctx, spec, before, n), keep, traderIds ? 1 : sourceOk.share);
     },
     keyOf: (r) => [r.t, r.id],
@@ -128,9 +131,6 @@ export async function listFeed(ctx: ReadContext, q: FeedQuery): Promise<{ result
   (page.meta as FeedMeta).dataComputedAt = ctx.now.toISOString();
   return page as { results: FeedItem[]; meta: FeedMeta };
 }
-
-/** Changes read per query of a since-poll, besides the page's own. */
-const SINCE_SLACK = 16;
 
 /**
  * A since-poll (DESIGN 6 "Feed since"): the groups stamped after the watermark `since` carries,
@@ -154,31 +154,15 @@ async function sincePoll(ctx: ReadContext, q: FeedQuery): Promise<{ results: Fee
   const assetIds = splitIds(q.assetIds);
   const f: Filters = { traderIds: traderIds && new Set(traderIds), assetIds: assetIds && new Set(assetIds), window };
 
-  // The current stamps in (from, watermark], in key order (at each key the newest row decides), each
-  // carrying its group as stamped: a since-poll is one read in the stamps' order.
-  const changes: (Row & { fseq: number })[] = [];
-  let after = from;
-  let n = q.limit + 1 + SINCE_SLACK;
-  for (;;) {
-    const rows = await ctx.store.query<Row & { fseq: number }>(`
-      SELECT fseq, id, platform, sourceIdentityId, toUnixTimestamp64Milli(writtenAt) AS t, url, text, attachmentTypes, attachmentUrls,
-        events, traderIds, live, tomb, seq
-      FROM $db.feed_changes WHERE fseq > {after:UInt64} AND fseq <= {watermark:UInt64}
-      ORDER BY fseq, id LIMIT {n:UInt32} SETTINGS max_threads = 1`, { after, watermark, n });
-    const end = rows.length < n;
-    let upTo = rows.length;
-    if (!end) { const last = rows[rows.length - 1]!; while (upTo > 0 && Number(rows[upTo - 1]!.fseq) === Number(last.fseq)) upTo--; }
-    if (upTo === 0 && !end) { n *= 4; continue; }
-    for (let i = 0; i < upTo;) {
-      let best = rows[i]!; let j = i + 1;
-      for (; j < upTo && Number(rows[j]!.fseq) === Number(best.fseq) && rows[j]!.id === rows[i]!.id; j++) if (rows[j]!.seq > best.seq) best = rows[j]!;
-      if (best.tomb === 0) changes.push(Object.assign(best, { fseq: Number(best.fseq) }));
-      i = j;
-    }
-    if (changes.length > q.limit || end) break;
-    after = Number(rows[upTo - 1]!.fseq);
-    n *= 2;
-  }
+  // The current stamps in (from, watermark], in key order (fseq, id), each carrying its group as
+  // stamped: a since-poll is one read in the stamps' order, resolved as statement pages are (at a key
+  // the newest row decides, a tombstone cancels). A stamp is `live` unless cancelled; its group's
+  // own liveness is `groupLive` (0: a removal; `c.live`, qualified, is the column, not the alias).
+  const changes = await statementPage<Stamp>(q.limit + 1, [from, ''], (before, n) => ctx.store.query<Stamp>(`
+      SELECT fseq AS t, id, platform, sourceIdentityId, toUnixTimestamp64Milli(writtenAt) AS writtenAt, url, text, attachmentTypes, attachmentUrls,
+        events, traderIds, c.live AS groupLive, 1 - c.tomb AS live, tomb, seq
+      FROM $db.feed_changes AS c WHERE fseq > {after:UInt64} AND fseq <= {watermark:UInt64}
+      ORDER BY fseq, id LIMIT {n:UInt32} SETTINGS max_threads = 1`, { after: Number(before![0]), watermark, n }));
   const hasMore = changes.length > q.limit;
   const page = changes.slice(0, q.limit);
 
@@ -186,11 +170,11 @@ async function sincePoll(ctx: ReadContext, q: FeedQuery): Promise<{ results: Fee
   const results: FeedItem[] = [];
   const removedIds: string[] = [];
   for (const r of page) {
-    const item = r.live === 1 ? groupAsSeen(r, facts, ctx.principal, f) : null;
+    const item = r.groupLive === 1 ? groupAsSeen(r, r.writtenAt, facts, ctx.principal, f) : null;
     if (item) results.push(item);
     else if (mayName(r, facts, ctx.principal)) removedIds.push(r.id);
   }
-  const next = hasMore ? page[page.length - 1]!.fseq : watermark;
+  const next = hasMore ? Number(page[page.length - 1]!.t) : watermark;
   const answer = {
     results,
     meta: {

@@ -4,7 +4,7 @@ import { visibilitySql, type ReadContext } from './context.ts';
 import type { Key } from './cursor.ts';
 import { factsOf } from './facts.ts';
 import { listRead, statementPage, type StatementRow, type Where } from './list.ts';
-import { FINAL_SETTINGS, sampleWhere, traderEligible } from './analytics/sample.ts';
+import { positionCounts, sampleWhere, traderEligible } from './analytics/sample.ts';
 
 import type { LegacyTradersQuery, TraderDirectoryQuery } from '../../schemas/api/queries.ts';
 
@@ -84,10 +84,7 @@ export function listLegacyTraders(ctx: ReadContext, q: LegacyTradersQuery) {
     fetch: async ({ where, after, window, limit }) => {
       const facts = await factsOf(ctx);
       const sample = await sampleWhere(ctx, facts, { window });
-      const counts = new Map((await ctx.store.query<{ traderId: number; n: number }>(`
-        SELECT p.traderId AS traderId, count() AS n FROM $db.position_samples AS p FINAL
-        WHERE ${sample.sql} AND p.window = '1D' GROUP BY traderId ${FINAL_SETTINGS}`, sample.params))
-        .map((r) => [Number(r.traderId), Number(r.n)]));
+      const counts = await positionCounts(ctx, sample);
       const tradeCount = (id: number) => (traderEligible(facts, ctx.principal, id) ? counts.get(id) ?? 0 : 0);
       const keep = (r: Row) => tradeCount(r.id) >= q.minTrades;
       const share = q.minTrades === 0 ? 1 : Math.max(counts.size, 1) / Math.max(facts.traderName.size, 1);

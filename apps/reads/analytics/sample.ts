@@ -183,3 +183,14 @@ export function directionBias(longCount: number, shortCount: number): DirectionB
   const label = !n ? 'none' : longCount * 10 >= n * 6 ? 'long' : shortCount * 10 >= n * 6 ? 'short' : 'mixed';
   return { label, longCount, shortCount, longPercentage, shortPercentage };
 }
+
+/**
+ * Sample positions per trader (trader activity, v1's tradeCount): one aggregate over one window's
+ * evaluation rows, a row per position.
+ */
+export async function positionCounts(ctx: ReadContext, where: Where): Promise<Map<number, number>> {
+  const rows = await ctx.store.query<{ traderId: number; n: number }>(`
+    SELECT p.traderId AS traderId, count() AS n FROM $db.position_samples AS p FINAL
+    WHERE ${where.sql} AND p.window = '1D' GROUP BY traderId ${FINAL_SETTINGS}`, where.params);
+  return new Map(rows.map((r) => [Number(r.traderId), Number(r.n)]));
+}

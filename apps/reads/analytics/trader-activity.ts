@@ -4,7 +4,7 @@ import type { TraderActivityQuery } from '../../../schemas/api/queries.ts';
 import type { ReadContext } from '../context.ts';
 import { factsOf } from '../facts.ts';
 import { listRead } from '../list.ts';
-import { FINAL_SETTINGS, sampleWhere, traderEligible } from './sample.ts';
+import { positionCounts, sampleWhere, traderEligible } from './sample.ts';
 
 interface Row { id: number; name: string; positionCount: number }
 
@@ -22,10 +22,7 @@ export function traderActivity(ctx: ReadContext, q: TraderActivityQuery) {
       const assetIds = splitIds(q.assetIds);
       const platforms = splitList(q.sourcePlatforms);
       const where = await sampleWhere(ctx, facts, { window, assetIds });
-      const counts = new Map((await ctx.store.query<{ traderId: number; n: number }>(`
-        SELECT p.traderId AS traderId, count() AS n FROM $db.position_samples AS p FINAL
-        WHERE ${where.sql} AND p.window = '1D' GROUP BY traderId ${FINAL_SETTINGS}`, where.params))
-        .map((r) => [Number(r.traderId), Number(r.n)]));
+      const counts = await positionCounts(ctx, where);
       const min = Math.max(q.minPositionCount, assetIds ? 1 : 0);
       const from = after ? Buffer.from(String(after[0]), 'utf8') : null;
       const out: Row[] = [];
