@@ -22,7 +22,7 @@ import { OPERATIONS, type Operation } from '../apps/registry.ts';
 import { EmbeddedLog } from '../projectors/log/embedded.ts';
 import { ensureSchema, MAX_BATCH, runProjector } from '../projectors/runner.ts';
 import { openChdbStore, type ChdbStore } from '../projectors/store/chdb.ts';
-import type { Params } from '../projectors/store/port.ts';
+import { checkIdentifier, type Params } from '../projectors/store/port.ts';
 import { SCOPES, TOPIC_NAMES, type VisibilityPolicy } from '../schemas/topics/index.ts';
 
 const USAGE = `Usage: npx tsx bench/lists.ts [options]
@@ -414,6 +414,55 @@ async function measureHot(emb: Embedded, read: ReadSpec, demoKey: string, floors
 interface ProjectorResult {
   records: number; secs: number; dead: number; perTopic: { topic: string; records: number; secs: number }[];
   rawRows: number; rawSecs: number;
+  /** The layout floor: the rows the projector left in its tables, raw-inserted into empty copies of those tables. */
+  layout: { rows: number; secs: number; tables: { table: string; rows: number; secs: number }[] };
+}
+
+/**
+ * The layout floor of the projector: every row it left in its read-model tables (after merges:
+ * one row per key, fewer than it wrote), encoded beforehand (not timed) as JSONCompactEachRow in
+ * batches of BATCH rows, and inserted through the session into an empty copy of each table (the
+ * same DDL: engine, sorting key, partitions, projections, indexes). No projector can write its
+ * tables faster than this: it is the cost of the layout itself, whatever the projection's logic.
+ * position_samples gets its rows directly (the projector's copy is fed by a materialized view,
+ * which the copies do not have).
+ */
+async function measureLayoutFloor(proj: ChdbStore): Promise<ProjectorResult['layout']> {
+  await settle(proj, 'layout floor', 60_000);
+  const session = (proj as unknown as { session?: RawSession & { queryBindAsync(sql: string, p: object, o: { format: string }): Promise<{ text(): string }> } }).session;
+  if (!session) throw new Error('the chdb store exposes no session to insert through');
+  const db = proj.database;
+  const tables = await proj.query<{ name: string; key: string; rows: number }>(`
+    SELECT name, sorting_key AS key, total_rows AS rows FROM system.tables
+    WHERE database = {db:String} AND engine LIKE '%MergeTree' AND total_rows > 0 ORDER BY name`, { db });
+  const out: ProjectorResult['layout'] = { rows: 0, secs: 0, tables: [] };
+  for (const t of tables) {
+    const name = checkIdentifier(t.name);
+    const copy = `bench_layout_${name}`;
+    const columns = (await proj.query<{ name: string }>(`SELECT name FROM system.columns WHERE database = {db:String} AND table = {t:String}
+      AND default_kind NOT IN ('MATERIALIZED', 'ALIAS') ORDER BY position`, { db, t: name })).map((c) => checkIdentifier(c.name));
+    const first = checkIdentifier(t.key.split(',')[0]!.trim());
+    const rows = Number(t.rows);
+    const chunks = Math.max(1, Math.ceil(rows / BATCH));
+    progress(`layout floor: ${name} (${fmtInt(rows)} rows)`);
+    await proj.exec(`DROP TABLE IF EXISTS $db.${copy}`);
+    await proj.exec(`CREATE TABLE $db.${copy} AS $db.${name}`);
+    let secs = 0;
+    for (let i = 0; i < chunks; i++) {
+      // Disjoint batches covering the table, each in no particular order of the sorting key (as a projector's batch).
+      const res = await session.queryBindAsync(`SELECT ${columns.join(', ')} FROM ${db}.${name}
+        WHERE cityHash64(${first}, ${columns.at(-1)!}) % ${chunks} = ${i}`, {}, { format: 'JSONCompactEachRow' });
+      const values = Buffer.from(res.text());
+      const s0 = performance.now();
+      await session.insert({ table: `${db}.${copy}`, columns, values, format: 'JSONCompactEachRow', settings: { max_partitions_per_insert_block: 0 } });
+      secs += (performance.now() - s0) / 1000;
+    }
+    await proj.exec(`DROP TABLE $db.${copy}`);
+    out.tables.push({ table: name, rows, secs });
+    out.rows += rows;
+    out.secs += secs;
+  }
+  return out;
 }
 
 const RAW_COLUMNS = ['id', 'positionId', 'traderId', 'assetId', 'type', 'direction', 'price', 'timeOfEvent', 'assumed', 'retrospective',
@@ -424,7 +473,7 @@ const RAW_DDL = (table: string) => `CREATE TABLE ${table} (
     messageId Nullable(String), version UInt64, deleted UInt8
   ) ENGINE = MergeTree ORDER BY id`;
 
-type RawSession = { insert(p: { table: string; values: Buffer; format: 'JSONCompactEachRow'; columns?: readonly string[] }): Promise<unknown> };
+type RawSession = { insert(p: { table: string; values: Buffer; format: 'JSONCompactEachRow'; columns?: readonly string[]; settings?: object }): Promise<unknown> };
 
 async function measureProjector(store: ChdbStore): Promise<ProjectorResult> {
   const log = new EmbeddedLog(dataDir);
@@ -464,6 +513,7 @@ async function measureProjector(store: ChdbStore): Promise<ProjectorResult> {
     }
     for (const topic of TOPIC_NAMES) { const t = byTopic.get(topic); if (t) perTopic.push({ topic, ...t }); }
     const secs = (performance.now() - t0) / 1000;
+    const layout = await measureLayoutFloor(proj);
     // The projected database goes before the floor runs, and its merges with it.
     await proj.drop();
     await proj.init();
@@ -502,7 +552,7 @@ async function measureProjector(store: ChdbStore): Promise<ProjectorResult> {
       rawRows += BATCH;
     }
     const rawSecs = (performance.now() - r0) / 1000;
-    return { records, secs, dead, perTopic, rawRows, rawSecs };
+    return { records, secs, dead, perTopic, rawRows, rawSecs, layout };
   } finally {
     await proj.drop().catch(() => {});
     await proj.close();
@@ -643,10 +693,16 @@ try {
     console.log('');
     console.log(`Projector: the data dir's log (${fmtInt(projector.records)} records) into a fresh database by the real projector `
       + `(runProjector, batches up to ${fmtInt(BATCH)}), vs a raw chdb insert of ${fmtInt(projector.rawRows)} rows (JSONCompactEachRow, events columns, plain MergeTree)`);
-    printTable(['projector rec/s', 'raw rec/s', 'ratio', 'projector s', 'raw s'], [[
+    const layoutRps = projector.records / projector.layout.secs;
+    printTable(['projector rec/s', 'raw rec/s', 'ratio', 'layout floor rec/s', 'ratio', 'projector s', 'raw s', 'layout floor s'], [[
       fmtInt(rps) + (rps < GOALS.projectorRps ? ' !' : ''), fmtInt(raw), fmtRatio(rps / raw, false),
-      projector.secs.toFixed(1), projector.rawSecs.toFixed(1),
+      fmtInt(layoutRps), fmtRatio(rps / layoutRps, false),
+      projector.secs.toFixed(1), projector.rawSecs.toFixed(1), projector.layout.secs.toFixed(1),
     ]], 0);
+    console.log(`layout floor: the ${fmtInt(projector.layout.rows)} rows the projector left in its tables, raw-inserted (JSONCompactEachRow, `
+      + `batches of ${fmtInt(BATCH)}) into empty copies of the same tables; layout floor rec/s = the log's records / those seconds. Per table: `
+      + projector.layout.tables.filter((t) => t.secs >= 0.05).sort((a, b) => b.secs - a.secs)
+        .map((t) => `${t.table} ${fmtInt(t.rows)} rows ${t.secs.toFixed(1)} s`).join(', '));
     console.log(`per topic (topics are projected side by side): ${projector.perTopic.map((t) => `${t.topic} ${fmtInt(t.records)} done at ${t.secs.toFixed(1)} s`).join(', ')}`);
     if (projector.dead) notes.push(`projector: ${projector.dead} records dead-lettered`);
   }
