@@ -20,7 +20,7 @@ import type { Principal } from '../apps/reads/context.ts';
 import { CursorCodec } from '../apps/reads/cursor.ts';
 import { OPERATIONS, type Operation } from '../apps/registry.ts';
 import { EmbeddedLog } from '../projectors/log/embedded.ts';
-import { ensureSchema, MAX_BATCH, runProjector } from '../projectors/runner.ts';
+import { ensureSchema, MAX_BATCH, runProjector, validateBatch } from '../projectors/runner.ts';
 import { openChdbStore, type ChdbStore } from '../projectors/store/chdb.ts';
 import { checkIdentifier, type Params } from '../projectors/store/port.ts';
 import { SCOPES, TOPIC_NAMES, type VisibilityPolicy } from '../schemas/topics/index.ts';
@@ -415,7 +415,25 @@ interface ProjectorResult {
   records: number; secs: number; dead: number; perTopic: { topic: string; records: number; secs: number }[];
   rawRows: number; rawSecs: number;
   /** The layout floor: the rows the projector left in its tables, raw-inserted into empty copies of those tables. */
-  layout: { rows: number; secs: number; tables: { table: string; rows: number; secs: number }[] };
+  layout: { rows: number; secs: number; cpuSecs: number; tables: { table: string; rows: number; secs: number }[] };
+  /** CPU seconds of reading and validating the whole log, the projector's first step (no store). */
+  validateCpuSecs: number;
+}
+
+/** CPU seconds of reading every topic of the log in the projector's batches and validating them (validateBatch), without a store. */
+function validationCpu(log: EmbeddedLog): number {
+  progress('validation: reading and validating the whole log');
+  const c0 = process.cpuUsage();
+  for (const topic of TOPIC_NAMES) {
+    for (let from = 0; ;) {
+      const { records, next } = log.read(topic, from, BATCH);
+      if (next === from) break;
+      from = next;
+      validateBatch({ topic, partition: 0, records });
+    }
+  }
+  const c = process.cpuUsage(c0);
+  return (c.user + c.system) / 1e6;
 }
 
 /**
@@ -435,7 +453,7 @@ async function measureLayoutFloor(proj: ChdbStore): Promise<ProjectorResult['lay
   const tables = await proj.query<{ name: string; key: string; rows: number }>(`
     SELECT name, sorting_key AS key, total_rows AS rows FROM system.tables
     WHERE database = {db:String} AND engine LIKE '%MergeTree' AND total_rows > 0 ORDER BY name`, { db });
-  const out: ProjectorResult['layout'] = { rows: 0, secs: 0, tables: [] };
+  const out: ProjectorResult['layout'] = { rows: 0, secs: 0, cpuSecs: 0, tables: [] };
   for (const t of tables) {
     const name = checkIdentifier(t.name);
     const copy = `bench_layout_${name}`;
@@ -454,7 +472,10 @@ async function measureLayoutFloor(proj: ChdbStore): Promise<ProjectorResult['lay
         WHERE cityHash64(${first}, ${columns.at(-1)!}) % ${chunks} = ${i}`, {}, { format: 'JSONCompactEachRow' });
       const values = Buffer.from(res.text());
       const s0 = performance.now();
+      const c0 = process.cpuUsage();
       await session.insert({ table: `${db}.${copy}`, columns, values, format: 'JSONCompactEachRow', settings: { max_partitions_per_insert_block: 0 } });
+      const c = process.cpuUsage(c0);
+      out.cpuSecs += (c.user + c.system) / 1e6; // the process's CPU while the insert ran (chdb's threads included)
       secs += (performance.now() - s0) / 1000;
     }
     await proj.exec(`DROP TABLE $db.${copy}`);
@@ -514,6 +535,7 @@ async function measureProjector(store: ChdbStore): Promise<ProjectorResult> {
     for (const topic of TOPIC_NAMES) { const t = byTopic.get(topic); if (t) perTopic.push({ topic, ...t }); }
     const secs = (performance.now() - t0) / 1000;
     const layout = await measureLayoutFloor(proj);
+    const validateCpuSecs = validationCpu(log);
     // The projected database goes before the floor runs, and its merges with it.
     await proj.drop();
     await proj.init();
@@ -552,7 +574,7 @@ async function measureProjector(store: ChdbStore): Promise<ProjectorResult> {
       rawRows += BATCH;
     }
     const rawSecs = (performance.now() - r0) / 1000;
-    return { records, secs, dead, perTopic, rawRows, rawSecs, layout };
+    return { records, secs, dead, perTopic, rawRows, rawSecs, layout, validateCpuSecs };
   } finally {
     await proj.drop().catch(() => {});
     await proj.close();
@@ -703,6 +725,10 @@ try {
       + `batches of ${fmtInt(BATCH)}) into empty copies of the same tables; layout floor rec/s = the log's records / those seconds. Per table: `
       + projector.layout.tables.filter((t) => t.secs >= 0.05).sort((a, b) => b.secs - a.secs)
         .map((t) => `${t.table} ${fmtInt(t.rows)} rows ${t.secs.toFixed(1)} s`).join(', '));
+    const budget = (projector.records / GOALS.projectorRps) * cpus().length;
+    console.log(`CPU: the layout floor's inserts took ${projector.layout.cpuSecs.toFixed(1)} CPU s (${(projector.layout.cpuSecs / projector.layout.secs).toFixed(2)} cores while they ran); `
+      + `reading and validating the log takes ${projector.validateCpuSecs.toFixed(1)} CPU s; together ${(projector.layout.cpuSecs + projector.validateCpuSecs).toFixed(1)} CPU s, `
+      + `against the ${budget.toFixed(1)} CPU s that ${fmtInt(projector.records)} records at ${fmtInt(GOALS.projectorRps)} rec/s leave on ${cpus().length} CPUs`);
     console.log(`per topic (topics are projected side by side): ${projector.perTopic.map((t) => `${t.topic} ${fmtInt(t.records)} done at ${t.secs.toFixed(1)} s`).join(', ')}`);
     if (projector.dead) notes.push(`projector: ${projector.dead} records dead-lettered`);
   }
