@@ -11,7 +11,7 @@ export const statementEngine = (orderBy: string): string =>
    SETTINGS deduplicate_merge_projection_mode = 'rebuild', allow_experimental_replacing_merge_with_cleanup = 1`;
 
 /** The statement tables. */
-export const STATEMENT_TABLES = ['events', 'positions', 'messages', 'trader_directory', 'channel_summaries', 'aggregate_summaries', 'feed_groups', 'feed_changes'] as const;
+export const STATEMENT_TABLES = ['events', 'positions', 'open_positions', 'messages', 'trader_directory', 'channel_summaries', 'aggregate_summaries', 'feed_groups', 'feed_changes'] as const;
 /** Read tables merged like the statement tables, without tombstones to drop (ReplacingMergeTree on a version). */
 export const MERGED_TABLES = ['position_performances', 'position_samples'] as const;
 

@@ -35,8 +35,9 @@ export async function ensureSchema(store: Store, projections: readonly Projectio
  *  15: summaries as statement tables ordered by (windowStart, id); position_samples fed by a materialized view (issue 8)
  *  16: the partner feed: feed_groups, feed_changes, feed_watermark (issue 8)
  *  17: feed_changes stamps carry their group's row (a since-poll reads no group by id) (issue 8)
+ *  18: open_positions, the positions table's statements at open keys, for first pages of open positions (issue 6)
  */
-export const READ_MODEL_VERSION = 17;
+export const READ_MODEL_VERSION = 18;
 
 const VERSION_DDL = `CREATE TABLE IF NOT EXISTS $db.read_model_version (
   version UInt32, at DateTime64(3, 'UTC')

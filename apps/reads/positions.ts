@@ -18,17 +18,19 @@ const COLUMNS = `s.id AS id, s.direction AS direction, s.openPrice AS openPrice,
  * Up to n rows of the positions statement table (ordered by (openAt, id), with projections by
  * trader and by asset) in key order before `before`, with the page's filters; eligibility
  * (live, signal-visible trader; live asset with an active market) and the quote symbol come from
- * the facts of the data version.
+ * the facts of the data version. `open`: open positions only, read from open_positions (the
+ * statements at open keys) unless a projection of the positions table serves the filter.
  */
-async function positionPage<R extends Row>(ctx: ReadContext, q: OpenPositionsQuery & { positionIds?: string }, where: Where,
+async function positionPage<R extends Row>(ctx: ReadContext, q: OpenPositionsQuery & { positionIds?: string }, where: Where, open: boolean,
   limit: number, after: Parameters<typeof statementPage>[1], keep?: (r: R) => boolean, marks?: (rows: R[]) => Promise<void>): Promise<R[]> {
   const facts = await factsOf(ctx);
   const eligible = addSignalFilters(where, facts, ctx.principal, q);
   where.when(splitIds(q.positionIds), 's.id IN {positionIds:Array(UInt64)}', 'positionIds');
+  const selective = q.positionIds !== undefined
+    || readsFromProjection(ctx.store, 'positions', { traderIds: splitIds(q.traderIds), assetIds: splitIds(q.assetIds) });
+  if (open && selective) where.add('s.isOpen = 1');
   const spec = {
-    table: 'positions', columns: COLUMNS, timeCol: 'openAt', idType: 'UInt64' as const, where,
-    selective: q.positionIds !== undefined
-      || readsFromProjection(ctx.store, 'positions', { traderIds: splitIds(q.traderIds), assetIds: splitIds(q.assetIds) }),
+    table: open && !selective ? 'open_positions' : 'positions', columns: COLUMNS, timeCol: 'openAt', idType: 'UInt64' as const, where, selective,
   };
   const rows = await statementPage<R>(limit, after, async (before, n) => {
     const chunk = await statementRows<R>(ctx, spec, before, n);
@@ -46,7 +48,7 @@ export function listPositions(ctx: ReadContext, q: PositionsQuery) {
     op: 'list_positions', query: q, historical: true, keyParts: ['time', 'id'], unboundedDefault: positionIds !== undefined,
     fetch: ({ where, after, window, limit }) => {
       addWindow(where, 's.openAt', window);
-      return positionPage<Row>(ctx, q, where, limit, after);
+      return positionPage<Row>(ctx, q, where, false, limit, after);
     },
     keyOf: (r) => [r.t, r.id],
     shape: async (rows) => {
@@ -120,8 +122,7 @@ export function listOpenPositions(ctx: ReadContext, q: OpenPositionsQuery) {
     fetch: ({ where, after, limit }) => {
       // A null or zero entry price is left to the row check below (no return, so the row is
       // omitted): nearly every position has one, and the condition in SQL costs a page 0.6 ms.
-      where.add('s.isOpen = 1');
-      return positionPage<OpenRow>(ctx, q, where, limit, after, (r) => r.currentPrice !== null && Number.isFinite(r.currentReturnPercentage), async (rows) => {
+      return positionPage<OpenRow>(ctx, q, where, true, limit, after, (r) => r.currentPrice !== null && Number.isFinite(r.currentReturnPercentage), async (rows) => {
         const marks = await latestMarks(ctx, [...new Set(rows.map((r) => r.assetId))]);
         for (const r of rows) {
           const mark = marks.get(r.assetId);
