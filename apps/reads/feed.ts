@@ -4,7 +4,7 @@ import type { FeedQuery } from '../../schemas/api/queries.ts';
 import type { FeedItem } from '../../schemas/api/resources.ts';
 import { curateFeedEvents, decodeFeedEvents } from '../../projectors/feed/curate.ts';
 import { feedWatermark } from '../../projectors/feed/projection.ts';
-import { iso, type Principal, type ReadContext } from './context.ts';
+import { iso, perDataVersion, type Principal, type ReadContext } from './context.ts';
 import { fingerprint } from './cursor.ts';
 import { factsOf, permits, setCondition, sourceKey, type Facts } from './facts.ts';
 import { addWindow, listRead, PAGE_FACTS, statementPage, statementRows, type ListMeta, type PageFacts, type StatementRow } from './list.ts';
@@ -140,11 +140,17 @@ export async function listFeed(ctx: ReadContext, q: FeedQuery): Promise<{ result
  * the window is the explicit bounds only (a since-poll starts at the beginning of ingestion),
  * clamped by the account's history window.
  */
+/**
+ * The feed's watermark, per data version: the projector writes it before it commits, so the one
+ * read during a data version is at least that version's (a 2 ms query of every since-poll before).
+ */
+const watermarkOf = perDataVersion((store) => feedWatermark(store));
+
 async function sincePoll(ctx: ReadContext, q: FeedQuery): Promise<{ results: FeedItem[]; meta: FeedMeta }> {
   const { since: _s, cursor: _c, limit: _l, ...filters } = q;
   const fp = fingerprint('list_feed:since', filters);
   const policy = ctx.cursors.policyPrint(ctx.principal);
-  const watermark = await feedWatermark(ctx.store);
+  const watermark = await watermarkOf(ctx);
   let from = q.since === '0' ? 0 : Number(ctx.cursors.decode(q.since!, ['seq'], fp, policy, false).k[0]);
   // A watermark from before the read models were rebuilt (their sequence starts again): everything is new.
   if (from > watermark) from = 0;
