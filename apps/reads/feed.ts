@@ -133,6 +133,12 @@ export async function listFeed(ctx: ReadContext, q: FeedQuery): Promise<{ result
 }
 
 /**
+ * The feed's watermark, per data version: the projector writes it before it commits, so the one
+ * read during a data version is at least that version's (a 2 ms query of every since-poll before).
+ */
+const watermarkOf = perDataVersion((store) => feedWatermark(store));
+
+/**
  * A since-poll (DESIGN 6 "Feed since"): the groups stamped after the watermark `since` carries,
  * up to the current watermark, oldest change first, `limit` changes at most: each as a whole-group
  * upsert when the caller sees it now, else its id in `meta.removedIds` (when the caller may learn
@@ -140,12 +146,6 @@ export async function listFeed(ctx: ReadContext, q: FeedQuery): Promise<{ result
  * the window is the explicit bounds only (a since-poll starts at the beginning of ingestion),
  * clamped by the account's history window.
  */
-/**
- * The feed's watermark, per data version: the projector writes it before it commits, so the one
- * read during a data version is at least that version's (a 2 ms query of every since-poll before).
- */
-const watermarkOf = perDataVersion((store) => feedWatermark(store));
-
 async function sincePoll(ctx: ReadContext, q: FeedQuery): Promise<{ results: FeedItem[]; meta: FeedMeta }> {
   const { since: _s, cursor: _c, limit: _l, ...filters } = q;
   const fp = fingerprint('list_feed:since', filters);

@@ -49,9 +49,9 @@ export const POSITIONS_DDL = `CREATE TABLE IF NOT EXISTS $db.positions (
 /**
  * The open positions' statements: every statement of the positions table whose key says open
  * (isOpen is part of the key, so a position that closes leaves a tombstone at its open key, which
- * comes here too). A first page of open positions is then a top-n over this table alone instead
- * of over all positions with a filter (the open ones are a seventh of them on the large seed).
- * Pages filtered by trader or asset read the positions table's projections. Fed by a
+ * comes here too). A page of open positions is then a top-n over this table alone instead of
+ * over all positions with a filter (the open ones are a seventh of them on the large seed).
+ * Pages whose trader or asset filter a projection serves read the positions table. Fed by a
  * materialized view on the positions table: the same insert, no second encoding.
  */
 export const OPEN_POSITIONS_DDL = `CREATE TABLE IF NOT EXISTS $db.open_positions (${POSITION_COLUMNS_DDL}) ${statementEngine(POSITION_KEY)}`;
