@@ -123,10 +123,23 @@ export interface WindowAggregate {
 }
 
 /**
+ * The latest price sample time stored (ms; deleted samples included: a sample's row is never
+ * removed, only its newer versions kept), per data version. A `ready` evaluation had a forward
+ * sample at or after its evaluation time, and the projector stores prices before it evaluates
+ * from them, so while serverTime is at or after this every `ready` row has come of age.
+ */
+const latestPriceAt = perDataVersion(async (store) => {
+  const [r] = await store.query<{ m: number | null }>('SELECT max(toUnixTimestamp64Milli(at)) AS m FROM $db.prices');
+  return Number(r?.m ?? 0);
+});
+
+/**
  * Per group and window: sampled and scored counts, and the moments of the scored returns (a
  * window is scored when `ready` and come of age at serverTime). `groupBy` is a column of `p`.
+ * `checkAge`: whether a `ready` row may still be too young at serverTime (else its evaluation
+ * time, a column the size of the return's, is not read).
  */
-export function performanceSql(where: Where, groupBy: string, windows: readonly WindowName[] = WINDOWS, countsOnly = false): { sql: string; params: Record<string, unknown> } {
+export function performanceSql(where: Where, groupBy: string, windows: readonly WindowName[] = WINDOWS, countsOnly = false, checkAge = true): { sql: string; params: Record<string, unknown> } {
   // countsOnly: the positions and their directions, no returns (activity rankings).
   const moments = countsOnly ? '0 AS scored, NULL AS mean, NULL AS median, 0 AS wins, NULL AS sd'
     : 'countIf(ready) AS scored, avgIf(r, ready) AS mean, quantileExactInclusiveIf(0.5)(r, ready) AS median, countIf(ready AND r > 0) AS wins, stddevSampStableIf(r, ready) AS sd';
@@ -135,7 +148,7 @@ export function performanceSql(where: Where, groupBy: string, windows: readonly 
       SELECT ${groupBy} AS g, window, count() AS sampled, ${moments}, countIf(direction = 'long') AS longs
       FROM (
         SELECT p.${groupBy} AS ${groupBy}, p.window AS window, p.direction AS direction, p.returnPercentage AS r,
-          p.status = 'ready' AND p.evaluatedAt <= {now:Int64} AS ready
+          p.status = 'ready'${checkAge ? ' AND p.evaluatedAt <= {now:Int64}' : ''} AS ready
         FROM $db.position_samples AS p FINAL
         WHERE ${where.sql} AND p.window IN {windows:Array(String)}
       )
@@ -147,8 +160,9 @@ export function performanceSql(where: Where, groupBy: string, windows: readonly 
 
 /** Runs performanceSql and indexes the aggregates by group, then window. */
 export async function performanceByGroup(ctx: ReadContext, where: Where, groupBy: string, windows: readonly WindowName[] = WINDOWS, countsOnly = false): Promise<Map<number, Map<WindowName, WindowAggregate>>> {
-  const q = performanceSql(where, groupBy, windows, countsOnly);
-  const rows = await ctx.store.query<WindowAggregate & { g: number }>(q.sql, { ...q.params, now: ctx.now.getTime() });
+  const now = ctx.now.getTime();
+  const q = performanceSql(where, groupBy, windows, countsOnly, countsOnly ? false : now < await latestPriceAt(ctx));
+  const rows = await ctx.store.query<WindowAggregate & { g: number }>(q.sql, { ...q.params, now });
   const out = new Map<number, Map<WindowName, WindowAggregate>>();
   for (const r of rows) {
     const g = Number(r.g);
