@@ -6,9 +6,7 @@
 //              and the same aggregate as one GROUP BY over them (no FINAL, no join).
 //   HTTP:      the real route of a second API instance without a read cache, against the same floor.
 // Usage: npx tsx bench/analytics.ts --help
-import { rmSync } from 'node:fs';
-import { cpus, platform, release } from 'node:os';
-import { benchArgs, benchDataDir, cleanupOnce, startBenchService, fmtInt, fmtMs, fmtRatio, handlerQuery, pct, sortNum, timed, progress, settle, printTable, interleaved } from './args.ts';
+import { benchArgs, benchDataDir, benchCleanup, machineLine, reportFailure, startBenchService, fmtInt, fmtMs, fmtRatio, handlerQuery, pct, sortNum, timed, progress, settle, printTable, interleaved } from './args.ts';
 import type { FastifyInstance } from 'fastify';
 import { buildApi } from '../apps/api/server.ts';
 import { ApiKeyAuthenticator } from '../apps/auth/keys.ts';
@@ -494,12 +492,10 @@ let emb: Embedded | undefined;
 let measureApp: FastifyInstance | undefined;
 let exitCode = 0;
 /** Drops the floors and closes everything, once (also on Ctrl-C). */
-const { cleanup, interrupted } = cleanupOnce(async () => {
-  if (emb) for (const t of FLOOR_TABLES) await emb.store.exec(`DROP TABLE IF EXISTS $db.${t.name}`).catch(() => {});
-  if (measureApp) await measureApp.close().catch(() => {});
-  if (emb) await emb.close().catch((err) => progress(`close: ${(err as Error).message}`));
-  if (ownDir) rmSync(dataDir, { recursive: true, force: true });
-}, progress);
+const { cleanup, interrupted } = benchCleanup({
+  emb: () => emb, measureApp: () => measureApp, bareApps: [], ownDir, dataDir,
+  dropFloors: async (store) => { for (const t of FLOOR_TABLES) await store.exec(`DROP TABLE IF EXISTS $db.${t.name}`).catch(() => {}); },
+});
 
 try {
   progress(`data dir ${dataDir}${ownDir ? ' (fresh, small demo set)' : ''}`);
@@ -589,12 +585,9 @@ try {
   console.log('asset stats: floor in one query, the GROUP BY (asset, trader, direction) and over it per (asset, direction) the count and top 5 traders');
   console.log('activity summaries: grouped by trader (top 10); floor: the totals per trader, then the buckets of the top 10 (one after the other)');
   for (const n of notes) console.log(`note: ${n}`);
-  console.log(`machine: ${cpus().length} CPUs (${cpus()[0]?.model.trim() ?? '?'}), node ${process.version}, ${platform()} ${release()}; `
-    + `data ${ownDir ? 'small demo set (fresh)' : dataDir}; floors ${Object.entries(floorRows).map(([k, v]) => `${k.replace('bench_floor_', '')} ${fmtInt(v)}`).join(', ')}; `
-    + `setup ${setupSecs.toFixed(1)} s, floors ${floorSecs.toFixed(1)} s, total ${((performance.now() - tStart) / 1000).toFixed(1)} s`);
+  console.log(machineLine({ ownDir, dataDir, floorRows, setupSecs, floorSecs, tStart }));
 } catch (err) {
-  // After Ctrl-C, whatever was running fails as the cleanup closes the store: not worth a stack.
-  if (!interrupted()) console.error(`bench/analytics: ${(err as Error).stack ?? err}`);
+  reportFailure('bench/analytics', err, interrupted());
   exitCode = 1;
 } finally {
   await cleanup();

@@ -1,8 +1,8 @@
 // Command-line handling shared by the benchmarks: options parsed strictly (an unknown option or a
 // positional is refused with the usage text), --help, and positive integers checked; and the
 // measurement helpers they share (percentiles, formatting, timing, a handler's query).
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { cpus, platform, release, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs, type ParseArgsOptionsConfig } from 'node:util';
 import { demoKeyFile, runningServerPid, startEmbedded, type Embedded } from '../apps/embedded.ts';
@@ -79,7 +79,7 @@ export function handlerQuery(op: Operation, search: URLSearchParams): Record<str
  * A bench's cleanup, run once: on Ctrl-C it runs (the message says what it drops) and the process
  * exits 130; the run's own `finally` awaits the same promise, so it never exits mid-cleanup.
  */
-export function cleanupOnce(clean: () => Promise<void>, say: (line: string) => void): { cleanup: () => Promise<void>; interrupted: () => boolean } {
+function cleanupOnce(clean: () => Promise<void>, say: (line: string) => void): { cleanup: () => Promise<void>; interrupted: () => boolean } {
   let cleaning: Promise<void> | undefined;
   let interrupted = false;
   const cleanup = () => (cleaning ??= clean());
@@ -89,6 +89,40 @@ export function cleanupOnce(clean: () => Promise<void>, say: (line: string) => v
     void cleanup().finally(() => process.exit(130));
   });
   return { cleanup, interrupted: () => interrupted };
+}
+
+/**
+ * The cleanup of a bench that starts the service (cleanupOnce): the bare routes and the measurement
+ * app closed, the floors dropped (`dropFloors`), the service closed, a fresh data dir removed.
+ * The getters give what exists when the cleanup runs (it may run before any of it started).
+ */
+export function benchCleanup(r: {
+  emb: () => Embedded | undefined; measureApp: () => FastifyInstance | undefined; bareApps: readonly FastifyInstance[];
+  dropFloors: (store: Embedded['store']) => Promise<void>; ownDir: boolean; dataDir: string;
+}): { cleanup: () => Promise<void>; interrupted: () => boolean } {
+  return cleanupOnce(async () => {
+    for (const f of r.bareApps) await f.close().catch(() => {});
+    await r.measureApp()?.close().catch(() => {});
+    const emb = r.emb();
+    if (emb) {
+      await r.dropFloors(emb.store).catch(() => {});
+      await emb.close().catch((err) => progress(`close: ${(err as Error).message}`));
+    }
+    if (r.ownDir) rmSync(r.dataDir, { recursive: true, force: true });
+  }, progress);
+}
+
+/** A bench's closing line: the machine, the data, the floors' row counts and where the time went. */
+export function machineLine(r: { ownDir: boolean; dataDir: string; extra?: string; floorRows: Record<string, number>; setupSecs: number; floorSecs: number; tStart: number }): string {
+  return `machine: ${cpus().length} CPUs (${cpus()[0]?.model.trim() ?? '?'}), node ${process.version}, ${platform()} ${release()}; `
+    + `data ${r.ownDir ? 'small demo set (fresh)' : r.dataDir}; ${r.extra ? `${r.extra}; ` : ''}`
+    + `floors ${Object.entries(r.floorRows).map(([k, v]) => `${k.replace('bench_floor_', '')} ${fmtInt(v)}`).join(', ')}; `
+    + `setup ${r.setupSecs.toFixed(1)} s, floors ${r.floorSecs.toFixed(1)} s, total ${((performance.now() - r.tStart) / 1000).toFixed(1)} s`;
+}
+
+/** Reports a bench run's failure, unless Ctrl-C caused it (whatever was running fails as the cleanup closes the store: not worth a stack). */
+export function reportFailure(bench: string, err: unknown, interrupted: boolean): void {
+  if (!interrupted) console.error(`${bench}: ${(err as Error).stack ?? err}`);
 }
 
 /**

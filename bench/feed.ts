@@ -7,9 +7,7 @@
 //   HTTP:       the real route (app.inject) of a second API instance without a read cache.
 //   HTTP floor: a bare fastify route sending the same bytes (the hot since-poll).
 // Usage: npx tsx bench/feed.ts --help
-import { rmSync } from 'node:fs';
-import { cpus, platform, release } from 'node:os';
-import { benchArgs, benchDataDir, cleanupOnce, startBenchService, fmtInt, fmtMs, fmtRatio, handlerQuery, pct, sortNum, progress, settle, hotVersusBare, HOT_CLIENTS, HOT_SECS, printTable, interleaved } from './args.ts';
+import { benchArgs, benchDataDir, benchCleanup, machineLine, reportFailure, startBenchService, fmtInt, fmtMs, fmtRatio, handlerQuery, pct, sortNum, progress, settle, hotVersusBare, HOT_CLIENTS, HOT_SECS, printTable, interleaved } from './args.ts';
 import type { FastifyInstance } from 'fastify';
 import { isCacheable } from '../apps/api/read-cache.ts';
 import { buildApi } from '../apps/api/server.ts';
@@ -337,15 +335,10 @@ let measureApp: FastifyInstance | undefined;
 const bareApps: FastifyInstance[] = [];
 let exitCode = 0;
 /** Drops the floors and closes everything, once (also on Ctrl-C). */
-const { cleanup, interrupted } = cleanupOnce(async () => {
-  for (const f of bareApps) await f.close().catch(() => {});
-  if (measureApp) await measureApp.close().catch(() => {});
-  if (emb) {
-    for (const t of ALL_FLOOR_TABLES) await emb.store.exec(`DROP TABLE IF EXISTS $db.${t}`).catch(() => {});
-    await emb.close().catch((err) => progress(`close: ${(err as Error).message}`));
-  }
-  if (ownDir) rmSync(dataDir, { recursive: true, force: true });
-}, progress);
+const { cleanup, interrupted } = benchCleanup({
+  emb: () => emb, measureApp: () => measureApp, bareApps, ownDir, dataDir,
+  dropFloors: async (store) => { for (const t of ALL_FLOOR_TABLES) await store.exec(`DROP TABLE IF EXISTS $db.${t}`).catch(() => {}); },
+});
 
 try {
   progress(`data dir ${dataDir}${ownDir ? ' (fresh, small demo set)' : ''}`);
@@ -448,12 +441,9 @@ try {
   console.log(`pages: limit ${LIMIT}, the default window (the last 90 days); since-polls: limit ${SINCE_LIMIT}, rows = changes (groups + removedIds); `
     + 'HTTP: app.inject on an instance without a read cache; principal: the demo key\'s (all visibility)');
   for (const n of [...caseNotes, ...notes]) console.log(`note: ${n}`);
-  console.log(`machine: ${cpus().length} CPUs (${cpus()[0]?.model.trim() ?? '?'}), node ${process.version}, ${platform()} ${release()}; `
-    + `data ${ownDir ? 'small demo set (fresh)' : dataDir}; watermark ${watermark}; floors ${Object.entries(floorRows).map(([k, v]) => `${k.replace('bench_floor_', '')} ${v}`).join(', ')}; `
-    + `setup ${setupSecs.toFixed(1)} s, floors ${floorSecs.toFixed(1)} s, total ${((performance.now() - tStart) / 1000).toFixed(1)} s`);
+  console.log(machineLine({ ownDir, dataDir, extra: `watermark ${watermark}`, floorRows, setupSecs, floorSecs, tStart }));
 } catch (err) {
-  // After Ctrl-C, whatever was running fails as the cleanup closes the store: not worth a stack.
-  if (!interrupted()) console.error(`bench/feed: ${(err as Error).stack ?? err}`);
+  reportFailure('bench/feed', err, interrupted());
   exitCode = 1;
 } finally {
   await cleanup();

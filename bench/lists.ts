@@ -7,9 +7,9 @@
 //   Projector floor: a raw chdb insert of as many rows as the projector applied records.
 // Usage: npx tsx bench/lists.ts --help
 import { rmSync } from 'node:fs';
-import { cpus, platform, release } from 'node:os';
+import { cpus } from 'node:os';
 import { join } from 'node:path';
-import { benchArgs, benchDataDir, cleanupOnce, startBenchService, fmtInt, fmtMs, fmtRatio, handlerQuery, pct, sortNum, progress, settle, hotVersusBare, HOT_CLIENTS, HOT_SECS, printTable, interleaved } from './args.ts';
+import { benchArgs, benchDataDir, benchCleanup, machineLine, reportFailure, startBenchService, fmtInt, fmtMs, fmtRatio, handlerQuery, pct, sortNum, progress, settle, hotVersusBare, HOT_CLIENTS, HOT_SECS, printTable, interleaved } from './args.ts';
 import type { FastifyInstance } from 'fastify';
 import { isCacheable } from '../apps/api/read-cache.ts';
 import { buildApi } from '../apps/api/server.ts';
@@ -590,16 +590,13 @@ let measureApp: FastifyInstance | undefined;
 const bareApps: FastifyInstance[] = [];
 let exitCode = 0;
 /** Drops the floors and closes everything, once (also on Ctrl-C). */
-const { cleanup, interrupted } = cleanupOnce(async () => {
-  for (const f of bareApps) await f.close().catch(() => {});
-  if (measureApp) await measureApp.close().catch(() => {});
-  if (emb) {
-    for (const t of FLOOR_TABLES) await emb.store.exec(`DROP TABLE IF EXISTS $db.${t.name}`).catch(() => {});
-    await emb.store.exec(`DROP DATABASE IF EXISTS ${PROJECTOR_DB}`).catch(() => {});
-    await emb.close().catch((err) => progress(`close: ${(err as Error).message}`));
-  }
-  if (ownDir) rmSync(dataDir, { recursive: true, force: true });
-}, progress);
+const { cleanup, interrupted } = benchCleanup({
+  emb: () => emb, measureApp: () => measureApp, bareApps, ownDir, dataDir,
+  dropFloors: async (store) => {
+    for (const t of FLOOR_TABLES) await store.exec(`DROP TABLE IF EXISTS $db.${t.name}`).catch(() => {});
+    await store.exec(`DROP DATABASE IF EXISTS ${PROJECTOR_DB}`).catch(() => {});
+  },
+});
 
 try {
   progress(`data dir ${dataDir}${ownDir ? ' (fresh, small demo set)' : ''}`);
@@ -737,12 +734,9 @@ try {
     + `projector >= ${fmtInt(GOALS.projectorRps)} rec/s`);
   console.log(`one trader / one asset: the busiest id of the read's floor; TELEGRAM only: message and signal visibility { mode: 'platforms', platforms: ['TELEGRAM'] }`);
   for (const n of notes) console.log(`note: ${n}`);
-  console.log(`machine: ${cpus().length} CPUs (${cpus()[0]?.model.trim() ?? '?'}), node ${process.version}, ${platform()} ${release()}; `
-    + `data ${ownDir ? 'small demo set (fresh)' : dataDir}; floors ${Object.entries(floorRows).map(([k, v]) => `${k.replace('bench_floor_', '')} ${v}`).join(', ')}; `
-    + `setup ${setupSecs.toFixed(1)} s, floors ${floorSecs.toFixed(1)} s, total ${((performance.now() - tStart) / 1000).toFixed(1)} s`);
+  console.log(machineLine({ ownDir, dataDir, floorRows, setupSecs, floorSecs, tStart }));
 } catch (err) {
-  // After Ctrl-C, whatever was running fails as the cleanup closes the store: not worth a stack.
-  if (!interrupted()) console.error(`bench/lists: ${(err as Error).stack ?? err}`);
+  reportFailure('bench/lists', err, interrupted());
   exitCode = 1;
 } finally {
   await cleanup();
