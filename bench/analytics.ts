@@ -6,7 +6,7 @@
 //              and the same aggregate as one GROUP BY over them (no FINAL, no join).
 //   HTTP:      the real route of a second API instance without a read cache, against the same floor.
 // Usage: npx tsx bench/analytics.ts --help
-import { benchArgs, benchDataDir, benchCleanup, machineLine, reportFailure, startBenchService, fmtInt, fmtMs, fmtRatio, handlerQuery, pct, sortNum, timed, progress, settle, printTable, interleaved } from './args.ts';
+import { benchArgs, benchDataDir, benchCleanup, buildFloorTable, machineLine, reportFailure, startBenchService, fmtInt, fmtMs, fmtRatio, handlerQuery, pct, sortNum, timed, progress, settle, printTable, interleaved } from './args.ts';
 import type { FastifyInstance } from 'fastify';
 import { buildApi } from '../apps/api/server.ts';
 import { ApiKeyAuthenticator } from '../apps/auth/keys.ts';
@@ -510,14 +510,7 @@ try {
   // Floors, in the same store.
   const tFloors = performance.now();
   const floorRows: Record<string, number> = {};
-  for (const t of FLOOR_TABLES) {
-    await emb.store.exec(`DROP TABLE IF EXISTS $db.${t.name}`);
-    await emb.store.exec(`CREATE TABLE $db.${t.name} ${t.ddl(serverTime.getTime())}`);
-    await emb.store.exec(`OPTIMIZE TABLE $db.${t.name} FINAL`);
-    const [c] = await emb.store.query<{ n: number }>(`SELECT count() AS n FROM $db.${t.name}`);
-    floorRows[t.name] = Number(c?.n ?? 0);
-    progress(`floor ${t.name}: ${floorRows[t.name]} rows`);
-  }
+  for (const t of FLOOR_TABLES) floorRows[t.name] = await buildFloorTable(emb.store, t.name, [`CREATE TABLE $db.${t.name} ${t.ddl(serverTime.getTime())}`]);
   const floorSecs = (performance.now() - tFloors) / 1000;
   // A rebuild on start (or the floors) leaves merges running: they would land in random reps.
   await settle(emb.store, 'reads', 120_000);

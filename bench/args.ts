@@ -120,6 +120,20 @@ export function machineLine(r: { ownDir: boolean; dataDir: string; extra?: strin
     + `setup ${r.setupSecs.toFixed(1)} s, floors ${r.floorSecs.toFixed(1)} s, total ${((performance.now() - r.tStart) / 1000).toFixed(1)} s`;
 }
 
+/**
+ * Builds one floor table in a bench's store: dropped if left over, made by `statements` (a CREATE,
+ * and what fills it), merged into one part. Returns its row count.
+ */
+export async function buildFloorTable(store: Embedded['store'], name: string, statements: readonly string[]): Promise<number> {
+  await store.exec(`DROP TABLE IF EXISTS $db.${name}`);
+  for (const sql of statements) await store.exec(sql);
+  await store.exec(`OPTIMIZE TABLE $db.${name} FINAL`);
+  const [c] = await store.query<{ n: number }>(`SELECT count() AS n FROM $db.${name}`);
+  const rows = Number(c?.n ?? 0);
+  progress(`floor ${name}: ${rows} rows`);
+  return rows;
+}
+
 /** Reports a bench run's failure, unless Ctrl-C caused it (whatever was running fails as the cleanup closes the store: not worth a stack). */
 export function reportFailure(bench: string, err: unknown, interrupted: boolean): void {
   if (!interrupted) console.error(`${bench}: ${(err as Error).stack ?? err}`);

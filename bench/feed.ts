@@ -7,7 +7,7 @@
 //   HTTP:       the real route (app.inject) of a second API instance without a read cache.
 //   HTTP floor: a bare fastify route sending the same bytes (the hot since-poll).
 // Usage: npx tsx bench/feed.ts --help
-import { benchArgs, benchDataDir, benchCleanup, machineLine, reportFailure, startBenchService, fmtInt, fmtMs, fmtRatio, handlerQuery, pct, sortNum, progress, settle, hotVersusBare, HOT_CLIENTS, HOT_SECS, printTable, interleaved } from './args.ts';
+import { benchArgs, benchDataDir, benchCleanup, buildFloorTable, machineLine, reportFailure, startBenchService, fmtInt, fmtMs, fmtRatio, handlerQuery, pct, sortNum, progress, settle, hotVersusBare, HOT_CLIENTS, HOT_SECS, printTable, interleaved } from './args.ts';
 import type { FastifyInstance } from 'fastify';
 import { isCacheable } from '../apps/api/read-cache.ts';
 import { buildApi } from '../apps/api/server.ts';
@@ -363,13 +363,10 @@ try {
   floorRows[SEEN] = await buildSeen(emb.store, { store: emb.store, principal, now: new Date(), cursors: codec, dataVersion: () => 0 });
   progress(`floor ${SEEN}: ${floorRows[SEEN]} rows (the groups the feed shows)`);
   for (const t of FLOOR_TABLES) {
-    await emb.store.exec(`DROP TABLE IF EXISTS $db.${t.name}`);
-    await emb.store.exec(`CREATE TABLE $db.${t.name} ENGINE = MergeTree ORDER BY (${t.order}) EMPTY AS ${t.select(watermark)}`);
-    await emb.store.exec(`INSERT INTO $db.${t.name} ${t.select(watermark)}`);
-    await emb.store.exec(`OPTIMIZE TABLE $db.${t.name} FINAL`);
-    const [c] = await emb.store.query<{ n: number }>(`SELECT count() AS n FROM $db.${t.name}`);
-    floorRows[t.name] = Number(c?.n ?? 0);
-    progress(`floor ${t.name}: ${floorRows[t.name]} rows`);
+    floorRows[t.name] = await buildFloorTable(emb.store, t.name, [
+      `CREATE TABLE $db.${t.name} ENGINE = MergeTree ORDER BY (${t.order}) EMPTY AS ${t.select(watermark)}`,
+      `INSERT INTO $db.${t.name} ${t.select(watermark)}`,
+    ]);
   }
   const floorSecs = (performance.now() - tFloors) / 1000;
   // A rebuild on start (or the floors) leaves merges running: they would land in random reps.

@@ -9,7 +9,7 @@
 import { rmSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
-import { benchArgs, benchDataDir, benchCleanup, machineLine, reportFailure, startBenchService, fmtInt, fmtMs, fmtRatio, handlerQuery, pct, sortNum, progress, settle, hotVersusBare, HOT_CLIENTS, HOT_SECS, printTable, interleaved } from './args.ts';
+import { benchArgs, benchDataDir, benchCleanup, buildFloorTable, machineLine, reportFailure, startBenchService, fmtInt, fmtMs, fmtRatio, handlerQuery, pct, sortNum, progress, settle, hotVersusBare, HOT_CLIENTS, HOT_SECS, printTable, interleaved } from './args.ts';
 import type { FastifyInstance } from 'fastify';
 import { isCacheable } from '../apps/api/read-cache.ts';
 import { buildApi } from '../apps/api/server.ts';
@@ -608,14 +608,7 @@ try {
   const tFloors = performance.now();
   const floorNow = Date.now();
   const floorRows: Record<string, number> = {};
-  for (const t of FLOOR_TABLES) {
-    await emb.store.exec(`DROP TABLE IF EXISTS $db.${t.name}`);
-    await emb.store.exec(`CREATE TABLE $db.${t.name} ${t.ddl(floorNow)}`);
-    await emb.store.exec(`OPTIMIZE TABLE $db.${t.name} FINAL`);
-    const [c] = await emb.store.query<{ n: number }>(`SELECT count() AS n FROM $db.${t.name}`);
-    floorRows[t.name] = Number(c?.n ?? 0);
-    progress(`floor ${t.name}: ${floorRows[t.name]} rows`);
-  }
+  for (const t of FLOOR_TABLES) floorRows[t.name] = await buildFloorTable(emb.store, t.name, [`CREATE TABLE $db.${t.name} ${t.ddl(floorNow)}`]);
   const floorSecs = (performance.now() - tFloors) / 1000;
   // A rebuild on start (or the floors) leaves merges running: they would land in random reps.
   await settle(emb.store, 'reads', 120_000);
