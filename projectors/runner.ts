@@ -36,8 +36,9 @@ export async function ensureSchema(store: Store, projections: readonly Projectio
  *  16: the partner feed: feed_groups, feed_changes, feed_watermark (issue 8)
  *  17: feed_changes stamps carry their group's row (a since-poll reads no group by id) (issue 8)
  *  18: open_positions, the positions table's statements at open keys, for first pages of open positions (issue 6)
+ *  19: activity_events and activity_messages, activity rolled up by hour and day (issue 7)
  */
-export const READ_MODEL_VERSION = 18;
+export const READ_MODEL_VERSION = 19;
 
 const VERSION_DDL = `CREATE TABLE IF NOT EXISTS $db.read_model_version (
   version UInt32, at DateTime64(3, 'UTC')

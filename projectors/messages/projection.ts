@@ -3,6 +3,7 @@ import { parseDateTime } from '../../schemas/formats.ts';
 import { bool, type Projection, type ValidRecord } from '../projection.ts';
 import { httpUrl, plainTextOrNull } from '../sanitize.ts';
 import { applyVersioned, canonicalDateTime, currentViewDdl, sameFields, STATEMENT_COLUMNS_DDL, type Statement, type VersionedStatements } from '../statements.ts';
+import { ACTIVITY_MESSAGES_DDL, ACTIVITY_ROLLUP_DDL, rollUpActivity } from '../activity/rollup.ts';
 import type { Store } from '../store/port.ts';
 import { statementEngine } from '../compaction.ts';
 
@@ -60,13 +61,15 @@ const MESSAGES: VersionedStatements<MessageRecord, MessageStatement> = {
            isEdited, isReply, isQuote, isRepost, version, deleted, live, tomb, seq FROM $db.messages`,
 };
 
-export const applyMessages = (store: Store, batch: readonly ValidRecord[], version: bigint): Promise<void> =>
-  applyVersioned(store, MESSAGES, batch, version);
+export async function applyMessages(store: Store, batch: readonly ValidRecord[], version: bigint): Promise<void> {
+  await applyVersioned(store, MESSAGES, batch, version);
+  await rollUpActivity(store, 'messages');
+}
 
 export const messagesProjection: Projection = {
   name: 'messages',
   canHandle: ['messages'],
-  ddl: [MESSAGES_DDL, currentViewDdl('messages_current', 'messages')],
+  ddl: [MESSAGES_DDL, ACTIVITY_MESSAGES_DDL, ACTIVITY_ROLLUP_DDL, currentViewDdl('messages_current', 'messages')],
   // What each record states, as stored (no `table`: the rows are written by `afterStore`).
   handle: (batch) => batch.map((r) => messageState(r.value)),
   afterStore: applyMessages,
