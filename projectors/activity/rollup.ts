@@ -1,9 +1,9 @@
-import { EVENT_TYPES } from '../../schemas/topics/common.ts';
+import { DIRECTIONS, EVENT_TYPES } from '../../schemas/topics/common.ts';
 import type { Store } from '../store/port.ts';
 
 /**
  * Activity rolled up by hour and by day (README "Read models"): how many current, live events each
- * trader has per type, and how many current, live messages each source has, per UTC hour and UTC
+ * trader has per type and direction, and how many current, live messages each source has, per UTC hour and UTC
  * day. The activity reads add up these rows instead of scanning the events and messages tables
  * (apps/reads/analytics/activity-rollup.ts); only the partial hours at the ends of a range are
  * read from the statement tables.
@@ -28,8 +28,9 @@ const DAY_MS = 86_400_000;
  */
 export const hourOf = (column: string): string => `intDiv(toUnixTimestamp64Milli(${column}), ${HOUR_MS}) * ${HOUR_MS}`;
 
-/** Event-count columns, one per event type: `n_open`, `n_close`, ... */
-export const EVENT_COUNT_COLUMNS = EVENT_TYPES.map((t) => `n_${t}`);
+/** Event-count columns, one per event type and direction: `n_open_long`, `n_open_short`, ... */
+export const EVENT_COUNTS = EVENT_TYPES.flatMap((type) => DIRECTIONS.map((direction) => ({ type, direction, column: `n_${type}_${direction}` })));
+const EVENT_COUNT_COLUMNS = EVENT_COUNTS.map((c) => c.column);
 
 export const ACTIVITY_EVENTS_DDL = `CREATE TABLE IF NOT EXISTS $db.activity_events (
     grain Enum8('hour' = 1, 'day' = 2), start Int64, traderId UInt64,
@@ -60,7 +61,7 @@ interface RollUp {
 const ROLLUPS: Record<'events' | 'messages', RollUp> = {
   events: {
     source: 'events', time: 'timeOfEvent', target: 'activity_events', owner: ['traderId'],
-    counted: EVENT_TYPES.map((t) => `toUInt32(type = '${t}')`), counts: EVENT_COUNT_COLUMNS,
+    counted: EVENT_COUNTS.map((c) => `toUInt32(type = '${c.type}' AND direction = '${c.direction}')`), counts: EVENT_COUNT_COLUMNS,
   },
   messages: {
     source: 'messages', time: 'writtenAt', target: 'activity_messages', owner: ['platform', 'sourceIdentityId'],

@@ -16,6 +16,8 @@ export type Platform = Type.Static<typeof Platform>;
 export const PLATFORMS = ['TELEGRAM', 'X'] as const;
 
 export const Direction = Type.Union([Type.Literal('long'), Type.Literal('short')]);
+/** Direction's values, in its order. */
+export const DIRECTIONS = ['long', 'short'] as const;
 export const EventType = Type.Union([Type.Literal('open'), Type.Literal('close'), Type.Literal('increase'), Type.Literal('decrease')]);
 export const EVENT_TYPES = ['open', 'close', 'increase', 'decrease'] as const;
 

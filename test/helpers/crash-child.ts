@@ -20,7 +20,8 @@
 // `--kill-at <point>:K` SIGKILLs the process at the K-th time it reaches the point:
 //   write-<n>-<topic>   right after the n-th store write of a batch of that topic returned (a
 //                       trade-events batch writes performance rows when a position changed what it
-//                       is evaluated on, then positions, then events: `events` is after all three)
+//                       is evaluated on, then positions, the feed, then events, then the activity
+//                       roll-up: activity_events twice (hours, days), activity_rollup last)
 //   <table>             right after a non-empty write to that table (events, positions, messages, ...)
 //   write               right after any non-empty write
 //   commit              right after a batch's offsets were committed
@@ -101,7 +102,8 @@ function instrumented(store: Store): Store {
   return {
     get database() { return store.database; },
     query: (sql, params) => store.query(sql, params),
-    exec: (sql, params) => store.exec(sql, params),
+    // An INSERT ... SELECT (the activity roll-up) is a write too; its row count is not known here.
+    async exec(sql, params) { await store.exec(sql, params); const m = /^\s*INSERT INTO \$db\.(\w+)/.exec(sql); if (m) wrote(m[1]!, 1); },
     close: () => store.close(),
     async insert(table, rows) { await store.insert(table, rows); wrote(table, rows.length); },
     async insertCompact(table, columns, rows) { await store.insertCompact(table, columns, rows); wrote(table, rows.length); },

@@ -55,8 +55,12 @@ const CHILD = 'test/helpers/crash-child.ts';
 /** Runs SIGKILLed before they caught up, before the final run (the data is topped up with replayed blocks if need be). */
 const KILL_RUNS = 28;
 const BATCH_SIZES = [7, 16, 16, 40, 40, 100, 300];
-/** Self-kill points (crash-child.ts) of the phases every run must have seen: between and after a trade batch's inserts, before its first write, after a messages insert. */
-const REQUIRED_POINTS = ['write-1-trade-events', 'events', 'start-trade-events', 'write-1-messages', 'start-messages'];
+/**
+ * Self-kill points (crash-child.ts) of the phases every run must have seen: between a trade batch's
+ * inserts, after its events before their roll-up, after a roll-up, before a batch's first write,
+ * after a messages insert before its roll-up.
+ */
+const REQUIRED_POINTS = ['write-1-trade-events', 'events', 'activity_rollup', 'start-trade-events', 'write-1-messages', 'start-messages'];
 /** CRASH_KEEP=1 keeps the data directory (log, offsets, chdb with the databases signalbase and control) for inspection. */
 const KEEP = process.env.CRASH_KEEP === '1';
 
@@ -64,7 +68,8 @@ const KEEP = process.env.CRASH_KEEP === '1';
 // The projector child
 
 type Phase = 'start-up' | 'between batches' | 'in a batch before its first write' | 'between the inserts of a trade-events batch'
-  | 'after all inserts of a trade-events batch, before the commit' | 'after the messages insert, before the commit' | 'after another insert, before the commit';
+  | 'after the events insert, before the activity roll-up' | 'after the messages insert, before the activity roll-up'
+  | 'in the activity roll-up' | 'after the activity roll-up, before the commit' | 'after another insert, before the commit';
 
 interface Run { n: number; maxBatch: number; mode: string; toReadyMs: number | null; ms: number; signal: NodeJS.Signals | null; code: number | null; caughtUp: boolean; phase: Phase; topic: string | null; lines: number }
 
@@ -78,9 +83,13 @@ function phaseOf(lines: string[]): { phase: Phase; topic: string | null } {
   if (last.startsWith('c ')) return { phase: 'between batches', topic };
   const writes = steps.length - 1 - b;
   if (writes === 0) return { phase: 'in a batch before its first write', topic };
-  // A trade-events batch writes performance rows (when a position changed what it is evaluated on), positions, the feed, then events.
-  if (topic === 'trade-events') return { phase: last.startsWith('w events ') ? 'after all inserts of a trade-events batch, before the commit' : 'between the inserts of a trade-events batch', topic };
-  if (topic === 'messages') return { phase: 'after the messages insert, before the commit', topic };
+  // A trade-events batch writes performance rows (when a position changed what it is evaluated on),
+  // positions, the feed, then events; a trade-events or messages batch then rolls its activity up
+  // (hours, days, then the mark in activity_rollup).
+  if (last.startsWith('w activity_rollup ')) return { phase: 'after the activity roll-up, before the commit', topic };
+  if (last.startsWith('w activity_')) return { phase: 'in the activity roll-up', topic };
+  if (topic === 'trade-events') return { phase: last.startsWith('w events ') ? 'after the events insert, before the activity roll-up' : 'between the inserts of a trade-events batch', topic };
+  if (topic === 'messages') return { phase: 'after the messages insert, before the activity roll-up', topic };
   return { phase: 'after another insert, before the commit', topic };
 }
 
@@ -309,8 +318,8 @@ beforeAll(async () => {
       const topic = currentTopic();
       const hot = topic === 'messages' || topic === 'trade-events';
       const maxBatch = hot ? r.pick(BATCH_SIZES) : 300;
-      const points = topic === 'trade-events' ? ['write-1-trade-events', 'write-2-trade-events', 'events', 'start-trade-events', 'write', 'commit']
-        : topic === 'messages' ? ['write-1-messages', 'start-messages', 'write', 'commit'] : ['write', 'commit'];
+      const points = topic === 'trade-events' ? ['write-1-trade-events', 'write-2-trade-events', 'events', 'activity_rollup', 'start-trade-events', 'write', 'commit']
+        : topic === 'messages' ? ['write-1-messages', 'activity_rollup', 'start-messages', 'write', 'commit'] : ['write', 'commit'];
       const fresh = points.filter((p) => !hit.has(p));
       let kill: Kill;
       if (i === 1 || i === 9) kill = { afterGoMs: r.int(0, 400) }; // during start-up (chdb open, migration) or just after
@@ -318,7 +327,7 @@ beforeAll(async () => {
       else if (!hot && !hit.has('start-messages')) kill = { at: 'start-messages:1' };
       else if (!hot) kill = r.chance(0.5) ? { afterProjectingMs: r.int(20, 200) } : { at: `${r.pick(points)}:${r.int(2, 12)}` };
       // The points whose phases the test below requires, each once as soon as its topic runs; then kills at random.
-      else if (fresh.some((p) => REQUIRED_POINTS.includes(p))) kill = { at: `${fresh.find((p) => REQUIRED_POINTS.includes(p))}:${r.int(1, 2)}` };
+      else if (fresh.some((p) => REQUIRED_POINTS.includes(p))) kill = { at: `${fresh.find((p) => REQUIRED_POINTS.includes(p))}:1` };
       else if (i % 2 === 0) kill = { afterProjectingMs: r.int(3, 250) }; // anywhere: in a query, an insert, the commit
       else {
         const point = fresh.length ? r.pick(fresh) : r.pick(points);
@@ -409,8 +418,8 @@ describe('issue 6: killed anywhere, the projector loses and duplicates nothing',
     const killed = runs.filter((x) => x.signal === 'SIGKILL');
     expect(killed.length).toBeGreaterThanOrEqual(15);
     const phases = new Set(killed.map((x) => x.phase));
-    for (const p of ['between the inserts of a trade-events batch', 'after all inserts of a trade-events batch, before the commit',
-      'after the messages insert, before the commit', 'in a batch before its first write'] as Phase[]) {
+    for (const p of ['between the inserts of a trade-events batch', 'after the events insert, before the activity roll-up',
+      'after the activity roll-up, before the commit', 'after the messages insert, before the activity roll-up', 'in a batch before its first write'] as Phase[]) {
       expect(phases.has(p), `no kill landed ${p}`).toBe(true);
     }
     for (const topic of ['trade-events', 'messages']) {

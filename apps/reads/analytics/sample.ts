@@ -24,7 +24,7 @@ export const FINAL_SETTINGS = 'SETTINGS do_not_merge_across_partitions_select_fi
  * the table's projections (by trader, by asset), which FINAL cannot. Only an insert can add a part
  * (and a second part is what a merge needs), and every insert moves the data version.
  */
-const mergedParts = perDataVersion(async (store) => {
+export const mergedParts = perDataVersion(async (store) => {
   const rows = await store.query<{ table: string; name: string; level: number }>(`
     SELECT table, name, level FROM system.parts WHERE database = {db:String} AND table IN ('events', 'messages') AND active`, { db: store.database });
   const out = new Map<string, string>();

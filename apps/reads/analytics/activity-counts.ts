@@ -1,0 +1,174 @@
+import { EVENT_COUNTS } from '../../../projectors/activity/rollup.ts';
+import { perDataVersion, type ReadContext } from '../context.ts';
+import type { Facts } from '../facts.ts';
+import { DAY_MS } from '../window.ts';
+import { FINAL_SETTINGS, mergedParts } from './sample.ts';
+
+export const HOUR_MS = 3_600_000;
+export const WEEK_MS = 7 * DAY_MS;
+/** 1970-01-01 was a Thursday: the Monday before it is 3 days earlier. */
+const MONDAY_BEFORE_EPOCH_MS = 3 * DAY_MS;
+
+export type Interval = 'hour' | 'day' | 'week';
+
+/** Bucket start (ms) of an ms column, UTC-aligned, ISO weeks from Monday (integer arithmetic: valid to 2299). */
+const BUCKET_SQL: Record<Interval, (t: string) => string> = {
+  hour: (t) => `intDiv(${t}, ${HOUR_MS}) * ${HOUR_MS}`,
+  day: (t) => `intDiv(${t}, ${DAY_MS}) * ${DAY_MS}`,
+  week: (t) => `intDiv(${t} + ${MONDAY_BEFORE_EPOCH_MS}, ${WEEK_MS}) * ${WEEK_MS} - ${MONDAY_BEFORE_EPOCH_MS}`,
+};
+
+/** A half-open range of ms [from, to). */
+export type Range = readonly [number, number];
+
+/** An inclusive range of ms as the rolled-up rows that cover it and the partial hours left at its ends. */
+export interface Segments { raw: Range[]; hour: Range[]; day: Range[] }
+
+/**
+ * [start, end] (ms, inclusive) cut into the partial hours at its ends (`raw`: read from the
+ * statement table), whole hours, and with `coarsest` day the whole UTC days between them.
+ */
+export function segments(start: number, end: number, coarsest: 'hour' | 'day'): Segments {
+  const a = start; const b = end + 1;
+  const h0 = Math.ceil(a / HOUR_MS) * HOUR_MS; const h1 = Math.floor(b / HOUR_MS) * HOUR_MS;
+  if (h0 >= h1) return { raw: a < b ? [[a, b]] : [], hour: [], day: [] };
+  const raw: Range[] = [];
+  if (a < h0) raw.push([a, h0]);
+  if (h1 < b) raw.push([h1, b]);
+  const d0 = Math.ceil(h0 / DAY_MS) * DAY_MS; const d1 = Math.floor(h1 / DAY_MS) * DAY_MS;
+  if (coarsest === 'hour' || d0 >= d1) return { raw, hour: [[h0, h1]], day: [] };
+  const hour: Range[] = [];
+  if (h0 < d0) hour.push([h0, d0]);
+  if (d1 < h1) hour.push([d1, h1]);
+  return { raw, hour, day: [[d0, d1]] };
+}
+
+/** `column` within any of `ranges` (ms Int64 column), with the bounds as parameters named `${name}N`. */
+function inRanges(column: string, ranges: readonly Range[], name: string, params: Record<string, unknown>): string {
+  return `(${ranges.map(([from, to], i) => {
+    params[`${name}${i}a`] = from; params[`${name}${i}b`] = to;
+    return `(${column} >= {${name}${i}a:Int64} AND ${column} < {${name}${i}b:Int64})`;
+  }).join(' OR ')})`;
+}
+
+/** The same on a DateTime64 column: inclusive bounds (the end of 2299 has no next ms in DateTime64). */
+function timeInRanges(column: string, ranges: readonly Range[], name: string, params: Record<string, unknown>): string {
+  return `(${ranges.map(([from, to], i) => {
+    params[`${name}${i}a`] = from; params[`${name}${i}b`] = to - 1;
+    return `(${column} >= fromUnixTimestamp64Milli({${name}${i}a:Int64}, 'UTC') AND ${column} <= fromUnixTimestamp64Milli({${name}${i}b:Int64}, 'UTC'))`;
+  }).join(' OR ')})`;
+}
+
+/** The asset ids the events table holds, per data version (the ineligible ones among them are few). */
+const eventAssets = perDataVersion(async (store) => {
+  const [r] = await store.query<{ assets: number[] }>('SELECT groupUniqArray(assetId) AS assets FROM $db.events');
+  return (r?.assets ?? []).map(Number);
+});
+
+export interface CountQuery {
+  /** Inclusive bounds (ms) on the event's or message's time. */
+  start: number; end: number;
+  /** The coarsest rolled-up rows to read: `day` when buckets are days or weeks or there are none. */
+  coarsest: 'hour' | 'day';
+  /** Counts per bucket too (else `b` is 0). */
+  bucket?: Interval;
+  /** Groups counted: only these, or all but these. */
+  only?: readonly (number | string)[];
+  except?: readonly (number | string)[];
+}
+
+interface Kind {
+  table: 'events' | 'messages'; alias: string; time: string; rollup: string;
+  /** The group of a row: a column (expression) of the rolled-up table (alias r) and of the statement table. */
+  group: (alias: string) => string; groupType: string;
+}
+const EVENTS: Kind = { table: 'events', alias: 'e', time: 'e.timeOfEvent', rollup: 'activity_events', group: (x) => `${x}.traderId`, groupType: 'UInt64' };
+const MESSAGES: Kind = {
+  table: 'messages', alias: 'm', time: 'm.writtenAt', rollup: 'activity_messages',
+  group: (x) => `concat(${x}.platform, ':', ${x}.sourceIdentityId)`, groupType: 'String',
+};
+
+export interface Count<G> { g: G; b: number; n: number }
+
+/**
+ * Counts per group (and bucket) over [start, end]: the rolled-up rows of the whole hours and days
+ * (README "Read models"), plus the current statements of the partial hours at the ends, read from
+ * the statement table's merged part (sample.ts mergedParts) or with FINAL. `n` is the count of
+ * one rolled-up row (a sum of its columns); `rawWhere` what a statement must meet to count,
+ * `correction` statements of the whole hours to take back (n -1: events on ineligible assets).
+ */
+async function counts<G>(ctx: ReadContext, kind: Kind, q: CountQuery, spec: {
+  n: string; rawWhere: string; correction?: string; params: Record<string, unknown>;
+}): Promise<Count<G>[]> {
+  const seg = segments(q.start, q.end, q.coarsest);
+  const params: Record<string, unknown> = { ...spec.params };
+  const groupCond = (expr: string): string => [
+    q.only ? `${expr} IN {onlyGroups:Array(${kind.groupType})}` : '1',
+    q.except?.length ? `${expr} NOT IN {exceptGroups:Array(${kind.groupType})}` : '1',
+  ].join(' AND ');
+  if (q.only) params.onlyGroups = q.only;
+  if (q.except?.length) params.exceptGroups = q.except;
+  const rolled = [
+    ...(seg.day.length ? [`(r.grain = 'day' AND ${inRanges('r.start', seg.day, 'day', params)})`] : []),
+    ...(seg.hour.length ? [`(r.grain = 'hour' AND ${inRanges('r.start', seg.hour, 'hour', params)})`] : []),
+  ];
+  // The whole hours: from the first hour row to the end of the last (the correction's range).
+  const whole = [...seg.day, ...seg.hour];
+  const wholeRange: Range | undefined = whole.length ? [Math.min(...whole.map((r) => r[0])), Math.max(...whole.map((r) => r[1]))] : undefined;
+  const a = kind.alias;
+  const build = (from: string, part: string, pinned: boolean): string => {
+    const branches: string[] = [];
+    if (rolled.length) {
+      branches.push(`SELECT ${kind.group('r')} AS g, r.start AS t, toInt64(${spec.n}) AS n, 0 AS s FROM $db.${kind.rollup} AS r FINAL
+        WHERE (${rolled.join(' OR ')}) AND ${groupCond(kind.group('r'))}`);
+    }
+    if (seg.raw.length) {
+      branches.push(`SELECT ${kind.group(a)} AS g, toUnixTimestamp64Milli(${kind.time}) AS t, toInt64(1) AS n, 0 AS s FROM ${from}
+        WHERE ${a}.live = 1 AND ${a}.tomb = 0 AND ${spec.rawWhere} AND ${timeInRanges(kind.time, seg.raw, 'raw', params)} AND ${groupCond(kind.group(a))} AND ${part}`);
+    }
+    if (spec.correction && wholeRange) {
+      branches.push(`SELECT ${kind.group(a)} AS g, toUnixTimestamp64Milli(${kind.time}) AS t, toInt64(-1) AS n, 0 AS s FROM ${from}
+        WHERE ${a}.live = 1 AND ${a}.tomb = 0 AND ${spec.correction} AND ${timeInRanges(kind.time, [wholeRange], 'whole', params)} AND ${groupCond(kind.group(a))} AND ${part}`);
+    }
+    // A row that says the pinned part was still there when the query began (else it read nothing from it).
+    if (pinned) branches.push(`SELECT ${kind.groupType === 'String' ? "''" : 'toUInt64(0)'} AS g, toInt64(0) AS t, toInt64(0) AS n, 1 AS s FROM ${from} WHERE ${part} LIMIT 1`);
+    return `SELECT g, ${q.bucket ? BUCKET_SQL[q.bucket]('t') : '0'} AS b, sum(n) AS n, s FROM (${branches.join('\nUNION ALL\n')})
+      GROUP BY g, b, s ${FINAL_SETTINGS}`;
+  };
+  if (!rolled.length && !seg.raw.length) return [];
+  const readsStatements = seg.raw.length > 0 || (spec.correction !== undefined && wholeRange !== undefined);
+  const shape = (rows: { g: G; b: number; n: number; s: number }[]): Count<G>[] => rows.filter((r) => Number(r.s) === 0)
+    .map((r) => ({ g: (kind.groupType === 'String' ? r.g : Number(r.g)) as G, b: Number(r.b), n: Number(r.n) }));
+  const part = readsStatements ? (await mergedParts(ctx)).get(kind.table) : undefined;
+  if (part !== undefined) {
+    const rows = await ctx.store.query<{ g: G; b: number; n: number; s: number }>(build(`$db.${kind.table} AS ${a}`, `${a}._part = {mergedPart:String}`, true), { ...params, mergedPart: part });
+    if (rows.some((r) => Number(r.s) === 1)) return shape(rows);
+  }
+  return shape(await ctx.store.query(build(`$db.${kind.table} AS ${a}${readsStatements ? ' FINAL' : ''}`, '1', false), params));
+}
+
+/**
+ * Counted events per trader (and bucket): live events of live positions on eligible assets
+ * (facts), of the given types and direction. Trader eligibility is the caller's (`only`, `except`).
+ */
+export async function eventCounts(ctx: ReadContext, facts: Facts, q: CountQuery & { types?: readonly string[]; direction?: string }): Promise<Count<number>[]> {
+  const columns = EVENT_COUNTS.filter((c) => (!q.types || q.types.includes(c.type)) && (!q.direction || c.direction === q.direction)).map((c) => `r.${c.column}`);
+  const params: Record<string, unknown> = { eligibleAssets: facts.assetIds };
+  const filters: string[] = [];
+  if (q.types) { filters.push('e.type IN {eventTypes:Array(String)}'); params.eventTypes = q.types; }
+  if (q.direction) { filters.push('e.direction = {direction:String}'); params.direction = q.direction; }
+  const only = filters.length ? filters.join(' AND ') : '1';
+  // The rolled-up rows count events on every asset: those on assets that are not eligible are taken back.
+  const excluded = (await eventAssets(ctx)).filter((id) => !facts.assetQuote.has(id));
+  if (excluded.length) params.excludedAssets = excluded;
+  return counts<number>(ctx, EVENTS, q, {
+    n: columns.length ? columns.join(' + ') : '0', params,
+    rawWhere: `e.assetId IN {eligibleAssets:Array(UInt64)} AND ${only}`,
+    correction: excluded.length ? `e.assetId IN {excludedAssets:Array(UInt64)} AND ${only}` : undefined,
+  });
+}
+
+/** Counted messages per source (`platform:sourceIdentityId`) (and bucket): live messages. */
+export function messageCounts(ctx: ReadContext, q: CountQuery): Promise<Count<string>[]> {
+  return counts<string>(ctx, MESSAGES, q, { n: 'r.n', rawWhere: '1', params: {} });
+}
