@@ -13,7 +13,7 @@ export const statementEngine = (orderBy: string): string =>
 /** The statement tables. */
 export const STATEMENT_TABLES = ['events', 'positions', 'open_positions', 'messages', 'trader_directory', 'channel_summaries', 'aggregate_summaries', 'feed_groups', 'feed_changes'] as const;
 /** Read tables merged like the statement tables, without tombstones to drop (ReplacingMergeTree on a version). */
-export const MERGED_TABLES = ['position_performances', 'position_samples', 'activity_events', 'activity_messages'] as const;
+export const MERGED_TABLES = ['position_performances', 'position_samples', 'activity_events', 'activity_messages', 'activity_events_by_trader', 'activity_messages_by_source'] as const;
 
 export interface CompactionPolicy {
   /** Compact a statement table once its tombstones exceed this share of its rows... */

@@ -32,21 +32,35 @@ export const hourOf = (column: string): string => `intDiv(toUnixTimestamp64Milli
 export const EVENT_COUNTS = EVENT_TYPES.flatMap((type) => DIRECTIONS.map((direction) => ({ type, direction, column: `n_${type}_${direction}` })));
 const EVENT_COUNT_COLUMNS = EVENT_COUNTS.map((c) => c.column);
 
-export const ACTIVITY_EVENTS_DDL = `CREATE TABLE IF NOT EXISTS $db.activity_events (
-    grain Enum8('hour' = 1, 'day' = 2), start Int64, traderId UInt64,
-    ${EVENT_COUNT_COLUMNS.map((c) => `${c} UInt32`).join(', ')}, seq UInt64
-  ) ENGINE = ReplacingMergeTree(seq) PARTITION BY grain ORDER BY (grain, start, traderId)`;
+const EVENTS_COLUMNS_DDL = `grain Enum8('hour' = 1, 'day' = 2), start Int64, traderId UInt64,
+    ${EVENT_COUNT_COLUMNS.map((c) => `${c} UInt32`).join(', ')}, seq UInt64`;
+const MESSAGES_COLUMNS_DDL = `grain Enum8('hour' = 1, 'day' = 2), start Int64, platform LowCardinality(String), sourceIdentityId String,
+    n UInt32, seq UInt64`;
 
-export const ACTIVITY_MESSAGES_DDL = `CREATE TABLE IF NOT EXISTS $db.activity_messages (
-    grain Enum8('hour' = 1, 'day' = 2), start Int64, platform LowCardinality(String), sourceIdentityId String,
-    n UInt32, seq UInt64
-  ) ENGINE = ReplacingMergeTree(seq) PARTITION BY grain ORDER BY (grain, start, platform, sourceIdentityId)`;
+/** By time: the totals of a time range over every owner. */
+export const ACTIVITY_EVENTS_DDL = `CREATE TABLE IF NOT EXISTS $db.activity_events (${EVENTS_COLUMNS_DDL})
+  ENGINE = ReplacingMergeTree(seq) PARTITION BY grain ORDER BY (grain, start, traderId)`;
+export const ACTIVITY_MESSAGES_DDL = `CREATE TABLE IF NOT EXISTS $db.activity_messages (${MESSAGES_COLUMNS_DDL})
+  ENGINE = ReplacingMergeTree(seq) PARTITION BY grain ORDER BY (grain, start, platform, sourceIdentityId)`;
+
+/**
+ * The same rows by owner, copied within each insert by a materialized view: the buckets of a few
+ * traders or sources (the top groups of an activity summary) are a range per owner here, where the
+ * table by time holds them among every owner's rows of the range.
+ */
+export const ACTIVITY_EVENTS_BY_TRADER_DDL = [`CREATE TABLE IF NOT EXISTS $db.activity_events_by_trader (${EVENTS_COLUMNS_DDL})
+  ENGINE = ReplacingMergeTree(seq) PARTITION BY grain ORDER BY (grain, traderId, start)`,
+`CREATE MATERIALIZED VIEW IF NOT EXISTS $db.activity_events_by_trader_feed TO $db.activity_events_by_trader
+  AS SELECT * FROM $db.activity_events`] as const;
+export const ACTIVITY_MESSAGES_BY_SOURCE_DDL = [`CREATE TABLE IF NOT EXISTS $db.activity_messages_by_source (${MESSAGES_COLUMNS_DDL})
+  ENGINE = ReplacingMergeTree(seq) PARTITION BY grain ORDER BY (grain, platform, sourceIdentityId, start)`,
+`CREATE MATERIALIZED VIEW IF NOT EXISTS $db.activity_messages_by_source_feed TO $db.activity_messages_by_source
+  AS SELECT * FROM $db.activity_messages`] as const;
 
 /** The highest statement seq each roll-up has counted. */
 export const ACTIVITY_ROLLUP_DDL = `CREATE TABLE IF NOT EXISTS $db.activity_rollup (source LowCardinality(String), seq UInt64)
   ENGINE = ReplacingMergeTree(seq) ORDER BY source`;
 
-export const ACTIVITY_DDL = [ACTIVITY_EVENTS_DDL, ACTIVITY_MESSAGES_DDL, ACTIVITY_ROLLUP_DDL] as const;
 
 interface RollUp {
   /** The statement table rolled up, its time column, and the roll-up table. */

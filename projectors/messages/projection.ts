@@ -3,7 +3,7 @@ import { parseDateTime } from '../../schemas/formats.ts';
 import { bool, type Projection, type ValidRecord } from '../projection.ts';
 import { httpUrl, plainTextOrNull } from '../sanitize.ts';
 import { applyVersioned, canonicalDateTime, currentViewDdl, sameFields, STATEMENT_COLUMNS_DDL, type Statement, type VersionedStatements } from '../statements.ts';
-import { ACTIVITY_MESSAGES_DDL, ACTIVITY_ROLLUP_DDL, rollUpActivity } from '../activity/rollup.ts';
+import { ACTIVITY_MESSAGES_BY_SOURCE_DDL, ACTIVITY_MESSAGES_DDL, ACTIVITY_ROLLUP_DDL, rollUpActivity } from '../activity/rollup.ts';
 import type { Store } from '../store/port.ts';
 import { statementEngine } from '../compaction.ts';
 
@@ -69,7 +69,7 @@ export async function applyMessages(store: Store, batch: readonly ValidRecord[],
 export const messagesProjection: Projection = {
   name: 'messages',
   canHandle: ['messages'],
-  ddl: [MESSAGES_DDL, ACTIVITY_MESSAGES_DDL, ACTIVITY_ROLLUP_DDL, currentViewDdl('messages_current', 'messages')],
+  ddl: [MESSAGES_DDL, ACTIVITY_MESSAGES_DDL, ...ACTIVITY_MESSAGES_BY_SOURCE_DDL, ACTIVITY_ROLLUP_DDL, currentViewDdl('messages_current', 'messages')],
   // What each record states, as stored (no `table`: the rows are written by `afterStore`).
   handle: (batch) => batch.map((r) => messageState(r.value)),
   afterStore: applyMessages,

@@ -2,7 +2,7 @@ import type { TradeEventRecord } from '../../schemas/topics/index.ts';
 import { parseDateTime } from '../../schemas/formats.ts';
 import type { Projection, ValidRecord } from '../projection.ts';
 import { batchSeq, canonicalDateTime, currentViewDdl, firstStatement, newestById, newestVersions, sameFields, statementRows, STATEMENT_COLUMNS_DDL, type Statement } from '../statements.ts';
-import { ACTIVITY_EVENTS_DDL, ACTIVITY_ROLLUP_DDL, rollUpActivity } from '../activity/rollup.ts';
+import { ACTIVITY_EVENTS_BY_TRADER_DDL, ACTIVITY_EVENTS_DDL, ACTIVITY_ROLLUP_DDL, rollUpActivity } from '../activity/rollup.ts';
 import type { Store } from '../store/port.ts';
 import { statementEngine } from '../compaction.ts';
 import { EVALUATED_FIELDS, writePerformances, type PositionState } from '../performance/projection.ts';
@@ -276,7 +276,7 @@ export async function applyTradeEvents(store: Store, batch: readonly ValidRecord
 export const tradingProjection: Projection = {
   name: 'trade-events',
   canHandle: ['trade-events'],
-  ddl: [EVENTS_DDL, ACTIVITY_EVENTS_DDL, ACTIVITY_ROLLUP_DDL, POSITIONS_DDL, OPEN_POSITIONS_DDL, OPEN_POSITIONS_FEED_DDL, currentViewDdl('events_current', 'events'), currentViewDdl('positions_current', 'positions')],
+  ddl: [EVENTS_DDL, ACTIVITY_EVENTS_DDL, ...ACTIVITY_EVENTS_BY_TRADER_DDL, ACTIVITY_ROLLUP_DDL, POSITIONS_DDL, OPEN_POSITIONS_DDL, OPEN_POSITIONS_FEED_DDL, currentViewDdl('events_current', 'events'), currentViewDdl('positions_current', 'positions')],
   // What each record states, as stored (no `table`: the rows are written by `afterStore`).
   handle: (batch) => batch.map((r) => {
     const { live: _l, tomb: _t, seq: _s, ...s } = eventState(r.value);

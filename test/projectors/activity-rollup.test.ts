@@ -30,9 +30,9 @@ const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
 type Counts = Record<string, number>;
 
-/** The rolled-up rows that count anything, as `grain start owner -> counts` (events: `type/direction`). */
-async function rolledUp(): Promise<{ events: Record<string, Counts>; messages: Record<string, number> }> {
-  const ev = await store.query<any>('SELECT * FROM $db.activity_events FINAL');
+/** The rolled-up rows that count anything, as `grain start owner -> counts` (events: `type/direction`); by time or `byOwner`. */
+async function rolledUp(byOwner = false): Promise<{ events: Record<string, Counts>; messages: Record<string, number> }> {
+  const ev = await store.query<any>(`SELECT * FROM $db.${byOwner ? 'activity_events_by_trader' : 'activity_events'} FINAL`);
   const events: Record<string, Counts> = {};
   for (const r of ev) {
     const counts: Counts = {};
@@ -42,7 +42,7 @@ async function rolledUp(): Promise<{ events: Record<string, Counts>; messages: R
     }
     if (Object.keys(counts).length) events[`${r.grain} ${new Date(Number(r.start)).toISOString()} ${r.traderId}`] = counts;
   }
-  const ms = await store.query<any>('SELECT * FROM $db.activity_messages FINAL WHERE n > 0');
+  const ms = await store.query<any>(`SELECT * FROM $db.${byOwner ? 'activity_messages_by_source' : 'activity_messages'} FINAL WHERE n > 0`);
   const messages = Object.fromEntries(ms.map((r) => [`${r.grain} ${new Date(Number(r.start)).toISOString()} ${r.platform}:${r.sourceIdentityId}`, Number(r.n)]));
   return { events, messages };
 }
@@ -106,17 +106,19 @@ const CHANGES: TopicRecord[] = [
 
 describe('activity roll-up (issue 7)', () => {
   it('counts each hour and day of the current, live events (per type and direction) and messages, a batch at a time', () =>
-    spec.given(RECORDS).when(rolledUp).then((actual) => {
+    spec.given(RECORDS).when(async () => [await rolledUp(), await rolledUp(true)]).then(([actual, byOwner]) => {
       expect(actual).toEqual(expected(RECORDS));
+      expect(byOwner).toEqual(actual);
       // The far-future records are in their own hour and day.
       expect(actual.events['hour 2250-06-01T05:00:00.000Z 73']).toEqual({ 'open/long': 1 });
       expect(actual.messages['day 2299-12-31T00:00:00.000Z TELEGRAM:src-72']).toBe(1);
     }));
 
   it('counts buckets again when events and messages move, change, are deleted or lose their position; late old versions change nothing', () =>
-    spec.given(CHANGES).when(rolledUp).then((actual) => {
+    spec.given(CHANGES).when(async () => [await rolledUp(), await rolledUp(true)]).then(([actual, byOwner]) => {
       const all = [...RECORDS, ...CHANGES];
       expect(actual).toEqual(expected(all));
+      expect(byOwner).toEqual(actual);
       // Buckets that were left empty hold zeros, not their old counts.
       expect(actual.events['hour 2250-06-01T05:00:00.000Z 73']).toBeUndefined();
       expect(actual.events['hour 2026-03-02T00:00:00.000Z 72']).toBeUndefined();
@@ -147,6 +149,7 @@ describe('activity roll-up (issue 7)', () => {
     expect((await rolledUp()).events['hour 2026-03-01T10:00:00.000Z 72']).toEqual({ 'open/short': 1 });
     await applyBatch(store, batch(next, 900_002));
     expect(await rolledUp()).toEqual(expected([...all, next]));
+    expect(await rolledUp(true)).toEqual(expected([...all, next]));
     expect((await rolledUp()).events['hour 2026-03-05T15:00:00.000Z 72']).toEqual({ 'open/short': 1 });
   });
 });

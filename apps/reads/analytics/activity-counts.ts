@@ -78,28 +78,83 @@ export interface CountQuery {
 }
 
 interface Kind {
-  table: 'events' | 'messages'; alias: string; time: string; rollup: string;
+  table: 'events' | 'messages'; alias: string; time: string;
+  /** The rolled-up rows by time, and the same by owner (for a few groups: `only`). */
+  rollup: string; byOwner: string;
   /** The group of a row: a column (expression) of the rolled-up table (alias r) and of the statement table. */
   group: (alias: string) => string; groupType: string;
+  /** A condition on the owner columns that the table by owner finds by its key, implied by `only` (params added to `params`). */
+  ownerKey: (only: readonly (number | string)[], params: Record<string, unknown>) => string;
 }
-const EVENTS: Kind = { table: 'events', alias: 'e', time: 'e.timeOfEvent', rollup: 'activity_events', group: (x) => `${x}.traderId`, groupType: 'UInt64' };
-const MESSAGES: Kind = {
-  table: 'messages', alias: 'm', time: 'm.writtenAt', rollup: 'activity_messages',
-  group: (x) => `concat(${x}.platform, ':', ${x}.sourceIdentityId)`, groupType: 'String',
+const EVENTS: Kind = {
+  table: 'events', alias: 'e', time: 'e.timeOfEvent', rollup: 'activity_events', byOwner: 'activity_events_by_trader',
+  group: (x) => `${x}.traderId`, groupType: 'UInt64', ownerKey: () => '1',
 };
+const MESSAGES: Kind = {
+  table: 'messages', alias: 'm', time: 'm.writtenAt', rollup: 'activity_messages', byOwner: 'activity_messages_by_source',
+  group: (x) => `concat(${x}.platform, ':', ${x}.sourceIdentityId)`, groupType: 'String',
+  // `platform:sourceIdentityId`, and a platform name has no colon.
+  ownerKey: (only, params) => {
+    const keys = only.map(String);
+    params.onlyPlatforms = [...new Set(keys.map((k) => k.slice(0, k.indexOf(':'))))];
+    params.onlySourceIds = [...new Set(keys.map((k) => k.slice(k.indexOf(':') + 1)))];
+    return 'r.platform IN {onlyPlatforms:Array(String)} AND r.sourceIdentityId IN {onlySourceIds:Array(String)}';
+  },
+};
+
+/** Up to this many groups (`only`), the rolled-up rows are read from the table by owner. */
+const BY_OWNER_MAX = 200;
 
 export interface Count<G> { g: G; b: number; n: number }
 
 /**
+ * The earliest and latest time (ms) of any row of the events and messages tables (current or
+ * not), per data version: a partial hour at an end of a range with nothing stored beyond the
+ * bound is read as its whole rolled-up hour.
+ */
+const timeSpans = perDataVersion(async (store) => {
+  const [r] = await store.query<{ elo: number | null; ehi: number | null; mlo: number | null; mhi: number | null }>(`
+    SELECT (SELECT toUnixTimestamp64Milli(min(timeOfEvent)) FROM $db.events) AS elo, (SELECT toUnixTimestamp64Milli(max(timeOfEvent)) FROM $db.events) AS ehi,
+           (SELECT toUnixTimestamp64Milli(min(writtenAt)) FROM $db.messages) AS mlo, (SELECT toUnixTimestamp64Milli(max(writtenAt)) FROM $db.messages) AS mhi`);
+  // An empty table (min and max of nothing): no row anywhere.
+  const span = (lo: number | null | undefined, hi: number | null | undefined) => (lo == null || hi == null || Number(lo) > Number(hi)
+    ? { lo: Number.POSITIVE_INFINITY, hi: Number.NEGATIVE_INFINITY } : { lo: Number(lo), hi: Number(hi) });
+  return { events: span(r?.elo, r?.ehi), messages: span(r?.mlo, r?.mhi) };
+});
+
+type Row<G> = { g: G; b: number; n: number; s: number; latest: number };
+
+/**
  * Counts per group (and bucket) over [start, end]: the rolled-up rows of the whole hours and days
  * (README "Read models"), plus the current statements of the partial hours at the ends, read from
- * the statement table's merged part (sample.ts mergedParts) or with FINAL. `n` is the count of
- * one rolled-up row (a sum of its columns); `rawWhere` what a statement must meet to count,
- * `correction` statements of the whole hours to take back (n -1: events on ineligible assets).
+ * the statement table's merged part (sample.ts mergedParts) or with FINAL. A partial hour with no
+ * row stored beyond the bound (timeSpans) is read as its whole rolled-up hour instead; a row of the
+ * answer (s = 2) then says what the table held when the query ran, and if a row has landed beyond
+ * the bound since, the query runs again with the partial hour read from the statements. `n` is the
+ * count of one rolled-up row (a sum of its columns); `rawWhere` what a statement must meet to
+ * count, `correction` statements of the whole hours to take back (n -1: events on ineligible assets).
  */
 async function counts<G>(ctx: ReadContext, kind: Kind, q: CountQuery, spec: {
   n: string; rawWhere: string; correction?: string; params: Record<string, unknown>;
 }): Promise<Count<G>[]> {
+  const span = (await timeSpans(ctx))[kind.table];
+  const head = q.start <= span.lo ? Math.floor(q.start / HOUR_MS) * HOUR_MS : q.start;
+  const tail = q.end >= span.hi ? Math.ceil((q.end + 1) / HOUR_MS) * HOUR_MS - 1 : q.end;
+  const rows = await countRows<G>(ctx, kind, { ...q, start: head, end: tail }, spec, head !== q.start || tail !== q.end);
+  const guard = rows.find((r) => Number(r.s) === 2);
+  if (guard && ((head !== q.start && Number(guard.n) < q.start) || (tail !== q.end && Number(guard.latest) > q.end))) {
+    return shape<G>(kind, await countRows<G>(ctx, kind, q, spec, false));
+  }
+  return shape<G>(kind, rows);
+}
+
+const shape = <G>(kind: Kind, rows: Row<G>[]): Count<G>[] => rows.filter((r) => Number(r.s) === 0)
+  .map((r) => ({ g: (kind.groupType === 'String' ? r.g : Number(r.g)) as G, b: Number(r.b), n: Number(r.n) }));
+
+/** The rows of counts: data rows (s 0), the pinned part's sentinel (s 1), the table's span when `guarded` (s 2: `latest` its latest, n its earliest time). */
+async function countRows<G>(ctx: ReadContext, kind: Kind, q: CountQuery, spec: {
+  n: string; rawWhere: string; correction?: string; params: Record<string, unknown>;
+}, guarded: boolean): Promise<Row<G>[]> {
   const seg = segments(q.start, q.end, q.coarsest);
   const params: Record<string, unknown> = { ...spec.params };
   const groupCond = (expr: string): string => [
@@ -116,11 +171,13 @@ async function counts<G>(ctx: ReadContext, kind: Kind, q: CountQuery, spec: {
   const whole = [...seg.day, ...seg.hour];
   const wholeRange: Range | undefined = whole.length ? [Math.min(...whole.map((r) => r[0])), Math.max(...whole.map((r) => r[1]))] : undefined;
   const a = kind.alias;
+  const none = kind.groupType === 'String' ? "''" : 'toUInt64(0)';
   const build = (from: string, part: string, pinned: boolean): string => {
     const branches: string[] = [];
     if (rolled.length) {
-      branches.push(`SELECT ${kind.group('r')} AS g, r.start AS t, toInt64(${spec.n}) AS n, 0 AS s FROM $db.${kind.rollup} AS r FINAL
-        WHERE (${rolled.join(' OR ')}) AND ${groupCond(kind.group('r'))}`);
+      const byOwner = q.only !== undefined && q.only.length <= BY_OWNER_MAX;
+      branches.push(`SELECT ${kind.group('r')} AS g, r.start AS t, toInt64(${spec.n}) AS n, 0 AS s FROM $db.${byOwner ? kind.byOwner : kind.rollup} AS r FINAL
+        WHERE (${rolled.join(' OR ')}) AND ${groupCond(kind.group('r'))}${byOwner ? ` AND ${kind.ownerKey(q.only!, params)}` : ''}`);
     }
     if (seg.raw.length) {
       branches.push(`SELECT ${kind.group(a)} AS g, toUnixTimestamp64Milli(${kind.time}) AS t, toInt64(1) AS n, 0 AS s FROM ${from}
@@ -131,20 +188,22 @@ async function counts<G>(ctx: ReadContext, kind: Kind, q: CountQuery, spec: {
         WHERE ${a}.live = 1 AND ${a}.tomb = 0 AND ${spec.correction} AND ${timeInRanges(kind.time, [wholeRange], 'whole', params)} AND ${groupCond(kind.group(a))} AND ${part}`);
     }
     // A row that says the pinned part was still there when the query began (else it read nothing from it).
-    if (pinned) branches.push(`SELECT ${kind.groupType === 'String' ? "''" : 'toUInt64(0)'} AS g, toInt64(0) AS t, toInt64(0) AS n, 1 AS s FROM ${from} WHERE ${part} LIMIT 1`);
-    return `SELECT g, ${q.bucket ? BUCKET_SQL[q.bucket]('t') : '0'} AS b, sum(n) AS n, s FROM (${branches.join('\nUNION ALL\n')})
+    if (pinned) branches.push(`SELECT ${none} AS g, toInt64(0) AS t, toInt64(0) AS n, 1 AS s FROM ${from} WHERE ${part} LIMIT 1`);
+    if (guarded) {
+      branches.push(`SELECT ${none} AS g, toUnixTimestamp64Milli(max(${kind.time})) AS t, toUnixTimestamp64Milli(min(${kind.time})) AS n, 2 AS s FROM $db.${kind.table} AS ${a}`);
+    }
+    // The guard's row keeps its own t and n (max, not a bucket sum).
+    return `SELECT g, if(s = 2, 0, ${q.bucket ? BUCKET_SQL[q.bucket]('t') : '0'}) AS b, if(s = 2, min(n), sum(n)) AS n, max(t) AS latest, s FROM (${branches.join('\nUNION ALL\n')})
       GROUP BY g, b, s ${FINAL_SETTINGS}`;
   };
   if (!rolled.length && !seg.raw.length) return [];
   const readsStatements = seg.raw.length > 0 || (spec.correction !== undefined && wholeRange !== undefined);
-  const shape = (rows: { g: G; b: number; n: number; s: number }[]): Count<G>[] => rows.filter((r) => Number(r.s) === 0)
-    .map((r) => ({ g: (kind.groupType === 'String' ? r.g : Number(r.g)) as G, b: Number(r.b), n: Number(r.n) }));
   const part = readsStatements ? (await mergedParts(ctx)).get(kind.table) : undefined;
   if (part !== undefined) {
-    const rows = await ctx.store.query<{ g: G; b: number; n: number; s: number }>(build(`$db.${kind.table} AS ${a}`, `${a}._part = {mergedPart:String}`, true), { ...params, mergedPart: part });
-    if (rows.some((r) => Number(r.s) === 1)) return shape(rows);
+    const rows = await ctx.store.query<Row<G>>(build(`$db.${kind.table} AS ${a}`, `${a}._part = {mergedPart:String}`, true), { ...params, mergedPart: part });
+    if (rows.some((r) => Number(r.s) === 1)) return rows;
   }
-  return shape(await ctx.store.query(build(`$db.${kind.table} AS ${a}${readsStatements ? ' FINAL' : ''}`, '1', false), params));
+  return ctx.store.query<Row<G>>(build(`$db.${kind.table} AS ${a}${readsStatements ? ' FINAL' : ''}`, '1', false), params);
 }
 
 /**

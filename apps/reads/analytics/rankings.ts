@@ -8,6 +8,7 @@ import type { ReadContext } from '../context.ts';
 import { factsOf } from '../facts.ts';
 import { Where } from '../list.ts';
 import { appliedTimeRange, explicitBounds, type Window } from '../window.ts';
+import { eventCounts as rolledUpEventCounts } from './activity-counts.ts';
 import { clampToHistory, currentStatements, directionBias, performanceByGroup, sampleWhere, timeBasedPerformance, traderEligible } from './sample.ts';
 
 const iso = (t: number) => new Date(t).toISOString();
@@ -62,9 +63,10 @@ function metricOf(metric: RankingMetric, eventCount: number, positionCount: numb
 
 /**
  * Trader rankings (README "Analytics reads"): the sample positions per trader from the evaluation
- * rows (one aggregate, in the requested window), the counted events per trader from the events
- * statement table's current statements over the time range (sample.ts currentStatements), both
- * restricted by assetIds and direction; the
+ * rows (one aggregate, in the requested window), the counted events per trader over the time range
+ * from the rolled-up activity (activity-counts.ts), or with assetIds from the events statement
+ * table's current statements of those assets (sample.ts currentStatements), both restricted by
+ * assetIds and direction; the
  * candidates, their order and ranks in memory.
  */
 export async function rankTraders(ctx: ReadContext, q: RankingsQuery) {
@@ -76,6 +78,7 @@ export async function rankTraders(ctx: ReadContext, q: RankingsQuery) {
   const evaluability = performance ? windowEvaluability(q, bounds, sampleStart, w, now) : 'not_applicable';
   const facts = await factsOf(ctx);
   const assetIds = splitIds(q.assetIds);
+  // Counted events: the rolled-up activity (activity-counts.ts), or with assetIds the events of those assets (by asset).
   const events = new Where()
     .add('e.live = 1 AND e.tomb = 0')
     .add('e.assetId IN {eligibleAssets:Array(UInt64)}', { eligibleAssets: facts.assetIds })
@@ -85,8 +88,10 @@ export async function rankTraders(ctx: ReadContext, q: RankingsQuery) {
     .when(q.direction, 'e.direction = {direction:String}', 'direction');
   const [perf, eventRows] = await Promise.all([
     performanceByGroup(ctx, await sampleWhere(ctx, facts, { window: bounds, assetIds, direction: q.direction }), 'traderId', [performance ? w : '1D'], !performance),
-    currentStatements<{ traderId: number; n: number }>(ctx, 'events', 'e', (from, part) => `
-      SELECT e.traderId AS traderId, count() AS n FROM ${from} WHERE ${events.sql} AND ${part} GROUP BY traderId`, events.params),
+    assetIds ? currentStatements<{ traderId: number; n: number }>(ctx, 'events', 'e', (from, part) => `
+      SELECT e.traderId AS traderId, count() AS n FROM ${from} WHERE ${events.sql} AND ${part} GROUP BY traderId`, events.params)
+      : rolledUpEventCounts(ctx, facts, { start: sampleStart, end: bounds.end, coarsest: 'day', direction: q.direction })
+        .then((rows) => rows.map((r) => ({ traderId: r.g, n: r.n }))),
   ]);
   const eventCounts = new Map(eventRows.map((r) => [Number(r.traderId), Number(r.n)]));
   const candidates: (Omit<RankingRow, 'rank'>)[] = [];
