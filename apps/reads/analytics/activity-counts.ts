@@ -211,7 +211,8 @@ async function countRows<G>(ctx: ReadContext, kind: Kind, q: CountQuery, spec: {
  * (facts), of the given types and direction. Trader eligibility is the caller's (`only`, `except`).
  */
 export async function eventCounts(ctx: ReadContext, facts: Facts, q: CountQuery & { types?: readonly string[]; direction?: string }): Promise<Count<number>[]> {
-  const columns = EVENT_COUNTS.filter((c) => (!q.types || q.types.includes(c.type)) && (!q.direction || c.direction === q.direction)).map((c) => `r.${c.column}`);
+  const counted = EVENT_COUNTS.filter((c) => (!q.types || q.types.includes(c.type)) && (!q.direction || c.direction === q.direction));
+  const columns = counted.length === EVENT_COUNTS.length ? ['r.n'] : counted.map((c) => `r.${c.column}`);
   const params: Record<string, unknown> = { eligibleAssets: facts.assetIds };
   const filters: string[] = [];
   if (q.types) { filters.push('e.type IN {eventTypes:Array(String)}'); params.eventTypes = q.types; }
