@@ -1,0 +1,95 @@
+// Issue 7: activity reads over the rolled-up hours and days (apps/reads/analytics/activity-counts.ts).
+// How a range is cut (whole days, whole hours, partial hours at the ends) must cover it exactly,
+// and a partial hour read as its whole rolled-up hour must never count a row past the bound, even
+// one that lands after the table's span was looked up for the data version.
+import fc from 'fast-check';
+import { rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { segments, type Range } from '../../apps/reads/analytics/activity-counts.ts';
+import { activitySummaries } from '../../apps/reads/analytics/activity.ts';
+import { CursorCodec } from '../../apps/reads/cursor.ts';
+import type { ReadContext } from '../../apps/reads/context.ts';
+import { applyBatch, ensureSchema } from '../../projectors/runner.ts';
+import { ChdbStore } from '../../projectors/store/chdb.ts';
+import { SCOPES } from '../../schemas/topics/index.ts';
+import { build, type TopicRecord } from '../helpers/harness.ts';
+
+const HOUR = 3_600_000;
+const DAY = 24 * HOUR;
+
+describe('segments: a range as whole days, whole hours and partial hours', () => {
+  it('covers [start, end] exactly, each piece aligned to its grain, partial hours only at the ends', () => {
+    const t = fc.integer({ min: Date.UTC(1970, 0, 1), max: Date.UTC(2299, 11, 31) });
+    // Ranges from a single ms to a few months; edges often on hour and day boundaries.
+    const aligned = fc.oneof(t, t.map((x) => Math.floor(x / HOUR) * HOUR), t.map((x) => Math.floor(x / DAY) * DAY));
+    fc.assert(fc.property(aligned, fc.oneof(fc.integer({ min: 0, max: 3 * HOUR }), fc.integer({ min: 0, max: 120 * DAY }), fc.constantFrom(0, HOUR - 1, HOUR, DAY - 1, DAY)),
+      fc.constantFrom('hour' as const, 'day' as const), (start, length, coarsest) => {
+        const end = start + length;
+        const s = segments(start, end, coarsest);
+        const all: (Range & { kind?: string })[] = [...s.raw, ...s.hour, ...s.day];
+        all.sort((x, y) => x[0] - y[0]);
+        // Contiguous, no overlap, from start to end inclusive.
+        expect(all[0]![0]).toBe(start);
+        expect(all.at(-1)![1]).toBe(end + 1);
+        for (let i = 1; i < all.length; i++) expect(all[i]![0]).toBe(all[i - 1]![1]);
+        for (const [a, b] of s.hour) { expect(a % HOUR).toBe(0); expect(b % HOUR).toBe(0); expect(b).toBeGreaterThan(a); }
+        for (const [a, b] of s.day) { expect(a % DAY).toBe(0); expect(b % DAY).toBe(0); expect(b).toBeGreaterThan(a); }
+        if (coarsest === 'hour') expect(s.day).toEqual([]);
+        // With no whole hour inside, the range is read from the statements as it is; else a partial
+        // hour lies at an end of the range, within one hour.
+        if (!s.hour.length && !s.day.length) expect(s.raw).toEqual([[start, end + 1]]);
+        else {
+          for (const [a, b] of s.raw) {
+            expect(a === start || b === end + 1).toBe(true);
+            expect(Math.floor(a / HOUR)).toBe(Math.floor((b - 1) / HOUR));
+          }
+        }
+      }), { numRuns: 2000 });
+  });
+});
+
+describe('a partial hour read as its whole hour', () => {
+  const dir = join(tmpdir(), `signalbase-activity-${process.pid}`);
+  let store: ChdbStore;
+  let offset = 0;
+  const apply = async (records: readonly TopicRecord[]) => {
+    for (const r of records) await applyBatch(store, { topic: r.topic, partition: 0, records: [{ key: '', value: JSON.stringify(r.value), offset: String(++offset) }] });
+  };
+  beforeAll(async () => {
+    store = await new ChdbStore(dir, `activity_${process.pid}`).init();
+    await store.drop();
+    await store.init();
+    await ensureSchema(store);
+  });
+  afterAll(async () => { await store?.drop(); await store?.close(); rmSync(dir, { recursive: true, force: true }); });
+
+  it('does not count an event past endTime that lands in that hour after the span was looked up (same data version)', async () => {
+    await apply([
+      build.asset(1), build.trader(1),
+      build.event(1, { positionId: 1, traderId: 1, assetId: 1, timeOfEvent: '2026-05-04T10:05:00.000Z' }),
+      build.message('a-1', 'src-1', '2026-05-04T10:06:00.000Z'),
+    ]);
+    // One data version for every call: the span of each table is looked up once, at the first call.
+    const ctx: ReadContext = {
+      store, now: new Date('2026-05-10T00:00:00.000Z'), cursors: CursorCodec.random(), dataVersion: () => 1,
+      principal: { accountId: 'a', keyId: 'k', scopes: new Set(SCOPES), messageVisibility: { mode: 'all' }, signalVisibility: { mode: 'all' }, historyWindowDays: null },
+    };
+    const query = { groupBy: 'trader', interval: 'hour', limit: 10, startTime: '2026-05-04T09:30:00.000Z', endTime: '2026-05-04T10:30:00.000Z' } as const;
+    const first = await activitySummaries(ctx, query as never);
+    expect(first.results).toEqual([{ traderId: 1, messageCount: 1, eventCount: 1, buckets: [
+      { start: '2026-05-04T10:00:00.000Z', end: '2026-05-04T11:00:00.000Z', messageCount: 1, eventCount: 1 }] }]);
+    // Past endTime (10:30) in its hour, and before startTime (09:30) in its hour: neither may count.
+    await apply([
+      build.event(2, { positionId: 1, traderId: 1, assetId: 1, type: 'close', timeOfEvent: '2026-05-04T10:45:00.000Z' }),
+      build.message('a-2', 'src-1', '2026-05-04T10:50:00.000Z'),
+      build.event(3, { positionId: 3, traderId: 1, assetId: 1, timeOfEvent: '2026-05-04T09:10:00.000Z' }),
+      build.message('a-3', 'src-1', '2026-05-04T09:29:59.999Z'),
+    ]);
+    const again = await activitySummaries(ctx, query as never);
+    expect(again.results).toEqual(first.results);
+    expect(again.meta.totalEvents).toBe(1);
+    expect(again.meta.totalMessages).toBe(1);
+  });
+});
