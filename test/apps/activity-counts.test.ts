@@ -92,4 +92,22 @@ describe('a partial hour read as its whole hour', () => {
     expect(again.meta.totalEvents).toBe(1);
     expect(again.meta.totalMessages).toBe(1);
   });
+
+  it('buckets events and messages after 2106 (where a 32-bit DateTime wraps) by hour, day and ISO week', async () => {
+    await apply([
+      build.event(11, { positionId: 11, traderId: 1, assetId: 1, timeOfEvent: '2250-03-10T17:20:00.000Z' }), // a Sunday
+      build.message('f-1', 'src-1', '2250-03-11T00:10:00.000Z'), // the Monday after
+    ]);
+    const ctx: ReadContext = {
+      store, now: new Date('2250-03-12T00:00:00.000Z'), cursors: CursorCodec.random(), dataVersion: () => 2,
+      principal: { accountId: 'a', keyId: 'k', scopes: new Set(SCOPES), messageVisibility: { mode: 'all' }, signalVisibility: { mode: 'all' }, historyWindowDays: null },
+    };
+    const read = (interval: 'hour' | 'day' | 'week', startTime: string) => activitySummaries(ctx, { groupBy: 'none', interval, limit: 10, startTime, endTime: '2250-03-11T23:59:59.999Z' } as never);
+    const buckets = async (interval: 'hour' | 'day' | 'week', startTime: string) => (await read(interval, startTime)).results[0]!.buckets
+      .map((b: { start: string; messageCount: number; eventCount: number }) => [b.start, b.messageCount, b.eventCount]);
+    expect(await buckets('hour', '2250-03-10T12:00:00.000Z')).toEqual([['2250-03-10T17:00:00.000Z', 0, 1], ['2250-03-11T00:00:00.000Z', 1, 0]]);
+    expect(await buckets('day', '2250-03-01T00:00:00.000Z')).toEqual([['2250-03-10T00:00:00.000Z', 0, 1], ['2250-03-11T00:00:00.000Z', 1, 0]]);
+    // 2250-03-10 is a Sunday: its ISO week began on Monday 2250-03-04; the message is in the next week.
+    expect(await buckets('week', '2250-01-01T00:00:00.000Z')).toEqual([['2250-03-04T00:00:00.000Z', 0, 1], ['2250-03-11T00:00:00.000Z', 1, 0]]);
+  });
 });
