@@ -32,11 +32,17 @@ export const hourOf = (column: string): string => `intDiv(toUnixTimestamp64Milli
 export const EVENT_COUNTS = EVENT_TYPES.flatMap((type) => DIRECTIONS.map((direction) => ({ type, direction, column: `n_${type}_${direction}` })));
 const EVENT_COUNT_COLUMNS = EVENT_COUNTS.map((c) => c.column);
 
+/**
+ * The earliest and latest time (ms) of the rows a bucket counts (0 when it counts none): a read may
+ * take a partial hour at an end of its range as the whole hour when no counted row of that hour
+ * lies past the bound.
+ */
+const SPAN_DDL = 'firstAt Int64, lastAt Int64';
 // `n`: all of a row's events (a read without a type or direction filter reads this column alone).
 const EVENTS_COLUMNS_DDL = `grain Enum8('hour' = 1, 'day' = 2), start Int64, traderId UInt64,
-    ${EVENT_COUNT_COLUMNS.map((c) => `${c} UInt32`).join(', ')}, seq UInt64, n UInt32 MATERIALIZED ${EVENT_COUNT_COLUMNS.join(' + ')}`;
+    ${EVENT_COUNT_COLUMNS.map((c) => `${c} UInt32`).join(', ')}, ${SPAN_DDL}, seq UInt64, n UInt32 MATERIALIZED ${EVENT_COUNT_COLUMNS.join(' + ')}`;
 const MESSAGES_COLUMNS_DDL = `grain Enum8('hour' = 1, 'day' = 2), start Int64, platform LowCardinality(String), sourceIdentityId String,
-    n UInt32, seq UInt64`;
+    n UInt32, ${SPAN_DDL}, seq UInt64`;
 
 /** By time: the totals of a time range over every owner. */
 export const ACTIVITY_EVENTS_DDL = `CREATE TABLE IF NOT EXISTS $db.activity_events (${EVENTS_COLUMNS_DDL})
@@ -104,21 +110,23 @@ export async function rollUpActivity(store: Store, source: 'events' | 'messages'
   // Hours: the current, live statements of each bucket with a row written since the mark, and a
   // zero row per such bucket (so a bucket left empty still gets its row).
   await store.exec(`
-    INSERT INTO $db.${r.target} (grain, start, ${owner}, ${r.counts.join(', ')}, seq)
-    SELECT 'hour', h, ${owner}, ${sums}, {top:UInt64} FROM (
-      SELECT ${hourOf(r.time)} AS h, ${owner}, ${r.counted.map((e, i) => `${e} AS ${r.counts[i]}`).join(', ')}
+    INSERT INTO $db.${r.target} (grain, start, ${owner}, ${r.counts.join(', ')}, firstAt, lastAt, seq)
+    SELECT 'hour', h, ${owner}, ${sums}, minIf(at, c = 1), maxIf(at, c = 1), {top:UInt64} FROM (
+      SELECT ${hourOf(r.time)} AS h, ${owner}, ${r.counted.map((e, i) => `${e} AS ${r.counts[i]}`).join(', ')},
+        toUnixTimestamp64Milli(${r.time}) AS at, 1 AS c
       FROM $db.${source} FINAL
       WHERE live = 1 AND tomb = 0
         AND (${owner}, ${hourOf(r.time)}) IN (SELECT ${owner}, ${hourOf(r.time)} FROM $db.${source} WHERE seq > {since:UInt64})
       UNION ALL
-      SELECT DISTINCT ${hourOf(r.time)} AS h, ${owner}, ${zeros} FROM $db.${source} WHERE seq > {since:UInt64}
+      SELECT DISTINCT ${hourOf(r.time)} AS h, ${owner}, ${zeros}, toInt64(0) AS at, 0 AS c FROM $db.${source} WHERE seq > {since:UInt64}
     )
     GROUP BY h, ${owner}`, params);
   // Days: the sum of their hour rows, for each day of those buckets.
   await store.exec(`
-    INSERT INTO $db.${r.target} (grain, start, ${owner}, ${r.counts.join(', ')}, seq)
-    SELECT 'day', d, ${owner}, ${sums}, {top:UInt64} FROM (
-      SELECT intDiv(start, ${DAY_MS}) * ${DAY_MS} AS d, ${owner}, ${r.counts.join(', ')} FROM $db.${r.target} FINAL
+    INSERT INTO $db.${r.target} (grain, start, ${owner}, ${r.counts.join(', ')}, firstAt, lastAt, seq)
+    SELECT 'day', d, ${owner}, ${sums}, minIf(firstAt, c = 1), maxIf(lastAt, c = 1), {top:UInt64} FROM (
+      SELECT intDiv(start, ${DAY_MS}) * ${DAY_MS} AS d, ${owner}, ${r.counts.join(', ')}, firstAt, lastAt, (${r.counts.join(' + ')}) > 0 AS c
+      FROM $db.${r.target} FINAL
       WHERE grain = 'hour' AND (${owner}, intDiv(start, ${DAY_MS}) * ${DAY_MS}) IN (SELECT ${owner}, intDiv(toUnixTimestamp64Milli(${r.time}), ${DAY_MS}) * ${DAY_MS} FROM $db.${source} WHERE seq > {since:UInt64})
     )
     GROUP BY d, ${owner}`, params);

@@ -122,39 +122,39 @@ const timeSpans = perDataVersion(async (store) => {
   return { events: span(r?.elo, r?.ehi), messages: span(r?.mlo, r?.mhi) };
 });
 
-type Row<G> = { g: G; b: number; n: number; s: number; latest: number };
+type Row<G> = { g: G; b: number; n: number; s: number };
+
+/** Bounds of the rows an end's partial hour, read whole, may count: [from, to] (ms, inclusive). */
+interface Whole { hour: number; from: number; to: number }
 
 /**
  * Counts per group (and bucket) over [start, end]: the rolled-up rows of the whole hours and days
  * (README "Read models"), plus the current statements of the partial hours at the ends, read from
  * the statement table's merged part (sample.ts mergedParts) or with FINAL. A partial hour with no
- * row stored beyond the bound (timeSpans) is read as its whole rolled-up hour instead; a row of the
- * answer (s = 2) then says what the table held when the query ran, and if a row has landed beyond
- * the bound since, the query runs again with the partial hour read from the statements. `n` is the
- * count of one rolled-up row (a sum of its columns); `rawWhere` what a statement must meet to
- * count, `correction` statements of the whole hours to take back (n -1: events on ineligible assets).
+ * row stored beyond the bound (timeSpans, per data version) is read as its whole rolled-up hour
+ * instead; a rolled-up row of that hour whose counted rows reach past the bound (firstAt, lastAt:
+ * a row that landed since) marks the answer (s = 2), and the read runs again with the partial hour
+ * read from the statements. `n` is the count of one rolled-up row (a sum of its columns);
+ * `rawWhere` what a statement must meet to count, `correction` statements of the whole hours to
+ * take back (n -1: events on ineligible assets).
  */
-async function counts<G>(ctx: ReadContext, kind: Kind, q: CountQuery, spec: {
-  n: string; rawWhere: string; correction?: string; params: Record<string, unknown>;
-}): Promise<Count<G>[]> {
+async function counts<G>(ctx: ReadContext, kind: Kind, q: CountQuery, spec: CountSpec): Promise<Count<G>[]> {
   const span = (await timeSpans(ctx))[kind.table];
-  const head = q.start <= span.lo ? Math.floor(q.start / HOUR_MS) * HOUR_MS : q.start;
-  const tail = q.end >= span.hi ? Math.ceil((q.end + 1) / HOUR_MS) * HOUR_MS - 1 : q.end;
-  const rows = await countRows<G>(ctx, kind, { ...q, start: head, end: tail }, spec, head !== q.start || tail !== q.end);
-  const guard = rows.find((r) => Number(r.s) === 2);
-  if (guard && ((head !== q.start && Number(guard.n) < q.start) || (tail !== q.end && Number(guard.latest) > q.end))) {
-    return shape<G>(kind, await countRows<G>(ctx, kind, q, spec, false));
-  }
-  return shape<G>(kind, rows);
+  const whole: Whole[] = [];
+  let { start, end } = q;
+  if (start <= span.lo && start % HOUR_MS !== 0) { start = Math.floor(start / HOUR_MS) * HOUR_MS; whole.push({ hour: start, from: q.start, to: q.end }); }
+  if (end >= span.hi && (end + 1) % HOUR_MS !== 0) { end = Math.ceil((end + 1) / HOUR_MS) * HOUR_MS - 1; whole.push({ hour: Math.floor(q.end / HOUR_MS) * HOUR_MS, from: q.start, to: q.end }); }
+  const rows = await countRows<G>(ctx, kind, { ...q, start, end }, spec, whole);
+  return shape<G>(kind, rows.some((r) => Number(r.s) === 2) ? await countRows<G>(ctx, kind, q, spec, []) : rows);
 }
+
+interface CountSpec { n: string; rawWhere: string; correction?: string; params: Record<string, unknown> }
 
 const shape = <G>(kind: Kind, rows: Row<G>[]): Count<G>[] => rows.filter((r) => Number(r.s) === 0)
   .map((r) => ({ g: (kind.groupType === 'String' ? r.g : Number(r.g)) as G, b: Number(r.b), n: Number(r.n) }));
 
-/** The rows of counts: data rows (s 0), the pinned part's sentinel (s 1), the table's span when `guarded` (s 2: `latest` its latest, n its earliest time). */
-async function countRows<G>(ctx: ReadContext, kind: Kind, q: CountQuery, spec: {
-  n: string; rawWhere: string; correction?: string; params: Record<string, unknown>;
-}, guarded: boolean): Promise<Row<G>[]> {
+/** The rows of counts: data rows (s 0), the pinned part's sentinel (s 1), rows of an hour read whole that reach past the bounds (s 2). */
+async function countRows<G>(ctx: ReadContext, kind: Kind, q: CountQuery, spec: CountSpec, whole: readonly Whole[]): Promise<Row<G>[]> {
   const seg = segments(q.start, q.end, q.coarsest);
   const params: Record<string, unknown> = { ...spec.params };
   const groupCond = (expr: string): string => [
@@ -167,37 +167,39 @@ async function countRows<G>(ctx: ReadContext, kind: Kind, q: CountQuery, spec: {
     ...(seg.day.length ? [`(r.grain = 'day' AND ${inRanges('r.start', seg.day, 'day', params)})`] : []),
     ...(seg.hour.length ? [`(r.grain = 'hour' AND ${inRanges('r.start', seg.hour, 'hour', params)})`] : []),
   ];
+  // A row of an hour read whole that counts something outside the bounds.
+  const past = whole.map((w, i) => {
+    Object.assign(params, { [`whole${i}h`]: w.hour, [`whole${i}from`]: w.from, [`whole${i}to`]: w.to });
+    return `(r.grain = 'hour' AND r.start = {whole${i}h:Int64} AND r.n > 0 AND (r.firstAt < {whole${i}from:Int64} OR r.lastAt > {whole${i}to:Int64}))`;
+  });
   // The whole hours: from the first hour row to the end of the last (the correction's range).
-  const whole = [...seg.day, ...seg.hour];
-  const wholeRange: Range | undefined = whole.length ? [Math.min(...whole.map((r) => r[0])), Math.max(...whole.map((r) => r[1]))] : undefined;
+  const covered = [...seg.day, ...seg.hour];
+  const coveredRange: Range | undefined = covered.length ? [Math.min(...covered.map((r) => r[0])), Math.max(...covered.map((r) => r[1]))] : undefined;
   const a = kind.alias;
   const none = kind.groupType === 'String' ? "''" : 'toUInt64(0)';
   const build = (from: string, part: string, pinned: boolean): string => {
     const branches: string[] = [];
     if (rolled.length) {
       const byOwner = q.only !== undefined && q.only.length <= BY_OWNER_MAX;
-      branches.push(`SELECT ${kind.group('r')} AS g, r.start AS t, toInt64(${spec.n}) AS n, 0 AS s FROM $db.${byOwner ? kind.byOwner : kind.rollup} AS r FINAL
+      branches.push(`SELECT ${kind.group('r')} AS g, r.start AS t, toInt64(${spec.n}) AS n, ${past.length ? `if(${past.join(' OR ')}, 2, 0)` : '0'} AS s
+        FROM $db.${byOwner ? kind.byOwner : kind.rollup} AS r FINAL
         WHERE (${rolled.join(' OR ')}) AND ${groupCond(kind.group('r'))}${byOwner ? ` AND ${kind.ownerKey(q.only!, params)}` : ''}`);
     }
     if (seg.raw.length) {
       branches.push(`SELECT ${kind.group(a)} AS g, toUnixTimestamp64Milli(${kind.time}) AS t, toInt64(1) AS n, 0 AS s FROM ${from}
         WHERE ${a}.live = 1 AND ${a}.tomb = 0 AND ${spec.rawWhere} AND ${timeInRanges(kind.time, seg.raw, 'raw', params)} AND ${groupCond(kind.group(a))} AND ${part}`);
     }
-    if (spec.correction && wholeRange) {
+    if (spec.correction && coveredRange) {
       branches.push(`SELECT ${kind.group(a)} AS g, toUnixTimestamp64Milli(${kind.time}) AS t, toInt64(-1) AS n, 0 AS s FROM ${from}
-        WHERE ${a}.live = 1 AND ${a}.tomb = 0 AND ${spec.correction} AND ${timeInRanges(kind.time, [wholeRange], 'whole', params)} AND ${groupCond(kind.group(a))} AND ${part}`);
+        WHERE ${a}.live = 1 AND ${a}.tomb = 0 AND ${spec.correction} AND ${timeInRanges(kind.time, [coveredRange], 'covered', params)} AND ${groupCond(kind.group(a))} AND ${part}`);
     }
     // A row that says the pinned part was still there when the query began (else it read nothing from it).
     if (pinned) branches.push(`SELECT ${none} AS g, toInt64(0) AS t, toInt64(0) AS n, 1 AS s FROM ${from} WHERE ${part} LIMIT 1`);
-    if (guarded) {
-      branches.push(`SELECT ${none} AS g, toUnixTimestamp64Milli(max(${kind.time})) AS t, toUnixTimestamp64Milli(min(${kind.time})) AS n, 2 AS s FROM $db.${kind.table} AS ${a}`);
-    }
-    // The guard's row keeps its own t and n (max, not a bucket sum).
-    return `SELECT g, if(s = 2, 0, ${q.bucket ? BUCKET_SQL[q.bucket]('t') : '0'}) AS b, if(s = 2, min(n), sum(n)) AS n, max(t) AS latest, s FROM (${branches.join('\nUNION ALL\n')})
+    return `SELECT g, ${q.bucket ? BUCKET_SQL[q.bucket]('t') : '0'} AS b, sum(n) AS n, s FROM (${branches.join('\nUNION ALL\n')})
       GROUP BY g, b, s ${FINAL_SETTINGS}`;
   };
   if (!rolled.length && !seg.raw.length) return [];
-  const readsStatements = seg.raw.length > 0 || (spec.correction !== undefined && wholeRange !== undefined);
+  const readsStatements = seg.raw.length > 0 || (spec.correction !== undefined && coveredRange !== undefined);
   const part = readsStatements ? (await mergedParts(ctx)).get(kind.table) : undefined;
   if (part !== undefined) {
     const rows = await ctx.store.query<Row<G>>(build(`$db.${kind.table} AS ${a}`, `${a}._part = {mergedPart:String}`, true), { ...params, mergedPart: part });
