@@ -11,7 +11,14 @@ const MONDAY_BEFORE_EPOCH_MS = 3 * DAY_MS;
 
 export type Interval = 'hour' | 'day' | 'week';
 
-/** Bucket start (ms) of an ms column, UTC-aligned, ISO weeks from Monday (integer arithmetic: valid to 2299). */
+/** Start of the UTC-aligned bucket holding t (ISO weeks begin on Monday 00:00 UTC). */
+export function bucketStart(interval: Interval, t: number): number {
+  if (interval === 'hour') return Math.floor(t / HOUR_MS) * HOUR_MS;
+  if (interval === 'day') return Math.floor(t / DAY_MS) * DAY_MS;
+  return Math.floor((t + MONDAY_BEFORE_EPOCH_MS) / WEEK_MS) * WEEK_MS - MONDAY_BEFORE_EPOCH_MS;
+}
+
+/** bucketStart in SQL, of an ms column (integer arithmetic: a 32-bit DateTime would wrap after 2106; times are from 1970). */
 const BUCKET_SQL: Record<Interval, (t: string) => string> = {
   hour: (t) => `intDiv(${t}, ${HOUR_MS}) * ${HOUR_MS}`,
   day: (t) => `intDiv(${t}, ${DAY_MS}) * ${DAY_MS}`,

@@ -5,17 +5,9 @@ import { MAX_BUCKETS, type ActivitySummariesQuery } from '../../../schemas/api/q
 import type { ReadContext } from '../context.ts';
 import { factsOf, permits, type Facts } from '../facts.ts';
 import { appliedTimeRange, DAY_MS, explicitBounds } from '../window.ts';
-import { eventCounts, HOUR_MS, messageCounts, WEEK_MS } from './activity-counts.ts';
+import { bucketStart, eventCounts, HOUR_MS, messageCounts, WEEK_MS } from './activity-counts.ts';
 import { clampToHistory, traderEligible } from './sample.ts';
 
-const MONDAY_OFFSET_MS = 4 * DAY_MS; // 1970-01-01 was a Thursday: Mondays are 4 days after a multiple of 7 days
-
-/** Start of the UTC-aligned bucket holding t (ISO weeks begin on Monday 00:00 UTC). */
-export function bucketStart(interval: 'hour' | 'day' | 'week', t: number): number {
-  if (interval === 'hour') return Math.floor(t / HOUR_MS) * HOUR_MS;
-  if (interval === 'day') return Math.floor(t / DAY_MS) * DAY_MS;
-  return Math.floor((t - MONDAY_OFFSET_MS) / WEEK_MS) * WEEK_MS + MONDAY_OFFSET_MS;
-}
 const SIZE = { hour: HOUR_MS, day: DAY_MS, week: WEEK_MS } as const;
 interface Counts { messages: number; events: number; buckets: Map<number, [number, number]> }
 
