@@ -418,10 +418,14 @@ describe('issue 6: killed anywhere, the projector loses and duplicates nothing',
     const killed = runs.filter((x) => x.signal === 'SIGKILL');
     expect(killed.length).toBeGreaterThanOrEqual(15);
     const phases = new Set(killed.map((x) => x.phase));
-    for (const p of ['between the inserts of a trade-events batch', 'after the events insert, before the activity roll-up',
-      'after the activity roll-up, before the commit', 'after the messages insert, before the activity roll-up', 'in a batch before its first write'] as Phase[]) {
+    for (const p of ['between the inserts of a trade-events batch', 'after the messages insert, before the activity roll-up', 'in a batch before its first write'] as Phase[]) {
       expect(phases.has(p), `no kill landed ${p}`).toBe(true);
     }
+    // After a trade batch's events are written: before its roll-up, in it, or after it (which of them
+    // a run reaches depends on timing; test/projectors/activity-rollup.test.ts stops a batch right
+    // before its roll-up every time).
+    const afterEvents: Phase[] = ['after the events insert, before the activity roll-up', 'in the activity roll-up', 'after the activity roll-up, before the commit'];
+    expect(killed.some((x) => x.topic === 'trade-events' && afterEvents.includes(x.phase)), 'no kill landed after the events insert of a trade-events batch').toBe(true);
     for (const topic of ['trade-events', 'messages']) {
       expect(killed.some((x) => x.topic === topic && x.phase === 'in a batch before its first write'), `no kill landed in a ${topic} batch before its first write`).toBe(true);
     }
