@@ -20,13 +20,14 @@ import type { Store } from '../store/port.ts';
  * (ReplacingMergeTree: reads use FINAL, one part per grain after compaction).
  */
 
-const HOUR_MS = 3_600_000;
-const DAY_MS = 86_400_000;
+/** The grains, UTC-aligned from the epoch: the reads cut their ranges along the same boundaries. */
+export const HOUR_MS = 3_600_000;
+export const DAY_MS = 86_400_000;
 /**
  * The hour of a DateTime64 column, as ms since the epoch. Integer arithmetic: toStartOfHour returns
  * a 32-bit DateTime, which wraps after 2106 (the store holds instants up to 2299).
  */
-export const hourOf = (column: string): string => `intDiv(toUnixTimestamp64Milli(${column}), ${HOUR_MS}) * ${HOUR_MS}`;
+const hourOf = (column: string): string => `intDiv(toUnixTimestamp64Milli(${column}), ${HOUR_MS}) * ${HOUR_MS}`;
 
 /** Event-count columns, one per event type and direction: `n_open_long`, `n_open_short`, ... */
 export const EVENT_COUNTS = EVENT_TYPES.flatMap((type) => DIRECTIONS.map((direction) => ({ type, direction, column: `n_${type}_${direction}` })));

@@ -3,18 +3,16 @@
 // and a partial hour read as its whole rolled-up hour must never count a row past the bound, even
 // one that lands after the table's span was looked up for the data version.
 import fc from 'fast-check';
-import { rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { segments, type Range } from '../../apps/reads/analytics/activity-counts.ts';
 import { activitySummaries } from '../../apps/reads/analytics/activity.ts';
 import { CursorCodec } from '../../apps/reads/cursor.ts';
 import type { ReadContext } from '../../apps/reads/context.ts';
-import { applyBatch, ensureSchema } from '../../projectors/runner.ts';
-import { ChdbStore } from '../../projectors/store/chdb.ts';
+import { applyBatch } from '../../projectors/runner.ts';
+import type { ChdbStore } from '../../projectors/store/chdb.ts';
 import { SCOPES } from '../../schemas/topics/index.ts';
 import { build, type TopicRecord } from '../helpers/harness.ts';
+import { openSchemaStore } from '../helpers/spec.ts';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -51,19 +49,14 @@ describe('segments: a range as whole days, whole hours and partial hours', () =>
 });
 
 describe('a partial hour read as its whole hour', () => {
-  const dir = join(tmpdir(), `signalbase-activity-${process.pid}`);
+  let db: Awaited<ReturnType<typeof openSchemaStore>>;
   let store: ChdbStore;
   let offset = 0;
   const apply = async (records: readonly TopicRecord[]) => {
     for (const r of records) await applyBatch(store, { topic: r.topic, partition: 0, records: [{ key: '', value: JSON.stringify(r.value), offset: String(++offset) }] });
   };
-  beforeAll(async () => {
-    store = await new ChdbStore(dir, `activity_${process.pid}`).init();
-    await store.drop();
-    await store.init();
-    await ensureSchema(store);
-  });
-  afterAll(async () => { await store?.drop(); await store?.close(); rmSync(dir, { recursive: true, force: true }); });
+  beforeAll(async () => { db = await openSchemaStore('activity'); store = db.store; });
+  afterAll(() => db?.close());
 
   it('does not count an event past endTime that lands in that hour after the span was looked up (same data version)', async () => {
     await apply([

@@ -1,5 +1,9 @@
+import { rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { LogBatch } from '../../projectors/log/port.ts';
-import { applyBatch } from '../../projectors/runner.ts';
+import { applyBatch, ensureSchema } from '../../projectors/runner.ts';
+import { ChdbStore } from '../../projectors/store/chdb.ts';
 import type { Store } from '../../projectors/store/port.ts';
 import type { TopicRecord } from './harness.ts';
 
@@ -32,4 +36,14 @@ export function projectionSpec(store: Store) {
       }),
     }),
   };
+}
+
+/** A fresh chdb store of its own (directory and database `name`, per process) with every read model's schema; `close` drops it. */
+export async function openSchemaStore(name: string): Promise<{ store: ChdbStore; close(): Promise<void> }> {
+  const dir = join(tmpdir(), `signalbase-${name}-${process.pid}`);
+  const store = await new ChdbStore(dir, `${name}_${process.pid}`).init();
+  await store.drop();
+  await store.init();
+  await ensureSchema(store);
+  return { store, close: async () => { await store.drop(); await store.close(); rmSync(dir, { recursive: true, force: true }); } };
 }

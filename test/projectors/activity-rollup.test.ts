@@ -4,27 +4,22 @@
 // direction, deleted, a position losing its open) and across batches, replays and a crash that
 // stops a batch between its inserts and its roll-up.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { applyBatch, ensureSchema } from '../../projectors/runner.ts';
-import { ChdbStore } from '../../projectors/store/chdb.ts';
+import { applyBatch } from '../../projectors/runner.ts';
+import type { ChdbStore } from '../../projectors/store/chdb.ts';
 import type { Store } from '../../projectors/store/port.ts';
 import { build, type TopicRecord } from '../helpers/harness.ts';
-import { projectionSpec } from '../helpers/spec.ts';
+import { openSchemaStore, projectionSpec } from '../helpers/spec.ts';
 import * as O from '../oracle/oracle.ts';
 
-const dir = join(tmpdir(), `signalbase-rollup-${process.pid}`);
+let db: Awaited<ReturnType<typeof openSchemaStore>>;
 let store: ChdbStore;
 let spec: ReturnType<typeof projectionSpec>;
 beforeAll(async () => {
-  store = await new ChdbStore(dir, `rollup_${process.pid}`).init();
-  await store.drop();
-  await store.init();
-  await ensureSchema(store);
+  db = await openSchemaStore('rollup');
+  store = db.store;
   spec = projectionSpec(store);
 });
-afterAll(async () => { await store?.drop(); await store?.close(); rmSync(dir, { recursive: true, force: true }); });
+afterAll(() => db?.close());
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;

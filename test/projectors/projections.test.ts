@@ -1,23 +1,18 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { applyBatch, ensureSchema } from '../../projectors/runner.ts';
-import { ChdbStore } from '../../projectors/store/chdb.ts';
+import { applyBatch } from '../../projectors/runner.ts';
+import type { ChdbStore } from '../../projectors/store/chdb.ts';
 import { build } from '../helpers/harness.ts';
-import { projectionSpec } from '../helpers/spec.ts';
+import { openSchemaStore, projectionSpec } from '../helpers/spec.ts';
 
-const dir = join(tmpdir(), `signalbase-test-${process.pid}`);
+let db: Awaited<ReturnType<typeof openSchemaStore>>;
 let store: ChdbStore;
 let spec: ReturnType<typeof projectionSpec>;
 beforeAll(async () => {
-  store = await new ChdbStore(dir, `proj_${process.pid}`).init();
-  await store.drop();
-  await store.init();
-  await ensureSchema(store);
+  db = await openSchemaStore('proj');
+  store = db.store;
   spec = projectionSpec(store);
 });
-afterAll(async () => { await store?.drop(); await store?.close(); rmSync(dir, { recursive: true, force: true }); });
+afterAll(() => db?.close());
 
 const finalRows = (table: string, where = '1') => store.query<any>(`SELECT * EXCEPT version FROM $db.${table} FINAL WHERE ${where} ORDER BY 1`);
 

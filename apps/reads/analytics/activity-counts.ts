@@ -1,10 +1,9 @@
-import { EVENT_COUNTS } from '../../../projectors/activity/rollup.ts';
+import { DAY_MS, EVENT_COUNTS, HOUR_MS } from '../../../projectors/activity/rollup.ts';
 import { perDataVersion, type ReadContext } from '../context.ts';
 import type { Facts } from '../facts.ts';
-import { DAY_MS } from '../window.ts';
 import { FINAL_SETTINGS, mergedParts } from './sample.ts';
 
-export const HOUR_MS = 3_600_000;
+export { HOUR_MS };
 export const WEEK_MS = 7 * DAY_MS;
 /** 1970-01-01 was a Thursday: the Monday before it is 3 days earlier. */
 const MONDAY_BEFORE_EPOCH_MS = 3 * DAY_MS;
