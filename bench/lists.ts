@@ -442,8 +442,8 @@ function validationCpu(log: EmbeddedLog): number {
  * batches of BATCH rows, and inserted through the session into an empty copy of each table (the
  * same DDL: engine, sorting key, partitions, projections, indexes). No projector can write its
  * tables faster than this: it is the cost of the layout itself, whatever the projection's logic.
- * position_samples gets its rows directly (the projector's copy is fed by a materialized view,
- * which the copies do not have).
+ * The materialized-view copies (position_samples, the activity tables by owner) get their rows
+ * directly: the copies of their source tables have no views.
  */
 async function measureLayoutFloor(proj: ChdbStore): Promise<ProjectorResult['layout']> {
   await settle(proj, 'layout floor', 60_000);

@@ -52,12 +52,12 @@ export const POSITIONS_DDL = `CREATE TABLE IF NOT EXISTS $db.positions (
  * (isOpen is part of the key, so a position that closes leaves a tombstone at its open key, which
  * comes here too). A page of open positions is then a top-n over this table alone instead of
  * over all positions with a filter (the open ones are a seventh of them on the large seed).
- * Pages whose trader or asset filter a projection serves read the positions table. Fed by a
- * materialized view on the positions table: the same insert, no second encoding.
+ * Pages whose trader or asset filter a projection serves read the positions table. Written by
+ * the projector before the positions table, not by a materialized view on it: a view's part
+ * lands after its table's, so a kill between the two left a statement in positions that the
+ * replay found unchanged and never copied (a CI run lost an open position that way).
  */
 export const OPEN_POSITIONS_DDL = `CREATE TABLE IF NOT EXISTS $db.open_positions (${POSITION_COLUMNS_DDL}) ${statementEngine(POSITION_KEY)}`;
-export const OPEN_POSITIONS_FEED_DDL = `CREATE MATERIALIZED VIEW IF NOT EXISTS $db.open_positions_feed TO $db.open_positions
-  AS SELECT * FROM $db.positions WHERE isOpen = 1`;
 
 export interface EventStatement extends Statement {
   id: number; positionId: number; traderId: number; assetId: number; type: TradeEventRecord['type']; direction: 'long' | 'short';
@@ -256,13 +256,15 @@ async function planTradeEvents(store: Store, batch: readonly ValidRecord[], vers
 
 /**
  * Writes a plan: time-based performance rows of positions that changed what they are evaluated
- * on, then positions, then the feed groups of the changed events, then events (after a crash
- * between two writes the later tables still hold the old state, so the replay touches the same
- * positions and events again).
+ * on, then the position statements at open keys, then positions, then the feed groups of the
+ * changed events, then events (after a crash between two writes the later tables still hold the
+ * old state, so the replay touches the same positions and events again).
  */
 async function writeTradePlan(store: Store, plan: TradePlan, version: bigint): Promise<void> {
   await writePerformances(store, plan.evaluate, plan.retire);
-  await store.insertCompact('positions', POSITION_COLUMNS, plan.positions.map(positionValues));
+  const rows = plan.positions.map(positionValues);
+  await store.insertCompact('open_positions', POSITION_COLUMNS, rows.filter((_, i) => plan.positions[i]!.isOpen === 1));
+  await store.insertCompact('positions', POSITION_COLUMNS, rows);
   await applyFeedTouches(store, plan.feed, version);
   await store.insertCompact('events', EVENT_COLUMNS, plan.events.map(eventValues));
 }
@@ -276,7 +278,7 @@ export async function applyTradeEvents(store: Store, batch: readonly ValidRecord
 export const tradingProjection: Projection = {
   name: 'trade-events',
   canHandle: ['trade-events'],
-  ddl: [EVENTS_DDL, ACTIVITY_EVENTS_DDL, ...ACTIVITY_EVENTS_BY_TRADER_DDL, ACTIVITY_ROLLUP_DDL, POSITIONS_DDL, OPEN_POSITIONS_DDL, OPEN_POSITIONS_FEED_DDL, currentViewDdl('events_current', 'events'), currentViewDdl('positions_current', 'positions')],
+  ddl: [EVENTS_DDL, ACTIVITY_EVENTS_DDL, ...ACTIVITY_EVENTS_BY_TRADER_DDL, ACTIVITY_ROLLUP_DDL, POSITIONS_DDL, OPEN_POSITIONS_DDL, currentViewDdl('events_current', 'events'), currentViewDdl('positions_current', 'positions')],
   // What each record states, as stored (no `table`: the rows are written by `afterStore`).
   handle: (batch) => batch.map((r) => {
     const { live: _l, tomb: _t, seq: _s, ...s } = eventState(r.value);
