@@ -35,6 +35,18 @@ export class Where {
     return value === undefined ? this : this.add(sql, { [name]: value });
   }
   get sql(): string { return this.clauses.join('\n      AND '); }
+  /**
+   * Conditions read before the others (PREWHERE): only on sorting-key columns when the read uses
+   * FINAL (every version of a key has the same key columns, so none is dropped alone).
+   */
+  readonly pre: string[] = [];
+  prewhere(sql: string, params: Record<string, unknown> = {}): this {
+    this.pre.push(sql);
+    Object.assign(this.params, params);
+    return this;
+  }
+  /** `PREWHERE ...`, or nothing. */
+  get prewhereSql(): string { return this.pre.length ? `PREWHERE ${this.pre.join(' AND ')}` : ''; }
 }
 
 /**

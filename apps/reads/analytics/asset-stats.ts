@@ -29,7 +29,7 @@ export async function assetStats(ctx: ReadContext, q: AssetStatsQuery) {
     SELECT assetId, direction, traderId, n, total FROM (
       SELECT assetId, direction, traderId, n, sum(n) OVER (PARTITION BY assetId, direction) AS total FROM (
         SELECT p.assetId AS assetId, p.direction AS direction, p.traderId AS traderId, count() AS n
-        FROM $db.position_samples AS p FINAL
+        FROM $db.position_samples AS p FINAL ${where.prewhereSql}
         WHERE ${where.sql} AND p.window = '1D'
         GROUP BY assetId, direction, traderId))
     ORDER BY assetId, direction, n DESC, traderId LIMIT {top:UInt32} BY assetId, direction

@@ -110,10 +110,12 @@ export async function sampleWhere(ctx: ReadContext, facts: Facts, f: SampleFilte
   if (f.assetIds) where.add('p.assetId IN {sampleAssets:Array(UInt64)}', { sampleAssets: f.assetIds.filter((a) => facts.assetQuote.has(a)) });
   else setCondition(where, 'p.assetId', 'eligibleAssets', facts.assetIds, present.assets, (a) => facts.assetQuote.has(a));
   if (f.traders) setCondition(where, 'p.traderId', 'eligibleTraders', signalTraders(facts, ctx.principal), present.traders, (t) => traderEligible(facts, ctx.principal, t));
+  // The read's own traders first: their ranges of the key, before any other column is read (a
+  // third off trader stats for the 200 busiest traders on the large seed).
+  if (f.traderIds) where.prewhere('p.traderId IN {sampleTraders:Array(UInt64)}', { sampleTraders: f.traderIds });
   return where
     .when(start ?? undefined, 'p.openAt >= {sampleStart:Int64}', 'sampleStart')
     .when(end ?? undefined, 'p.openAt <= {sampleEnd:Int64}', 'sampleEnd')
-    .when(f.traderIds, 'p.traderId IN {sampleTraders:Array(UInt64)}', 'sampleTraders')
     .when(f.direction, 'p.direction = {sampleDirection:String}', 'sampleDirection');
 }
 
@@ -149,12 +151,12 @@ export function performanceSql(where: Where, groupBy: string, windows: readonly 
       FROM (
         SELECT p.${groupBy} AS ${groupBy}, p.window AS window, p.direction AS direction, p.returnPercentage AS r,
           p.status = 'ready'${checkAge ? ' AND p.evaluatedAt <= {now:Int64}' : ''} AS ready
-        FROM $db.position_samples AS p FINAL
-        WHERE ${where.sql} AND p.window IN {windows:Array(String)}
+        FROM $db.position_samples AS p FINAL ${where.prewhereSql}
+        WHERE ${where.sql}${windows.length < WINDOWS.length ? ' AND p.window IN {windows:Array(String)}' : ''}
       )
       GROUP BY g, window
       ${FINAL_SETTINGS}`,
-    params: { ...where.params, windows },
+    params: { ...where.params, ...(windows.length < WINDOWS.length ? { windows } : {}) },
   };
 }
 
@@ -204,7 +206,7 @@ export function directionBias(longCount: number, shortCount: number): DirectionB
  */
 export async function positionCounts(ctx: ReadContext, where: Where): Promise<Map<number, number>> {
   const rows = await ctx.store.query<{ traderId: number; n: number }>(`
-    SELECT p.traderId AS traderId, count() AS n FROM $db.position_samples AS p FINAL
+    SELECT p.traderId AS traderId, count() AS n FROM $db.position_samples AS p FINAL ${where.prewhereSql}
     WHERE ${where.sql} AND p.window = '1D' GROUP BY traderId ${FINAL_SETTINGS}`, where.params);
   return new Map(rows.map((r) => [Number(r.traderId), Number(r.n)]));
 }
