@@ -38,7 +38,8 @@ export async function ensureSchema(store: Store, projections: readonly Projectio
  *  18: open_positions, the positions table's statements at open keys, for first pages of open positions (issue 6)
  *  19: activity_events and activity_messages, activity rolled up by hour and day (issue 7)
  *  20: the same rolled-up rows by trader and by source (activity_events_by_trader, activity_messages_by_source) (issue 7)
- *  21: open_positions written by the projector before positions, no longer by a materialized view (issue 6)
+ *  21: open_positions written by the projector before positions, no longer by a materialized view (issue 6);
+ *      position_samples with isReady and readyReturn worked out at insert (issue 7)
  */
 export const READ_MODEL_VERSION = 21;
 

@@ -47,8 +47,14 @@ export const PERFORMANCES_DDL = `CREATE TABLE IF NOT EXISTS $db.position_perform
   ENGINE = ReplacingMergeTree(seq) ORDER BY (positionId, window)
     SETTINGS index_granularity = 256, min_compress_block_size = 2048, max_compress_block_size = 8192`;
 
-/** The same rows for the analytics reads: by window and month, ordered by (traderId, assetId, openAt, positionId) (range scans). */
-export const SAMPLES_DDL = `CREATE TABLE IF NOT EXISTS $db.position_samples (${EVALUATION_COLUMNS_DDL})
+/**
+ * The same rows for the analytics reads: by window and month, ordered by (traderId, assetId,
+ * openAt, positionId) (range scans). `isReady` and `readyReturn` are what an aggregate reads of
+ * status and return, worked out once at insert: a UInt8 and a plain Float64 instead of an Enum
+ * compared per read and a Nullable (a `ready` window always has a finite return).
+ */
+export const SAMPLES_DDL = `CREATE TABLE IF NOT EXISTS $db.position_samples (${EVALUATION_COLUMNS_DDL},
+    isReady UInt8 MATERIALIZED status = 'ready', readyReturn Float64 MATERIALIZED ifNull(returnPercentage, 0))
   ENGINE = ReplacingMergeTree(seq) PARTITION BY (window, toYYYYMM(toDateTime(intDiv(openAt, 1000), 'UTC')))
     ORDER BY (traderId, assetId, openAt, positionId)`;
 

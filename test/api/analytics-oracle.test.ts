@@ -20,6 +20,7 @@
 // over a real socket (fetch), the rest through fastify's inject; trader activity is walked page by
 // page with the list reads' walker. Mismatches are collected per read and reported together.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CORRECTION_LIMITS } from '../../apps/reads/analytics/activity-counts.ts';
 import { generateDemo } from '../../projectors/demo/generate.ts';
 import { createHarness, type Harness } from '../helpers/harness.ts';
 import * as O from '../oracle/oracle.ts';
@@ -588,6 +589,28 @@ describe('demo data set: random parameter sets under random policies (seeded)', 
       report(read);
     }, 180_000);
   }
+
+  it('/v2/activity-summaries: 40 random parameter sets with the events on ineligible assets taken back in SQL (more of them than are held in memory)', async () => {
+    const r = prng(0xC0FFEE);
+    const held = CORRECTION_LIMITS.maxHeldEvents;
+    CORRECTION_LIMITS.maxHeldEvents = 0;
+    try {
+      for (let i = 0; i < 40; i++) {
+        s.clock.now += r.int(0, 12) * MIN;
+        let p!: O.Policy;
+        let q!: A.Query;
+        for (let attempt = 0; attempt < 6; attempt++) {
+          p = policyFor(r);
+          q = gen.activity(r, p);
+          if (nonEmpty('activity', A.READS.activity(s.records, q, p, s.clock.now))) break;
+        }
+        await check(s, 'activity', q, p);
+      }
+    } finally {
+      CORRECTION_LIMITS.maxHeldEvents = held;
+    }
+    report('activity');
+  }, 180_000);
 
   it('totals: at least 500 random parameter sets compared, most of them with rows', () => {
     console.info(`analytics oracle: ${sets} random parameter sets, ${repeats} repeats, ${boundaryPairs} window boundary pairs `

@@ -1,7 +1,7 @@
 import { DAY_MS, EVENT_COUNTS, HOUR_MS } from '../../../projectors/activity/rollup.ts';
 import { perDataVersion, type ReadContext } from '../context.ts';
 import type { Facts } from '../facts.ts';
-import { FINAL_SETTINGS, mergedParts } from './sample.ts';
+import { currentStatements, FINAL_SETTINGS, mergedParts } from './sample.ts';
 
 export { HOUR_MS };
 export const WEEK_MS = 7 * DAY_MS;
@@ -154,7 +154,14 @@ async function counts<G>(ctx: ReadContext, kind: Kind, q: CountQuery, spec: Coun
   return shape<G>(kind, rows.some((r) => Number(r.s) === 2) ? await countRows<G>(ctx, kind, q, spec, []) : rows);
 }
 
-interface CountSpec { n: string; rawWhere: string; correction?: string; params: Record<string, unknown> }
+/** A counted row to take back from the rolled-up counts: its group and time (ms). */
+interface Taken { g: number; t: number }
+
+interface CountSpec {
+  n: string; rawWhere: string; params: Record<string, unknown>;
+  /** Statements of the whole hours to take back: a condition on the statement table, or the rows themselves (in memory). */
+  correction?: { sql: string } | { rows: readonly Taken[] };
+}
 
 const shape = <G>(kind: Kind, rows: Row<G>[]): Count<G>[] => rows.filter((r) => Number(r.s) === 0)
   .map((r) => ({ g: (kind.groupType === 'String' ? r.g : Number(r.g)) as G, b: Number(r.b), n: Number(r.n) }));
@@ -183,6 +190,7 @@ async function countRows<G>(ctx: ReadContext, kind: Kind, q: CountQuery, spec: C
   const coveredRange: Range | undefined = covered.length ? [Math.min(...covered.map((r) => r[0])), Math.max(...covered.map((r) => r[1]))] : undefined;
   const a = kind.alias;
   const none = kind.groupType === 'String' ? "''" : 'toUInt64(0)';
+  const correctionSql = spec.correction && 'sql' in spec.correction ? spec.correction.sql : undefined;
   const build = (from: string, part: string, pinned: boolean): string => {
     const branches: string[] = [];
     if (rolled.length) {
@@ -195,9 +203,9 @@ async function countRows<G>(ctx: ReadContext, kind: Kind, q: CountQuery, spec: C
       branches.push(`SELECT ${kind.group(a)} AS g, toUnixTimestamp64Milli(${kind.time}) AS t, toInt64(1) AS n, 0 AS s FROM ${from}
         WHERE ${a}.live = 1 AND ${a}.tomb = 0 AND ${spec.rawWhere} AND ${timeInRanges(kind.time, seg.raw, 'raw', params)} AND ${groupCond(kind.group(a))} AND ${part}`);
     }
-    if (spec.correction && coveredRange) {
+    if (correctionSql && coveredRange) {
       branches.push(`SELECT ${kind.group(a)} AS g, toUnixTimestamp64Milli(${kind.time}) AS t, toInt64(-1) AS n, 0 AS s FROM ${from}
-        WHERE ${a}.live = 1 AND ${a}.tomb = 0 AND ${spec.correction} AND ${timeInRanges(kind.time, [coveredRange], 'covered', params)} AND ${groupCond(kind.group(a))} AND ${part}`);
+        WHERE ${a}.live = 1 AND ${a}.tomb = 0 AND ${correctionSql} AND ${timeInRanges(kind.time, [coveredRange], 'covered', params)} AND ${groupCond(kind.group(a))} AND ${part}`);
     }
     // A row that says the pinned part was still there when the query began (else it read nothing from it).
     if (pinned) branches.push(`SELECT ${none} AS g, toInt64(0) AS t, toInt64(0) AS n, 1 AS s FROM ${from} WHERE ${part} LIMIT 1`);
@@ -205,13 +213,32 @@ async function countRows<G>(ctx: ReadContext, kind: Kind, q: CountQuery, spec: C
       GROUP BY g, b, s ${FINAL_SETTINGS}`;
   };
   if (!rolled.length && !seg.raw.length) return [];
-  const readsStatements = seg.raw.length > 0 || (spec.correction !== undefined && coveredRange !== undefined);
+  const readsStatements = seg.raw.length > 0 || (correctionSql !== undefined && coveredRange !== undefined);
   const part = readsStatements ? (await mergedParts(ctx)).get(kind.table) : undefined;
+  let rows: Row<G>[] | undefined;
   if (part !== undefined) {
-    const rows = await ctx.store.query<Row<G>>(build(`$db.${kind.table} AS ${a}`, `${a}._part = {mergedPart:String}`, true), { ...params, mergedPart: part });
-    if (rows.some((r) => Number(r.s) === 1)) return rows;
+    rows = await ctx.store.query<Row<G>>(build(`$db.${kind.table} AS ${a}`, `${a}._part = {mergedPart:String}`, true), { ...params, mergedPart: part });
+    if (!rows.some((r) => Number(r.s) === 1)) rows = undefined;
   }
-  return ctx.store.query<Row<G>>(build(`$db.${kind.table} AS ${a}${readsStatements ? ' FINAL' : ''}`, '1', false), params);
+  rows ??= await ctx.store.query<Row<G>>(build(`$db.${kind.table} AS ${a}${readsStatements ? ' FINAL' : ''}`, '1', false), params);
+  return spec.correction && 'rows' in spec.correction && coveredRange ? takeBack(rows, spec.correction.rows, coveredRange, q) : rows;
+}
+
+/** The rows with the taken-back rows of the whole hours (`covered`) and of the groups counted subtracted (never below 0). */
+function takeBack<G>(rows: Row<G>[], taken: readonly Taken[], [from, to]: Range, q: CountQuery): Row<G>[] {
+  const only = q.only && new Set(q.only);
+  const except = q.except && new Set(q.except);
+  const minus = new Map<string, number>();
+  for (const x of taken) {
+    if (x.t < from || x.t >= to || (only && !only.has(x.g)) || except?.has(x.g)) continue;
+    const k = `${x.g}/${q.bucket ? bucketStart(q.bucket, x.t) : 0}`;
+    minus.set(k, (minus.get(k) ?? 0) + 1);
+  }
+  if (!minus.size) return rows;
+  return rows.map((r) => {
+    const m = Number(r.s) === 0 ? minus.get(`${Number(r.g)}/${Number(r.b)}`) : undefined;
+    return m ? { ...r, n: Math.max(0, Number(r.n) - m) } : r;
+  });
 }
 
 /**
@@ -228,12 +255,50 @@ export async function eventCounts(ctx: ReadContext, facts: Facts, q: CountQuery 
   const only = filters.length ? filters.join(' AND ') : '1';
   // The rolled-up rows count events on every asset: those on assets that are not eligible are taken back.
   const excluded = (await eventAssets(ctx)).filter((id) => !facts.assetQuote.has(id));
-  if (excluded.length) params.excludedAssets = excluded;
+  let correction: CountSpec['correction'];
+  if (excluded.length) {
+    const held = await excludedEvents(ctx, excluded);
+    if (held) {
+      correction = { rows: held.filter((x) => (!q.types || q.types.includes(x.type)) && (!q.direction || x.direction === q.direction)) };
+    } else {
+      params.excludedAssets = excluded;
+      correction = { sql: `e.assetId IN {excludedAssets:Array(UInt64)} AND ${only}` };
+    }
+  }
   return counts<number>(ctx, EVENTS, q, {
     n: columns.length ? columns.join(' + ') : '0', params,
     rawWhere: `e.assetId IN {eligibleAssets:Array(UInt64)} AND ${only}`,
-    correction: excluded.length ? `e.assetId IN {excludedAssets:Array(UInt64)} AND ${only}` : undefined,
+    correction,
   });
+}
+
+/** Up to this many current events on ineligible assets are held in memory (excludedEvents); with more, the read takes them back in SQL. */
+export const CORRECTION_LIMITS = { maxHeldEvents: 200_000 };
+
+interface ExcludedEvent extends Taken { type: string; direction: string }
+const heldExcluded = perDataVersion(() => new Map<string, Promise<ExcludedEvent[] | null>>());
+
+/**
+ * The current, live events on the given (ineligible) assets, per data version and set of assets,
+ * or null when there are more than CORRECTION_LIMITS.maxHeldEvents: the rolled-up counts less
+ * these need no read of the statement table (a second table read and a sentinel per query).
+ * Read from the events table's merged part by its asset projection, or with FINAL.
+ */
+async function excludedEvents(ctx: ReadContext, assets: readonly number[]): Promise<ExcludedEvent[] | null> {
+  const held = await heldExcluded(ctx);
+  const max = CORRECTION_LIMITS.maxHeldEvents;
+  const key = `${max}:${assets.join(',')}`;
+  let rows = held.get(key);
+  if (!rows) {
+    rows = currentStatements<{ g: number; t: number; type: string; direction: string }>(ctx, 'events', 'e', (from, where) => `
+      SELECT e.traderId AS g, toUnixTimestamp64Milli(e.timeOfEvent) AS t, e.type AS type, e.direction AS direction FROM ${from}
+      WHERE e.live = 1 AND e.tomb = 0 AND e.assetId IN {excludedAssets:Array(UInt64)} AND ${where} LIMIT {heldLimit:UInt64}`,
+    { excludedAssets: assets, heldLimit: max + 1 })
+      .then((r) => (r.length > max ? null : r.map((x) => ({ g: Number(x.g), t: Number(x.t), type: x.type, direction: x.direction }))));
+    held.set(key, rows);
+    rows.catch(() => { if (held.get(key) === rows) held.delete(key); });
+  }
+  return rows;
 }
 
 /** Counted messages per source (`platform:sourceIdentityId`) (and bucket): live messages. */

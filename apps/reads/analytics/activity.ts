@@ -41,12 +41,12 @@ export async function activitySummaries(ctx: ReadContext, q: ActivitySummariesQu
     return { results: q.groupBy === 'none' ? [{ messageCount: 0, eventCount: 0, buckets: [] }] : [], filtersApplied, meta: { totalMessages: 0, totalEvents: 0, serverTime } };
   }
 
-  // Totals per trader and per source over the range (the coarsest rolled-up rows), then the buckets of the groups returned.
+  // Totals per trader and per source over the range (the coarsest rolled-up rows), then the buckets
+  // of the groups returned. One query after the other: the embedded store runs one at a time, and
+  // two sent together only wait on each other.
   const types = q.eventTypes !== undefined ? eventTypes : undefined;
-  const [eventTotals, sourceTotals] = await Promise.all([
-    eventCounts(ctx, facts, { start, end, coarsest: 'day', types, only: traderIds }),
-    messageCounts(ctx, { start, end, coarsest: 'day' }),
-  ]);
+  const eventTotals = await eventCounts(ctx, facts, { start, end, coarsest: 'day', types, only: traderIds });
+  const sourceTotals = await messageCounts(ctx, { start, end, coarsest: 'day' });
 
   // Which rows count: events of live, signal-visible traders; messages of a source whose trader is live, message-visible and asked for.
   const groups = new Map<number, Counts>();
@@ -76,10 +76,8 @@ export async function activitySummaries(ctx: ReadContext, q: ActivitySummariesQu
   // A group may be there for its messages alone: its events count only when its trader's signals are visible.
   const topTraders = top.filter((id) => traderEligible(facts, ctx.principal, id));
   const bucketed = { start, end, coarsest: q.interval === 'hour' ? 'hour' as const : 'day' as const, bucket: q.interval };
-  const [eb, mb] = await Promise.all([
-    byTrader && !topTraders.length ? [] : eventCounts(ctx, facts, { ...bucketed, types, ...(byTrader ? { only: topTraders } : { only: traderIds, except: excludedTraders }) }),
-    byTrader && !topSources.length ? [] : messageCounts(ctx, { ...bucketed, ...(byTrader ? { only: topSources } : { except: excludedSources }) }),
-  ]);
+  const eb = byTrader && !topTraders.length ? [] : await eventCounts(ctx, facts, { ...bucketed, types, ...(byTrader ? { only: topTraders } : { only: traderIds, except: excludedTraders }) });
+  const mb = byTrader && !topSources.length ? [] : await messageCounts(ctx, { ...bucketed, ...(byTrader ? { only: topSources } : { except: excludedSources }) });
   const overall: Counts = { messages: totalMessages, events: totalEvents, buckets: new Map() };
   const bucketOf = (c: Counts, b: number) => { let x = c.buckets.get(b); if (!x) c.buckets.set(b, x = [0, 0]); return x; };
   for (const r of eb) bucketOf(byTrader ? groups.get(r.g)! : overall, r.b)[1] += r.n;

@@ -149,8 +149,8 @@ export function performanceSql(where: Where, groupBy: string, windows: readonly 
     sql: `
       SELECT ${groupBy} AS g, window, count() AS sampled, ${moments}, countIf(direction = 'long') AS longs
       FROM (
-        SELECT p.${groupBy} AS ${groupBy}, p.window AS window, p.direction AS direction, p.returnPercentage AS r,
-          p.status = 'ready'${checkAge ? ' AND p.evaluatedAt <= {now:Int64}' : ''} AS ready
+        SELECT p.${groupBy} AS ${groupBy}, p.window AS window, p.direction AS direction, p.readyReturn AS r,
+          p.isReady${checkAge ? ' AND p.evaluatedAt <= {now:Int64}' : ''} AS ready
         FROM $db.position_samples AS p FINAL ${where.prewhereSql}
         WHERE ${where.sql}${windows.length < WINDOWS.length ? ' AND p.window IN {windows:Array(String)}' : ''}
       )
