@@ -2,7 +2,7 @@ import type { TraderStatsRow } from '../../../schemas/api/analytics.ts';
 import { splitIds, splitList } from '../../../schemas/api/common-params.ts';
 import type { TraderStatsQuery } from '../../../schemas/api/queries.ts';
 import { WINDOWS, type SourceIdentity, type WindowName } from '../../../schemas/api/resources.ts';
-import type { ReadContext } from '../context.ts';
+import { perDataVersion, type ReadContext } from '../context.ts';
 import { factsOf } from '../facts.ts';
 import { appliedTimeRange, explicitBounds } from '../window.ts';
 import { clampToHistory, directionBias, performanceByGroup, sampleWhere, timeBasedPerformance, traderEligible } from './sample.ts';
@@ -15,10 +15,20 @@ export function orderTags(tags: { category: string; name: string }[]): { categor
 }
 
 /**
+ * Every live trader's tags in their order, per data version (a small table, like the facts: one
+ * read of it per version instead of one per request).
+ */
+const traderTags = perDataVersion(async (store) => {
+  const rows = await store.query<{ traderId: number; categories: string[]; names: string[] }>(
+    'SELECT traderId, categories, names FROM $db.trader_tags FINAL WHERE deleted = 0');
+  return new Map(rows.map((t) => [Number(t.traderId), orderTags(t.categories.map((category, i) => ({ category, name: t.names[i]! })))]));
+});
+
+/**
  * Trader stats (README "Analytics reads"): one row per requested trader that is live,
  * signal-visible and on one of `sourcePlatforms`, in request order; the others are missing. The
  * figures come from one aggregate over the traders' evaluation rows (a range of the table's key
- * per trader); names, sources and tags from the trader tables by primary key.
+ * per trader); names and sources from the facts, tags from traderTags.
  */
 export async function traderStats(ctx: ReadContext, q: TraderStatsQuery) {
   const now = ctx.now.getTime();
@@ -28,12 +38,8 @@ export async function traderStats(ctx: ReadContext, q: TraderStatsQuery) {
   const requested = splitIds(q.traderIds) ?? [];
   const found = requested.filter((id) => traderEligible(facts, ctx.principal, id, platforms));
   const missingTraderIds = requested.filter((id) => !found.includes(id));
-  const [perf, tags] = found.length ? await Promise.all([
-    performanceByGroup(ctx, await sampleWhere(ctx, facts, { window, traderIds: found }), 'traderId'),
-    ctx.store.query<{ traderId: number; categories: string[]; names: string[] }>(
-      'SELECT traderId, categories, names FROM $db.trader_tags FINAL WHERE traderId IN {ids:Array(UInt64)} AND deleted = 0', { ids: found }),
-  ]) : [new Map(), []];
-  const tagsOf = new Map(tags.map((t) => [Number(t.traderId), t.categories.map((category, i) => ({ category, name: t.names[i]! }))]));
+  const perf = found.length ? await performanceByGroup(ctx, await sampleWhere(ctx, facts, { window, traderIds: found }), 'traderId') : new Map();
+  const tagsOf = found.length ? await traderTags(ctx) : new Map<number, { category: string; name: string }[]>();
   const results: TraderStatsRow[] = found.map((id) => {
     const key = facts.traderSource.get(id);
     const identity = key === undefined ? undefined : facts.identities.get(key);
@@ -45,7 +51,7 @@ export async function traderStats(ctx: ReadContext, q: TraderStatsQuery) {
     const positionCount = any?.sampled ?? 0;
     const longs = any?.longs ?? 0;
     return {
-      traderId: id, name: facts.traderName.get(id)!, source, tags: orderTags(tagsOf.get(id) ?? []),
+      traderId: id, name: facts.traderName.get(id)!, source, tags: tagsOf.get(id) ?? [],
       summary: {
         positionCount,
         directionBias: directionBias(longs, positionCount - longs),
