@@ -1,15 +1,25 @@
-// Regression (issue 6, CI run of stop 18): a kill inside a trade batch lost an open position for
-// good. open_positions was fed by a materialized view on the positions table, whose part lands
-// after the table's; the kill fell in between, and the replay found the position's statement
-// already in positions, unchanged, so it wrote nothing and open_positions never got it. The
-// projector now writes open_positions itself, before positions. Here the store goes down at each
-// write of a batch in turn (as a kill leaves it: what landed stays), the batch is delivered again,
-// and the open positions must equal the records' (brute force over test/oracle/oracle.ts's world),
-// in open_positions and in positions alike.
+// Regression (issue 6, the CI run of stop 18, and crash seeds 4 and 60906 after the first fix):
+// a kill inside a trade batch lost or kept an open position for good. open_positions was fed by a
+// materialized view on positions, whose part lands after the table's: the kill fell in between,
+// and the replay found the position's statement already in positions and wrote nothing. Written
+// by the projector before positions instead, a killed batch left there what never reached
+// positions (a position opened in it), and the replay, cutting the records into other batches
+// (the open and its close in one), never stated that key again. Now each batch reads back the
+// open_positions rows of the positions it touches and writes what makes them agree with each
+// position's current statement. Here the store goes down at each write of a batch in turn (as a
+// kill leaves it: what landed stays), the records come again (the same batch, one record per
+// batch from lower log positions, or a larger batch than the stopped one; in the same process or
+// after a restart), and the first page of
+// open positions must equal the oracle's (test/oracle/oracle.ts), read from open_positions (no
+// filter) and from positions (a trader filter) alike.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { applyBatch, ensureSchema } from '../../projectors/runner.ts';
-import type { ChdbStore } from '../../projectors/store/chdb.ts';
+import { ChdbStore } from '../../projectors/store/chdb.ts';
 import type { Store } from '../../projectors/store/port.ts';
+import { OPERATIONS } from '../../apps/registry.ts';
+import type { Principal } from '../../apps/reads/context.ts';
+import { CursorCodec } from '../../apps/reads/cursor.ts';
+import { SCOPES } from '../../schemas/topics/index.ts';
 import { build, type TopicRecord } from '../helpers/harness.ts';
 import { openSchemaStore } from '../helpers/spec.ts';
 import * as O from '../oracle/oracle.ts';
@@ -24,37 +34,50 @@ const at = (h: number) => new Date(Date.UTC(2026, 5, 1) + h * HOUR).toISOString(
 
 const BASE: TopicRecord[] = [
   build.trader(1), build.trader(2), build.asset(1), build.asset(2),
+  build.price(1, at(0), 100), build.price(2, at(0), 90),
   ...[1, 2, 3, 4].map((p) => build.event(p * 10, { positionId: p, traderId: 1, assetId: 1, price: 100, timeOfEvent: at(p) })),
+  build.event(70, { positionId: 7, traderId: 2, assetId: 2, price: 100, timeOfEvent: at(7) }),
 ];
-/** One batch that closes 2, moves 3's open to another trader, asset and time, deletes 4's open, opens 5 and closes 1 then reopens it. */
+/**
+ * One batch that closes 2, moves 3's open to another trader, asset and time, moves 7's to another
+ * trader and asset at the same time (a page resolves the rows of one time and id together),
+ * deletes 4's open, opens 5, closes 1 then reopens it, and opens 6 that its last record closes.
+ */
 const CHANGE: TopicRecord[] = [
+  build.event(70, { positionId: 7, traderId: 1, assetId: 1, price: 100, timeOfEvent: at(7), version: 2 }),
   build.event(21, { positionId: 2, traderId: 1, assetId: 1, type: 'close', price: 110, timeOfEvent: at(20) }),
   build.event(30, { positionId: 3, traderId: 2, assetId: 2, price: 90, timeOfEvent: at(30), version: 2 }),
   build.event(40, { positionId: 4, traderId: 1, assetId: 1, price: 100, timeOfEvent: at(4), version: 2, deleted: true }),
   build.event(50, { positionId: 5, traderId: 2, assetId: 1, price: 120, timeOfEvent: at(50) }),
   build.event(11, { positionId: 1, traderId: 1, assetId: 1, type: 'close', price: 105, timeOfEvent: at(60) }),
   build.event(11, { positionId: 1, traderId: 1, assetId: 1, type: 'close', price: 105, timeOfEvent: at(60), version: 2, deleted: true }),
+  build.event(60, { positionId: 6, traderId: 2, assetId: 2, price: 80, timeOfEvent: at(70) }),
+  build.event(61, { positionId: 6, traderId: 2, assetId: 2, type: 'close', price: 85, timeOfEvent: at(71) }),
 ];
 
-let offset = 0;
-const batchOf = (records: readonly TopicRecord[]) =>
-  ({ topic: 'trade-events', partition: 0, records: records.map((r) => ({ key: '', value: JSON.stringify(r.value), offset: String(++offset) })) });
+/** A batch of records at the given log positions (a replay delivers the same positions again). */
+const batchOf = (records: readonly TopicRecord[], firstOffset: number) => ({
+  topic: records[0]!.topic, partition: 0,
+  records: records.map((r, i) => ({ key: '', value: JSON.stringify(r.value), offset: String(firstOffset + i) })),
+});
 
-/** The store, going down for good at its `k`-th write (the write does not land). */
-function stoppingAt(k: number): { store: Store; stopped: () => boolean } {
+/** The store, going down at its `k`-th write (the write does not land) until `up()`. */
+function stoppingAt(k: number): { store: Store; stopped: () => boolean; up: () => void } {
   let writes = 0;
   let down = false;
+  let revived = false;
   const write = <T>(f: () => Promise<T>): Promise<T> => {
-    if (!down && ++writes === k) down = true;
+    if (!down && !revived && ++writes === k) down = true;
     return down ? Promise.reject(new Error('store down')) : f();
   };
-  const up = <T>(f: () => Promise<T>): Promise<T> => (down ? Promise.reject(new Error('store down')) : f());
+  const read = <T>(f: () => Promise<T>): Promise<T> => (down ? Promise.reject(new Error('store down')) : f());
   return {
     stopped: () => down,
+    up: () => { down = false; revived = true; },
     store: {
       get database() { return store.database; },
-      query: (sql, params) => up(() => store.query(sql, params)),
-      exec: (sql, params) => (/^\s*INSERT/i.test(sql) ? write(() => store.exec(sql, params)) : up(() => store.exec(sql, params))),
+      query: (sql, params) => read(() => store.query(sql, params)),
+      exec: (sql, params) => (/^\s*INSERT/i.test(sql) ? write(() => store.exec(sql, params)) : read(() => store.exec(sql, params))),
       insert: (table, rows) => write(() => store.insert(table, rows)),
       insertCompact: (table, columns, rows) => write(() => store.insertCompact(table, columns, rows)),
       close: async () => {},
@@ -62,30 +85,58 @@ function stoppingAt(k: number): { store: Store; stopped: () => boolean } {
   };
 }
 
-const ids = async (table: 'open_positions' | 'positions') => (await store.query<{ id: number }>(
-  `SELECT id FROM $db.${table} FINAL WHERE tomb = 0 AND live = 1 AND isOpen = 1 ORDER BY id`)).map((r) => Number(r.id));
+const NOW = new Date(Date.UTC(2026, 6, 1));
+const OPEN_POSITIONS = OPERATIONS.find((o) => o.tool === 'list_open_positions' && o.versions.includes('v2'))!;
+const principal: Principal = { accountId: 'a', keyId: 'k', scopes: new Set(SCOPES), messageVisibility: { mode: 'all' }, signalVisibility: { mode: 'all' }, historyWindowDays: null };
+
+/**
+ * The ids on the first page of open positions, as the read serves it: without a filter (from
+ * open_positions) and for traders 1 and 2 (a filter the positions table's projection serves).
+ */
+async function openPage(traderIds?: string): Promise<number[]> {
+  const ctx = { store, principal, now: NOW, cursors: CursorCodec.random() };
+  const page = await OPEN_POSITIONS.handler(ctx, { limit: 200, ...(traderIds ? { traderIds } : {}) }) as { results: { id: number }[] };
+  return page.results.map((p) => p.id).sort((a, b) => a - b);
+}
 
 describe('a trade batch stopped at any of its writes, then delivered again', () => {
-  it('leaves exactly the open positions of the records, in open_positions and in positions', async () => {
-    const w = O.buildWorld([...BASE, ...CHANGE] as O.TopicRec[]);
-    const expected = [...w.positions.values()].filter((p) => p.isOpen).map((p) => p.id).sort((a, b) => a - b);
-    expect(expected).toEqual([1, 3, 5]); // the records say so: 2 closed, 4 without an open
-    let stops = 0;
-    for (let k = 1; ; k++) {
-      await store.drop();
-      await store.init();
-      await ensureSchema(store);
-      for (const r of BASE) await applyBatch(store, batchOf([r]));
-      const change = batchOf(CHANGE);
-      const s = stoppingAt(k);
-      const failed = await applyBatch(s.store, change).then(() => false, () => true);
-      if (!failed) break; // the batch has fewer than k writes: every stop was tried
-      expect(s.stopped()).toBe(true);
-      stops++;
-      await applyBatch(store, change); // delivered again (at least once)
-      expect({ k, open: await ids('open_positions') }).toEqual({ k, open: expected });
-      expect({ k, open: await ids('positions') }).toEqual({ k, open: expected });
-    }
-    expect(stops).toBeGreaterThanOrEqual(4); // performances, open positions, positions, events at least
-  }, 60_000);
+  const expected = O.openPositions([...BASE, ...CHANGE] as O.TopicRec[], {}, NOW.getTime()).map((p) => p.id).sort((a, b) => a - b);
+  const FROM = 100; // the change's log positions (BASE takes 1 to BASE.length)
+
+  // What was stopped, and how the records come again: retried as the same batch in the same
+  // process (the runner retries a failed batch), or after a restart (a new store object, as a new
+  // process has) as the same batch, one record per batch (so from lower log positions than the
+  // stopped batch's last), or a larger batch than the stopped one (a batch cut elsewhere).
+  const REPLAYS = {
+    'retried in the same process': { stopped: CHANGE, again: [CHANGE], restart: false },
+    'after a restart as the same batch': { stopped: CHANGE, again: [CHANGE], restart: true },
+    'after a restart one record per batch': { stopped: CHANGE, again: CHANGE.map((r) => [r]), restart: true },
+    'after a restart in a larger batch': { stopped: CHANGE.slice(0, -1), again: [CHANGE], restart: true },
+  } as const;
+  for (const [replay, { stopped, again, restart }] of Object.entries(REPLAYS)) {
+    it(`leaves exactly the open positions of the records on the page, from either table (delivered again ${replay})`, async () => {
+      expect(expected).toEqual([1, 3, 5, 7]); // the records say so: 2 closed, 4 without an open, 6 closed
+      let stops = 0;
+      for (let k = 1; ; k++) {
+        await store.drop();
+        await store.init();
+        await ensureSchema(store);
+        for (const [i, r] of BASE.entries()) await applyBatch(store, batchOf([r], i + 1));
+        const s = stoppingAt(k);
+        const failed = await applyBatch(s.store, batchOf(stopped, FROM)).then(() => false, () => true);
+        if (!failed) break; // the batch has fewer than k writes: every stop was tried
+        expect(s.stopped()).toBe(true);
+        stops++;
+        // Delivered again (at least once), from the same log positions.
+        s.up();
+        const projector = restart ? await new ChdbStore(store.path, store.database).init() : s.store;
+        let offset = FROM;
+        for (const records of again) { await applyBatch(projector, batchOf(records, offset)); offset += records.length; }
+        if (restart) await projector.close();
+        expect({ k, open: await openPage() }).toEqual({ k, open: expected });
+        expect({ k, open: await openPage('1,2') }).toEqual({ k, open: expected });
+      }
+      expect(stops).toBeGreaterThanOrEqual(4); // performances, open positions, positions, events at least
+    }, 60_000);
+  }
 });
