@@ -54,9 +54,30 @@ export const PERFORMANCES_DDL = `CREATE TABLE IF NOT EXISTS $db.position_perform
  * compared per read and a Nullable (a `ready` window always has a finite return).
  */
 export const SAMPLES_DDL = `CREATE TABLE IF NOT EXISTS $db.position_samples (${EVALUATION_COLUMNS_DDL},
-    isReady UInt8 MATERIALIZED status = 'ready', readyReturn Float64 MATERIALIZED ifNull(returnPercentage, 0))
+    isReady UInt8 MATERIALIZED status = 'ready', readyReturn Float64 MATERIALIZED ifNull(returnPercentage, 0),
+    PROJECTION by_position (SELECT _part_offset ORDER BY positionId))
   ENGINE = ReplacingMergeTree(seq) PARTITION BY (window, toYYYYMM(toDateTime(intDiv(openAt, 1000), 'UTC')))
-    ORDER BY (traderId, assetId, openAt, positionId)`;
+    ORDER BY (traderId, assetId, openAt, positionId) SETTINGS deduplicate_merge_projection_mode = 'rebuild'`;
+
+/**
+ * The keys (traderId, assetId, openAt) at which position_samples still counts each of the given
+ * positions (its newest row there is live in some window), read by position (by_position). A
+ * trade batch retires every one of them but the position's current key: performance rows are
+ * written before positions, so a killed batch may have left rows at a key that positions never
+ * held, and the replay, cut into other batches, never passes that key again (a crash run counted
+ * a position twice so).
+ */
+export async function countedSampleKeys(store: Store, positionIds: readonly number[]): Promise<PositionState[]> {
+  if (!positionIds.length) return [];
+  const rows = await store.query<{ positionId: number; traderId: number; assetId: number; direction: 'long' | 'short'; openAt: number; live: number }>(`
+    SELECT positionId, traderId, assetId, any(direction) AS direction, openAt, max(live) AS live FROM (
+      SELECT positionId, window, traderId, assetId, openAt, argMax(direction, seq) AS direction, argMax(live, seq) AS live
+      FROM $db.position_samples WHERE positionId IN {positionIds:Array(UInt64)}
+      GROUP BY positionId, window, traderId, assetId, openAt)
+    GROUP BY positionId, traderId, assetId, openAt HAVING live = 1`, { positionIds });
+  return rows.map((r) => ({ id: Number(r.positionId), traderId: Number(r.traderId), assetId: Number(r.assetId), direction: r.direction,
+    openAt: Number(r.openAt), openPrice: null, live: 0 }));
+}
 
 /** position_samples gets position_performances' rows as they are inserted: one encoding and one parse of them, not two. */
 export const SAMPLES_FEED_DDL = `CREATE MATERIALIZED VIEW IF NOT EXISTS $db.position_samples_feed TO $db.position_samples

@@ -5,7 +5,7 @@ import { batchSeq, canonicalDateTime, currentViewDdl, firstStatement, newestById
 import { ACTIVITY_EVENTS_BY_TRADER_DDL, ACTIVITY_EVENTS_DDL, ACTIVITY_ROLLUP_DDL, rollUpActivity } from '../activity/rollup.ts';
 import type { Store } from '../store/port.ts';
 import { statementEngine } from '../compaction.ts';
-import { EVALUATED_FIELDS, writePerformances, type PositionState } from '../performance/projection.ts';
+import { countedSampleKeys, EVALUATED_FIELDS, writePerformances, type PositionState } from '../performance/projection.ts';
 import { applyFeedTouches, type FeedTouch } from '../feed/projection.ts';
 
 /**
@@ -150,7 +150,7 @@ export function foldPosition(id: number, events: readonly EventState[]): Omit<Po
   };
 }
 
-interface Bounds { eventId: number; eventPositionId: number; positionId: number; openPositionId: number }
+interface Bounds { eventId: number; eventPositionId: number; positionId: number; openPositionId: number; samplePositionId: number }
 
 /**
  * The largest event id, event positionId and position id stored (-1: none), each read from a
@@ -158,13 +158,14 @@ interface Bounds { eventId: number; eventPositionId: number; positionId: number;
  */
 async function storedBounds(store: Store): Promise<Bounds> {
   const top = async (sql: string) => { const [r] = await store.query<{ v: number }>(sql); return r ? Number(r.v) : -1; };
-  const [eventId, eventPositionId, positionId, openPositionId] = await Promise.all([
+  const [eventId, eventPositionId, positionId, openPositionId, samplePositionId] = await Promise.all([
     top('SELECT id AS v FROM $db.events ORDER BY id DESC LIMIT 1'),
     top('SELECT positionId AS v FROM $db.events ORDER BY positionId DESC LIMIT 1'),
     top('SELECT id AS v FROM $db.positions ORDER BY id DESC LIMIT 1'),
     top('SELECT id AS v FROM $db.open_positions ORDER BY id DESC LIMIT 1'),
+    top('SELECT positionId AS v FROM $db.position_samples ORDER BY positionId DESC LIMIT 1'),
   ]);
-  return { eventId, eventPositionId, positionId, openPositionId };
+  return { eventId, eventPositionId, positionId, openPositionId, samplePositionId };
 }
 
 /**
@@ -210,13 +211,18 @@ async function planTradeEvents(store: Store, batch: readonly ValidRecord[], vers
   const withEvents = positionIds.filter((p) => p <= bounds.eventPositionId);
   const withStatement = positionIds.filter((p) => p <= bounds.positionId);
   const withOpenRows = positionIds.filter((p) => p <= bounds.openPositionId);
+  const withSamples = positionIds.filter((p) => p <= bounds.samplePositionId);
 
-  // The rows stored in the touched positions (by_position), and the touched positions' statements (by_id), here and in open_positions.
-  const [eventRows, positionRows, openRowsFound]: [EventStatement[], PositionStatement[], PositionStatement[]] = await Promise.all([
+  // The rows stored in the touched positions (by_position), the touched positions' statements
+  // (by_id), here and in open_positions, and the keys where position_samples counts them.
+  const [eventRows, positionRows, openRowsFound, sampleKeys]: [EventStatement[], PositionStatement[], PositionStatement[], PositionState[]] = await Promise.all([
     withEvents.length ? store.query<EventStatement>(`${EVENT_SELECT} WHERE positionId IN {withEvents:Array(UInt64)}`, { withEvents }) : [],
     withStatement.length ? store.query<PositionStatement>(`${POSITION_SELECT} WHERE id IN {withStatement:Array(UInt64)}`, { withStatement }) : [],
     withOpenRows.length ? store.query<PositionStatement>(`${OPEN_POSITION_SELECT} WHERE id IN {withOpenRows:Array(UInt64)}`, { withOpenRows }) : [],
+    countedSampleKeys(store, withSamples),
   ]);
+  const sampleKeysOf = new Map<number, PositionState[]>();
+  for (const k of sampleKeys) (sampleKeysOf.get(k.id) ?? sampleKeysOf.set(k.id, []).get(k.id)!).push(k);
   const openRowsOf = new Map<number, PositionStatement[]>();
   for (const r of openRowsFound) {
     const id = Number(r.id);
@@ -257,8 +263,12 @@ async function planTradeEvents(store: Store, batch: readonly ValidRecord[], vers
     const now = plan.positions.length > written ? plan.positions[plan.positions.length - 1]! : prev;
     plan.open.push(...openRows(now, openRowsOf.get(pid) ?? []));
     if (next && !(prev && sameEvaluation(next, prev))) plan.evaluate.push(next);
-    // position_samples is keyed by (traderId, assetId, openAt, positionId) per window: a move leaves the old key behind.
-    if (next && prev && (prev.assetId !== next.assetId || prev.traderId !== next.traderId || prev.openAt !== next.openAt)) plan.retire.push(prev);
+    // position_samples is keyed by (traderId, assetId, openAt, positionId) per window: a move leaves
+    // the old key behind, and so may a killed batch (countedSampleKeys). Every key it counts the
+    // position at but the current one is retired.
+    for (const k of sampleKeysOf.get(pid) ?? []) {
+      if (!now || k.traderId !== now.traderId || k.assetId !== now.assetId || k.openAt !== Number(now.openAt)) plan.retire.push(k);
+    }
     const positionLive = folded?.live ?? 0;
     for (const e of events) {
       const live = e.deleted === 0 && positionLive === 1 ? 1 : 0;
@@ -283,6 +293,7 @@ async function planTradeEvents(store: Store, batch: readonly ValidRecord[], vers
   }
   for (const r of plan.positions) if (r.id > bounds.positionId) bounds.positionId = r.id;
   for (const r of plan.open) if (r.id > bounds.openPositionId) bounds.openPositionId = r.id;
+  for (const r of plan.evaluate) if (r.id > bounds.samplePositionId) bounds.samplePositionId = r.id;
   return plan;
 }
 
