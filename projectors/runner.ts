@@ -38,10 +38,12 @@ export async function ensureSchema(store: Store, projections: readonly Projectio
  *  18: open_positions, the positions table's statements at open keys, for first pages of open positions (issue 6)
  *  19: activity_events and activity_messages, activity rolled up by hour and day (issue 7)
  *  20: the same rolled-up rows by trader and by source (activity_events_by_trader, activity_messages_by_source) (issue 7)
- *  21: open_positions written by the projector before positions, no longer by a materialized view (issue 6);
+ *  21: open_positions written by the projector, no longer by a materialized view (issue 6);
  *      position_samples with isReady and readyReturn worked out at insert (issue 7)
+ *  22: open_positions by_id and position_samples by_position: a batch reads back what they hold of
+ *      the positions it touches and repairs what a crash left (issue 6)
  */
-export const READ_MODEL_VERSION = 21;
+export const READ_MODEL_VERSION = 22;
 
 const VERSION_DDL = `CREATE TABLE IF NOT EXISTS $db.read_model_version (
   version UInt32, at DateTime64(3, 'UTC')
