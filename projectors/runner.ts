@@ -40,8 +40,8 @@ export async function ensureSchema(store: Store, projections: readonly Projectio
  *  20: the same rolled-up rows by trader and by source (activity_events_by_trader, activity_messages_by_source) (issue 7)
  *  21: open_positions written by the projector, no longer by a materialized view (issue 6);
  *      position_samples with isReady and readyReturn worked out at insert (issue 7)
- *  22: open_positions by_id and position_samples by_position: a batch reads back what they hold of
- *      the positions it touches and repairs what a crash left (issue 6)
+ *  22: trade_batch, open_positions by_id and position_samples by_position: a trade batch that finds
+ *      the previous one unfinished reads back what these hold of its positions and repairs them (issue 6)
  */
 export const READ_MODEL_VERSION = 22;
 

@@ -62,7 +62,7 @@ export const SAMPLES_DDL = `CREATE TABLE IF NOT EXISTS $db.position_samples (${E
 /**
  * The keys (traderId, assetId, openAt) at which position_samples still counts each of the given
  * positions (its newest row there is live in some window), read by position (by_position). A
- * trade batch retires every one of them but the position's current key: performance rows are
+ * trade batch that finds the previous one unfinished retires every one of them but the position's current key: performance rows are
  * written before positions, so a killed batch may have left rows at a key that positions never
  * held, and the replay, cut into other batches, never passes that key again (a crash run counted
  * a position twice so).

@@ -58,12 +58,12 @@ export const POSITIONS_DDL = `CREATE TABLE IF NOT EXISTS $db.positions (
  * either way a kill between the two tables' writes left them apart for good (a view's part lands
  * after its table's, and the replay, finding positions unchanged, wrote nothing; or a batch cut
  * otherwise after a restart never stated again what a killed batch had written here alone: CI
- * runs lost and kept an open position so). Each batch instead reads back this table's rows of the
- * positions it touches (by_id) and writes what makes them agree with each position's current
- * statement (openRows): that statement at its key when the key says open, a tombstone at every
- * other key still live here. So whatever a crash left here, the replay of the same records
- * repairs it. Its rows take their seq from a counter of its own (openSeq): every write here wins
- * over every row already here.
+ * runs lost and kept an open position so). A batch copies its statements at open keys here; a
+ * batch that finds the previous one unfinished (trade_batch) reads back this table's rows of that
+ * batch's positions (by_id) and writes what makes them agree with each one's current statement
+ * (openRows): that statement at its key when the key says open, a tombstone at every other key
+ * still live here. Its rows take their seq from a counter of its own (openSeq): every write here
+ * wins over every row already here.
  */
 export const OPEN_POSITIONS_DDL = `CREATE TABLE IF NOT EXISTS $db.open_positions (${POSITION_COLUMNS_DDL},
     PROJECTION by_id (SELECT * ORDER BY id)
@@ -150,7 +150,7 @@ export function foldPosition(id: number, events: readonly EventState[]): Omit<Po
   };
 }
 
-interface Bounds { eventId: number; eventPositionId: number; positionId: number; openPositionId: number; samplePositionId: number }
+interface Bounds { eventId: number; eventPositionId: number; positionId: number }
 
 /**
  * The largest event id, event positionId and position id stored (-1: none), each read from a
@@ -158,14 +158,12 @@ interface Bounds { eventId: number; eventPositionId: number; positionId: number;
  */
 async function storedBounds(store: Store): Promise<Bounds> {
   const top = async (sql: string) => { const [r] = await store.query<{ v: number }>(sql); return r ? Number(r.v) : -1; };
-  const [eventId, eventPositionId, positionId, openPositionId, samplePositionId] = await Promise.all([
+  const [eventId, eventPositionId, positionId] = await Promise.all([
     top('SELECT id AS v FROM $db.events ORDER BY id DESC LIMIT 1'),
     top('SELECT positionId AS v FROM $db.events ORDER BY positionId DESC LIMIT 1'),
     top('SELECT id AS v FROM $db.positions ORDER BY id DESC LIMIT 1'),
-    top('SELECT id AS v FROM $db.open_positions ORDER BY id DESC LIMIT 1'),
-    top('SELECT positionId AS v FROM $db.position_samples ORDER BY positionId DESC LIMIT 1'),
   ]);
-  return { eventId, eventPositionId, positionId, openPositionId, samplePositionId };
+  return { eventId, eventPositionId, positionId };
 }
 
 /**
@@ -178,6 +176,10 @@ const boundsByStore = new WeakMap<Store, Bounds>();
 
 /** A batch of trade events planned: the rows to write, in the order they are written. */
 interface TradePlan {
+  /** The positions the batch touches and those an unfinished batch left (trade_batch). */
+  touched: number[];
+  /** How many positions an unfinished batch left. */
+  suspects: number;
   evaluate: PositionState[]; retire: PositionState[]; positions: PositionStatement[];
   /** Rows for open_positions (their seq is set when written). */
   open: PositionStatement[];
@@ -209,17 +211,20 @@ async function planTradeEvents(store: Store, batch: readonly ValidRecord[], vers
   for (const r of before.values()) touched.add(r.positionId);
   const positionIds = [...touched];
   const withEvents = positionIds.filter((p) => p <= bounds.eventPositionId);
-  const withStatement = positionIds.filter((p) => p <= bounds.positionId);
-  const withOpenRows = positionIds.filter((p) => p <= bounds.openPositionId);
-  const withSamples = positionIds.filter((p) => p <= bounds.samplePositionId);
+  // Positions that a batch which did not finish wrote to (usually none): their rows in
+  // open_positions and position_samples are read back and repaired (see openRows).
+  const suspects = await unfinishedPositions(store);
+  const suspect = new Set(suspects);
+  const untouched = suspects.filter((p) => !touched.has(p));
+  const withStatement = [...positionIds.filter((p) => p <= bounds.positionId), ...untouched];
 
   // The rows stored in the touched positions (by_position), the touched positions' statements
-  // (by_id), here and in open_positions, and the keys where position_samples counts them.
+  // (by_id), and of the suspects their rows in open_positions and the keys where position_samples counts them.
   const [eventRows, positionRows, openRowsFound, sampleKeys]: [EventStatement[], PositionStatement[], PositionStatement[], PositionState[]] = await Promise.all([
     withEvents.length ? store.query<EventStatement>(`${EVENT_SELECT} WHERE positionId IN {withEvents:Array(UInt64)}`, { withEvents }) : [],
     withStatement.length ? store.query<PositionStatement>(`${POSITION_SELECT} WHERE id IN {withStatement:Array(UInt64)}`, { withStatement }) : [],
-    withOpenRows.length ? store.query<PositionStatement>(`${OPEN_POSITION_SELECT} WHERE id IN {withOpenRows:Array(UInt64)}`, { withOpenRows }) : [],
-    countedSampleKeys(store, withSamples),
+    suspects.length ? store.query<PositionStatement>(`${OPEN_POSITION_SELECT} WHERE id IN {suspects:Array(UInt64)}`, { suspects }) : [],
+    countedSampleKeys(store, suspects),
   ]);
   const sampleKeysOf = new Map<number, PositionState[]>();
   for (const k of sampleKeys) (sampleKeysOf.get(k.id) ?? sampleKeysOf.set(k.id, []).get(k.id)!).push(k);
@@ -250,7 +255,14 @@ async function planTradeEvents(store: Store, batch: readonly ValidRecord[], vers
 
   const base = batchSeq(version);
   const prevPositions = newestById(positionRows, (r) => r.id);
-  const plan: TradePlan = { evaluate: [], retire: [], positions: [], open: [], events: [], feed: [] };
+  const plan: TradePlan = { touched: [...new Set([...positionIds, ...suspects])], suspects: suspects.length, evaluate: [], retire: [], positions: [], open: [], events: [], feed: [] };
+  /** A suspect's rows in open_positions and position_samples made to agree with its statement `now`. */
+  const repair = (pid: number, now: PositionStatement | undefined) => {
+    plan.open.push(...openRows(now, openRowsOf.get(pid) ?? []));
+    for (const k of sampleKeysOf.get(pid) ?? []) {
+      if (!now || k.traderId !== now.traderId || k.assetId !== now.assetId || k.openAt !== Number(now.openAt)) plan.retire.push(k);
+    }
+  };
   for (const [pid, events] of groups) {
     const folded = foldPosition(pid, events);
     const prev = prevPositions.get(pid);
@@ -259,15 +271,15 @@ async function planTradeEvents(store: Store, batch: readonly ValidRecord[], vers
     const written = plan.positions.length;
     if (next && !prev) plan.positions.push(firstStatement<PositionStatement>(next, base));
     else if (next) for (const row of statementRows(prev, next, base, samePosition, samePositionKey)) plan.positions.push(row);
-    // The position's statement once this batch is written: its new one, or the stored one.
-    const now = plan.positions.length > written ? plan.positions[plan.positions.length - 1]! : prev;
-    plan.open.push(...openRows(now, openRowsOf.get(pid) ?? []));
     if (next && !(prev && sameEvaluation(next, prev))) plan.evaluate.push(next);
-    // position_samples is keyed by (traderId, assetId, openAt, positionId) per window: a move leaves
-    // the old key behind, and so may a killed batch (countedSampleKeys). Every key it counts the
-    // position at but the current one is retired.
-    for (const k of sampleKeysOf.get(pid) ?? []) {
-      if (!now || k.traderId !== now.traderId || k.assetId !== now.assetId || k.openAt !== Number(now.openAt)) plan.retire.push(k);
+    if (suspect.has(pid)) {
+      // Its statement once this batch is written: its new one, or the stored one.
+      repair(pid, plan.positions.length > written ? plan.positions[plan.positions.length - 1]! : prev);
+    } else {
+      // The statements at open keys go to open_positions too.
+      for (const r of plan.positions.slice(written)) if (r.isOpen === 1) plan.open.push(Object.assign({}, r));
+      // position_samples is keyed by (traderId, assetId, openAt, positionId) per window: a move leaves the old key behind.
+      if (next && prev && (prev.assetId !== next.assetId || prev.traderId !== next.traderId || prev.openAt !== next.openAt)) plan.retire.push(prev);
     }
     const positionLive = folded?.live ?? 0;
     for (const e of events) {
@@ -292,8 +304,7 @@ async function planTradeEvents(store: Store, batch: readonly ValidRecord[], vers
     if (r.positionId > bounds.eventPositionId) bounds.eventPositionId = r.positionId;
   }
   for (const r of plan.positions) if (r.id > bounds.positionId) bounds.positionId = r.id;
-  for (const r of plan.open) if (r.id > bounds.openPositionId) bounds.openPositionId = r.id;
-  for (const r of plan.evaluate) if (r.id > bounds.samplePositionId) bounds.samplePositionId = r.id;
+  for (const pid of untouched) repair(pid, prevPositions.get(pid));
   return plan;
 }
 
@@ -334,6 +345,10 @@ function openRows(current: PositionStatement | undefined, stored: readonly Posit
  * state, so the replay touches the same positions and events again).
  */
 async function writeTradePlan(store: Store, plan: TradePlan, version: bigint): Promise<void> {
+  const writes = plan.evaluate.length + plan.retire.length + plan.positions.length + plan.open.length + plan.events.length + plan.feed.length;
+  const marked = writes > 0 || plan.suspects > 0;
+  const mark = marked ? await nextBatchMark(store) : 0;
+  if (marked) await store.insertCompact('trade_batch', TRADE_BATCH_COLUMNS, [[0, mark, plan.touched, 0]]);
   await writePerformances(store, plan.evaluate, plan.retire);
   await store.insertCompact('positions', POSITION_COLUMNS, plan.positions.map(positionValues));
   if (plan.open.length) {
@@ -343,6 +358,40 @@ async function writeTradePlan(store: Store, plan: TradePlan, version: bigint): P
   }
   await applyFeedTouches(store, plan.feed, version);
   await store.insertCompact('events', EVENT_COLUMNS, plan.events.map(eventValues));
+  if (marked) await store.insertCompact('trade_batch', TRADE_BATCH_COLUMNS, [[0, mark + 1, [], 1]]);
+}
+
+/**
+ * The trade batch being written, in one row replaced by the next (ReplacingMergeTree on v): the
+ * positions it touches, written before any of its rows, then marked done after its last. Found
+ * not done by the next batch, it names the positions that a batch stopped part-way (a kill, a
+ * failed insert) may have left out of step in open_positions and position_samples, whose rows
+ * depend on statements the replay may never state again; that batch repairs them (and names
+ * them again in its own row until it is done).
+ */
+export const TRADE_BATCH_DDL = `CREATE TABLE IF NOT EXISTS $db.trade_batch (
+    slot UInt8, v UInt64, positionIds Array(UInt64), done UInt8
+  ) ENGINE = ReplacingMergeTree(v) ORDER BY slot`;
+const TRADE_BATCH_COLUMNS = ['slot', 'v', 'positionIds', 'done'] as const;
+
+/** The positions of a trade batch that did not finish (none: every batch did). */
+async function unfinishedPositions(store: Store): Promise<number[]> {
+  const [r] = await store.query<{ done: number; positionIds: number[] }>('SELECT done, positionIds FROM $db.trade_batch FINAL');
+  return r && Number(r.done) === 0 ? r.positionIds.map(Number) : [];
+}
+
+/** Per store: the highest v written to trade_batch (read once, then counted up). */
+const batchMarks = new WeakMap<Store, { v: number }>();
+
+/** Two versions of trade_batch above every row there, the first of them. */
+async function nextBatchMark(store: Store): Promise<number> {
+  let m = batchMarks.get(store);
+  if (!m) {
+    const [row] = await store.query<{ v: number }>('SELECT max(v) AS v FROM $db.trade_batch');
+    batchMarks.set(store, m = { v: Number(row?.v ?? 0) });
+  }
+  m.v += 2;
+  return m.v - 1;
 }
 
 /** Per store: the highest seq written to open_positions (read once, from the table, then counted up). */
@@ -368,7 +417,7 @@ export async function applyTradeEvents(store: Store, batch: readonly ValidRecord
 export const tradingProjection: Projection = {
   name: 'trade-events',
   canHandle: ['trade-events'],
-  ddl: [EVENTS_DDL, ACTIVITY_EVENTS_DDL, ...ACTIVITY_EVENTS_BY_TRADER_DDL, ACTIVITY_ROLLUP_DDL, POSITIONS_DDL, OPEN_POSITIONS_DDL, currentViewDdl('events_current', 'events'), currentViewDdl('positions_current', 'positions')],
+  ddl: [EVENTS_DDL, ACTIVITY_EVENTS_DDL, ...ACTIVITY_EVENTS_BY_TRADER_DDL, ACTIVITY_ROLLUP_DDL, POSITIONS_DDL, OPEN_POSITIONS_DDL, TRADE_BATCH_DDL, currentViewDdl('events_current', 'events'), currentViewDdl('positions_current', 'positions')],
   // What each record states, as stored (no `table`: the rows are written by `afterStore`).
   handle: (batch) => batch.map((r) => {
     const { live: _l, tomb: _t, seq: _s, ...s } = eventState(r.value);

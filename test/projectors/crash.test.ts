@@ -83,12 +83,14 @@ function phaseOf(lines: string[]): { phase: Phase; topic: string | null } {
   if (last.startsWith('c ')) return { phase: 'between batches', topic };
   const writes = steps.length - 1 - b;
   if (writes === 0) return { phase: 'in a batch before its first write', topic };
-  // A trade-events batch writes performance rows (when a position changed what it is evaluated on),
-  // positions, the feed, then events; a trade-events or messages batch then rolls its activity up
-  // (hours, days, then the mark in activity_rollup).
+  // A trade-events batch marks itself in trade_batch, writes performance rows (when a position
+  // changed what it is evaluated on), positions, open_positions, the feed, events, then marks itself
+  // done; a trade-events or messages batch then rolls its activity up (hours, days, then the mark
+  // in activity_rollup).
   if (last.startsWith('w activity_rollup ')) return { phase: 'after the activity roll-up, before the commit', topic };
   if (last.startsWith('w activity_')) return { phase: 'in the activity roll-up', topic };
-  if (topic === 'trade-events') return { phase: last.startsWith('w events ') ? 'after the events insert, before the activity roll-up' : 'between the inserts of a trade-events batch', topic };
+  const eventsWritten = steps.slice(b + 1).some((l) => l.startsWith('w events '));
+  if (topic === 'trade-events') return { phase: eventsWritten ? 'after the events insert, before the activity roll-up' : 'between the inserts of a trade-events batch', topic };
   if (topic === 'messages') return { phase: 'after the messages insert, before the activity roll-up', topic };
   return { phase: 'after another insert, before the commit', topic };
 }
