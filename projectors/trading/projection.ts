@@ -380,33 +380,28 @@ async function unfinishedPositions(store: Store): Promise<number[]> {
   return r && Number(r.done) === 0 ? r.positionIds.map(Number) : [];
 }
 
-/** Per store: the highest v written to trade_batch (read once, then counted up). */
-const batchMarks = new WeakMap<Store, { v: number }>();
-
-/** Two versions of trade_batch above every row there, the first of them. */
-async function nextBatchMark(store: Store): Promise<number> {
-  let m = batchMarks.get(store);
-  if (!m) {
-    const [row] = await store.query<{ v: number }>('SELECT max(v) AS v FROM $db.trade_batch');
-    batchMarks.set(store, m = { v: Number(row?.v ?? 0) });
-  }
-  m.v += 2;
-  return m.v - 1;
+/**
+ * A per-store counter above every value of a column (read once by `maxSql`, then counted up; one
+ * Store object is the only writer): each call returns the first of two fresh values.
+ */
+function pairCounter(maxSql: string): (store: Store) => Promise<number> {
+  const last = new WeakMap<Store, { n: number }>();
+  return async (store) => {
+    let c = last.get(store);
+    if (!c) {
+      const [row] = await store.query<{ n: number }>(maxSql);
+      last.set(store, c = { n: Number(row?.n ?? 0) });
+    }
+    c.n += 2;
+    return c.n - 1;
+  };
 }
 
-/** Per store: the highest seq written to open_positions (read once, from the table, then counted up). */
-const openSeqs = new WeakMap<Store, { seq: number }>();
+/** Two versions of trade_batch above every row there. */
+const nextBatchMark = pairCounter('SELECT max(v) AS n FROM $db.trade_batch');
 
-/** Two seqs above every row of open_positions, the first of them (one pair per write: a write states each key at most once). */
-async function openSeq(store: Store): Promise<number> {
-  let s = openSeqs.get(store);
-  if (!s) {
-    const [row] = await store.query<{ seq: number }>('SELECT max(seq) AS seq FROM $db.open_positions');
-    openSeqs.set(store, s = { seq: Number(row?.seq ?? 0) });
-  }
-  s.seq += 2;
-  return s.seq - 1;
-}
+/** Two seqs above every row of open_positions (one pair per write: a write states each key at most once). */
+const openSeq = pairCounter('SELECT max(seq) AS n FROM $db.open_positions');
 
 /** Applies a batch of trade events: plans it and writes the plan. */
 export async function applyTradeEvents(store: Store, batch: readonly ValidRecord[], version: bigint): Promise<void> {
