@@ -21,16 +21,23 @@ function openSession(path: string, own: boolean): Session {
   return session;
 }
 
+/**
+ * Rows of a JSONCompactEachRowWithNames answer (a line of column names, then a line of values per
+ * row) as objects, the values exactly as JSONEachRow writes them. One JSON.parse of the whole
+ * answer: per-line parses cost about twice as much on a read of thousands of rows.
+ */
 function parseRows<T>(text: string): T[] {
-  if (!text) return [];
-  const out: T[] = [];
-  let start = 0;
-  for (;;) {
-    const nl = text.indexOf('\n', start);
-    const line = nl === -1 ? text.slice(start) : text.slice(start, nl);
-    if (line.length) out.push(JSON.parse(line) as T);
-    if (nl === -1) break;
-    start = nl + 1;
+  const body = text.trimEnd();
+  if (!body) return [];
+  // JSON escapes a newline inside a string, so newlines separate lines only.
+  const lines = JSON.parse(`[${body.replaceAll('\n', ',')}]`) as unknown[][];
+  const names = lines[0] as string[];
+  const out: T[] = new Array(lines.length - 1);
+  for (let r = 1; r < lines.length; r++) {
+    const values = lines[r]!;
+    const row: Record<string, unknown> = {};
+    for (let i = 0; i < names.length; i++) row[names[i]!] = values[i];
+    out[r - 1] = row as T;
   }
   return out;
 }
@@ -53,7 +60,7 @@ export class ChdbStore implements Store {
   }
 
   async query<T>(sql: string, params: Params = {}): Promise<T[]> {
-    const res = await this.session.queryBindAsync(bindDatabase(sql, this.database), params, { format: 'JSONEachRow' });
+    const res = await this.session.queryBindAsync(bindDatabase(sql, this.database), params, { format: 'JSONCompactEachRowWithNames' });
     return parseRows<T>(res.text());
   }
 

@@ -159,7 +159,7 @@ interface Taken { g: number; t: number }
 
 interface CountSpec {
   n: string; rawWhere: string; params: Record<string, unknown>;
-  /** Statements of the whole hours to take back: a condition on the statement table, or the rows themselves (in memory). */
+  /** Statements of the whole hours to take back: a condition on the statement table, or the rows themselves (in memory, by time). */
   correction?: { sql: string } | { rows: readonly Taken[] };
 }
 
@@ -229,8 +229,12 @@ function takeBack<G>(rows: Row<G>[], taken: readonly Taken[], [from, to]: Range,
   const only = q.only && new Set(q.only);
   const except = q.except && new Set(q.except);
   const minus = new Map<string, number>();
-  for (const x of taken) {
-    if (x.t < from || x.t >= to || (only && !only.has(x.g)) || except?.has(x.g)) continue;
+  // `taken` is ordered by time: the rows of the range are one run of it.
+  let lo = 0; let hi = taken.length;
+  while (lo < hi) { const mid = (lo + hi) >>> 1; if (taken[mid]!.t < from) lo = mid + 1; else hi = mid; }
+  for (let i = lo; i < taken.length && taken[i]!.t < to; i++) {
+    const x = taken[i]!;
+    if ((only && !only.has(x.g)) || except?.has(x.g)) continue;
     const k = `${x.g}/${q.bucket ? bucketStart(q.bucket, x.t) : 0}`;
     minus.set(k, (minus.get(k) ?? 0) + 1);
   }
@@ -259,7 +263,7 @@ export async function eventCounts(ctx: ReadContext, facts: Facts, q: CountQuery 
   if (excluded.length) {
     const held = await excludedEvents(ctx, excluded);
     if (held) {
-      correction = { rows: held.filter((x) => (!q.types || q.types.includes(x.type)) && (!q.direction || x.direction === q.direction)) };
+      correction = { rows: q.types || q.direction ? held.filter((x) => (!q.types || q.types.includes(x.type)) && (!q.direction || x.direction === q.direction)) : held };
     } else {
       params.excludedAssets = excluded;
       correction = { sql: `e.assetId IN {excludedAssets:Array(UInt64)} AND ${only}` };
@@ -279,7 +283,7 @@ interface ExcludedEvent extends Taken { type: string; direction: string }
 const heldExcluded = perDataVersion(() => new Map<string, Promise<ExcludedEvent[] | null>>());
 
 /**
- * The current, live events on the given (ineligible) assets, per data version and set of assets,
+ * The current, live events on the given (ineligible) assets by time, per data version and set of assets,
  * or null when there are more than CORRECTION_LIMITS.maxHeldEvents: the rolled-up counts less
  * these need no read of the statement table (a second table read and a sentinel per query).
  * Read from the events table's merged part by its asset projection, or with FINAL.
@@ -294,7 +298,7 @@ async function excludedEvents(ctx: ReadContext, assets: readonly number[]): Prom
       SELECT e.traderId AS g, toUnixTimestamp64Milli(e.timeOfEvent) AS t, e.type AS type, e.direction AS direction FROM ${from}
       WHERE e.live = 1 AND e.tomb = 0 AND e.assetId IN {excludedAssets:Array(UInt64)} AND ${where} LIMIT {heldLimit:UInt64}`,
     { excludedAssets: assets, heldLimit: max + 1 })
-      .then((r) => (r.length > max ? null : r.map((x) => ({ g: Number(x.g), t: Number(x.t), type: x.type, direction: x.direction }))));
+      .then((r) => (r.length > max ? null : r.map((x) => ({ g: Number(x.g), t: Number(x.t), type: x.type, direction: x.direction })).sort((a, b) => a.t - b.t)));
     held.set(key, rows);
     rows.catch(() => { if (held.get(key) === rows) held.delete(key); });
   }

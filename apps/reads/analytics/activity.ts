@@ -9,7 +9,8 @@ import { bucketStart, eventCounts, HOUR_MS, messageCounts, WEEK_MS } from './act
 import { clampToHistory, traderEligible } from './sample.ts';
 
 const SIZE = { hour: HOUR_MS, day: DAY_MS, week: WEEK_MS } as const;
-interface Counts { messages: number; events: number; buckets: Map<number, [number, number]> }
+// Buckets only for the groups returned (made when first needed: there are thousands of groups).
+interface Counts { messages: number; events: number; buckets?: Map<number, [number, number]> }
 
 /**
  * Activity summaries (README "Analytics reads"): counted messages and events per trader (or
@@ -50,7 +51,7 @@ export async function activitySummaries(ctx: ReadContext, q: ActivitySummariesQu
 
   // Which rows count: events of live, signal-visible traders; messages of a source whose trader is live, message-visible and asked for.
   const groups = new Map<number, Counts>();
-  const group = (id: number) => { let g = groups.get(id); if (!g) groups.set(id, g = { messages: 0, events: 0, buckets: new Map() }); return g; };
+  const group = (id: number) => { let g = groups.get(id); if (!g) groups.set(id, g = { messages: 0, events: 0 }); return g; };
   const excludedTraders: number[] = [];
   for (const r of eventTotals) {
     if (traderEligible(facts, ctx.principal, r.g)) group(r.g).events += r.n; else excludedTraders.push(r.g);
@@ -64,22 +65,31 @@ export async function activitySummaries(ctx: ReadContext, q: ActivitySummariesQu
     group(id).messages += r.n;
   }
   let totalMessages = 0; let totalEvents = 0;
-  for (const g of groups.values()) { totalMessages += g.messages; totalEvents += g.events; }
-  const ranked = [...groups].filter(([, g]) => g.messages + g.events > 0)
-    .sort(([a, x], [b, y]) => (y.messages + y.events) - (x.messages + x.events) || a - b).slice(0, q.limit);
+  // The top `limit` groups by combined activity, ties by id: one pass keeping them in order (a sort of thousands of groups costs more).
+  const top: number[] = [];
+  const before = (a: number, b: number) => { const x = groups.get(a)!; const y = groups.get(b)!; return (x.messages + x.events) - (y.messages + y.events) || b - a; };
+  for (const [id, g] of groups) {
+    totalMessages += g.messages; totalEvents += g.events;
+    if (g.messages + g.events === 0 || (top.length === q.limit && before(id, top[top.length - 1]!) <= 0)) continue;
+    let i = top.length;
+    while (i > 0 && before(id, top[i - 1]!) > 0) i--;
+    top.splice(i, 0, id);
+    if (top.length > q.limit) top.pop();
+  }
 
   // Buckets of the groups returned.
   const byTrader = q.groupBy === 'trader';
-  const top = ranked.map(([id]) => id);
   if (byTrader && !top.length) return { results: [], filtersApplied, meta: { totalMessages, totalEvents, serverTime } };
-  const topSources = [...sourceOf].filter(([, id]) => top.includes(id)).map(([k]) => k);
+  const topSet = new Set(top);
+  const topSources: string[] = [];
+  for (const [k, id] of sourceOf) if (topSet.has(id)) topSources.push(k);
   // A group may be there for its messages alone: its events count only when its trader's signals are visible.
   const topTraders = top.filter((id) => traderEligible(facts, ctx.principal, id));
   const bucketed = { start, end, coarsest: q.interval === 'hour' ? 'hour' as const : 'day' as const, bucket: q.interval };
   const eb = byTrader && !topTraders.length ? [] : await eventCounts(ctx, facts, { ...bucketed, types, ...(byTrader ? { only: topTraders } : { only: traderIds, except: excludedTraders }) });
   const mb = byTrader && !topSources.length ? [] : await messageCounts(ctx, { ...bucketed, ...(byTrader ? { only: topSources } : { except: excludedSources }) });
-  const overall: Counts = { messages: totalMessages, events: totalEvents, buckets: new Map() };
-  const bucketOf = (c: Counts, b: number) => { let x = c.buckets.get(b); if (!x) c.buckets.set(b, x = [0, 0]); return x; };
+  const overall: Counts = { messages: totalMessages, events: totalEvents };
+  const bucketOf = (c: Counts, b: number) => { const m = c.buckets ??= new Map(); let x = m.get(b); if (!x) m.set(b, x = [0, 0]); return x; };
   for (const r of eb) bucketOf(byTrader ? groups.get(r.g)! : overall, r.b)[1] += r.n;
   for (const r of mb) {
     const id = sourceOf.get(r.g);
@@ -88,7 +98,7 @@ export async function activitySummaries(ctx: ReadContext, q: ActivitySummariesQu
   }
   const shape = (c: Counts): Omit<ActivityGroup, 'traderId'> => ({
     messageCount: c.messages, eventCount: c.events,
-    buckets: [...c.buckets].filter(([, [m, e]]) => m + e > 0).sort(([a], [b]) => a - b)
+    buckets: [...(c.buckets ?? [])].filter(([, [m, e]]) => m + e > 0).sort(([a], [b]) => a - b)
       .map(([b, [m, e]]) => ({ start: new Date(b).toISOString(), end: new Date(b + size).toISOString(), messageCount: m, eventCount: e })),
   });
   const results: ActivityGroup[] = byTrader ? top.map((id) => ({ traderId: id, ...shape(groups.get(id)!) })) : [shape(overall)];
