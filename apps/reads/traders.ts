@@ -4,7 +4,7 @@ import { visibilitySql, type ReadContext } from './context.ts';
 import type { Key } from './cursor.ts';
 import { factsOf } from './facts.ts';
 import { listRead, statementPage, type StatementRow, type Where } from './list.ts';
-import { positionCounts, sampleWhere, traderEligible } from './analytics/sample.ts';
+import { positionCounts, traderEligible } from './analytics/sample.ts';
 
 import type { LegacyTradersQuery, TraderDirectoryQuery } from '../../schemas/api/queries.ts';
 
@@ -83,8 +83,7 @@ export function listLegacyTraders(ctx: ReadContext, q: LegacyTradersQuery) {
     op: 'list_traders', query: q, historical: true, unboundedDefault: true, keyParts: ['string', 'id'],
     fetch: async ({ where, after, window, limit }) => {
       const facts = await factsOf(ctx);
-      const sample = await sampleWhere(ctx, facts, { window });
-      const counts = await positionCounts(ctx, sample);
+      const counts = await positionCounts(ctx, facts, { window });
       const tradeCount = (id: number) => (traderEligible(facts, ctx.principal, id) ? counts.get(id) ?? 0 : 0);
       const keep = (r: Row) => tradeCount(r.id) >= q.minTrades;
       const share = q.minTrades === 0 ? 1 : Math.max(counts.size, 1) / Math.max(facts.traderName.size, 1);

@@ -21,6 +21,7 @@
 // page with the list reads' walker. Mismatches are collected per read and reported together.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CORRECTION_LIMITS } from '../../apps/reads/analytics/activity-counts.ts';
+import { SAMPLE_LIMITS } from '../../apps/reads/analytics/sample.ts';
 import { generateDemo } from '../../projectors/demo/generate.ts';
 import { createHarness, type Harness } from '../helpers/harness.ts';
 import * as O from '../oracle/oracle.ts';
@@ -610,6 +611,22 @@ describe('demo data set: random parameter sets under random policies (seeded)', 
       CORRECTION_LIMITS.maxHeldEvents = held;
     }
     report('activity');
+  }, 180_000);
+
+  it('/v2/traders/activity: 30 random parameter sets with the positions on ineligible assets excluded in SQL (more of them than are held in memory)', async () => {
+    const r = prng(0xBEEF);
+    const held = SAMPLE_LIMITS.maxHeldPositions;
+    SAMPLE_LIMITS.maxHeldPositions = 0;
+    try {
+      for (let i = 0; i < 30; i++) {
+        s.clock.now += r.int(0, 12) * MIN;
+        const p = policyFor(r);
+        await check(s, 'traderActivity', gen.traderActivity(r, p), p);
+      }
+    } finally {
+      SAMPLE_LIMITS.maxHeldPositions = held;
+    }
+    report('traderActivity');
   }, 180_000);
 
   it('totals: at least 500 random parameter sets compared, most of them with rows', () => {

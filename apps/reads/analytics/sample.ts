@@ -102,13 +102,13 @@ function setCondition(where: Where, column: string, name: string, allowed: reado
  * rows on eligible assets (and of the read's own assets); `traders`: also only live, signal-visible
  * traders (reads that aggregate per trader check that per group instead).
  */
-export async function sampleWhere(ctx: ReadContext, facts: Facts, f: SampleFilter & { traders?: boolean }): Promise<Where> {
+export async function sampleWhere(ctx: ReadContext, facts: Facts, f: SampleFilter & { traders?: boolean; everyAsset?: boolean }): Promise<Where> {
   const { start, end } = clampToHistory(f.window, ctx.principal, ctx.now.getTime());
   const where = new Where().add('p.live = 1');
   const present = await presentIds(ctx);
   // The read's own assets that are eligible: one set, and a range of the key per asset; else every eligible asset.
   if (f.assetIds) where.add('p.assetId IN {sampleAssets:Array(UInt64)}', { sampleAssets: f.assetIds.filter((a) => facts.assetQuote.has(a)) });
-  else setCondition(where, 'p.assetId', 'eligibleAssets', facts.assetIds, present.assets, (a) => facts.assetQuote.has(a));
+  else if (!f.everyAsset) setCondition(where, 'p.assetId', 'eligibleAssets', facts.assetIds, present.assets, (a) => facts.assetQuote.has(a));
   if (f.traders) setCondition(where, 'p.traderId', 'eligibleTraders', signalTraders(facts, ctx.principal), present.traders, (t) => traderEligible(facts, ctx.principal, t));
   // The read's own traders first: their ranges of the key, before any other column is read (a
   // third off trader stats for the 200 busiest traders on the large seed).
@@ -200,13 +200,60 @@ export function directionBias(longCount: number, shortCount: number): DirectionB
   return { label, longCount, shortCount, longPercentage, shortPercentage };
 }
 
+/** Up to this many sample positions on ineligible assets are held in memory (ineligiblePositions); with more, counts exclude them in SQL. */
+export const SAMPLE_LIMITS = { maxHeldPositions: 100_000 };
+
+const heldIneligible = perDataVersion(() => new Map<string, Promise<{ traderId: number; openAt: number }[] | null>>());
+
+/**
+ * The live 1D sample rows (a row per position) on the given assets, by openAt, per data version
+ * and set of assets, or null when there are more than SAMPLE_LIMITS.maxHeldPositions.
+ */
+function ineligiblePositions(ctx: ReadContext, assets: readonly number[]): Promise<{ traderId: number; openAt: number }[] | null> {
+  return heldIneligible(ctx).then((held) => {
+    const max = SAMPLE_LIMITS.maxHeldPositions;
+    const key = `${max}:${assets.join(',')}`;
+    let rows = held.get(key);
+    if (!rows) {
+      rows = ctx.store.query<{ traderId: number; openAt: number }>(`
+        SELECT p.traderId AS traderId, p.openAt AS openAt FROM $db.position_samples AS p FINAL
+        WHERE p.live = 1 AND p.window = '1D' AND p.assetId IN {heldAssets:Array(UInt64)} LIMIT {heldLimit:UInt64} ${FINAL_SETTINGS}`,
+      { heldAssets: assets, heldLimit: max + 1 })
+        .then((r) => (r.length > max ? null : r.map((x) => ({ traderId: Number(x.traderId), openAt: Number(x.openAt) })).sort((a, b) => a.openAt - b.openAt)));
+      held.set(key, rows);
+      rows.catch(() => { if (held.get(key) === rows) held.delete(key); });
+    }
+    return rows;
+  });
+}
+
 /**
  * Sample positions per trader (trader activity, v1's tradeCount): one aggregate over one window's
- * evaluation rows, a row per position.
+ * evaluation rows, a row per position. Without assetIds, the positions on ineligible assets are
+ * taken back in memory (ineligiblePositions) rather than excluded by the query: an asset condition
+ * reads the assetId column of every row, about half the query on the large seed.
  */
-export async function positionCounts(ctx: ReadContext, where: Where): Promise<Map<number, number>> {
-  const rows = await ctx.store.query<{ traderId: number; n: number }>(`
-    SELECT p.traderId AS traderId, count() AS n FROM $db.position_samples AS p FINAL ${where.prewhereSql}
-    WHERE ${where.sql} AND p.window = '1D' GROUP BY traderId ${FINAL_SETTINGS}`, where.params);
-  return new Map(rows.map((r) => [Number(r.traderId), Number(r.n)]));
+export async function positionCounts(ctx: ReadContext, facts: Facts, f: SampleFilter & { traders?: boolean }): Promise<Map<number, number>> {
+  const count = async (where: Where) => {
+    const rows = await ctx.store.query<{ traderId: number; n: number }>(`
+      SELECT p.traderId AS traderId, count() AS n FROM $db.position_samples AS p FINAL ${where.prewhereSql}
+      WHERE ${where.sql} AND p.window = '1D' GROUP BY traderId ${FINAL_SETTINGS}`, where.params);
+    return new Map(rows.map((r) => [Number(r.traderId), Number(r.n)]));
+  };
+  const excluded = f.assetIds ? [] : (await presentIds(ctx)).assets.filter((a) => !facts.assetQuote.has(a));
+  const held = excluded.length && !f.direction ? await ineligiblePositions(ctx, excluded) : null;
+  if (!held) return count(await sampleWhere(ctx, facts, f));
+  const counts = await count(await sampleWhere(ctx, facts, { ...f, everyAsset: true }));
+  // The same bounds as the query's (sampleWhere: clamped to the history window), and its traders.
+  const { start, end } = clampToHistory(f.window, ctx.principal, ctx.now.getTime());
+  const only = f.traderIds && new Set(f.traderIds);
+  let lo = 0; let hi = held.length;
+  while (lo < hi) { const mid = (lo + hi) >>> 1; if (start !== null && held[mid]!.openAt < start) lo = mid + 1; else hi = mid; }
+  for (let i = lo; i < held.length && (end === null || held[i]!.openAt <= end); i++) {
+    const { traderId } = held[i]!;
+    const n = counts.get(traderId);
+    if (n === undefined || (only && !only.has(traderId))) continue;
+    if (n <= 1) counts.delete(traderId); else counts.set(traderId, n - 1);
+  }
+  return counts;
 }

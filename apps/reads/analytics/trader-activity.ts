@@ -4,7 +4,7 @@ import type { TraderActivityQuery } from '../../../schemas/api/queries.ts';
 import type { ReadContext } from '../context.ts';
 import { factsOf } from '../facts.ts';
 import { listRead } from '../list.ts';
-import { positionCounts, sampleWhere, traderEligible } from './sample.ts';
+import { positionCounts, traderEligible } from './sample.ts';
 
 interface Row { id: number; name: string; positionCount: number }
 
@@ -21,8 +21,7 @@ export function traderActivity(ctx: ReadContext, q: TraderActivityQuery) {
       const facts = await factsOf(ctx);
       const assetIds = splitIds(q.assetIds);
       const platforms = splitList(q.sourcePlatforms);
-      const where = await sampleWhere(ctx, facts, { window, assetIds });
-      const counts = await positionCounts(ctx, where);
+      const counts = await positionCounts(ctx, facts, { window, assetIds });
       const min = Math.max(q.minPositionCount, assetIds ? 1 : 0);
       const from = after ? Buffer.from(String(after[0]), 'utf8') : null;
       const out: Row[] = [];
