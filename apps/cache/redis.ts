@@ -1,0 +1,96 @@
+import type { Redis } from 'ioredis';
+import type { Cache, Watermarks } from './port.ts';
+
+/**
+ * Redis adapters of the shared cache and watermarks (DESIGN 2, distributed mode): every API
+ * replica and projector instance sees the same entries and marks.
+ *
+ * Keys live under `namespace`. A key's first segment (up to its first `:`, e.g. `auth:`) has a
+ * generation: entries are stored under `<namespace><segment>#<generation>:<rest>`, and
+ * `clear('auth:')` starts a new generation in one INCR, where deleting the entries one by one
+ * would scan the whole key space on every projector commit. Entries of an old generation are left
+ * to their TTL. Any other prefix is cleared by a SCAN that deletes its entries. `get` and `set`
+ * are one round trip each (a Lua script reads the generation and the entry together).
+ */
+export class RedisCache implements Cache {
+  constructor(private readonly redis: Redis, private readonly namespace = 'signalbase:cache:') {}
+
+  /** [generation key, entry key without its generation]: the script joins them as `<segment>#<generation>:<rest>`. */
+  private parts(key: string): [string, string, string] {
+    const i = key.indexOf(':');
+    const segment = i === -1 ? '' : key.slice(0, i);
+    return [`${this.namespace}gen:${segment}`, `${this.namespace}${segment}#`, i === -1 ? `:${key}` : key.slice(i)];
+  }
+
+  async get(key: string): Promise<string | undefined> {
+    const [gen, head, rest] = this.parts(key);
+    const v = await this.redis.eval(GET_SCRIPT, 1, gen, head, rest) as string | null;
+    return v ?? undefined;
+  }
+
+  async set(key: string, value: string, ttlMs: number): Promise<void> {
+    const [gen, head, rest] = this.parts(key);
+    await this.redis.eval(SET_SCRIPT, 1, gen, head, rest, value, String(Math.max(1, Math.ceil(ttlMs))));
+  }
+
+  async clear(prefix: string): Promise<void> {
+    const i = prefix.indexOf(':');
+    if (i !== -1 && i === prefix.length - 1) {
+      // A whole segment: a new generation (never deleted, so an old generation's entries never come back).
+      await this.redis.incr(this.parts(prefix)[0]);
+      return;
+    }
+    // Any other prefix: the matching entries of every generation, one by one.
+    const ns = this.namespace;
+    const pattern = i === -1 ? `${escapeGlob(ns)}*` : `${escapeGlob(`${ns}${prefix.slice(0, i)}#`)}*`;
+    let cursor = '0';
+    do {
+      const [next, keys] = await this.redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+      const drop = keys.filter((k) => {
+        if (k.startsWith(`${ns}gen:`)) return false;
+        const hash = k.indexOf('#', ns.length);
+        const colon = hash === -1 ? -1 : k.indexOf(':', hash);
+        if (colon === -1) return false;
+        const segment = k.slice(ns.length, hash);
+        const original = segment ? segment + k.slice(colon) : k.slice(colon + 1);
+        return original.startsWith(prefix);
+      });
+      if (drop.length) await this.redis.unlink(...drop);
+      cursor = next;
+    } while (cursor !== '0');
+  }
+}
+
+// KEYS[1]: the segment's generation; ARGV: key head (`<namespace><segment>#`), rest (`:<rest>`), [value, ttl ms].
+const GET_SCRIPT = `local g = redis.call('GET', KEYS[1]) or '0'
+return redis.call('GET', ARGV[1] .. g .. ARGV[2])`;
+const SET_SCRIPT = `local g = redis.call('GET', KEYS[1]) or '0'
+redis.call('SET', ARGV[1] .. g .. ARGV[2], ARGV[3], 'PX', ARGV[4])
+return 1`;
+
+/** A literal for a SCAN MATCH pattern (glob metacharacters escaped). */
+const escapeGlob = (s: string) => s.replace(/[*?[\]\\]/g, (c) => `\\${c}`);
+
+/**
+ * Watermarks in Redis: `advance` raises a mark atomically (a Lua script compares and sets), so
+ * instances advancing the same mark concurrently never move it back.
+ */
+export class RedisWatermarks implements Watermarks {
+  constructor(private readonly redis: Redis, private readonly namespace = 'signalbase:watermark:') {}
+
+  async get(name: string): Promise<number> {
+    return Number((await this.redis.get(this.namespace + name)) ?? 0);
+  }
+
+  async advance(name: string, value: number): Promise<number> {
+    if (!Number.isSafeInteger(value) || value < 0) throw new RangeError(`a watermark is a non-negative safe integer, got ${value}`);
+    return Number(await this.redis.eval(ADVANCE_SCRIPT, 1, this.namespace + name, String(value)));
+  }
+}
+
+// Compared as decimal strings (a longer one is larger): Lua numbers are doubles, and a reply
+// converted from one lost the last unit at 2^53 - 1.
+const ADVANCE_SCRIPT = `local c = redis.call('GET', KEYS[1]) or '0'
+local v = ARGV[1]
+if #v > #c or (#v == #c and v > c) then redis.call('SET', KEYS[1], v) return v end
+return c`;

@@ -1,0 +1,133 @@
+// Issue 10: the shared cache and watermarks on a real Redis (test/helpers/redis.ts), held to the
+// same behaviour as the in-process adapters, and shared between replicas (two clients).
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MemoryCache, MemoryWatermarks } from '../../../apps/cache/memory.ts';
+import type { Cache, Watermarks } from '../../../apps/cache/port.ts';
+import { RedisCache, RedisWatermarks } from '../../../apps/cache/redis.ts';
+import { redisPeer } from '../../helpers/redis.ts';
+
+const peer = await redisPeer();
+if ('skip' in peer) console.warn(`skipping the Redis adapter tests: ${peer.skip}`);
+const clients: Redis[] = [];
+let run = 0;
+/** A client of the peer, and a namespace of this file's own per call (the peer may be shared). */
+function client(): Redis {
+  const r = new Redis((peer as { url: string }).url, { lazyConnect: false });
+  clients.push(r);
+  return r;
+}
+const ns = () => `test:${process.pid}:${++run}:`;
+const sleep = (ms: number) => new Promise((res) => setTimeout(res, ms));
+
+afterAll(async () => {
+  for (const c of clients) c.disconnect();
+  if (!('skip' in peer)) await peer.stop();
+});
+
+/** The Cache contract, for either adapter. */
+function cacheContract(name: string, make: () => Cache) {
+  describe(`${name}: the Cache port`, () => {
+    it('returns what was set, and nothing for a key never set', async () => {
+      const c = make();
+      await c.set('read:v1/a?b=1', 'x'.repeat(10_000), 60e3);
+      await c.set('plain', 'no segment', 60e3);
+      expect(await c.get('read:v1/a?b=1')).toBe('x'.repeat(10_000));
+      expect(await c.get('plain')).toBe('no segment');
+      expect(await c.get('read:v1/a?b=2')).toBeUndefined();
+    });
+
+    it('expires an entry after its ttl', async () => {
+      const c = make();
+      await c.set('auth:k', '1', 60);
+      expect(await c.get('auth:k')).toBe('1');
+      await sleep(150);
+      expect(await c.get('auth:k')).toBeUndefined();
+    });
+
+    it('clears a whole segment, an inner prefix, or everything, and nothing else', async () => {
+      const c = make();
+      const keys = ['auth:a', 'auth:b', 'read:v2/events?x', 'read:v2/messages?y', 'read2:z', 'solo', 'sol', 'a*b:[x]'];
+      const fill = async () => { for (const k of keys) await c.set(k, `v-${k}`, 60e3); };
+      const present = async () => (await Promise.all(keys.map(async (k) => ((await c.get(k)) === `v-${k}` ? k : null)))).filter(Boolean);
+      await fill();
+      await c.clear('auth:');
+      expect(await present()).toEqual(keys.filter((k) => !k.startsWith('auth:')));
+      await c.set('auth:a', 'v-auth:a', 60e3); // after a clear, a key is set and read again
+      expect(await c.get('auth:a')).toBe('v-auth:a');
+      await fill();
+      await c.clear('read:v2/e');
+      expect(await present()).toEqual(keys.filter((k) => !k.startsWith('read:v2/e')));
+      await fill();
+      await c.clear('sol');
+      expect(await present()).toEqual(keys.filter((k) => !k.startsWith('sol')));
+      await fill();
+      await c.clear('a*b:');
+      expect(await present()).toEqual(keys.filter((k) => k !== 'a*b:[x]'));
+      await fill();
+      await c.clear('');
+      expect(await present()).toEqual([]);
+    });
+  });
+}
+
+function watermarkContract(name: string, make: () => Watermarks) {
+  describe(`${name}: the Watermarks port`, () => {
+    it('starts at 0 and never goes back', async () => {
+      const w = make();
+      expect(await w.get('feed')).toBe(0);
+      expect(await w.advance('feed', 5)).toBe(5);
+      expect(await w.advance('feed', 3)).toBe(5);
+      expect(await w.get('feed')).toBe(5);
+      expect(await w.advance('feed', 2 ** 53 - 1)).toBe(2 ** 53 - 1);
+      expect(await w.get('other')).toBe(0);
+    });
+  });
+}
+
+cacheContract('in-process', () => new MemoryCache());
+watermarkContract('in-process', () => new MemoryWatermarks());
+
+describe.skipIf('skip' in peer)('Redis', () => {
+  let a: Redis; let b: Redis;
+  beforeAll(() => { a = client(); b = client(); });
+
+  cacheContract('Redis', () => new RedisCache(a, ns()));
+  watermarkContract('Redis', () => new RedisWatermarks(a, ns()));
+
+  it('two replicas share entries and clears', async () => {
+    const space = ns();
+    const one = new RedisCache(a, space); const two = new RedisCache(b, space);
+    await one.set('read:q', 'answer', 60e3);
+    expect(await two.get('read:q')).toBe('answer');
+    await two.set('auth:key1', 'principal', 60e3);
+    await one.clear('auth:');
+    expect(await two.get('auth:key1')).toBeUndefined();
+    expect(await two.get('read:q')).toBe('answer');
+    // Another namespace sees none of it.
+    expect(await new RedisCache(b, ns()).get('read:q')).toBeUndefined();
+  });
+
+  it('a watermark advanced concurrently by two instances ends at the highest value and is never seen going back', async () => {
+    const space = ns();
+    const one = new RedisWatermarks(a, space); const two = new RedisWatermarks(b, space);
+    const values = Array.from({ length: 400 }, (_, i) => (i * 7919) % 1000 + 1);
+    let seen = 0; let back = 0;
+    await Promise.all(values.map(async (v, i) => {
+      const w = i % 2 ? one : two;
+      const now = await w.advance('feed', v);
+      expect(now).toBeGreaterThanOrEqual(v);
+      const g = await (i % 3 ? one : two).get('feed');
+      if (g < seen) back++;
+      seen = Math.max(seen, g);
+    }));
+    expect(back).toBe(0);
+    expect(await one.get('feed')).toBe(Math.max(...values));
+  });
+
+  it('refuses a watermark that is not a non-negative safe integer', async () => {
+    const w = new RedisWatermarks(a, ns());
+    for (const v of [-1, 1.5, 2 ** 53, Number.NaN]) await expect(w.advance('feed', v)).rejects.toThrow(RangeError);
+    expect(await w.get('feed')).toBe(0);
+  });
+});
