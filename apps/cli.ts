@@ -11,7 +11,7 @@ import { loadConfig } from './config.ts';
 // so `--help`, `keys` and `accounts` answer quickly.
 const embedded = () => import('./embedded.ts');
 
-const ENV_HELP = `Environment: PORT (default 8080), HOST (default 127.0.0.1), DATA_DIR (default ./.data), LOG_LEVEL (default info; silent turns request logs off)`;
+const ENV_HELP = `Environment: PORT (default 8080), HOST (default 127.0.0.1), DATA_DIR (default ./.data), LOG_LEVEL (default info; silent turns request logs off),\nRATE_LIMITS (requests per minute per API key, e.g. default=600,KEY_ID=6000; default none), CURSOR_SECRET (default: a key kept in DATA_DIR)`;
 
 interface Command { usage: string; help: string; options: NonNullable<ParseArgsConfig['options']>; run(values: any, positionals: string[]): Promise<number | void> }
 

@@ -1,6 +1,7 @@
 import { resolve } from 'node:path';
+import { parseRateLimits, type RateLimits } from './api/rate-limit.ts';
 
-export interface Config { port: number; host: string; dataDir: string; logLevel: string }
+export interface Config { port: number; host: string; dataDir: string; logLevel: string; rateLimits?: RateLimits }
 
 /** Embedded-mode configuration from the environment (flags override it in the CLI). */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
@@ -11,5 +12,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     host: env.HOST ?? '127.0.0.1',
     dataDir: resolve(env.DATA_DIR ?? './.data'),
     logLevel: env.LOG_LEVEL ?? 'info',
+    rateLimits: parseRateLimits(env.RATE_LIMITS),
   };
 }

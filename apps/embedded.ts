@@ -120,7 +120,7 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
   let closing = false;
   const readCache = new ReadCache(new MemoryCache());
   const app = buildApi({
-    store: reads, auth, readCache, cursors: cursorCodec(cfg.dataDir),
+    store: reads, auth, readCache, cursors: cursorCodec(cfg.dataDir), rateLimits: cfg.rateLimits,
     dataVersion: () => watermarks.get(DATA_VERSION),
     health: async () => ({ status: caughtUp ? 'ok' : 'starting', projectorLag: await projector.lag() }),
     logger: cfg.logLevel === 'silent' ? false : { level: cfg.logLevel },

@@ -33,6 +33,11 @@ export function openApiDocument(version: Version, serverUrl = ''): Record<string
         responses: {
           200: { description: 'success envelope', content: { 'application/json': { schema: op.response } } },
           ...Object.fromEntries([400, 401, 403, 405, 414, 500, 503].map((s) => [s, { description: 'error envelope', content: { 'application/json': { schema: ErrorEnvelope } } }])),
+          429: {
+            description: 'error envelope with code RATE_LIMITED: the key spent its requests per minute (only where RATE_LIMITS sets a limit); Retry-After says when to retry',
+            headers: { 'retry-after': { schema: { type: 'integer' } }, 'ratelimit-limit': { schema: { type: 'integer' } }, 'ratelimit-remaining': { schema: { type: 'integer' } }, 'ratelimit-reset': { schema: { type: 'integer' } } },
+            content: { 'application/json': { schema: ErrorEnvelope } },
+          },
           ...(op.unprocessable ? { 422: { description: `error envelope with code ${op.unprocessable.code}`, content: { 'application/json': { schema: unprocessableEnvelope(op.unprocessable) } } } } : {}),
         },
       },

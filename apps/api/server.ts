@@ -12,6 +12,7 @@ import { registerDocs } from './docs.ts';
 import { errorHandler, sendError } from './errors.ts';
 import { openApiDocument } from './openapi.ts';
 import { parseQuery, queryProblems } from './query.ts';
+import { rateLimiter, type RateLimits } from './rate-limit.ts';
 import { cacheKey, contentEtag, etagOf, isCacheable, matchesTag, type ReadCache } from './read-cache.ts';
 
 export interface ApiDeps {
@@ -28,6 +29,8 @@ export interface ApiDeps {
   logger?: FastifyServerOptions['logger'];
   /** Answers keyed by (operation, parameters, policy, data version); omit to read the store every time. */
   readCache?: ReadCache;
+  /** Requests per minute per API key (apps/api/rate-limit.ts); omit for none. */
+  rateLimits?: RateLimits;
 }
 
 declare module 'fastify' {
@@ -166,6 +169,7 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
   }
   registerDocs(app);
 
+  const limit = deps.rateLimits ? rateLimiter(app, deps.rateLimits) : undefined;
   for (const op of OPERATIONS) {
     for (const version of op.versions) {
       app.route({
@@ -180,6 +184,8 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
           if (known) return done(admit(op, req, known));
           deps.auth.authenticate(key).then((p) => admit(op, req, p)).then(done, done);
         },
+        // Counted once the key is known and the request admitted.
+        ...(limit ? { preHandler: limit } : {}),
         handler: async (req, reply) => {
           const query = req.query as Record<string, unknown>;
           const ctx = { store: deps.store, principal: req.principal!, now: req.startedAt, cursors, dataVersion: deps.dataVersion };

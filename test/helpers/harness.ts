@@ -1,3 +1,4 @@
+import type { RateLimits } from '../../apps/api/rate-limit.ts';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -46,7 +47,7 @@ export interface Harness {
 }
 
 /** `clock`: the server's clock in ms (read cache expiry, serverTime); the real one when omitted. */
-export async function createHarness(opts: { clock?: () => number } = {}): Promise<Harness> {
+export async function createHarness(opts: { clock?: () => number; rateLimits?: RateLimits } = {}): Promise<Harness> {
   const clock = opts.clock ?? Date.now;
   const dataDir = mkdtempSync(join(tmpdir(), 'signalbase-log-'));
   open++;
@@ -58,7 +59,7 @@ export async function createHarness(opts: { clock?: () => number } = {}): Promis
   const onCommit = () => { version++; return auth.invalidate(); };
   let projector = runProjector(log, store, { onCommit });
   const projectorStores: ChdbStore[] = [];
-  const app = buildApi({ store, auth, readCache: new ReadCache(new MemoryCache(undefined, undefined, clock), clock), dataVersion: () => version, clock });
+  const app = buildApi({ store, auth, readCache: new ReadCache(new MemoryCache(undefined, undefined, clock), clock), dataVersion: () => version, clock, rateLimits: opts.rateLimits });
   await app.ready();
   let accounts = 0;
   const h: Harness = {
