@@ -1,7 +1,7 @@
 import { DAY_MS, EVENT_COUNTS, HOUR_MS } from '../../../projectors/activity/rollup.ts';
 import { perDataVersion, type ReadContext } from '../context.ts';
 import type { Facts } from '../facts.ts';
-import { currentStatements, FINAL_SETTINGS, mergedParts } from './sample.ts';
+import { currentStatements, FINAL_SETTINGS, forEachHeld, heldRows, mergedParts } from './sample.ts';
 
 export { HOUR_MS };
 export const WEEK_MS = 7 * DAY_MS;
@@ -229,15 +229,11 @@ function takeBack<G>(rows: Row<G>[], taken: readonly Taken[], [from, to]: Range,
   const only = q.only && new Set(q.only);
   const except = q.except && new Set(q.except);
   const minus = new Map<string, number>();
-  // `taken` is ordered by time: the rows of the range are one run of it.
-  let lo = 0; let hi = taken.length;
-  while (lo < hi) { const mid = (lo + hi) >>> 1; if (taken[mid]!.t < from) lo = mid + 1; else hi = mid; }
-  for (let i = lo; i < taken.length && taken[i]!.t < to; i++) {
-    const x = taken[i]!;
-    if ((only && !only.has(x.g)) || except?.has(x.g)) continue;
+  forEachHeld(taken, (x) => x.t, from, to, (x) => {
+    if ((only && !only.has(x.g)) || except?.has(x.g)) return;
     const k = `${x.g}/${q.bucket ? bucketStart(q.bucket, x.t) : 0}`;
     minus.set(k, (minus.get(k) ?? 0) + 1);
-  }
+  });
   if (!minus.size) return rows;
   return rows.map((r) => {
     const m = Number(r.s) === 0 ? minus.get(`${Number(r.g)}/${Number(r.b)}`) : undefined;
@@ -280,29 +276,20 @@ export async function eventCounts(ctx: ReadContext, facts: Facts, q: CountQuery 
 export const CORRECTION_LIMITS = { maxHeldEvents: 200_000 };
 
 interface ExcludedEvent extends Taken { type: string; direction: string }
-const heldExcluded = perDataVersion(() => new Map<string, Promise<ExcludedEvent[] | null>>());
 
 /**
- * The current, live events on the given (ineligible) assets by time, per data version and set of assets,
- * or null when there are more than CORRECTION_LIMITS.maxHeldEvents: the rolled-up counts less
- * these need no read of the statement table (a second table read and a sentinel per query).
- * Read from the events table's merged part by its asset projection, or with FINAL.
+ * The current, live events on the given (ineligible) assets by time, per data version (sample.ts
+ * heldRows), or null when there are more than CORRECTION_LIMITS.maxHeldEvents: the rolled-up
+ * counts less these need no read of the statement table (a second table read and a sentinel per
+ * query). Read from the events table's merged part by its asset projection, or with FINAL.
  */
-async function excludedEvents(ctx: ReadContext, assets: readonly number[]): Promise<ExcludedEvent[] | null> {
-  const held = await heldExcluded(ctx);
-  const max = CORRECTION_LIMITS.maxHeldEvents;
-  const key = `${max}:${assets.join(',')}`;
-  let rows = held.get(key);
-  if (!rows) {
-    rows = currentStatements<{ g: number; t: number; type: string; direction: string }>(ctx, 'events', 'e', (from, where) => `
+function excludedEvents(ctx: ReadContext, assets: readonly number[]): Promise<readonly ExcludedEvent[] | null> {
+  return heldRows(ctx, `events:${assets.join(',')}`, CORRECTION_LIMITS.maxHeldEvents, (limit) =>
+    currentStatements<{ g: number; t: number; type: string; direction: string }>(ctx, 'events', 'e', (from, where) => `
       SELECT e.traderId AS g, toUnixTimestamp64Milli(e.timeOfEvent) AS t, e.type AS type, e.direction AS direction FROM ${from}
       WHERE e.live = 1 AND e.tomb = 0 AND e.assetId IN {excludedAssets:Array(UInt64)} AND ${where} LIMIT {heldLimit:UInt64}`,
-    { excludedAssets: assets, heldLimit: max + 1 })
-      .then((r) => (r.length > max ? null : r.map((x) => ({ g: Number(x.g), t: Number(x.t), type: x.type, direction: x.direction })).sort((a, b) => a.t - b.t)));
-    held.set(key, rows);
-    rows.catch(() => { if (held.get(key) === rows) held.delete(key); });
-  }
-  return rows;
+    { excludedAssets: assets, heldLimit: limit }).then((r) => r.map((x) => ({ g: Number(x.g), t: Number(x.t), type: x.type, direction: x.direction }))),
+  (x) => x.t);
 }
 
 /** Counted messages per source (`platform:sourceIdentityId`) (and bucket): live messages. */

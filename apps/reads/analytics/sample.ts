@@ -200,32 +200,45 @@ export function directionBias(longCount: number, shortCount: number): DirectionB
   return { label, longCount, shortCount, longPercentage, shortPercentage };
 }
 
-/** Up to this many sample positions on ineligible assets are held in memory (ineligiblePositions); with more, counts exclude them in SQL. */
-export const SAMPLE_LIMITS = { maxHeldPositions: 100_000 };
-
-const heldIneligible = perDataVersion(() => new Map<string, Promise<{ traderId: number; openAt: number }[] | null>>());
+const heldMemo = perDataVersion(() => new Map<string, Promise<readonly unknown[] | null>>());
 
 /**
- * The live 1D sample rows (a row per position) on the given assets, by openAt, per data version
- * and set of assets, or null when there are more than SAMPLE_LIMITS.maxHeldPositions.
+ * Rows a read takes back in memory instead of excluding them in its query (positions or events on
+ * ineligible assets: few, and an asset condition reads a column of every row), loaded once per
+ * data version and `key`, ordered by `time`; null when there are more than `max` (the read then
+ * excludes them in SQL). `load(limit)` reads at most `limit` rows.
  */
-function ineligiblePositions(ctx: ReadContext, assets: readonly number[]): Promise<{ traderId: number; openAt: number }[] | null> {
-  return heldIneligible(ctx).then((held) => {
-    const max = SAMPLE_LIMITS.maxHeldPositions;
-    const key = `${max}:${assets.join(',')}`;
-    let rows = held.get(key);
+export function heldRows<R>(ctx: ReadContext, key: string, max: number, load: (limit: number) => Promise<R[]>, time: (r: R) => number): Promise<readonly R[] | null> {
+  return heldMemo(ctx).then((memo) => {
+    const k = `${key}/${max}`;
+    let rows = memo.get(k) as Promise<readonly R[] | null> | undefined;
     if (!rows) {
-      rows = ctx.store.query<{ traderId: number; openAt: number }>(`
-        SELECT p.traderId AS traderId, p.openAt AS openAt FROM $db.position_samples AS p FINAL
-        WHERE p.live = 1 AND p.window = '1D' AND p.assetId IN {heldAssets:Array(UInt64)} LIMIT {heldLimit:UInt64} ${FINAL_SETTINGS}`,
-      { heldAssets: assets, heldLimit: max + 1 })
-        .then((r) => (r.length > max ? null : r.map((x) => ({ traderId: Number(x.traderId), openAt: Number(x.openAt) })).sort((a, b) => a.openAt - b.openAt)));
-      held.set(key, rows);
-      rows.catch(() => { if (held.get(key) === rows) held.delete(key); });
+      const loading = load(max + 1).then((r) => (r.length > max ? null : r.sort((x, y) => time(x) - time(y))));
+      memo.set(k, loading);
+      loading.catch(() => { if (memo.get(k) === loading) memo.delete(k); });
+      rows = loading;
     }
     return rows;
   });
 }
+
+/** Calls `f` on each held row (ordered by `time`) with from <= time < to: one run of them, found by a binary search. */
+export function forEachHeld<R>(rows: readonly R[], time: (r: R) => number, from: number, to: number, f: (r: R) => void): void {
+  let lo = 0; let hi = rows.length;
+  while (lo < hi) { const mid = (lo + hi) >>> 1; if (time(rows[mid]!) < from) lo = mid + 1; else hi = mid; }
+  for (let i = lo; i < rows.length && time(rows[i]!) < to; i++) f(rows[i]!);
+}
+
+/** Up to this many sample positions on ineligible assets are held in memory; with more, counts exclude them in SQL. */
+export const SAMPLE_LIMITS = { maxHeldPositions: 100_000 };
+
+/** The live 1D sample rows (a row per position) on the given assets. */
+const ineligiblePositions = (ctx: ReadContext, assets: readonly number[]) => heldRows(ctx, `positions:${assets.join(',')}`, SAMPLE_LIMITS.maxHeldPositions,
+  (limit) => ctx.store.query<{ traderId: number; openAt: number }>(`
+    SELECT p.traderId AS traderId, p.openAt AS openAt FROM $db.position_samples AS p FINAL
+    WHERE p.live = 1 AND p.window = '1D' AND p.assetId IN {heldAssets:Array(UInt64)} LIMIT {heldLimit:UInt64} ${FINAL_SETTINGS}`,
+  { heldAssets: assets, heldLimit: limit }).then((r) => r.map((x) => ({ traderId: Number(x.traderId), openAt: Number(x.openAt) }))),
+  (r) => r.openAt);
 
 /**
  * Sample positions per trader (trader activity, v1's tradeCount): one aggregate over one window's
@@ -247,13 +260,10 @@ export async function positionCounts(ctx: ReadContext, facts: Facts, f: SampleFi
   // The same bounds as the query's (sampleWhere: clamped to the history window), and its traders.
   const { start, end } = clampToHistory(f.window, ctx.principal, ctx.now.getTime());
   const only = f.traderIds && new Set(f.traderIds);
-  let lo = 0; let hi = held.length;
-  while (lo < hi) { const mid = (lo + hi) >>> 1; if (start !== null && held[mid]!.openAt < start) lo = mid + 1; else hi = mid; }
-  for (let i = lo; i < held.length && (end === null || held[i]!.openAt <= end); i++) {
-    const { traderId } = held[i]!;
+  forEachHeld(held, (r) => r.openAt, start ?? Number.NEGATIVE_INFINITY, end === null ? Number.POSITIVE_INFINITY : end + 1, ({ traderId }) => {
     const n = counts.get(traderId);
-    if (n === undefined || (only && !only.has(traderId))) continue;
+    if (n === undefined || (only && !only.has(traderId))) return;
     if (n <= 1) counts.delete(traderId); else counts.set(traderId, n - 1);
-  }
+  });
   return counts;
 }
