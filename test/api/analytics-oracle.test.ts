@@ -591,11 +591,16 @@ describe('demo data set: random parameter sets under random policies (seeded)', 
     }, 180_000);
   }
 
+  /** `fn` with a limit of rows held in memory set to 0: the read takes them back in SQL instead. */
+  async function heldInSql<L extends Record<K, number>, K extends keyof L & string>(limits: L, name: K, fn: () => Promise<void>): Promise<void> {
+    const held = limits[name];
+    (limits as Record<K, number>)[name] = 0;
+    try { await fn(); } finally { (limits as Record<K, number>)[name] = held; }
+  }
+
   it('/v2/activity-summaries: 40 random parameter sets with the events on ineligible assets taken back in SQL (more of them than are held in memory)', async () => {
     const r = prng(0xC0FFEE);
-    const held = CORRECTION_LIMITS.maxHeldEvents;
-    CORRECTION_LIMITS.maxHeldEvents = 0;
-    try {
+    await heldInSql(CORRECTION_LIMITS, 'maxHeldEvents', async () => {
       for (let i = 0; i < 40; i++) {
         s.clock.now += r.int(0, 12) * MIN;
         let p!: O.Policy;
@@ -607,25 +612,19 @@ describe('demo data set: random parameter sets under random policies (seeded)', 
         }
         await check(s, 'activity', q, p);
       }
-    } finally {
-      CORRECTION_LIMITS.maxHeldEvents = held;
-    }
+    });
     report('activity');
   }, 180_000);
 
   it('/v2/traders/activity: 30 random parameter sets with the positions on ineligible assets excluded in SQL (more of them than are held in memory)', async () => {
     const r = prng(0xBEEF);
-    const held = SAMPLE_LIMITS.maxHeldPositions;
-    SAMPLE_LIMITS.maxHeldPositions = 0;
-    try {
+    await heldInSql(SAMPLE_LIMITS, 'maxHeldPositions', async () => {
       for (let i = 0; i < 30; i++) {
         s.clock.now += r.int(0, 12) * MIN;
         const p = policyFor(r);
         await check(s, 'traderActivity', gen.traderActivity(r, p), p);
       }
-    } finally {
-      SAMPLE_LIMITS.maxHeldPositions = held;
-    }
+    });
     report('traderActivity');
   }, 180_000);
 
