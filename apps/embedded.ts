@@ -14,6 +14,8 @@ import { ApiKeyAuthenticator } from './auth/keys.ts';
 import type { Config } from './config.ts';
 import { appendDemo } from './seed.ts';
 import { MemoryCache, MemoryWatermarks } from './cache/memory.ts';
+import { Metrics } from './metrics.ts';
+import { feedWatermark } from '../projectors/feed/projection.ts';
 import { ReadCache } from './api/read-cache.ts';
 import { CursorCodec } from './reads/cursor.ts';
 
@@ -110,8 +112,17 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
   const watermarks = new MemoryWatermarks();
   let commits = 0;
   let projected = 0;
+  // The gauges read the projector when scraped (it is started just below).
+  const metrics = new Metrics({
+    projectorLag: () => projector.lag(), feedWatermark: () => feedWatermark(reads), dataVersion: () => watermarks.get(DATA_VERSION),
+  });
   const projector = runProjector(log, store, {
-    onCommit: async ({ applied, dead }) => { await watermarks.advance(DATA_VERSION, ++commits); projected += applied + dead; await auth.invalidate(); },
+    onCommit: async (info) => {
+      await watermarks.advance(DATA_VERSION, ++commits);
+      projected += info.applied + info.dead;
+      metrics.committed(info);
+      await auth.invalidate();
+    },
     onError: (err, topic) => say(`projector: batch of ${topic} failed, retrying: ${(err as Error).message}`),
   });
 
@@ -120,7 +131,7 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
   let closing = false;
   const readCache = new ReadCache(new MemoryCache());
   const app = buildApi({
-    store: reads, auth, readCache, cursors: cursorCodec(cfg.dataDir), rateLimits: cfg.rateLimits,
+    store: reads, auth, readCache, cursors: cursorCodec(cfg.dataDir), rateLimits: cfg.rateLimits, metrics,
     dataVersion: () => watermarks.get(DATA_VERSION),
     health: async () => ({ status: caughtUp ? 'ok' : 'starting', projectorLag: await projector.lag() }),
     logger: cfg.logLevel === 'silent' ? false : { level: cfg.logLevel },

@@ -4,6 +4,7 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, 
 import type { Store } from '../../projectors/store/port.ts';
 import { ApiError } from '../../schemas/api/errors.ts';
 import type { ApiKeyAuthenticator } from '../auth/keys.ts';
+import type { Metrics } from '../metrics.ts';
 import { isDateTime } from '../../schemas/formats.ts';
 import type { Principal } from '../reads/context.ts';
 import { CursorCodec } from '../reads/cursor.ts';
@@ -31,10 +32,14 @@ export interface ApiDeps {
   readCache?: ReadCache;
   /** Requests per minute per API key (apps/api/rate-limit.ts); omit for none. */
   rateLimits?: RateLimits;
+  /** Prometheus metrics of this process, served at /metrics; omit for none. */
+  metrics?: Metrics;
 }
 
 declare module 'fastify' {
   interface FastifyRequest { principal?: Principal; startedAt: Date }
+  /** A read route's operation (its MCP tool name): the metrics label its requests. */
+  interface FastifyContextConfig { operation?: string }
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -141,6 +146,19 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
     done(req.url.length > MAX_URL_LENGTH ? new ApiError('URI_TOO_LONG', `URL longer than ${MAX_URL_LENGTH} bytes`) : undefined);
   });
   app.setErrorHandler(errorHandler);
+  const metrics = deps.metrics;
+  if (metrics) {
+    // Latency per operation and status; a request no route matched is `unmatched` (the label set stays bounded).
+    app.addHook('onResponse', (req, reply, done) => {
+      const operation = req.routeOptions.config?.operation ?? req.routeOptions.url ?? 'unmatched';
+      metrics.requests.observe({ operation, status: String(reply.statusCode) }, reply.elapsedTime / 1000);
+      done();
+    });
+    app.get('/metrics', async (_req, reply) => {
+      reply.type(metrics.registry.contentType);
+      return metrics.registry.metrics();
+    });
+  }
   app.setNotFoundHandler((req, reply) => {
     const path = req.url.split('?')[0]!;
     if (req.method !== 'GET' && app.hasRoute({ method: 'GET', url: path })) {
@@ -175,6 +193,7 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
       app.route({
         method: 'GET',
         url: `/${version}${op.path}`,
+        config: { operation: op.tool },
         schema: { querystring: op.query, response: { 200: op.response } },
         // Authentication runs before validation: a caller without a valid key learns nothing about parameters.
         preValidation: (req, _reply, done) => {
@@ -202,8 +221,9 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
           // The data version is read before the store: an answer is never older than its key.
           const key = cacheKey(op, req.url, query, ctx.principal, await deps.dataVersion());
           const now = ctx.now.getTime();
-          const entry = cache.local(key, now) ?? (await cache.get(key, now))
-            ?? (await cache.fill(key, now, async () => cache.put(key, op.cache!, (await op.handler(ctx, query)) as any, now, deps.store)));
+          let entry = cache.local(key, now) ?? (await cache.get(key, now));
+          metrics?.readCache.inc({ result: entry ? 'hit' : 'miss' });
+          entry ??= await cache.fill(key, now, async () => cache.put(key, op.cache!, (await op.handler(ctx, query)) as any, now, deps.store));
           // A hit costs no query, no parse and no re-serialization: the stored bytes, then this answer's meta,
           // in a buffer that the entry takes back once the response is out.
           const tag = etagOf(key, entry);

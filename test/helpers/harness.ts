@@ -1,4 +1,5 @@
 import type { RateLimits } from '../../apps/api/rate-limit.ts';
+import type { Metrics } from '../../apps/metrics.ts';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -47,7 +48,7 @@ export interface Harness {
 }
 
 /** `clock`: the server's clock in ms (read cache expiry, serverTime); the real one when omitted. */
-export async function createHarness(opts: { clock?: () => number; rateLimits?: RateLimits } = {}): Promise<Harness> {
+export async function createHarness(opts: { clock?: () => number; rateLimits?: RateLimits; metrics?: (h: { lag: () => Promise<number>; store: ChdbStore }) => Metrics } = {}): Promise<Harness> {
   const clock = opts.clock ?? Date.now;
   const dataDir = mkdtempSync(join(tmpdir(), 'signalbase-log-'));
   open++;
@@ -56,10 +57,12 @@ export async function createHarness(opts: { clock?: () => number; rateLimits?: R
   const log = new EmbeddedLog(dataDir, 20);
   const auth = new ApiKeyAuthenticator(store, new MemoryCache());
   let version = 0;
-  const onCommit = () => { version++; return auth.invalidate(); };
-  let projector = runProjector(log, store, { onCommit });
+  let projector: ReturnType<typeof runProjector>;
+  const metrics = opts.metrics?.({ lag: () => projector.lag(), store });
+  const onCommit = (info: { topic: string; applied: number; dead: number }) => { version++; metrics?.committed(info); return auth.invalidate(); };
+  projector = runProjector(log, store, { onCommit });
   const projectorStores: ChdbStore[] = [];
-  const app = buildApi({ store, auth, readCache: new ReadCache(new MemoryCache(undefined, undefined, clock), clock), dataVersion: () => version, clock, rateLimits: opts.rateLimits });
+  const app = buildApi({ store, auth, readCache: new ReadCache(new MemoryCache(undefined, undefined, clock), clock), dataVersion: () => version, clock, rateLimits: opts.rateLimits, metrics });
   await app.ready();
   let accounts = 0;
   const h: Harness = {

@@ -1,0 +1,57 @@
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+/** What the gauges read when Prometheus scrapes (each optional: a process reports what it runs). */
+export interface MetricSources {
+  /** Records on the log not yet projected. */
+  projectorLag?: () => number | Promise<number>;
+  /** The partner feed's watermark: the highest sequence below which every stamped group is readable. */
+  feedWatermark?: () => number | Promise<number>;
+  /** Projector commits so far (the read cache keys on it). */
+  dataVersion?: () => number | Promise<number>;
+}
+
+/**
+ * Prometheus metrics of one process (prom-client, a registry of its own), served at `/metrics`:
+ * request latency per operation and status, read-cache hits and misses, records projected and
+ * dead-lettered per topic, projector lag, feed watermark, data version, and Node's process
+ * metrics, all named `signalbase_*`.
+ */
+export class Metrics {
+  readonly registry = new Registry();
+  readonly requests = new Histogram({
+    name: 'signalbase_http_request_duration_seconds',
+    help: 'HTTP requests by operation (the MCP tool name of a read; the path of health, descriptions and docs; "unmatched" for no route) and status',
+    labelNames: ['operation', 'status'] as const,
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+    registers: [this.registry],
+  });
+  readonly readCache = new Counter({
+    name: 'signalbase_read_cache_requests_total',
+    help: 'Cacheable reads answered from the read cache (hit) or from the store (miss)',
+    labelNames: ['result'] as const,
+    registers: [this.registry],
+  });
+  readonly records = new Counter({
+    name: 'signalbase_projector_records_total',
+    help: 'Log records projected (applied) or dead-lettered, by topic',
+    labelNames: ['topic', 'outcome'] as const,
+    registers: [this.registry],
+  });
+
+  constructor(sources: MetricSources = {}) {
+    collectDefaultMetrics({ register: this.registry, prefix: 'signalbase_' });
+    const gauge = (name: string, help: string, read: (() => number | Promise<number>) | undefined) => {
+      if (!read) return;
+      new Gauge({ name, help, registers: [this.registry], async collect() { this.set(Number(await read())); } });
+    };
+    gauge('signalbase_projector_lag_records', 'Records on the log not yet projected', sources.projectorLag);
+    gauge('signalbase_feed_watermark', 'The partner feed watermark: every group stamped at or below it is readable', sources.feedWatermark);
+    gauge('signalbase_data_version', 'Projector commits so far', sources.dataVersion);
+  }
+
+  /** A committed projector batch (ProjectorEvents.onCommit). */
+  committed(info: { topic: string; applied: number; dead: number }): void {
+    if (info.applied) this.records.inc({ topic: info.topic, outcome: 'applied' }, info.applied);
+    if (info.dead) this.records.inc({ topic: info.topic, outcome: 'dead_lettered' }, info.dead);
+  }
+}
