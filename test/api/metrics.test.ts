@@ -17,6 +17,9 @@ function sample(text: string, name: string, labels: Record<string, string> = {})
   return 0;
 }
 
+/** How much a sample grew between two scrapes. */
+const grew = (before: string, after: string, name: string, labels: Record<string, string>) => sample(after, name, labels) - sample(before, name, labels);
+
 const T0 = Date.parse('2026-03-01T10:00:00Z');
 const at = (min: number) => new Date(T0 + min * 60_000).toISOString();
 
@@ -42,8 +45,7 @@ describe('/metrics (Prometheus)', () => {
     await h.given([build.trader(1), build.source('src-1'), build.asset(1), ...events, broken,
       ...[1, 2, 3].map((i) => build.message(`m-${i}`, 'src-1', at(i)))]);
     const after = await scrape();
-    const delta = (topic: string, outcome: string) => sample(after, 'signalbase_projector_records_total', { topic, outcome })
-      - sample(before, 'signalbase_projector_records_total', { topic, outcome });
+    const delta = (topic: string, outcome: string) => grew(before, after, 'signalbase_projector_records_total', { topic, outcome });
     expect(delta('trade-events', 'applied')).toBe(3);
     expect(delta('trade-events', 'dead_lettered')).toBe(1);
     expect(delta('messages', 'applied')).toBe(3);
@@ -59,8 +61,7 @@ describe('/metrics (Prometheus)', () => {
     await h.get('/v2/events?limit=0', key);
     await h.get('/v2/no-such-read', key);
     const after = await scrape();
-    const count = (operation: string, status: string) => sample(after, 'signalbase_http_request_duration_seconds_count', { operation, status })
-      - sample(before, 'signalbase_http_request_duration_seconds_count', { operation, status });
+    const count = (operation: string, status: string) => grew(before, after, 'signalbase_http_request_duration_seconds_count', { operation, status });
     expect(count('list_assets', '200')).toBe(2);
     expect(count('list_assets', '401')).toBe(1);
     expect(count('list_events', '400')).toBe(1);
@@ -74,7 +75,7 @@ describe('/metrics (Prometheus)', () => {
     const url = `/v2/events?startTime=${encodeURIComponent(at(0))}&endTime=${encodeURIComponent(at(30))}`;
     for (let i = 0; i < 3; i++) expect((await h.get(url, key)).status).toBe(200);
     const after = await scrape();
-    const d = (result: string) => sample(after, 'signalbase_read_cache_requests_total', { result }) - sample(before, 'signalbase_read_cache_requests_total', { result });
+    const d = (result: string) => grew(before, after, 'signalbase_read_cache_requests_total', { result });
     expect([d('miss'), d('hit')]).toEqual([1, 2]);
   });
 

@@ -257,12 +257,12 @@ export async function positionCounts(ctx: ReadContext, facts: Facts, f: SampleFi
   const held = excluded.length && !f.direction ? await ineligiblePositions(ctx, excluded) : null;
   if (!held) return count(await sampleWhere(ctx, facts, f));
   const counts = await count(await sampleWhere(ctx, facts, { ...f, everyAsset: true }));
-  // The same bounds as the query's (sampleWhere: clamped to the history window), and its traders.
+  // The same bounds as the query's (sampleWhere: clamped to the history window); a trader the
+  // query did not count (not asked for, not eligible) has nothing to take back.
   const { start, end } = clampToHistory(f.window, ctx.principal, ctx.now.getTime());
-  const only = f.traderIds && new Set(f.traderIds);
   forEachHeld(held, (r) => r.openAt, start ?? Number.NEGATIVE_INFINITY, end === null ? Number.POSITIVE_INFINITY : end + 1, ({ traderId }) => {
     const n = counts.get(traderId);
-    if (n === undefined || (only && !only.has(traderId))) return;
+    if (n === undefined) return;
     if (n <= 1) counts.delete(traderId); else counts.set(traderId, n - 1);
   });
   return counts;
