@@ -42,8 +42,9 @@ export async function ensureSchema(store: Store, projections: readonly Projectio
  *      position_samples with isReady and readyReturn worked out at insert (issue 7)
  *  22: trade_batch, open_positions by_id and position_samples by_position: a trade batch that finds
  *      the previous one unfinished reads back what these hold of its positions and repairs them (issue 6)
+ *  23: activity by trader and by source in compressed blocks of at most 16 KiB (issue 7)
  */
-export const READ_MODEL_VERSION = 22;
+export const READ_MODEL_VERSION = 23;
 
 const VERSION_DDL = `CREATE TABLE IF NOT EXISTS $db.read_model_version (
   version UInt32, at DateTime64(3, 'UTC')

@@ -54,15 +54,17 @@ export const ACTIVITY_MESSAGES_DDL = `CREATE TABLE IF NOT EXISTS $db.activity_me
 /**
  * The same rows by owner, copied within each insert by a materialized view: the buckets of a few
  * traders or sources (the top groups of an activity summary) are a range per owner here, where the
- * table by time holds them among every owner's rows of the range. Granules of 1,024 rows: a
- * trader's 168 hours are a few hundred rows.
+ * table by time holds them among every owner's rows of the range. Granules of 1,024 rows and
+ * compressed blocks of at most 16 KiB: a trader's 168 hours are a few hundred rows, and each column
+ * read of ten traders decompressed ten default blocks of up to 1 MiB (a fifth of the read).
  */
+const BY_OWNER_SETTINGS = 'index_granularity = 1024, min_compress_block_size = 4096, max_compress_block_size = 16384';
 export const ACTIVITY_EVENTS_BY_TRADER_DDL = [`CREATE TABLE IF NOT EXISTS $db.activity_events_by_trader (${EVENTS_COLUMNS_DDL})
-  ENGINE = ReplacingMergeTree(seq) PARTITION BY grain ORDER BY (grain, traderId, start) SETTINGS index_granularity = 1024`,
+  ENGINE = ReplacingMergeTree(seq) PARTITION BY grain ORDER BY (grain, traderId, start) SETTINGS ${BY_OWNER_SETTINGS}`,
 `CREATE MATERIALIZED VIEW IF NOT EXISTS $db.activity_events_by_trader_feed TO $db.activity_events_by_trader
   AS SELECT * FROM $db.activity_events`] as const;
 export const ACTIVITY_MESSAGES_BY_SOURCE_DDL = [`CREATE TABLE IF NOT EXISTS $db.activity_messages_by_source (${MESSAGES_COLUMNS_DDL})
-  ENGINE = ReplacingMergeTree(seq) PARTITION BY grain ORDER BY (grain, platform, sourceIdentityId, start) SETTINGS index_granularity = 1024`,
+  ENGINE = ReplacingMergeTree(seq) PARTITION BY grain ORDER BY (grain, platform, sourceIdentityId, start) SETTINGS ${BY_OWNER_SETTINGS}`,
 `CREATE MATERIALIZED VIEW IF NOT EXISTS $db.activity_messages_by_source_feed TO $db.activity_messages_by_source
   AS SELECT * FROM $db.activity_messages`] as const;
 

@@ -73,17 +73,22 @@ describe('a partial hour read as its whole hour', () => {
     const first = await activitySummaries(ctx, query as never);
     expect(first.results).toEqual([{ traderId: 1, messageCount: 1, eventCount: 1, buckets: [
       { start: '2026-05-04T10:00:00.000Z', end: '2026-05-04T11:00:00.000Z', messageCount: 1, eventCount: 1 }] }]);
-    // Past endTime (10:30) in its hour, and before startTime (09:30) in its hour: neither may count.
-    await apply([
-      build.event(2, { positionId: 1, traderId: 1, assetId: 1, type: 'close', timeOfEvent: '2026-05-04T10:45:00.000Z' }),
-      build.message('a-2', 'src-1', '2026-05-04T10:50:00.000Z'),
+    // Before startTime (09:30) in its hour, then past endTime (10:30) in its hour: neither may count.
+    // One side at a time, the second under a new data version whose span holds the first side's
+    // rows: a row past one bound must not hide behind the other side's re-read.
+    const late = [[
       build.event(3, { positionId: 3, traderId: 1, assetId: 1, timeOfEvent: '2026-05-04T09:10:00.000Z' }),
       build.message('a-3', 'src-1', '2026-05-04T09:29:59.999Z'),
-    ]);
-    const again = await activitySummaries(ctx, query as never);
-    expect(again.results).toEqual(first.results);
-    expect(again.meta.totalEvents).toBe(1);
-    expect(again.meta.totalMessages).toBe(1);
+    ], [
+      build.event(2, { positionId: 1, traderId: 1, assetId: 1, type: 'close', timeOfEvent: '2026-05-04T10:45:00.000Z' }),
+      build.message('a-2', 'src-1', '2026-05-04T10:50:00.000Z'),
+    ]];
+    for (const [i, rows] of late.entries()) {
+      const at = { ...ctx, dataVersion: () => 1 + i };
+      expect(await activitySummaries(at, query as never)).toEqual(first);
+      await apply(rows);
+      expect(await activitySummaries(at, query as never)).toEqual(first);
+    }
   });
 
   it('buckets events and messages after 2106 (where a 32-bit DateTime wraps) by hour, day and ISO week', async () => {

@@ -130,8 +130,11 @@ const timeSpans = perDataVersion(async (store) => {
 
 type Row<G> = { g: G; b: number; n: number; s: number };
 
-/** Bounds of the rows an end's partial hour, read whole, may count: [from, to] (ms, inclusive). */
-interface Whole { hour: number; from: number; to: number }
+/**
+ * An end's partial hour read whole: the hour, and the bound past which its rolled-up row must count
+ * nothing (ms, inclusive): the start's (firstAt before it) or the end's (lastAt after it).
+ */
+interface Whole { hour: number; side: 'start' | 'end'; bound: number }
 
 /**
  * Counts per group (and bucket) over [start, end]: the rolled-up rows of the whole hours and days
@@ -148,8 +151,8 @@ async function counts<G>(ctx: ReadContext, kind: Kind, q: CountQuery, spec: Coun
   const span = (await timeSpans(ctx))[kind.table];
   const whole: Whole[] = [];
   let { start, end } = q;
-  if (start <= span.lo && start % HOUR_MS !== 0) { start = Math.floor(start / HOUR_MS) * HOUR_MS; whole.push({ hour: start, from: q.start, to: q.end }); }
-  if (end >= span.hi && (end + 1) % HOUR_MS !== 0) { end = Math.ceil((end + 1) / HOUR_MS) * HOUR_MS - 1; whole.push({ hour: Math.floor(q.end / HOUR_MS) * HOUR_MS, from: q.start, to: q.end }); }
+  if (start <= span.lo && start % HOUR_MS !== 0) { start = Math.floor(start / HOUR_MS) * HOUR_MS; whole.push({ hour: start, side: 'start', bound: q.start }); }
+  if (end >= span.hi && (end + 1) % HOUR_MS !== 0) { end = Math.ceil((end + 1) / HOUR_MS) * HOUR_MS - 1; whole.push({ hour: Math.floor(q.end / HOUR_MS) * HOUR_MS, side: 'end', bound: q.end }); }
   const rows = await countRows<G>(ctx, kind, { ...q, start, end }, spec, whole);
   return shape<G>(kind, rows.some((r) => Number(r.s) === 2) ? await countRows<G>(ctx, kind, q, spec, []) : rows);
 }
@@ -166,7 +169,7 @@ interface CountSpec {
 const shape = <G>(kind: Kind, rows: Row<G>[]): Count<G>[] => rows.filter((r) => Number(r.s) === 0)
   .map((r) => ({ g: (kind.groupType === 'String' ? r.g : Number(r.g)) as G, b: Number(r.b), n: Number(r.n) }));
 
-/** The rows of counts: data rows (s 0), the pinned part's sentinel (s 1), rows of an hour read whole that reach past the bounds (s 2). */
+/** The rows of counts: data rows (s 0), the pinned part's sentinel (s 1), groups with a row of an hour read whole that reaches past the bounds (s 2). */
 async function countRows<G>(ctx: ReadContext, kind: Kind, q: CountQuery, spec: CountSpec, whole: readonly Whole[]): Promise<Row<G>[]> {
   const seg = segments(q.start, q.end, q.coarsest);
   const params: Record<string, unknown> = { ...spec.params };
@@ -180,10 +183,10 @@ async function countRows<G>(ctx: ReadContext, kind: Kind, q: CountQuery, spec: C
     ...(seg.day.length ? [`(r.grain = 'day' AND ${inRanges('r.start', seg.day, 'day', params)})`] : []),
     ...(seg.hour.length ? [`(r.grain = 'hour' AND ${inRanges('r.start', seg.hour, 'hour', params)})`] : []),
   ];
-  // A row of an hour read whole that counts something outside the bounds.
+  // A row of an hour read whole that counts something outside the bounds (only the side's column is read).
   const past = whole.map((w, i) => {
-    Object.assign(params, { [`whole${i}h`]: w.hour, [`whole${i}from`]: w.from, [`whole${i}to`]: w.to });
-    return `(r.grain = 'hour' AND r.start = {whole${i}h:Int64} AND r.n > 0 AND (r.firstAt < {whole${i}from:Int64} OR r.lastAt > {whole${i}to:Int64}))`;
+    Object.assign(params, { [`whole${i}h`]: w.hour, [`whole${i}b`]: w.bound });
+    return `(r.grain = 'hour' AND r.start = {whole${i}h:Int64} AND r.n > 0 AND ${w.side === 'start' ? 'r.firstAt <' : 'r.lastAt >'} {whole${i}b:Int64})`;
   });
   // The whole hours: from the first hour row to the end of the last (the correction's range).
   const covered = [...seg.day, ...seg.hour];
@@ -191,14 +194,14 @@ async function countRows<G>(ctx: ReadContext, kind: Kind, q: CountQuery, spec: C
   const a = kind.alias;
   const none = kind.groupType === 'String' ? "''" : 'toUInt64(0)';
   const correctionSql = spec.correction && 'sql' in spec.correction ? spec.correction.sql : undefined;
+  const bucket = (t: string) => (q.bucket ? BUCKET_SQL[q.bucket](t) : '0');
+  const byOwner = q.only !== undefined && q.only.length <= BY_OWNER_MAX;
+  const rolledFrom = `$db.${byOwner ? kind.byOwner : kind.rollup} AS r FINAL
+        WHERE (${rolled.join(' OR ')}) AND ${groupCond(kind.group('r'))}${byOwner ? ` AND ${kind.ownerKey(q.only!, params)}` : ''}`;
+  const flag = past.length ? `if(${past.join(' OR ')}, 2, 0)` : '0';
   const build = (from: string, part: string, pinned: boolean): string => {
     const branches: string[] = [];
-    if (rolled.length) {
-      const byOwner = q.only !== undefined && q.only.length <= BY_OWNER_MAX;
-      branches.push(`SELECT ${kind.group('r')} AS g, r.start AS t, toInt64(${spec.n}) AS n, ${past.length ? `if(${past.join(' OR ')}, 2, 0)` : '0'} AS s
-        FROM $db.${byOwner ? kind.byOwner : kind.rollup} AS r FINAL
-        WHERE (${rolled.join(' OR ')}) AND ${groupCond(kind.group('r'))}${byOwner ? ` AND ${kind.ownerKey(q.only!, params)}` : ''}`);
-    }
+    if (rolled.length) branches.push(`SELECT ${kind.group('r')} AS g, r.start AS t, toInt64(${spec.n}) AS n, ${flag} AS s FROM ${rolledFrom}`);
     if (seg.raw.length) {
       branches.push(`SELECT ${kind.group(a)} AS g, toUnixTimestamp64Milli(${kind.time}) AS t, toInt64(1) AS n, 0 AS s FROM ${from}
         WHERE ${a}.live = 1 AND ${a}.tomb = 0 AND ${spec.rawWhere} AND ${timeInRanges(kind.time, seg.raw, 'raw', params)} AND ${groupCond(kind.group(a))} AND ${part}`);
@@ -209,11 +212,17 @@ async function countRows<G>(ctx: ReadContext, kind: Kind, q: CountQuery, spec: C
     }
     // A row that says the pinned part was still there when the query began (else it read nothing from it).
     if (pinned) branches.push(`SELECT ${none} AS g, toInt64(0) AS t, toInt64(0) AS n, 1 AS s FROM ${from} WHERE ${part} LIMIT 1`);
-    return `SELECT g, ${q.bucket ? BUCKET_SQL[q.bucket]('t') : '0'} AS b, sum(n) AS n, s FROM (${branches.join('\nUNION ALL\n')})
-      GROUP BY g, b, s ${FINAL_SETTINGS}`;
+    return `SELECT g, ${bucket('t')} AS b, sum(n) AS n, max(s) AS s FROM (${branches.join('\nUNION ALL\n')})
+      GROUP BY g, b ${FINAL_SETTINGS}`;
   };
   if (!rolled.length && !seg.raw.length) return [];
   const readsStatements = seg.raw.length > 0 || (correctionSql !== undefined && coveredRange !== undefined);
+  // The rolled-up rows alone: one GROUP BY over them, no UNION to gather (a fifth of the query).
+  if (!readsStatements) {
+    const rows = await ctx.store.query<Row<G>>(`SELECT ${kind.group('r')} AS g, ${bucket('r.start')} AS b, sum(toInt64(${spec.n})) AS n, max(${flag}) AS s
+      FROM ${rolledFrom} GROUP BY g, b ${FINAL_SETTINGS}`, params);
+    return spec.correction && 'rows' in spec.correction && coveredRange ? takeBack(rows, spec.correction.rows, coveredRange, q) : rows;
+  }
   const part = readsStatements ? (await mergedParts(ctx)).get(kind.table) : undefined;
   let rows: Row<G>[] | undefined;
   if (part !== undefined) {

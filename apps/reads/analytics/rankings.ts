@@ -78,13 +78,13 @@ export async function rankTraders(ctx: ReadContext, q: RankingsQuery) {
   const evaluability = performance ? windowEvaluability(q, bounds, sampleStart, w, now) : 'not_applicable';
   const facts = await factsOf(ctx);
   const assetIds = splitIds(q.assetIds);
-  // Counted events: the rolled-up activity (activity-counts.ts), or with assetIds the events of those assets (by asset).
+  // Counted events: the rolled-up activity (activity-counts.ts), or with assetIds the events of
+  // those of them that are eligible (one set: a second of every eligible id cost a tenth).
   const events = new Where()
     .add('e.live = 1 AND e.tomb = 0')
-    .add('e.assetId IN {eligibleAssets:Array(UInt64)}', { eligibleAssets: facts.assetIds })
     .add("e.timeOfEvent >= fromUnixTimestamp64Milli({evStart:Int64}, 'UTC') AND e.timeOfEvent <= fromUnixTimestamp64Milli({evEnd:Int64}, 'UTC')",
       { evStart: sampleStart, evEnd: bounds.end })
-    .when(assetIds, 'e.assetId IN {assetIds:Array(UInt64)}', 'assetIds')
+    .when(assetIds?.filter((a) => facts.assetQuote.has(a)), 'e.assetId IN {assetIds:Array(UInt64)}', 'assetIds')
     .when(q.direction, 'e.direction = {direction:String}', 'direction');
   const [perf, eventRows] = await Promise.all([
     performanceByGroup(ctx, await sampleWhere(ctx, facts, { window: bounds, assetIds, direction: q.direction }), 'traderId', [performance ? w : '1D'], !performance),
