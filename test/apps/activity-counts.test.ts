@@ -4,7 +4,7 @@
 // one that lands after the table's span was looked up for the data version.
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { segments, type Range } from '../../apps/reads/analytics/activity-counts.ts';
+import { segments, widen, type Range } from '../../apps/reads/analytics/activity-counts.ts';
 import { activitySummaries } from '../../apps/reads/analytics/activity.ts';
 import { CursorCodec } from '../../apps/reads/cursor.ts';
 import type { ReadContext } from '../../apps/reads/context.ts';
@@ -45,6 +45,48 @@ describe('segments: a range as whole days, whole hours and partial hours', () =>
           }
         }
       }), { numRuns: 2000 });
+  });
+});
+
+describe('widen: an end with nothing stored beyond it read as its whole day or hour', () => {
+  it('reads nothing outside the bounds but whole rows of a widened end, each flagged against its bound', () => {
+    const t = fc.integer({ min: Date.UTC(1970, 0, 2), max: Date.UTC(2299, 11, 30) });
+    const aligned = fc.oneof(t, t.map((x) => Math.floor(x / HOUR) * HOUR), t.map((x) => Math.floor(x / DAY) * DAY));
+    const length = fc.oneof(fc.integer({ min: 0, max: 3 * HOUR }), fc.integer({ min: 0, max: 10 * DAY }), fc.constantFrom(0, HOUR - 1, HOUR, DAY - 1, DAY));
+    // The stored span: around the range's ends, so that either end may or may not have rows beyond it.
+    const offset = fc.integer({ min: -2 * DAY, max: 2 * DAY });
+    fc.assert(fc.property(aligned, length, offset, offset, fc.constantFrom('hour' as const, 'day' as const), (start, len, dlo, dhi, coarsest) => {
+      const q = { start, end: start + len, coarsest };
+      const span = { lo: q.start + dlo, hi: q.end + dhi };
+      const w = widen(q, span);
+      expect(w.start).toBeLessThanOrEqual(q.start);
+      expect(w.end).toBeGreaterThanOrEqual(q.end);
+      // Widened only where nothing is stored beyond the bound.
+      if (w.start < q.start) expect(q.start).toBeLessThanOrEqual(span.lo);
+      if (w.end > q.end) expect(q.end).toBeGreaterThanOrEqual(span.hi);
+      const s = segments(w.start, w.end, coarsest);
+      // Statements are read within the bounds only (a statement read carries no flag).
+      for (const [a, b] of s.raw) { expect(a).toBeGreaterThanOrEqual(q.start); expect(b).toBeLessThanOrEqual(q.end + 1); }
+      // Every rolled-up row reaching outside the bounds is a flagged whole row of its grain and side.
+      const rows = [...s.day.flatMap(([a, b]) => Array.from({ length: (b - a) / DAY }, (_, i) => ({ grain: 'day', start: a + i * DAY, size: DAY }))),
+        ...s.hour.flatMap(([a, b]) => Array.from({ length: Math.min((b - a) / HOUR, 48) }, (_, i) => ({ grain: 'hour', start: a + i * HOUR, size: HOUR }))),
+        ...s.hour.map(([, b]) => ({ grain: 'hour', start: b - HOUR, size: HOUR }))];
+      for (const r of rows) {
+        const before = r.start < q.start; const after = r.start + r.size - 1 > q.end;
+        if (!before && !after) continue;
+        const flagged = w.whole.filter((x) => x.grain === r.grain && x.start === r.start);
+        if (before) expect(flagged.some((x) => x.side === 'start' && x.bound === q.start)).toBe(true);
+        if (after) expect(flagged.some((x) => x.side === 'end' && x.bound === q.end)).toBe(true);
+      }
+    }), { numRuns: 5000 });
+  });
+
+  it('reads a default range that ends now from its day rows, today included', () => {
+    const now = Date.UTC(2026, 10, 23, 16, 50);
+    const q = { start: Date.UTC(2026, 10, 16, 17), end: now, coarsest: 'day' as const };
+    const w = widen(q, { lo: Date.UTC(2026, 0, 1), hi: now });
+    expect(segments(w.start, w.end, 'day')).toEqual({ raw: [], hour: [[q.start, Date.UTC(2026, 10, 17)]], day: [[Date.UTC(2026, 10, 17), Date.UTC(2026, 10, 24)]] });
+    expect(w.whole).toEqual([{ grain: 'day', start: Date.UTC(2026, 10, 23), side: 'end', bound: now }]);
   });
 });
 

@@ -131,31 +131,71 @@ const timeSpans = perDataVersion(async (store) => {
 type Row<G> = { g: G; b: number; n: number; s: number };
 
 /**
- * An end's partial hour read whole: the hour, and the bound past which its rolled-up row must count
- * nothing (ms, inclusive): the start's (firstAt before it) or the end's (lastAt after it).
+ * An end's partial day or hour read whole: its rolled-up rows (grain, start), and the bound past
+ * which they must count nothing (ms, inclusive): the start's (firstAt before it) or the end's
+ * (lastAt after it).
  */
-interface Whole { hour: number; side: 'start' | 'end'; bound: number }
+interface Whole { grain: 'hour' | 'day'; start: number; side: 'start' | 'end'; bound: number }
+
+/**
+ * [q.start, q.end] with each end that has no row stored beyond it (`span`) widened to its whole day
+ * (coarsest `day`) or else whole hour, when the widened range still holds that whole row: a
+ * default range ending now reads today's day row instead of its hour rows.
+ */
+export function widen(q: { start: number; end: number; coarsest: 'hour' | 'day' }, span: { lo: number; hi: number }): { start: number; end: number; whole: Whole[] } {
+  let { start, end } = q;
+  const whole: Whole[] = [];
+  for (const [grain, size] of q.coarsest === 'day' ? [['day', DAY_MS], ['hour', HOUR_MS]] as const : [['hour', HOUR_MS]] as const) {
+    const s = start === q.start && q.start <= span.lo ? Math.floor(q.start / size) * size : start;
+    const e = end === q.end && q.end >= span.hi ? Math.ceil((q.end + 1) / size) * size - 1 : end;
+    // Both ends' rows lie within the widened range exactly when it holds one whole row.
+    if (e + 1 - s < size) continue;
+    if (s !== start) { start = s; whole.push({ grain, start: s, side: 'start', bound: q.start }); }
+    if (e !== end) { end = e; whole.push({ grain, start: e + 1 - size, side: 'end', bound: q.end }); }
+  }
+  return { start, end, whole };
+}
 
 /**
  * Counts per group (and bucket) over [start, end]: the rolled-up rows of the whole hours and days
  * (README "Read models"), plus the current statements of the partial hours at the ends, read from
- * the statement table's merged part (sample.ts mergedParts) or with FINAL. A partial hour with no
- * row stored beyond the bound (timeSpans, per data version) is read as its whole rolled-up hour
- * instead; a rolled-up row of that hour whose counted rows reach past the bound (firstAt, lastAt:
- * a row that landed since) marks the answer (s = 2), and the read runs again with the partial hour
- * read from the statements. `n` is the count of one rolled-up row (a sum of its columns);
+ * the statement table's merged part (sample.ts mergedParts) or with FINAL. An end with no row
+ * stored beyond it (timeSpans, per data version) is read as its whole rolled-up day or hour
+ * instead (widen); a rolled-up row of those whose counted rows reach past the bound (firstAt,
+ * lastAt: a row that landed since) marks the answer (s = 2), and the read runs again with the
+ * partial hours read from the statements. `n` is the count of one rolled-up row (a sum of its columns);
  * `rawWhere` what a statement must meet to count, `correction` statements of the whole hours to
- * take back (n -1: events on ineligible assets).
+ * take back (n -1: events on ineligible assets). Reads of several kinds that need the rolled-up
+ * rows alone share one query (a round trip and a pipeline less each).
  */
-async function counts<G>(ctx: ReadContext, kind: Kind, q: CountQuery, spec: CountSpec): Promise<Count<G>[]> {
-  const span = (await timeSpans(ctx))[kind.table];
-  const whole: Whole[] = [];
-  let { start, end } = q;
-  if (start <= span.lo && start % HOUR_MS !== 0) { start = Math.floor(start / HOUR_MS) * HOUR_MS; whole.push({ hour: start, side: 'start', bound: q.start }); }
-  if (end >= span.hi && (end + 1) % HOUR_MS !== 0) { end = Math.ceil((end + 1) / HOUR_MS) * HOUR_MS - 1; whole.push({ hour: Math.floor(q.end / HOUR_MS) * HOUR_MS, side: 'end', bound: q.end }); }
-  const rows = await countRows<G>(ctx, kind, { ...q, start, end }, spec, whole);
-  return shape<G>(kind, rows.some((r) => Number(r.s) === 2) ? await countRows<G>(ctx, kind, q, spec, []) : rows);
+async function counts(ctx: ReadContext, jobs: readonly (Job | null)[]): Promise<Count<number | string>[][]> {
+  const spans = await timeSpans(ctx);
+  const plans = jobs.map((j) => {
+    if (!j) return null;
+    const { start, end, whole } = widen(j.q, spans[j.kind.table]);
+    return plan<number | string>(ctx, j.kind, { ...j.q, start, end }, j.spec, whole);
+  });
+  const rolled = plans.filter((p) => p?.rolled);
+  const shared = new Map<CountPlan, Row<number | string>[]>();
+  if (rolled.length > 1) {
+    const rows = await ctx.store.query<Omit<Row<never>, 'g'> & { k: number; gn: number; gs: string }>(`${rolled.map((p, i) => p!.rolled!.sql(i)).join('\nUNION ALL\n')} ${FINAL_SETTINGS}`,
+      Object.assign({}, ...rolled.map((p) => p!.rolled!.params)));
+    rolled.forEach((p, i) => shared.set(p!, rows.filter((r) => Number(r.k) === i).map((r) => ({ g: p!.rolled!.text ? r.gs : r.gn, b: r.b, n: r.n, s: r.s }))));
+  }
+  // One query after the other: the embedded store runs one at a time.
+  const out: Count<number | string>[][] = [];
+  for (const [i, p] of plans.entries()) {
+    const j = jobs[i];
+    if (!p || !j) { out.push([]); continue; }
+    let rows = p.finish(shared.get(p) ?? await p.run());
+    if (rows.some((r) => Number(r.s) === 2)) { const again = plan<number | string>(ctx, j.kind, j.q, j.spec, []); rows = again.finish(await again.run()); }
+    out.push(shape(j.kind, rows));
+  }
+  return out;
 }
+
+/** One count: the kind counted, over what, and how. */
+interface Job { kind: Kind; q: CountQuery; spec: CountSpec }
 
 /** A counted row to take back from the rolled-up counts: its group and time (ms). */
 interface Taken { g: number; t: number }
@@ -169,29 +209,41 @@ interface CountSpec {
 const shape = <G>(kind: Kind, rows: Row<G>[]): Count<G>[] => rows.filter((r) => Number(r.s) === 0)
   .map((r) => ({ g: (kind.groupType === 'String' ? r.g : Number(r.g)) as G, b: Number(r.b), n: Number(r.n) }));
 
-/** The rows of counts: data rows (s 0), the pinned part's sentinel (s 1), groups with a row of an hour read whole that reaches past the bounds (s 2). */
-async function countRows<G>(ctx: ReadContext, kind: Kind, q: CountQuery, spec: CountSpec, whole: readonly Whole[]): Promise<Row<G>[]> {
+/**
+ * A count's read: its own query (`run`), and when it needs the rolled-up rows alone, that query as
+ * a branch another kind's may share (`rolled.sql(k)`: rows tagged k, the group in gn or, `text`, gs); `finish`
+ * takes back the held rows. Its rows: data rows (s 0), the pinned part's sentinel (s 1), groups
+ * with a row read whole (widen) that reaches past the bounds (s 2). Parameter names begin with the
+ * kind's alias, so that two kinds' branches never share one.
+ */
+interface CountPlan<G = number | string> {
+  rolled?: { sql: (k: number) => string; params: Record<string, unknown>; text: boolean };
+  run: () => Promise<Row<G>[]>;
+  finish: (rows: Row<G>[]) => Row<G>[];
+}
+
+function plan<G>(ctx: ReadContext, kind: Kind, q: CountQuery, spec: CountSpec, whole: readonly Whole[]): CountPlan<G> {
   const seg = segments(q.start, q.end, q.coarsest);
+  const a = kind.alias;
   const params: Record<string, unknown> = { ...spec.params };
   const groupCond = (expr: string): string => [
-    q.only ? `${expr} IN {onlyGroups:Array(${kind.groupType})}` : '1',
-    q.except?.length ? `${expr} NOT IN {exceptGroups:Array(${kind.groupType})}` : '1',
+    q.only ? `${expr} IN {${a}OnlyGroups:Array(${kind.groupType})}` : '1',
+    q.except?.length ? `${expr} NOT IN {${a}ExceptGroups:Array(${kind.groupType})}` : '1',
   ].join(' AND ');
-  if (q.only) params.onlyGroups = q.only;
-  if (q.except?.length) params.exceptGroups = q.except;
+  if (q.only) params[`${a}OnlyGroups`] = q.only;
+  if (q.except?.length) params[`${a}ExceptGroups`] = q.except;
   const rolled = [
-    ...(seg.day.length ? [`(r.grain = 'day' AND ${inRanges('r.start', seg.day, 'day', params)})`] : []),
-    ...(seg.hour.length ? [`(r.grain = 'hour' AND ${inRanges('r.start', seg.hour, 'hour', params)})`] : []),
+    ...(seg.day.length ? [`(r.grain = 'day' AND ${inRanges('r.start', seg.day, `${a}day`, params)})`] : []),
+    ...(seg.hour.length ? [`(r.grain = 'hour' AND ${inRanges('r.start', seg.hour, `${a}hour`, params)})`] : []),
   ];
-  // A row of an hour read whole that counts something outside the bounds (only the side's column is read).
+  // A row read whole (widen) that counts something outside the bounds (only the side's column is read).
   const past = whole.map((w, i) => {
-    Object.assign(params, { [`whole${i}h`]: w.hour, [`whole${i}b`]: w.bound });
-    return `(r.grain = 'hour' AND r.start = {whole${i}h:Int64} AND r.n > 0 AND ${w.side === 'start' ? 'r.firstAt <' : 'r.lastAt >'} {whole${i}b:Int64})`;
+    Object.assign(params, { [`${a}whole${i}s`]: w.start, [`${a}whole${i}b`]: w.bound });
+    return `(r.grain = '${w.grain}' AND r.start = {${a}whole${i}s:Int64} AND r.n > 0 AND ${w.side === 'start' ? 'r.firstAt <' : 'r.lastAt >'} {${a}whole${i}b:Int64})`;
   });
   // The whole hours: from the first hour row to the end of the last (the correction's range).
   const covered = [...seg.day, ...seg.hour];
   const coveredRange: Range | undefined = covered.length ? [Math.min(...covered.map((r) => r[0])), Math.max(...covered.map((r) => r[1]))] : undefined;
-  const a = kind.alias;
   const none = kind.groupType === 'String' ? "''" : 'toUInt64(0)';
   const correctionSql = spec.correction && 'sql' in spec.correction ? spec.correction.sql : undefined;
   const bucket = (t: string) => (q.bucket ? BUCKET_SQL[q.bucket](t) : '0');
@@ -199,38 +251,45 @@ async function countRows<G>(ctx: ReadContext, kind: Kind, q: CountQuery, spec: C
   const rolledFrom = `$db.${byOwner ? kind.byOwner : kind.rollup} AS r FINAL
         WHERE (${rolled.join(' OR ')}) AND ${groupCond(kind.group('r'))}${byOwner ? ` AND ${kind.ownerKey(q.only!, params)}` : ''}`;
   const flag = past.length ? `if(${past.join(' OR ')}, 2, 0)` : '0';
+  const finish = (rows: Row<G>[]): Row<G>[] => (spec.correction && 'rows' in spec.correction && coveredRange ? takeBack(rows, spec.correction.rows, coveredRange, q) : rows);
   const build = (from: string, part: string, pinned: boolean): string => {
     const branches: string[] = [];
     if (rolled.length) branches.push(`SELECT ${kind.group('r')} AS g, r.start AS t, toInt64(${spec.n}) AS n, ${flag} AS s FROM ${rolledFrom}`);
     if (seg.raw.length) {
       branches.push(`SELECT ${kind.group(a)} AS g, toUnixTimestamp64Milli(${kind.time}) AS t, toInt64(1) AS n, 0 AS s FROM ${from}
-        WHERE ${a}.live = 1 AND ${a}.tomb = 0 AND ${spec.rawWhere} AND ${timeInRanges(kind.time, seg.raw, 'raw', params)} AND ${groupCond(kind.group(a))} AND ${part}`);
+        WHERE ${a}.live = 1 AND ${a}.tomb = 0 AND ${spec.rawWhere} AND ${timeInRanges(kind.time, seg.raw, `${a}raw`, params)} AND ${groupCond(kind.group(a))} AND ${part}`);
     }
     if (correctionSql && coveredRange) {
       branches.push(`SELECT ${kind.group(a)} AS g, toUnixTimestamp64Milli(${kind.time}) AS t, toInt64(-1) AS n, 0 AS s FROM ${from}
-        WHERE ${a}.live = 1 AND ${a}.tomb = 0 AND ${correctionSql} AND ${timeInRanges(kind.time, [coveredRange], 'covered', params)} AND ${groupCond(kind.group(a))} AND ${part}`);
+        WHERE ${a}.live = 1 AND ${a}.tomb = 0 AND ${correctionSql} AND ${timeInRanges(kind.time, [coveredRange], `${a}covered`, params)} AND ${groupCond(kind.group(a))} AND ${part}`);
     }
     // A row that says the pinned part was still there when the query began (else it read nothing from it).
     if (pinned) branches.push(`SELECT ${none} AS g, toInt64(0) AS t, toInt64(0) AS n, 1 AS s FROM ${from} WHERE ${part} LIMIT 1`);
     return `SELECT g, ${bucket('t')} AS b, sum(n) AS n, max(s) AS s FROM (${branches.join('\nUNION ALL\n')})
       GROUP BY g, b ${FINAL_SETTINGS}`;
   };
-  if (!rolled.length && !seg.raw.length) return [];
+  if (!rolled.length && !seg.raw.length) return { run: async () => [], finish };
   const readsStatements = seg.raw.length > 0 || (correctionSql !== undefined && coveredRange !== undefined);
   // The rolled-up rows alone: one GROUP BY over them, no UNION to gather (a fifth of the query).
   if (!readsStatements) {
-    const rows = await ctx.store.query<Row<G>>(`SELECT ${kind.group('r')} AS g, ${bucket('r.start')} AS b, sum(toInt64(${spec.n})) AS n, max(${flag}) AS s
-      FROM ${rolledFrom} GROUP BY g, b ${FINAL_SETTINGS}`, params);
-    return spec.correction && 'rows' in spec.correction && coveredRange ? takeBack(rows, spec.correction.rows, coveredRange, q) : rows;
+    // Tagged: the group in the column of its type (gn or gs), each grouped by its own type.
+    const text = kind.groupType === 'String';
+    const sql = (k?: number) => `SELECT ${k === undefined ? `${kind.group('r')} AS g` : `${k} AS k, ${text ? 'toUInt64(0)' : kind.group('r')} AS gn, ${text ? kind.group('r') : "''"} AS gs`},
+        ${bucket('r.start')} AS b, sum(toInt64(${spec.n})) AS n, max(${flag}) AS s
+      FROM ${rolledFrom} GROUP BY ${k === undefined ? 'g' : text ? 'gs' : 'gn'}, b`;
+    return { rolled: { sql, params, text }, run: () => ctx.store.query<Row<G>>(`${sql()} ${FINAL_SETTINGS}`, params), finish };
   }
-  const part = readsStatements ? (await mergedParts(ctx)).get(kind.table) : undefined;
-  let rows: Row<G>[] | undefined;
-  if (part !== undefined) {
-    rows = await ctx.store.query<Row<G>>(build(`$db.${kind.table} AS ${a}`, `${a}._part = {mergedPart:String}`, true), { ...params, mergedPart: part });
-    if (!rows.some((r) => Number(r.s) === 1)) rows = undefined;
-  }
-  rows ??= await ctx.store.query<Row<G>>(build(`$db.${kind.table} AS ${a}${readsStatements ? ' FINAL' : ''}`, '1', false), params);
-  return spec.correction && 'rows' in spec.correction && coveredRange ? takeBack(rows, spec.correction.rows, coveredRange, q) : rows;
+  return {
+    finish,
+    run: async () => {
+      const part = (await mergedParts(ctx)).get(kind.table);
+      if (part !== undefined) {
+        const rows = await ctx.store.query<Row<G>>(build(`$db.${kind.table} AS ${a}`, `${a}._part = {mergedPart:String}`, true), { ...params, mergedPart: part });
+        if (rows.some((r) => Number(r.s) === 1)) return rows;
+      }
+      return ctx.store.query<Row<G>>(build(`$db.${kind.table} AS ${a} FINAL`, '1', false), params);
+    },
+  };
 }
 
 /** The rows with the taken-back rows of the whole hours (`covered`) and of the groups counted subtracted (never below 0). */
@@ -250,11 +309,31 @@ function takeBack<G>(rows: Row<G>[], taken: readonly Taken[], [from, to]: Range,
   });
 }
 
+export type EventCountQuery = CountQuery & { types?: readonly string[]; direction?: string };
+
 /**
  * Counted events per trader (and bucket): live events of live positions on eligible assets
  * (facts), of the given types and direction. Trader eligibility is the caller's (`only`, `except`).
  */
-export async function eventCounts(ctx: ReadContext, facts: Facts, q: CountQuery & { types?: readonly string[]; direction?: string }): Promise<Count<number>[]> {
+export async function eventCounts(ctx: ReadContext, facts: Facts, q: EventCountQuery): Promise<Count<number>[]> {
+  const [events] = await counts(ctx, [{ kind: EVENTS, q, spec: await eventSpec(ctx, facts, q) }]);
+  return events as Count<number>[];
+}
+
+/**
+ * Counted events per trader (as eventCounts) and counted messages per source
+ * (`platform:sourceIdentityId`: live messages), per bucket, in one read; either may be null (none
+ * of that kind).
+ */
+export async function activityCounts(ctx: ReadContext, facts: Facts, events: EventCountQuery | null, messages: CountQuery | null): Promise<{ events: Count<number>[]; messages: Count<string>[] }> {
+  const [e, m] = await counts(ctx, [events && { kind: EVENTS, q: events, spec: await eventSpec(ctx, facts, events) }, messages && { kind: MESSAGES, q: messages, spec: MESSAGE_SPEC }]);
+  return { events: e as Count<number>[], messages: m as Count<string>[] };
+}
+
+const MESSAGE_SPEC: CountSpec = { n: 'r.n', rawWhere: '1', params: {} };
+
+/** What a statement must meet to count as an event of eventCounts, and the ineligible-asset events to take back. */
+async function eventSpec(ctx: ReadContext, facts: Facts, q: EventCountQuery): Promise<CountSpec> {
   const counted = EVENT_COUNTS.filter((c) => (!q.types || q.types.includes(c.type)) && (!q.direction || c.direction === q.direction));
   const columns = counted.length === EVENT_COUNTS.length ? ['r.n'] : counted.map((c) => `r.${c.column}`);
   const params: Record<string, unknown> = { eligibleAssets: facts.assetIds };
@@ -274,11 +353,7 @@ export async function eventCounts(ctx: ReadContext, facts: Facts, q: CountQuery 
       correction = { sql: `e.assetId IN {excludedAssets:Array(UInt64)} AND ${only}` };
     }
   }
-  return counts<number>(ctx, EVENTS, q, {
-    n: columns.length ? columns.join(' + ') : '0', params,
-    rawWhere: `e.assetId IN {eligibleAssets:Array(UInt64)} AND ${only}`,
-    correction,
-  });
+  return { n: columns.length ? columns.join(' + ') : '0', params, rawWhere: `e.assetId IN {eligibleAssets:Array(UInt64)} AND ${only}`, correction };
 }
 
 /** Up to this many current events on ineligible assets are held in memory (excludedEvents); with more, the read takes them back in SQL. */
@@ -301,7 +376,3 @@ function excludedEvents(ctx: ReadContext, assets: readonly number[]): Promise<re
   (x) => x.t);
 }
 
-/** Counted messages per source (`platform:sourceIdentityId`) (and bucket): live messages. */
-export function messageCounts(ctx: ReadContext, q: CountQuery): Promise<Count<string>[]> {
-  return counts<string>(ctx, MESSAGES, q, { n: 'r.n', rawWhere: '1', params: {} });
-}

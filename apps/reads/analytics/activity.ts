@@ -5,7 +5,7 @@ import { MAX_BUCKETS, type ActivitySummariesQuery } from '../../../schemas/api/q
 import type { ReadContext } from '../context.ts';
 import { factsOf, permits, type Facts } from '../facts.ts';
 import { appliedTimeRange, DAY_MS, explicitBounds } from '../window.ts';
-import { bucketStart, eventCounts, HOUR_MS, messageCounts, WEEK_MS } from './activity-counts.ts';
+import { activityCounts, bucketStart, HOUR_MS, WEEK_MS } from './activity-counts.ts';
 import { clampToHistory, traderEligible } from './sample.ts';
 
 const SIZE = { hour: HOUR_MS, day: DAY_MS, week: WEEK_MS } as const;
@@ -43,11 +43,10 @@ export async function activitySummaries(ctx: ReadContext, q: ActivitySummariesQu
   }
 
   // Totals per trader and per source over the range (the coarsest rolled-up rows), then the buckets
-  // of the groups returned. One query after the other: the embedded store runs one at a time, and
-  // two sent together only wait on each other.
+  // of the groups returned: each pair of counts in one read (activityCounts).
   const types = q.eventTypes !== undefined ? eventTypes : undefined;
-  const eventTotals = await eventCounts(ctx, facts, { start, end, coarsest: 'day', types, only: traderIds });
-  const sourceTotals = await messageCounts(ctx, { start, end, coarsest: 'day' });
+  const { events: eventTotals, messages: sourceTotals } = await activityCounts(ctx, facts,
+    { start, end, coarsest: 'day', types, only: traderIds }, { start, end, coarsest: 'day' });
 
   // Which rows count: events of live, signal-visible traders; messages of a source whose trader is live, message-visible and asked for.
   const groups = new Map<number, Counts>();
@@ -86,8 +85,9 @@ export async function activitySummaries(ctx: ReadContext, q: ActivitySummariesQu
   // A group may be there for its messages alone: its events count only when its trader's signals are visible.
   const topTraders = top.filter((id) => traderEligible(facts, ctx.principal, id));
   const bucketed = { start, end, coarsest: q.interval === 'hour' ? 'hour' as const : 'day' as const, bucket: q.interval };
-  const eb = byTrader && !topTraders.length ? [] : await eventCounts(ctx, facts, { ...bucketed, types, ...(byTrader ? { only: topTraders } : { only: traderIds, except: excludedTraders }) });
-  const mb = byTrader && !topSources.length ? [] : await messageCounts(ctx, { ...bucketed, ...(byTrader ? { only: topSources } : { except: excludedSources }) });
+  const { events: eb, messages: mb } = await activityCounts(ctx, facts,
+    byTrader && !topTraders.length ? null : { ...bucketed, types, ...(byTrader ? { only: topTraders } : { only: traderIds, except: excludedTraders }) },
+    byTrader && !topSources.length ? null : { ...bucketed, ...(byTrader ? { only: topSources } : { except: excludedSources }) });
   const overall: Counts = { messages: totalMessages, events: totalEvents };
   const bucketOf = (c: Counts, b: number) => { const m = c.buckets ??= new Map(); let x = m.get(b); if (!x) m.set(b, x = [0, 0]); return x; };
   for (const r of eb) bucketOf(byTrader ? groups.get(r.g)! : overall, r.b)[1] += r.n;
