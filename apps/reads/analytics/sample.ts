@@ -145,15 +145,13 @@ export function performanceSql(where: Where, groupBy: string, windows: readonly 
   // countsOnly: the positions and their directions, no returns (activity rankings).
   const moments = countsOnly ? '0 AS scored, NULL AS mean, NULL AS median, 0 AS wins, NULL AS sd'
     : 'countIf(ready) AS scored, avgIf(r, ready) AS mean, quantileExactInclusiveIf(0.5)(r, ready) AS median, countIf(ready AND r > 0) AS wins, stddevSampStableIf(r, ready) AS sd';
+  // One flat GROUP BY (a subquery to name `r` and `ready` cost a twentieth of trader stats).
   return {
     sql: `
-      SELECT ${groupBy} AS g, window, count() AS sampled, ${moments}, countIf(direction = 'long') AS longs
-      FROM (
-        SELECT p.${groupBy} AS ${groupBy}, p.window AS window, p.direction AS direction, p.readyReturn AS r,
-          p.isReady${checkAge ? ' AND p.evaluatedAt <= {now:Int64}' : ''} AS ready
-        FROM $db.position_samples AS p FINAL ${where.prewhereSql}
-        WHERE ${where.sql}${windows.length < WINDOWS.length ? ' AND p.window IN {windows:Array(String)}' : ''}
-      )
+      WITH p.readyReturn AS r, p.isReady${checkAge ? ' AND p.evaluatedAt <= {now:Int64}' : ''} AS ready
+      SELECT p.${groupBy} AS g, p.window AS window, count() AS sampled, ${moments}, countIf(p.direction = 'long') AS longs
+      FROM $db.position_samples AS p FINAL ${where.prewhereSql}
+      WHERE ${where.sql}${windows.length < WINDOWS.length ? ' AND p.window IN {windows:Array(String)}' : ''}
       GROUP BY g, window
       ${FINAL_SETTINGS}`,
     params: { ...where.params, ...(windows.length < WINDOWS.length ? { windows } : {}) },
