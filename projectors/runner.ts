@@ -43,8 +43,9 @@ export async function ensureSchema(store: Store, projections: readonly Projectio
  *  22: trade_batch, open_positions by_id and position_samples by_position: a trade batch that finds
  *      the previous one unfinished reads back what these hold of its positions and repairs them (issue 6)
  *  23: activity by trader and by source in compressed blocks of at most 16 KiB (issue 7)
+ *  24: position_samples.assetLow, the low 16 bits of assetId (issue 7)
  */
-export const READ_MODEL_VERSION = 23;
+export const READ_MODEL_VERSION = 24;
 
 const VERSION_DDL = `CREATE TABLE IF NOT EXISTS $db.read_model_version (
   version UInt32, at DateTime64(3, 'UTC')

@@ -51,10 +51,13 @@ export const PERFORMANCES_DDL = `CREATE TABLE IF NOT EXISTS $db.position_perform
  * The same rows for the analytics reads: by window and month, ordered by (traderId, assetId,
  * openAt, positionId) (range scans). `isReady` and `readyReturn` are what an aggregate reads of
  * status and return, worked out once at insert: a UInt8 and a plain Float64 instead of an Enum
- * compared per read and a Nullable (a `ready` window always has a finite return).
+ * compared per read and a Nullable (a `ready` window always has a finite return). `assetLow`, the
+ * low 16 bits of assetId, is what a read tests asset sets on where that is exact (2 bytes a row
+ * instead of 8: a read of a few hundred traders reads most rows).
  */
 export const SAMPLES_DDL = `CREATE TABLE IF NOT EXISTS $db.position_samples (${EVALUATION_COLUMNS_DDL},
     isReady UInt8 MATERIALIZED status = 'ready', readyReturn Float64 MATERIALIZED ifNull(returnPercentage, 0),
+    assetLow UInt16 MATERIALIZED assetId % 65536,
     PROJECTION by_position (SELECT _part_offset ORDER BY positionId))
   ENGINE = ReplacingMergeTree(seq) PARTITION BY (window, toYYYYMM(toDateTime(intDiv(openAt, 1000), 'UTC')))
     ORDER BY (traderId, assetId, openAt, positionId) SETTINGS deduplicate_merge_projection_mode = 'rebuild'`;
