@@ -1,6 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { Session } from 'chdb';
 import { bindDatabase, checkIdentifier, type Params, type Store } from './port.ts';
+import { parseRows } from './rows.ts';
 
 /**
  * chdb holds one data directory per process, so sessions are shared per path and stores are
@@ -19,27 +20,6 @@ function openSession(path: string, own: boolean): Session {
   const session = new Session(path);
   if (!own) sessions.set(path, { session, users: 1 });
   return session;
-}
-
-/**
- * Rows of a JSONCompactEachRowWithNames answer (a line of column names, then a line of values per
- * row) as objects, the values exactly as JSONEachRow writes them. One JSON.parse of the whole
- * answer: per-line parses cost about twice as much on a read of thousands of rows.
- */
-function parseRows<T>(text: string): T[] {
-  const body = text.trimEnd();
-  if (!body) return [];
-  // JSON escapes a newline inside a string, so newlines separate lines only.
-  const lines = JSON.parse(`[${body.replaceAll('\n', ',')}]`) as unknown[][];
-  const names = lines[0] as string[];
-  const out: T[] = new Array(lines.length - 1);
-  for (let r = 1; r < lines.length; r++) {
-    const values = lines[r]!;
-    const row: Record<string, unknown> = {};
-    for (let i = 0; i < names.length; i++) row[names[i]!] = values[i];
-    out[r - 1] = row as T;
-  }
-  return out;
 }
 
 export class ChdbStore implements Store {

@@ -13,7 +13,7 @@ import { buildApi } from '../../apps/api/server.ts';
 import { ApiKeyAuthenticator } from '../../apps/auth/keys.ts';
 import { MemoryCache } from '../../apps/cache/memory.ts';
 import { CursorCodec } from '../../apps/reads/cursor.ts';
-import { ChdbStore } from '../../projectors/store/chdb.ts';
+import type { Store } from '../../projectors/store/port.ts';
 import { topicByName } from '../../schemas/topics/index.ts';
 import { build, createHarness, type Harness, type TopicRecord } from '../helpers/harness.ts';
 import { prng } from '../helpers/prng.ts';
@@ -32,10 +32,10 @@ const r = prng(SEED);
 let h: Harness;
 const records: TopicRec[] = [];
 const codec = CursorCodec.random();
-const extraStores: ChdbStore[] = [];
+const extraStores: Store[] = [];
 let app: FastifyInstance;
 
-function startService(store: ChdbStore): FastifyInstance {
+function startService(store: Store): FastifyInstance {
   return buildApi({ store, auth: new ApiKeyAuthenticator(store, new MemoryCache()), cursors: codec, dataVersion: () => h.dataVersion(), clock: () => NOW });
 }
 
@@ -209,7 +209,7 @@ describe('issue 8: a since-poller never misses an upsert', () => {
       for (const p of pollers) if (r.chance(0.6)) await poll(p, r.pick([1, 2, 5, 20, 100]));
       if (round === 70) { // the service restarts: a new app on a new store object, the same cursor secret
         await app.close();
-        const store = await new ChdbStore(h.store.path, h.store.database, { ownSession: true }).init();
+        const store = await h.openStore();
         extraStores.push(store);
         app = startService(store);
         await app.ready();

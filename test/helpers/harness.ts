@@ -12,6 +12,9 @@ import { ALL, createKey, putAccount } from '../../apps/admin.ts';
 import { EmbeddedLog } from '../../projectors/log/embedded.ts';
 import { ensureSchema, runProjector } from '../../projectors/runner.ts';
 import { ChdbStore } from '../../projectors/store/chdb.ts';
+import { ClickHouseStore } from '../../projectors/store/clickhouse.ts';
+import type { Store } from '../../projectors/store/port.ts';
+import { startClickHousePeer, type ClickHousePeer } from './clickhouse-peer.ts';
 import { SCOPES, type AccountRecord, type Scope, type TopicName } from '../../schemas/topics/index.ts';
 import { topicByName } from '../../schemas/topics/index.ts';
 
@@ -23,10 +26,26 @@ const processDir = join(tmpdir(), `signalbase-test-${process.pid}`);
 let counter = 0;
 let open = 0;
 
+/** A harness's store: chdb in process, or with SIGNALBASE_TEST_STORE=clickhouse the ClickHouse server store over HTTP. */
+export type TestStore = Store & { drop(): Promise<void> };
+
+/**
+ * SIGNALBASE_TEST_STORE=clickhouse runs the harness on ClickHouseStore (@clickhouse/client over
+ * real HTTP): against CLICKHOUSE_URL when set, else against the test peer on chdb
+ * (clickhouse-peer.ts), one per process on its data directory.
+ */
+const onClickHouse = process.env.SIGNALBASE_TEST_STORE === 'clickhouse';
+let peer: Promise<ClickHousePeer> | undefined;
+async function openTestStore(database: string, ownSession = false): Promise<TestStore> {
+  if (!onClickHouse) return new ChdbStore(processDir, database, { ownSession }).init();
+  const url = process.env.CLICKHOUSE_URL ?? (await (peer ??= startClickHousePeer(processDir))).url;
+  return new ClickHouseStore({ url, database }).init();
+}
+
 export interface TopicRecord { topic: TopicName; value: any }
 
 export interface Harness {
-  store: ChdbStore;
+  store: TestStore;
   log: EmbeddedLog;
   app: FastifyInstance;
   /** Appends records through the log and waits until the projector has applied them. */
@@ -40,6 +59,8 @@ export interface Harness {
    * state carried over in memory, as after a process restart); it continues from the committed offsets.
    */
   restartProjector(): Promise<void>;
+  /** A new store object on the harness's database (a session or connection of its own), as a restarted service opens; the caller closes it. */
+  openStore(): Promise<TestStore>;
   /** Creates (or updates) an account through the log and returns a new key for it. */
   key(opts?: { scopes?: readonly Scope[]; account?: Partial<Omit<AccountRecord, 'version'>> }): Promise<string>;
   /** GET with a key; returns status, parsed body and headers. */
@@ -48,11 +69,11 @@ export interface Harness {
 }
 
 /** `clock`: the server's clock in ms (read cache expiry, serverTime); the real one when omitted. */
-export async function createHarness(opts: { clock?: () => number; rateLimits?: RateLimits; metrics?: (h: { lag: () => Promise<number>; store: ChdbStore }) => Metrics } = {}): Promise<Harness> {
+export async function createHarness(opts: { clock?: () => number; rateLimits?: RateLimits; metrics?: (h: { lag: () => Promise<number>; store: Store }) => Metrics } = {}): Promise<Harness> {
   const clock = opts.clock ?? Date.now;
   const dataDir = mkdtempSync(join(tmpdir(), 'signalbase-log-'));
   open++;
-  const store = await new ChdbStore(processDir, `t${process.pid}_${++counter}_${Date.now() % 100000}`).init();
+  const store = await openTestStore(`t${process.pid}_${++counter}_${Date.now() % 100000}`);
   await ensureSchema(store);
   const log = new EmbeddedLog(dataDir, 20);
   const auth = new ApiKeyAuthenticator(store, new MemoryCache());
@@ -61,7 +82,7 @@ export async function createHarness(opts: { clock?: () => number; rateLimits?: R
   const metrics = opts.metrics?.({ lag: () => projector.lag(), store });
   const onCommit = (info: { topic: string; applied: number; dead: number }) => { version++; metrics?.committed(info); return auth.invalidate(); };
   projector = runProjector(log, store, { onCommit });
-  const projectorStores: ChdbStore[] = [];
+  const projectorStores: TestStore[] = [];
   const app = buildApi({ store, auth, readCache: new ReadCache(new MemoryCache(undefined, undefined, clock), clock), dataVersion: () => version, clock, rateLimits: opts.rateLimits, metrics });
   await app.ready();
   let accounts = 0;
@@ -82,10 +103,11 @@ export async function createHarness(opts: { clock?: () => number; rateLimits?: R
     dataVersion: () => version,
     async restartProjector() {
       await projector.stop();
-      const fresh = await new ChdbStore(processDir, store.database).init();
+      const fresh = await openTestStore(store.database);
       projectorStores.push(fresh);
       projector = runProjector(log, fresh, { onCommit });
     },
+    openStore: () => openTestStore(store.database, true),
     async key(opts = {}) {
       const id = opts.account?.id ?? `acct${++accounts}`;
       putAccount(log, { id, status: 'active', emailVerified: true, messageVisibility: ALL, signalVisibility: ALL, historyWindowDays: null, ...opts.account });
@@ -104,8 +126,12 @@ export async function createHarness(opts: { clock?: () => number; rateLimits?: R
       await store.drop();
       await store.close();
       rmSync(dataDir, { recursive: true, force: true });
-      // The last harness of the process closed the chdb session: its directory can go too.
-      if (--open === 0) rmSync(processDir, { recursive: true, force: true });
+      // The last harness of the process closed the chdb session (and the peer): its directory can go too.
+      if (--open === 0) {
+        const p = peer; peer = undefined;
+        await (await p)?.close();
+        rmSync(processDir, { recursive: true, force: true });
+      }
     },
   };
   return h;

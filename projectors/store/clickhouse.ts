@@ -1,0 +1,90 @@
+import { createClient, type ClickHouseClient } from '@clickhouse/client';
+import { bindDatabase, checkIdentifier, type Params, type Store } from './port.ts';
+import { parseRows } from './rows.ts';
+
+/**
+ * The Store port on a ClickHouse server (24.8 or newer) over HTTP with @clickhouse/client: the very
+ * SQL the embedded chdb store runs, its `{name:Type}` parameters sent as `param_*` bindings
+ * (never spliced into the SQL), answers read as JSONCompactEachRowWithNames and parsed as chdb's
+ * are. 64-bit integers arrive as JSON numbers, as chdb writes them (the server's default would
+ * quote them): every id is validated to at most 2^53 - 1 at ingest (schemas/topics/common.ts Id),
+ * so each is exact as a JS number, and counts stay far below that. Sockets idle longer than IDLE_SOCKET_TTL_MS are not reused: the server
+ * closes keep-alive connections after its keep_alive_timeout (10 s by default, 3 s on older
+ * servers), and a request on a socket it has just closed fails with ECONNRESET.
+ */
+export const IDLE_SOCKET_TTL_MS = 2_500;
+
+/** What inserts need, as on chdb: best-effort date-times, and batches spanning many partitions (months of position_samples). */
+const INSERT_SETTINGS = { date_time_input_format: 'best_effort', max_partitions_per_insert_block: '0' } as const;
+
+export interface ClickHouseStoreOptions {
+  /** The server's HTTP interface, e.g. http://user:password@clickhouse:8123 (credentials in the URL). */
+  url: string;
+  /** The database the read models live in (created if missing). */
+  database?: string;
+  /** Longest a request may take, in ms. */
+  requestTimeoutMs?: number;
+}
+
+export class ClickHouseStore implements Store {
+  readonly database: string;
+  private readonly client: ClickHouseClient;
+  private closed = false;
+
+  constructor(opts: ClickHouseStoreOptions) {
+    this.database = checkIdentifier(opts.database ?? 'signalbase');
+    const url = new URL(opts.url);
+    this.client = createClient({
+      url: `${url.protocol}//${url.host}${url.pathname === '/' ? '' : url.pathname}`,
+      username: decodeURIComponent(url.username) || 'default',
+      password: decodeURIComponent(url.password),
+      request_timeout: opts.requestTimeoutMs ?? 300_000,
+      keep_alive: { enabled: true, idle_socket_ttl: IDLE_SOCKET_TTL_MS },
+      // Plain answers: reads are small, and a compressed answer costs the server and us CPU on loopback.
+      compression: { request: false, response: false },
+      clickhouse_settings: { output_format_json_quote_64bit_integers: 0 },
+    });
+  }
+
+  async init(): Promise<this> {
+    await this.client.command({ query: `CREATE DATABASE IF NOT EXISTS ${this.database}` });
+    return this;
+  }
+
+  async query<T>(sql: string, params: Params = {}): Promise<T[]> {
+    const rs = await this.client.query({ query: bindDatabase(sql, this.database), query_params: params, format: 'JSONCompactEachRowWithNames' });
+    return parseRows<T>(await rs.text());
+  }
+
+  async exec(sql: string, params: Params = {}): Promise<void> {
+    await this.client.command({ query: bindDatabase(sql, this.database), query_params: params });
+  }
+
+  async insert(table: string, rows: readonly object[]): Promise<void> {
+    if (!rows.length) return;
+    await this.client.insert({ table: `${this.database}.${checkIdentifier(table)}`, values: rows as object[], format: 'JSONEachRow', clickhouse_settings: INSERT_SETTINGS });
+  }
+
+  async insertCompact(table: string, columns: readonly string[], rows: readonly unknown[][]): Promise<void> {
+    if (!rows.length) return;
+    await this.client.insert({
+      table: `${this.database}.${checkIdentifier(table)}`, values: rows as unknown[][], format: 'JSONCompactEachRow',
+      columns: columns.map(checkIdentifier) as [string, ...string[]], clickhouse_settings: INSERT_SETTINGS,
+    });
+  }
+
+  /** Drops this store's database (tests). */
+  async drop(): Promise<void> {
+    await this.client.command({ query: `DROP DATABASE IF EXISTS ${this.database}` });
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.client.close();
+  }
+}
+
+export function openClickHouseStore(opts: ClickHouseStoreOptions): Promise<ClickHouseStore> {
+  return new ClickHouseStore(opts).init();
+}
