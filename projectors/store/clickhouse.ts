@@ -43,6 +43,10 @@ export class ClickHouseStore implements Store {
       // Plain answers: reads are small, and a compressed answer costs the server and us CPU on loopback.
       compression: { request: false, response: false },
       clickhouse_settings: { output_format_json_quote_64bit_integers: 0 },
+      // A query's bindings past 4 KiB (a read's id lists) go in a multipart body, not the URL, where
+      // proxies refuse long request lines; statements without an answer keep them in the URL, which
+      // the server takes up to http_max_uri_size (1 MiB by default).
+      use_multipart_params_auto: true,
     });
   }
 

@@ -20,7 +20,8 @@ export async function startClickHousePeer(path: string): Promise<ClickHousePeer>
   const session = new Session(path);
   let chain: Promise<unknown> = Promise.resolve();
   const peer = { url: '', requests: 0, close: async () => {} };
-  const server = createServer((req, res) => {
+  // URLs up to ClickHouse's own limit (http_max_uri_size, 1 MiB): a statement's bindings travel in its URL.
+  const server = createServer({ maxHeaderSize: 1 << 20 }, (req, res) => {
     peer.requests++;
     const run = chain.then(() => handle(session, req, res));
     chain = run.catch(() => {});
@@ -50,12 +51,20 @@ async function handle(session: Session, req: IncomingMessage, res: ServerRespons
       if (k.startsWith('param_')) params[k.slice('param_'.length)] = v;
       else if (!CLIENT_PARAMS.has(k)) settings[k] = v;
     }
-    const inUrl = url.searchParams.get('query');
-    const insert = inUrl !== null && body.length > 0 ? /^\s*INSERT\s+INTO\s+([\w.]+)\s*(?:\(([^)]*)\))?\s*FORMAT\s+(\w+)\s*$/i.exec(inUrl) : null;
-    if (inUrl !== null && body.length > 0 && !insert) throw peerError(`the peer takes data in the body only for INSERT INTO t [(columns)] FORMAT f, not: ${inUrl.slice(0, 200)}`);
+    // Bindings too long for the URL come as multipart/form-data parts (`query`, `param_*`), as the client sends them past 4 KiB.
+    const boundary = /^multipart\/form-data;\s*boundary=(.+)$/i.exec(String(req.headers['content-type'] ?? ''))?.[1];
+    let form: Map<string, string> | undefined;
+    if (boundary) {
+      form = multipart(body.toString('utf8'), boundary.replace(/^"|"$/g, ''));
+      for (const [k, v] of form) if (k.startsWith('param_')) params[k.slice('param_'.length)] = v;
+    }
+    const inUrl = form?.get('query') ?? url.searchParams.get('query');
+    const data = form ? Buffer.alloc(0) : body;
+    const insert = inUrl !== null && data.length > 0 ? /^\s*INSERT\s+INTO\s+([\w.]+)\s*(?:\(([^)]*)\))?\s*FORMAT\s+(\w+)\s*$/i.exec(inUrl) : null;
+    if (inUrl !== null && data.length > 0 && !insert) throw peerError(`the peer takes data in the body only for INSERT INTO t [(columns)] FORMAT f, not: ${inUrl.slice(0, 200)}`);
     if (insert) {
       await session.insert({
-        table: insert[1]!, values: body, format: insert[3]! as never, settings,
+        table: insert[1]!, values: data, format: insert[3]! as never, settings,
         ...(insert[2] ? { columns: insert[2].split(',').map((c) => c.trim().replace(/^`|`$/g, '')) } : {}),
       });
       res.writeHead(200, { 'Content-Type': 'text/plain; charset=UTF-8' }).end();
@@ -72,6 +81,7 @@ async function handle(session: Session, req: IncomingMessage, res: ServerRespons
     const e = err as { message?: string; clickhouseCode?: number };
     const message = e.message ?? String(err);
     const code = e.clickhouseCode ?? Number(/Code: (\d+)/.exec(message)?.[1] ?? 1001);
+    if (process.env.PEER_DEBUG) console.error('PEER', message.slice(0, 400), req.url?.slice(0, 300));
     res.writeHead(500, { 'Content-Type': 'text/plain; charset=UTF-8', 'X-ClickHouse-Exception-Code': String(code) })
       .end(/^Code: \d+/.test(message) ? message : `Code: ${code}. DB::Exception: ${message}. (PEER_ERROR)`);
   }
@@ -93,6 +103,19 @@ async function applySettings(session: Session, settings: Record<string, string>)
   const wanted = new Map([...[...state.now].filter((n) => !(n in settings)).map((n) => [n, state!.defaults.get(n)!] as const), ...Object.entries(settings)]);
   for (const [name, value] of wanted) await session.queryAsync(`SET ${name} = ${/^-?\d+(\.\d+)?$/.test(value) ? value : `'${value.replace(/[\\']/g, (c) => `\\${c}`)}'`}`, { format: 'TabSeparated' });
   state.now = new Set(Object.keys(settings));
+}
+
+/** The named parts of a multipart/form-data body (each value ends before the CRLF that precedes the next boundary). */
+function multipart(text: string, boundary: string): Map<string, string> {
+  const parts = new Map<string, string>();
+  for (const chunk of text.split(`--${boundary}`).slice(1)) {
+    if (chunk.startsWith('--')) break;
+    const split = chunk.indexOf('\r\n\r\n');
+    const name = /name="([^"]+)"/.exec(chunk.slice(0, split))?.[1];
+    if (split < 0 || !name) throw peerError('a multipart part without a name');
+    parts.set(name, chunk.slice(split + 4).replace(/\r\n$/, ''));
+  }
+  return parts;
 }
 
 const peerError = (message: string) => Object.assign(new Error(`Code: 1001. DB::Exception: ${message}. (PEER_ERROR)`), { clickhouseCode: 1001 });

@@ -76,6 +76,14 @@ describe('the ClickHouse server store answers as the chdb store does', () => {
     same(await each((s) => s.query('SELECT count() AS n FROM $db.things')), [{ n: 3 }]);
   });
 
+  it('binds lists of thousands of ids, in a query and in a statement without an answer', async () => {
+    const ids = Array.from({ length: 5000 }, (_, i) => i + 1);
+    same(await each((s) => s.query('SELECT length({ids:Array(UInt64)}) AS n, has({ids:Array(UInt64)}, 4999) AS found', { ids })), [{ n: 5000, found: 1 }]);
+    await each((s) => s.exec('CREATE TABLE IF NOT EXISTS $db.many (id UInt64) ENGINE = MergeTree ORDER BY id'));
+    await each((s) => s.exec('INSERT INTO $db.many SELECT arrayJoin({ids:Array(UInt64)})', { ids }));
+    same(await each((s) => s.query('SELECT count() AS n, sum(id) AS total FROM $db.many')), [{ n: 5000, total: 5000 * 5001 / 2 }]);
+  });
+
   it('runs statements without an answer: DDL, INSERT ... SELECT with parameters, ALTER', async () => {
     await each(async (s) => {
       await s.exec('CREATE TABLE IF NOT EXISTS $db.copies (id UInt64, name String) ENGINE = ReplacingMergeTree ORDER BY id');
