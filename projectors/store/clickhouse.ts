@@ -42,7 +42,8 @@ export class ClickHouseStore implements Store {
       keep_alive: { enabled: true, idle_socket_ttl: IDLE_SOCKET_TTL_MS },
       // Plain answers: reads are small, and a compressed answer costs the server and us CPU on loopback.
       compression: { request: false, response: false },
-      clickhouse_settings: { output_format_json_quote_64bit_integers: 0 },
+      // Progress headers every 10 s keep a long statement's connection (a rebuild's INSERT ... SELECT) alive through load balancers.
+      clickhouse_settings: { output_format_json_quote_64bit_integers: 0, send_progress_in_http_headers: 1, http_headers_progress_interval_ms: '10000' },
       // A query's bindings past 4 KiB (a read's id lists) go in a multipart body, not the URL, where
       // proxies refuse long request lines; statements without an answer keep them in the URL, which
       // the server takes up to http_max_uri_size (1 MiB by default).
