@@ -40,11 +40,15 @@ export async function kafkaMock(brokers: number, topics: Record<string, number>)
   }
   const child = spawn(bin.path, [String(brokers), ...Object.entries(topics).map(([t, n]) => `${t}:${n}`)], { stdio: ['pipe', 'pipe', 'inherit'] });
   const lines = createInterface({ input: child.stdout! });
-  const waiting: ((line: string) => void)[] = [];
-  lines.on('line', (line) => waiting.shift()?.(line));
+  const waiting: { resolve: (line: string) => void; reject: (err: Error) => void }[] = [];
+  let exited: Error | undefined;
+  lines.on('line', (line) => waiting.shift()?.resolve(line));
+  child.once('exit', (code) => {
+    exited = new Error(`the Kafka mock harness exited (${code})`);
+    for (const w of waiting.splice(0)) w.reject(exited);
+  });
   const next = () => new Promise<string>((resolve, reject) => {
-    waiting.push(resolve);
-    child.once('exit', (code) => reject(new Error(`the Kafka mock harness exited (${code})`)));
+    if (exited) reject(exited); else waiting.push({ resolve, reject });
   });
   const first = await next();
   if (!first.startsWith('bootstrap ')) throw new Error(`the Kafka mock harness said: ${first}`);
