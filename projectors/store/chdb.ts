@@ -1,6 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import { Session } from 'chdb';
-import { bindDatabase, checkIdentifier, type Params, type Store } from './port.ts';
+import { bindDatabase, checkIdentifier, INSERT_SETTINGS, type Params, type Store } from './port.ts';
 import { parseRows } from './rows.ts';
 
 /**
@@ -69,8 +69,7 @@ export class ChdbStore implements Store {
       ...(columns ? { columns: columns.map(checkIdentifier) } : {}),
       values: Buffer.from(format === 'JSONCompactEachRow' ? json.slice(1, -1) : json),
       format,
-      // A catch-up batch may span many months of a table partitioned by month (position_samples).
-      settings: { date_time_input_format: 'best_effort', max_partitions_per_insert_block: 0 },
+      settings: INSERT_SETTINGS,
     });
   }
 

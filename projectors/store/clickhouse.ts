@@ -1,5 +1,5 @@
 import { createClient, type ClickHouseClient } from '@clickhouse/client';
-import { bindDatabase, checkIdentifier, type Params, type Store } from './port.ts';
+import { bindDatabase, checkIdentifier, INSERT_SETTINGS, type Params, type Store } from './port.ts';
 import { parseRows } from './rows.ts';
 
 /**
@@ -13,9 +13,6 @@ import { parseRows } from './rows.ts';
  * servers), and a request on a socket it has just closed fails with ECONNRESET.
  */
 export const IDLE_SOCKET_TTL_MS = 2_500;
-
-/** What inserts need, as on chdb: best-effort date-times, and batches spanning many partitions (months of position_samples). */
-const INSERT_SETTINGS = { date_time_input_format: 'best_effort', max_partitions_per_insert_block: '0' } as const;
 
 export interface ClickHouseStoreOptions {
   /** The server's HTTP interface, e.g. http://user:password@clickhouse:8123 (credentials in the URL). */

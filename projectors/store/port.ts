@@ -20,6 +20,13 @@ export interface Store {
   close(): Promise<void>;
 }
 
+/**
+ * Settings of every insert, on either adapter: date-times as the projectors write them (checked at
+ * ingest, read best-effort), and batches spanning many partitions (a catch-up batch may span many
+ * months of a table partitioned by month: position_samples).
+ */
+export const INSERT_SETTINGS = { date_time_input_format: 'best_effort', max_partitions_per_insert_block: '0' } as const;
+
 const IDENT = /^[A-Za-z_][A-Za-z0-9_]*$/;
 export function checkIdentifier(name: string): string {
   if (!IDENT.test(name)) throw new Error(`not a valid database identifier: ${name}`);
