@@ -11,7 +11,7 @@ import { loadConfig } from './config.ts';
 // so `--help`, `keys` and `accounts` answer quickly.
 const embedded = () => import('./embedded.ts');
 
-const ENV_HELP = `Environment: PORT (default 8080), HOST (default 127.0.0.1), DATA_DIR (default ./.data), LOG_LEVEL (default info; silent turns request logs off),\nRATE_LIMITS (requests per minute per API key, e.g. default=600,KEY_ID=6000; default none), CURSOR_SECRET (default: a key kept in DATA_DIR)`;
+const ENV_HELP = `Environment: PORT (default 8080), HOST (default 127.0.0.1), DATA_DIR (default ./.data), LOG_LEVEL (default info; silent turns request logs off),\nRATE_LIMITS (requests per minute per API key, e.g. default=600,KEY_ID=6000; default none), CURSOR_SECRET (default: a key kept in DATA_DIR),\nMCP_URL (public address of /mcp, the audience of its tokens; default http://HOST:PORT/mcp), AUTH_ISSUER (authorization server of the MCP surface; default: the built-in dev one)`;
 
 interface Command { usage: string; help: string; options: NonNullable<ParseArgsConfig['options']>; run(values: any, positionals: string[]): Promise<number | void> }
 
@@ -48,17 +48,21 @@ const dataDirOf = (v: { 'data-dir'?: string }) => (v['data-dir'] ? loadConfig({ 
 const COMMANDS: Record<string, Command> = {
   start: {
     usage: 'signalbase start [--port N] [--data-dir DIR] [--no-seed]',
-    help: 'Runs the embedded service: log, projectors, chdb and the REST API in one process. Seeds the small demo data set on the first start and prints a demo API key with every scope.',
+    help: 'Runs the embedded service: log, projectors, chdb, the REST API, the MCP tool server at /mcp and its dev OAuth authorization server, in one process. Seeds the small demo data set on the first start and prints a demo API key with every scope and the demo account\'s sign-in password.',
     options: { port: { type: 'string' }, ...dataDirOption, 'no-seed': { type: 'boolean' } },
     async run(v) {
       const cfg = loadConfig({ ...process.env, ...(v.port ? { PORT: v.port } : {}), ...(v['data-dir'] ? { DATA_DIR: v['data-dir'] } : {}) });
       const say = (l: string) => console.log(`[signalbase] ${l}`);
-      const { demoKeyFile, startEmbedded } = await embedded();
+      const { demoKeyFile, demoPasswordFile, startEmbedded } = await embedded();
       const emb = await startEmbedded(cfg, { seed: !v['no-seed'], say });
-      const key = existsSync(demoKeyFile(cfg.dataDir)) ? readFileSync(demoKeyFile(cfg.dataDir), 'utf8').trim() : null;
+      const read = (f: string) => (existsSync(f) ? readFileSync(f, 'utf8').trim() : null);
+      const key = read(demoKeyFile(cfg.dataDir));
+      const password = read(demoPasswordFile(cfg.dataDir));
       say(`REST v2:  ${emb.url}/v2   (v1: ${emb.url}/v1)`);
       say(`OpenAPI:  ${emb.url}/v2/openapi.json   docs: ${emb.url}/docs   health: ${emb.url}/healthz`);
+      say(`MCP:      ${emb.mcp.mcpUrl}   (OAuth: ${emb.mcp.dev ? `built-in dev authorization server at ${emb.mcp.issuer}` : `tokens of ${emb.mcp.issuer}`})   agents: ${emb.url}/llms.txt`);
       if (key) say(`demo API key (every scope, also in ${demoKeyFile(cfg.dataDir)}):\n${key}`);
+      if (password && emb.mcp.dev) say(`MCP sign-in: account demo, password ${password} (also in ${demoPasswordFile(cfg.dataDir)})`);
       say(`try: curl -H "x-api-key: $(cat ${demoKeyFile(cfg.dataDir)})" "${emb.url}/v2/events?limit=5"`);
       const stop = async () => { say('stopping'); await emb.close(); process.exit(0); };
       process.once('SIGINT', stop);
@@ -138,9 +142,37 @@ const COMMANDS: Record<string, Command> = {
       } else die(`unknown keys subcommand ${sub ?? ''}; use create, list or revoke`);
     },
   },
+  tokens: {
+    usage: 'signalbase tokens create [--account ID] [--scopes a,b] [--minutes N] [--data-dir DIR]',
+    help: `Mints an MCP access token (a JWT of the built-in dev authorization server, signed with its key in DATA_DIR) for scripts: for the demo account unless --account says otherwise, with every scope unless --scopes (${SCOPES.join(', ')}), valid --minutes (default 60). Its audience is the MCP URL of the last start on DATA_DIR (or MCP_URL, or http://HOST:PORT/mcp). The token is the last stdout line; send it as "Authorization: Bearer <token>" to /mcp. With AUTH_ISSUER set to another server, tokens come from that server instead.`,
+    options: { account: { type: 'string' }, scopes: { type: 'string' }, minutes: { type: 'string', default: '60' }, ...dataDirOption },
+    async run(v, pos) {
+      if (pos[0] !== 'create') die(`unknown tokens subcommand ${pos[0] ?? ''}; use create`);
+      const minutes = Number(v.minutes);
+      if (!Number.isInteger(minutes) || minutes < 1 || minutes > 60 * 24 * 30) die('--minutes is a whole number from 1 to 43200 (30 days)');
+      const dataDir = dataDirOf(v);
+      const cfg = loadConfig({ ...process.env, DATA_DIR: dataDir });
+      const { authUrlsFile } = await embedded();
+      const { authUrls, originOf } = await import('./config.ts');
+      const derived = authUrls(cfg, originOf(cfg.host, cfg.port));
+      const last = existsSync(authUrlsFile(dataDir)) && !cfg.mcpUrl && !cfg.authIssuer ? JSON.parse(readFileSync(authUrlsFile(dataDir), 'utf8')) as { mcpUrl: string; issuer: string } : null;
+      if (!last && !derived.dev) die(`AUTH_ISSUER names another authorization server (${derived.issuer}): get tokens from it`);
+      const { mcpUrl, issuer } = last ?? derived;
+      const accountId = v.account ?? DEMO_ACCOUNT;
+      const log = new EmbeddedLog(dataDir);
+      const account = listAccounts(log).find((a) => a.id === accountId);
+      if (!account) die(`no account ${accountId}; create it with \`signalbase accounts create ${accountId}\``);
+      if (account!.status !== 'active' || !account!.emailVerified) die(`account ${accountId} is ${account!.status !== 'active' ? 'blocked' : 'not email-verified'}: MCP access needs an active, verified account`);
+      const scopes = v.scopes ? parseScopes(v.scopes) : [...SCOPES];
+      const { loadSigningKey, mintAccessToken } = await import('./auth/signing.ts');
+      const token = await mintAccessToken(await loadSigningKey(dataDir), { issuer, audience: mcpUrl, accountId, scopes, clientId: 'signalbase-cli', ttlSeconds: minutes * 60 });
+      console.error(`token for account ${accountId} with scopes ${scopes.join(',')}, valid ${minutes} min, for ${mcpUrl}`);
+      console.log(token);
+    },
+  },
   accounts: {
-    usage: 'signalbase accounts create ID | accounts set ID | accounts list   [--status active|blocked] [--email-verified true|false] [--message-visibility V] [--signal-visibility V] [--history-days N|none] [--data-dir DIR]',
-    help: 'Manages accounts through the log. A visibility V is all, none, platforms:TELEGRAM,X or traders:1,2. New accounts default to active, verified, all visibility, unlimited history.',
+    usage: 'signalbase accounts create ID | accounts set ID | accounts password ID | accounts list   [--status active|blocked] [--email-verified true|false] [--message-visibility V] [--signal-visibility V] [--history-days N|none] [--data-dir DIR]',
+    help: 'Manages accounts through the log. A visibility V is all, none, platforms:TELEGRAM,X or traders:1,2. New accounts default to active, verified, all visibility, unlimited history. `accounts password ID` sets the password the account signs in with on the MCP sign-in page (the dev authorization server): it reads the first line of stdin, or asks twice on a terminal; at least 8 characters; stored as a scrypt hash in DATA_DIR/auth.',
     options: {
       status: { type: 'string' }, 'email-verified': { type: 'string' }, 'message-visibility': { type: 'string' },
       'signal-visibility': { type: 'string' }, 'history-days': { type: 'string' }, ...dataDirOption,
@@ -154,7 +186,16 @@ const COMMANDS: Record<string, Command> = {
         }
         return;
       }
-      if (sub !== 'create' && sub !== 'set') die(`unknown accounts subcommand ${sub ?? ''}; use create, set or list`);
+      if (sub === 'password') {
+        if (!id || !listAccounts(log).some((a) => a.id === id)) die(`accounts password needs an existing account id${id ? ` (no account ${id})` : ''}`);
+        const password = await readPassword();
+        const { setPassword, MIN_PASSWORD_LENGTH } = await import('./auth/passwords.ts');
+        if (password.length < MIN_PASSWORD_LENGTH) die(`a password has at least ${MIN_PASSWORD_LENGTH} characters`);
+        await setPassword(dataDirOf(v), id!, password);
+        console.log(`password of account ${id} set`);
+        return;
+      }
+      if (sub !== 'create' && sub !== 'set') die(`unknown accounts subcommand ${sub ?? ''}; use create, set, password or list`);
       if (!id || !/^[A-Za-z0-9_.@-]+$/.test(id)) die('accounts create|set needs an id of letters, digits and _ . @ -');
       const prev = listAccounts(log).find((a) => a.id === id);
       if (sub === 'create' && prev) die(`account ${id} exists; use accounts set`);
@@ -175,6 +216,25 @@ const COMMANDS: Record<string, Command> = {
     },
   },
 };
+
+/** A password from the first line of stdin, or typed twice without echo on a terminal. */
+async function readPassword(): Promise<string> {
+  const { createInterface } = await import('node:readline');
+  if (!process.stdin.isTTY) {
+    const rl = createInterface({ input: process.stdin });
+    for await (const line of rl) { rl.close(); return line; }
+    return '';
+  }
+  const ask = (prompt: string) => new Promise<string>((resolve) => {
+    const rl = createInterface({ input: process.stdin, output: process.stderr, terminal: true });
+    const out = rl as unknown as { _writeToOutput: (s: string) => void };
+    out._writeToOutput = (s: string) => { if (s.startsWith(prompt)) process.stderr.write(prompt); };
+    rl.question(prompt, (answer) => { rl.close(); process.stderr.write('\n'); resolve(answer); });
+  });
+  const first = await ask('new password: ');
+  if ((await ask('again: ')) !== first) die('the two passwords differ');
+  return first;
+}
 
 function mainHelp(): string {
   return `signalbase: read-only trading-signal data service\n\nUsage:\n${Object.values(COMMANDS).map((c) => `  ${c.usage}`).join('\n')}\n\nRun signalbase COMMAND --help for details.\n${ENV_HELP}\n`;

@@ -1,7 +1,13 @@
 import { resolve } from 'node:path';
 import { parseRateLimits, type RateLimits } from './api/rate-limit.ts';
 
-export interface Config { port: number; host: string; dataDir: string; logLevel: string; rateLimits?: RateLimits }
+export interface Config {
+  port: number; host: string; dataDir: string; logLevel: string; rateLimits?: RateLimits;
+  /** MCP_URL: the public address of /mcp, the audience of its tokens (default: this server's /mcp). */
+  mcpUrl?: string;
+  /** AUTH_ISSUER: the authorization server of the MCP surface (default: the dev one of the embedded mode, at MCP_URL's origin). */
+  authIssuer?: string;
+}
 
 /** Embedded-mode configuration from the environment (flags override it in the CLI). */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
@@ -13,5 +19,25 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dataDir: resolve(env.DATA_DIR ?? './.data'),
     logLevel: env.LOG_LEVEL ?? 'info',
     rateLimits: parseRateLimits(env.RATE_LIMITS),
+    ...(env.MCP_URL ? { mcpUrl: absoluteUrl('MCP_URL', env.MCP_URL) } : {}),
+    ...(env.AUTH_ISSUER ? { authIssuer: absoluteUrl('AUTH_ISSUER', env.AUTH_ISSUER).replace(/\/$/, '') } : {}),
   };
 }
+
+function absoluteUrl(name: string, v: string): string {
+  let u: URL;
+  try { u = new URL(v); } catch { throw new Error(`${name} must be an absolute http(s) URL, got ${v}`); }
+  if (u.protocol !== 'https:' && u.protocol !== 'http:') throw new Error(`${name} must be an absolute http(s) URL, got ${v}`);
+  return u.href;
+}
+
+/** The MCP URL and token issuer of a server listening at `origin` (e.g. http://127.0.0.1:8080); `dev`: the embedded dev authorization server issues the tokens. */
+export function authUrls(cfg: Pick<Config, 'mcpUrl' | 'authIssuer'>, origin: string): { mcpUrl: string; issuer: string; dev: boolean } {
+  const mcpUrl = cfg.mcpUrl ?? `${origin}/mcp`;
+  const own = new URL(mcpUrl).origin;
+  const issuer = cfg.authIssuer ?? own;
+  return { mcpUrl, issuer, dev: issuer === own };
+}
+
+/** This machine's origin for a listen address (a wildcard address is reached as localhost). */
+export const originOf = (host: string, port: number) => `http://${host === '0.0.0.0' || host === '::' ? 'localhost' : host.includes(':') ? `[${host}]` : host}:${port}`;

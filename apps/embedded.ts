@@ -8,7 +8,11 @@ import { compactStatements } from '../projectors/compaction.ts';
 import { openChdbStore, type ChdbStore } from '../projectors/store/chdb.ts';
 import type { LogSubscription } from '../projectors/log/port.ts';
 import { SCOPES } from '../schemas/topics/index.ts';
-import { ALL, createKey, DEMO_ACCOUNT, putAccount } from './admin.ts';
+import { ALL, createKey, DEMO_ACCOUNT, listAccounts, putAccount } from './admin.ts';
+import { DevAuthorizationServer } from './auth/dev-server.ts';
+import { readPasswords, setPassword } from './auth/passwords.ts';
+import { authUrls, originOf } from './config.ts';
+import { TokenVerifier, type AuthUrls } from './mcp/bearer.ts';
 import { buildApi } from './api/server.ts';
 import { ApiKeyAuthenticator } from './auth/keys.ts';
 import type { Config } from './config.ts';
@@ -25,6 +29,9 @@ export const storePath = (dataDir: string) => join(dataDir, 'chdb');
 const pidFile = (dataDir: string) => join(dataDir, 'server.pid');
 const seededMarker = (dataDir: string) => join(dataDir, 'seeded.json');
 export const demoKeyFile = (dataDir: string) => join(dataDir, 'demo-api-key.txt');
+export const demoPasswordFile = (dataDir: string) => join(dataDir, 'demo-password.txt');
+/** The MCP URL and issuer of the last `start` on this DATA_DIR: `tokens create` mints for them. */
+export const authUrlsFile = (dataDir: string) => join(dataDir, 'auth', 'urls.json');
 
 /** The pid of a live `start` on this DATA_DIR, if any (the CLI then leaves projection to it). */
 export function runningServerPid(dataDir: string): number | null {
@@ -57,6 +64,18 @@ export function ensureDemoAccess(dataDir: string, log: EmbeddedLog): void {
   writeFileSync(demoKeyFile(dataDir), key + '\n', { mode: 0o600 });
 }
 
+/**
+ * Gives the demo account a random password for the dev sign-in page, once per DATA_DIR (also for
+ * a DATA_DIR made before passwords existed); `accounts password demo` changes it.
+ */
+export async function ensureDemoPassword(dataDir: string, log: EmbeddedLog): Promise<void> {
+  if (existsSync(demoPasswordFile(dataDir)) || readPasswords(dataDir)[DEMO_ACCOUNT]) return;
+  if (!listAccounts(log).some((a) => a.id === DEMO_ACCOUNT)) return;
+  const password = randomBytes(12).toString('base64url');
+  await setPassword(dataDir, DEMO_ACCOUNT, password);
+  writeFileSync(demoPasswordFile(dataDir), password + '\n', { mode: 0o600 });
+}
+
 /** Records that DATA_DIR holds demo data, so `start` does not seed it again. */
 export const markSeeded = (dataDir: string, scale: string, records: number) =>
   writeFileSync(seededMarker(dataDir), JSON.stringify({ scale, records, at: new Date().toISOString() }));
@@ -79,6 +98,8 @@ export interface Embedded {
   log: EmbeddedLog;
   projector: LogSubscription;
   url: string;
+  /** The MCP endpoint and the issuer of its tokens (the dev authorization server unless AUTH_ISSUER names another). */
+  mcp: AuthUrls & { dev: boolean };
   /** Resolves once the first catch-up and the compaction run it starts are over. */
   compacted(): Promise<void>;
   close(): Promise<void>;
@@ -99,6 +120,7 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
   // A crash mid-append leaves a torn last line: give it a line of its own (it is dead-lettered).
   for (const topic of log.sealTornTails()) say(`${topic}: a torn last line (an interrupted append) goes to the dead-letter table`);
   if (opts.seed !== false) await seedOnFirstStart(cfg.dataDir, log, say);
+  await ensureDemoPassword(cfg.dataDir, log);
 
   const store = await openChdbStore(storePath(cfg.dataDir));
   // Read models of another layout version are rebuilt from the log, never served as they are.
@@ -108,7 +130,14 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
   const reads = await openChdbStore(storePath(cfg.dataDir), undefined, { ownSession: true });
   // Compaction too (OPTIMIZE ... FINAL runs for seconds on the large seed): live batches do not wait behind it.
   const maintenance = await openChdbStore(storePath(cfg.dataDir), undefined, { ownSession: true });
-  const auth = new ApiKeyAuthenticator(reads, new MemoryCache());
+  // One cache of credential answers (API keys and token owners): every projector commit clears it.
+  const authCache = new MemoryCache();
+  const auth = new ApiKeyAuthenticator(reads, authCache);
+  // MCP: known once the server listens (its port may be chosen by the system).
+  let urls: (AuthUrls & { dev: boolean }) | undefined;
+  const mcpUrls = () => urls ?? (() => { throw new Error('not listening yet'); })();
+  const verifier = new TokenVerifier({ store: reads, cache: authCache, urls: mcpUrls });
+  const dev = authUrls(cfg, originOf(cfg.host, cfg.port)).dev;
   const watermarks = new MemoryWatermarks();
   let commits = 0;
   let projected = 0;
@@ -135,9 +164,14 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
     dataVersion: () => watermarks.get(DATA_VERSION),
     health: async () => ({ status: caughtUp ? 'ok' : 'starting', projectorLag: await projector.lag() }),
     logger: cfg.logLevel === 'silent' ? false : { level: cfg.logLevel },
+    mcp: { verifier, urls: mcpUrls },
+    ...(dev ? { devAuth: new DevAuthorizationServer({ dataDir: cfg.dataDir, store: reads, urls: mcpUrls }) } : {}),
   });
   const address = await app.listen({ port: cfg.port, host: cfg.host });
   const url = address.replace('[::1]', 'localhost');
+  urls = authUrls(cfg, url);
+  mkdirSync(join(cfg.dataDir, 'auth'), { recursive: true, mode: 0o700 });
+  writeFileSync(authUrlsFile(cfg.dataDir), JSON.stringify({ mcpUrl: urls.mcpUrl, issuer: urls.issuer }));
 
   const t0 = Date.now();
   const ticker = setInterval(async () => say(`projecting the log: ${projected} records applied, ${await projector.lag()} to go`), 5000);
@@ -160,7 +194,7 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
     compact();
   }).finally(() => clearInterval(ticker));
   return {
-    app, store: reads, log, projector, url, firstCatchUp,
+    app, store: reads, log, projector, url, firstCatchUp, mcp: urls,
     async compacted() { await firstCatchUp; await compacting; },
     async close() {
       closing = true;

@@ -9,7 +9,7 @@ import {
 import { FeedResponse, ListEnvelope } from '../schemas/api/envelope.ts';
 import { AggregateSummary, AssetRow, ChannelSummary, Event, FeedItem, LegacyTraderRow, Message, OpenPosition, Position, TraderDirectoryRow } from '../schemas/api/resources.ts';
 import type { Scope } from '../schemas/topics/index.ts';
-import type { ReadContext } from './reads/context.ts';
+import type { Principal, ReadContext } from './reads/context.ts';
 import type { CacheRule } from './api/read-cache.ts';
 import { untilNextStatusChange } from './reads/performance.ts';
 import { listAssets } from './reads/assets.ts';
@@ -40,6 +40,8 @@ export interface Operation {
   /** Which visibility the caller's account needs at all (rows are then filtered by it). */
   visibility: 'msg' | 'sig' | 'either' | 'both' | null;
   summary: string;
+  /** When to use it (and what it is evidence for): the MCP tool's description and the agent guide say it. */
+  guidance: string;
   query: TObject;
   response: TSchema;
   handler: (ctx: ReadContext, query: any) => Promise<unknown>;
@@ -53,6 +55,7 @@ export const OPERATIONS: readonly Operation[] = [
   {
     tool: 'list_trader_directory', path: '/traders', versions: ['v2'], scope: 'directory.read', visibility: 'either',
     summary: 'Trader identity directory: name, slug, avatar and the assigned source identity. Ordered by name, then id.',
+    guidance: 'Use to find traders by name or platform and to turn names into traderIds for the other tools. Directory rows say who a trader is, not what they traded: it grants no content and carries no counts.',
     query: TraderDirectoryQuery,
     response: ListEnvelope(TraderDirectoryRow, false),
     handler: listTraderDirectory,
@@ -61,6 +64,7 @@ export const OPERATIONS: readonly Operation[] = [
   {
     tool: 'list_traders', path: '/traders', versions: ['v1'], scope: 'directory.read', visibility: 'either',
     summary: 'Legacy trader discovery (v1): directory rows with tradeCount, the eligible visible positions opened within the bounds; at least minTrades (default 3, 0: the whole visible directory). Ordered by name, then id.',
+    guidance: 'Legacy form of trader discovery (REST v1) with a tradeCount per trader; prefer list_trader_directory to find traders and list_trader_activity or list_trader_stats for counts.',
     query: LegacyTradersQuery,
     response: ListEnvelope(LegacyTraderRow, true),
     handler: listLegacyTraders,
@@ -68,6 +72,7 @@ export const OPERATIONS: readonly Operation[] = [
   {
     tool: 'list_assets', path: '/assets', versions: ['v1', 'v2'], scope: 'directory.read', visibility: null,
     summary: 'Asset discovery: assets with an active market, with raw and resolved asset class. Ordered by symbol, then id.',
+    guidance: 'Use to find assets by symbol, name or class and to turn symbols into assetIds for the other tools; traderIds lists the assets those traders hold positions in.',
     query: AssetsQuery,
     response: ListEnvelope(AssetRow, false),
     handler: listAssets,
@@ -76,6 +81,7 @@ export const OPERATIONS: readonly Operation[] = [
   {
     tool: 'list_events', path: '/events', versions: ['v1', 'v2'], scope: 'events.read', visibility: 'sig',
     summary: 'Trade events, newest first by timeOfEvent (ties by id descending).',
+    guidance: 'Use to see individual trade events (open, close, increase, decrease) with their prices and times, for example to show what a trader did recently. Page with cursor; do not page through events to count them: exact counts come from summarize_message_activity, list_trader_stats and rank_traders.',
     query: EventsQuery,
     response: ListEnvelope(Event, true),
     handler: listEvents,
@@ -84,6 +90,7 @@ export const OPERATIONS: readonly Operation[] = [
   {
     tool: 'list_messages', path: '/messages', versions: ['v1', 'v2'], scope: 'messages.read', visibility: 'msg',
     summary: 'Source messages, newest first by writtenAt. `ids` hydrates messages by Source Message ID (no default window then).',
+    guidance: 'Use to read what traders actually wrote (the source messages behind the signals), or to hydrate messages by id from events and the feed. Not evidence for trade counts.',
     query: MessagesQuery,
     response: ListEnvelope(Message, true),
     handler: listMessages,
@@ -92,6 +99,7 @@ export const OPERATIONS: readonly Operation[] = [
   {
     tool: 'list_positions', path: '/positions', versions: ['v1', 'v2'], scope: 'positions.read', visibility: 'sig',
     summary: 'Position history (open and closed), newest openAt first, with 1D/7D/30D time-based performances.',
+    guidance: 'Use to see individual positions (open and closed) with their entry and fixed-window 1D/7D/30D returns; positionIds hydrates known positions. For aggregate performance use list_trader_stats or rank_traders instead of paging positions.',
     query: PositionsQuery,
     response: ListEnvelope(Position, true),
     handler: listPositions,
@@ -101,6 +109,7 @@ export const OPERATIONS: readonly Operation[] = [
   {
     tool: 'list_open_positions', path: '/positions/open', versions: ['v1', 'v2'], scope: 'positions.read', visibility: 'sig',
     summary: 'Currently open positions with a best-effort live mark from the latest price.',
+    guidance: 'Use for what is open right now, with a best-effort current mark; the mark carries no timestamp. For the long/short skew of an asset use list_asset_stats.',
     query: OpenPositionsQuery,
     response: ListEnvelope(OpenPosition, false),
     handler: listOpenPositions,
@@ -110,6 +119,7 @@ export const OPERATIONS: readonly Operation[] = [
   {
     tool: 'list_feed', path: '/feed', versions: ['v1', 'v2'], scope: 'feed.read', visibility: 'both',
     summary: 'Partner feed: one group per source message with its curated trade events, newest writtenAt first; `since` polls the groups changed after a watermark (store every nextCursor).',
+    guidance: 'Use to follow new signals as they arrive: groups of one source message and its curated trade events. A partner polls with since and stores every nextCursor; an assistant usually wants the first page.',
     query: FeedQuery,
     response: FeedResponse(FeedItem),
     handler: listFeed,
@@ -119,6 +129,7 @@ export const OPERATIONS: readonly Operation[] = [
   {
     tool: 'list_channel_summaries', path: '/channel-summaries', versions: ['v1', 'v2'], scope: 'summaries.read', visibility: 'msg',
     summary: 'Generated narrative summaries of one trader channel each, newest windowStart first; only safe ones unless includeLowSignal. Narrative, not evidence for exact counts, rankings or open-position skew.',
+    guidance: 'Use for the narrative of one channel over a window (themes, bias, insights). Generated text: never evidence for exact counts, rankings or open-position skew.',
     query: SummariesQuery,
     response: ListEnvelope(ChannelSummary, true),
     handler: listChannelSummaries,
@@ -126,6 +137,7 @@ export const OPERATIONS: readonly Operation[] = [
   {
     tool: 'list_aggregate_summaries', path: '/aggregate-summaries', versions: ['v1', 'v2'], scope: 'summaries.read', visibility: null,
     summary: 'Generated narrative summaries across all channels, newest windowStart first, with coverage counts; only safe ones unless includeLowSignal. Narrative, not evidence for exact counts, rankings or open-position skew.',
+    guidance: 'Use for the market narrative across all channels over a window. Generated text: never evidence for exact counts, rankings or open-position skew.',
     query: SummariesQuery,
     response: ListEnvelope(AggregateSummary, true),
     handler: listAggregateSummaries,
@@ -134,6 +146,7 @@ export const OPERATIONS: readonly Operation[] = [
   {
     tool: 'list_trader_activity', path: '/traders/activity', versions: ['v2'], scope: 'stats.read', visibility: 'sig',
     summary: 'Traders with their count of eligible positions (open time within the bounds, optionally on given assets), at least minPositionCount. Ordered by name, then id.',
+    guidance: 'Use to list which traders opened at least minPositionCount eligible positions in a period (optionally on given assets), alphabetically with their exact positionCount.',
     query: TraderActivityQuery,
     response: TraderActivityResponse,
     handler: traderActivity,
@@ -141,6 +154,7 @@ export const OPERATIONS: readonly Operation[] = [
   {
     tool: 'list_trader_stats', path: '/traders/stats', versions: ['v1', 'v2'], scope: 'stats.read', visibility: 'sig',
     summary: 'Stats of up to 200 traders: positions opened within the bounds, direction bias, and 1D/7D/30D time-based performance with coverage; tags and source identity.',
+    guidance: 'Use for exact per-trader figures over a period: position counts, long/short bias and fixed-window performance with coverage. Ids not found or not visible come back in meta.missingTraderIds.',
     query: TraderStatsQuery,
     response: TraderStatsResponse,
     handler: traderStats,
@@ -148,6 +162,7 @@ export const OPERATIONS: readonly Operation[] = [
   {
     tool: 'list_asset_stats', path: '/assets/stats', versions: ['v1', 'v2'], scope: 'stats.read', visibility: 'sig',
     summary: 'Stats of up to 200 assets: market positioning (long/short split of positions opened within the bounds) and the top traders per direction.',
+    guidance: 'Use for the exact long/short split of positions opened on given assets in a period and the top traders per direction. Ids not found come back in meta.missingAssetIds.',
     query: AssetStatsQuery,
     response: AssetStatsResponse,
     handler: assetStats,
@@ -155,6 +170,7 @@ export const OPERATIONS: readonly Operation[] = [
   {
     tool: 'rank_traders', path: '/traders/rankings', versions: ['v1', 'v2'], scope: 'stats.read', visibility: 'sig',
     summary: 'Traders ranked by event count, position count, or a time-based performance metric (win rate, average or median return, Sharpe ratio) over positions opened within the bounds. No pagination.',
+    guidance: 'Use to answer who is the most active or best-performing trader. Exact and valid as evidence. Performance metrics need positions whose evaluation window has elapsed: otherwise the error PERFORMANCE_WINDOW_NOT_ELAPSED lists alternatives (a shorter window, or an earlier start) to retry with.',
     query: RankingsQuery,
     response: RankingsResponse,
     handler: rankTraders,
@@ -163,9 +179,22 @@ export const OPERATIONS: readonly Operation[] = [
   {
     tool: 'summarize_message_activity', path: '/activity-summaries', versions: ['v1', 'v2'], scope: 'stats.read', visibility: 'either',
     summary: 'Message and trade-event counts per trader (or overall) in UTC hour, day or ISO-week buckets; valid as evidence for counts, volumes and trends. No pagination.',
+    guidance: 'Use for exact counts and trends of messages and trade events per trader or overall, in hour, day or week buckets; valid as evidence for counts, volumes and trends. More than 168 buckets per group is BUCKET_LIMIT_EXCEEDED: use a larger interval or a shorter range.',
     query: ActivitySummariesQuery,
     response: ActivitySummariesResponse,
     handler: activitySummaries,
     unprocessable: { code: 'BUCKET_LIMIT_EXCEEDED', details: null },
   },
 ];
+
+const none = (m: Principal['messageVisibility']): boolean => m.mode === 'none';
+
+/** Why the caller may not use the read at all (its scope, or the visibility the read needs), or null: both surfaces refuse with it. */
+export function policyRefusal(op: Operation, p: Principal, credential = 'key'): string | null {
+  if (!p.scopes.has(op.scope)) return `This ${credential} lacks the ${op.scope} scope`;
+  if (op.visibility === 'msg' && none(p.messageVisibility)) return 'This account has no message visibility';
+  if (op.visibility === 'sig' && none(p.signalVisibility)) return 'This account has no signal visibility';
+  if (op.visibility === 'either' && none(p.messageVisibility) && none(p.signalVisibility)) return 'This account has neither message nor signal visibility';
+  if (op.visibility === 'both' && (none(p.messageVisibility) || none(p.signalVisibility))) return 'The feed needs both message and signal visibility';
+  return null;
+}

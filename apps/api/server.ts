@@ -8,7 +8,11 @@ import type { Metrics } from '../metrics.ts';
 import { isDateTime } from '../../schemas/formats.ts';
 import type { Principal } from '../reads/context.ts';
 import { CursorCodec } from '../reads/cursor.ts';
-import { OPERATIONS, type Operation } from '../registry.ts';
+import { OPERATIONS, policyRefusal, type Operation } from '../registry.ts';
+import type { DevAuthorizationServer } from '../auth/dev-server.ts';
+import { agentGuide, llmsTxt } from '../mcp/agent-docs.ts';
+import type { AuthUrls, TokenVerifier } from '../mcp/bearer.ts';
+import { mcpRoutes } from '../mcp/server.ts';
 import { registerDocs } from './docs.ts';
 import { errorHandler, sendError } from './errors.ts';
 import { openApiDocument } from './openapi.ts';
@@ -34,6 +38,10 @@ export interface ApiDeps {
   rateLimits?: RateLimits;
   /** Prometheus metrics of this process, served at /metrics; omit for none. */
   metrics?: Metrics;
+  /** The MCP tool server at /mcp (bearer tokens of `urls().issuer` for `urls().mcpUrl`); omit for none. */
+  mcp?: { verifier: TokenVerifier; urls: () => AuthUrls };
+  /** The dev authorization server (embedded mode, when AUTH_ISSUER is not set elsewhere). */
+  devAuth?: DevAuthorizationServer;
 }
 
 declare module 'fastify' {
@@ -44,20 +52,9 @@ declare module 'fastify' {
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
-const none = (m: Principal['messageVisibility']): boolean => m.mode === 'none';
-
-function denyByPolicy(op: Operation, p: Principal): string | null {
-  if (!p.scopes.has(op.scope)) return `This key lacks the ${op.scope} scope`;
-  if (op.visibility === 'msg' && none(p.messageVisibility)) return 'This account has no message visibility';
-  if (op.visibility === 'sig' && none(p.signalVisibility)) return 'This account has no signal visibility';
-  if (op.visibility === 'either' && none(p.messageVisibility) && none(p.signalVisibility)) return 'This account has neither message nor signal visibility';
-  if (op.visibility === 'both' && (none(p.messageVisibility) || none(p.signalVisibility))) return 'The feed needs both message and signal visibility';
-  return null;
-}
-
 /** After authentication: the policy's refusal, or the query's problems, or nothing (and the principal is on the request). */
 function admit(op: Operation, req: FastifyRequest, principal: Principal): ApiError | undefined {
-  const denied = denyByPolicy(op, principal);
+  const denied = policyRefusal(op, principal);
   if (denied) return new ApiError('FORBIDDEN', denied);
   req.principal = principal;
   const problems = queryProblems(op.query, req.query as Record<string, string>);
@@ -186,6 +183,15 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
     app.get(`/${v}/openapi.json`, async () => openapi[v]);
   }
   registerDocs(app);
+  // Agent-facing docs (issue 9), generated from the registry; the MCP URL's origin when there is one.
+  const origin = (req: FastifyRequest) => (deps.mcp ? new URL(deps.mcp.urls().mcpUrl).origin : `${req.protocol}://${req.host}`);
+  app.get('/llms.txt', async (req, reply) => reply.type('text/plain; charset=utf-8').send(llmsTxt(origin(req))));
+  app.get('/agent-guide.md', async (req, reply) => reply.type('text/markdown; charset=utf-8').send(agentGuide(origin(req))));
+  if (deps.mcp) {
+    const mcp = deps.mcp;
+    app.register(async (scope) => mcpRoutes(scope, { ...mcp, store: deps.store, cursors, clock, dataVersion: deps.dataVersion }));
+  }
+  deps.devAuth?.routes(app);
 
   const limit = deps.rateLimits ? rateLimiter(app, deps.rateLimits) : undefined;
   for (const op of OPERATIONS) {

@@ -17,13 +17,34 @@ const KEY_SHAPE = /^sb_[0-9a-f]{16}_[A-Za-z0-9_-]{43}$/;
 
 export const hashApiKey = (key: string): string => createHash('sha256').update(key).digest('hex');
 
-/** What the cache holds per key hash: the principal (scopes as an array) or the refusal. */
-type CachedAnswer = { principal: Omit<Principal, 'scopes'> & { scopes: Scope[] } } | { error: 'UNAUTHORIZED' | 'FORBIDDEN'; message: string };
+/** What the cache holds per credential: the principal (scopes as an array) or the refusal. */
+export type CachedAnswer = { principal: Omit<Principal, 'scopes'> & { scopes: Scope[] } } | { error: 'UNAUTHORIZED' | 'FORBIDDEN'; message: string };
 
-interface KeyRow {
-  keyId: string; scopes: Scope[]; revoked: number; accountId: string; hasAccount: number; status: string; emailVerified: number;
+/** The owner account's columns, as every credential's look-up (a key's, a token's) reads them from `accounts AS a`. */
+export const ACCOUNT_COLUMNS = `a.id != '' AS hasAccount, a.status AS status, a.emailVerified AS emailVerified, a.msgMode AS msgMode,
+  a.msgPlatforms AS msgPlatforms, a.msgTraderIds AS msgTraderIds, a.sigMode AS sigMode, a.sigPlatforms AS sigPlatforms,
+  a.sigTraderIds AS sigTraderIds, a.historyWindowDays AS historyWindowDays`;
+
+export interface AccountRow {
+  accountId: string; hasAccount: number; status: string; emailVerified: number;
   msgMode: VisibilityPolicy['mode']; msgPlatforms: ('TELEGRAM' | 'X')[]; msgTraderIds: number[];
   sigMode: VisibilityPolicy['mode']; sigPlatforms: ('TELEGRAM' | 'X')[]; sigTraderIds: number[]; historyWindowDays: number | null;
+}
+interface KeyRow extends AccountRow { keyId: string; scopes: Scope[]; revoked: number }
+
+/**
+ * A credential of an existing account, answered by the account's state (contract 5.4): refused
+ * when the account is blocked or unverified, else the principal with the account's policy.
+ */
+export function accountAnswer(r: AccountRow, keyId: string, scopes: Scope[], credential = 'key'): CachedAnswer {
+  if (r.status !== 'active') return { error: 'FORBIDDEN', message: `The account that owns this ${credential} is blocked` };
+  if (r.emailVerified !== 1) return { error: 'FORBIDDEN', message: `The account that owns this ${credential} has no verified email` };
+  return { principal: {
+    accountId: r.accountId, keyId, scopes,
+    messageVisibility: { mode: r.msgMode, platforms: r.msgPlatforms, traderIds: r.msgTraderIds },
+    signalVisibility: { mode: r.sigMode, platforms: r.sigPlatforms, traderIds: r.sigTraderIds },
+    historyWindowDays: r.historyWindowDays,
+  } };
 }
 
 /**
@@ -101,10 +122,7 @@ export class ApiKeyAuthenticator {
     let rows: KeyRow[];
     try {
       rows = await this.store.query<KeyRow>(`
-        SELECT k.id AS keyId, k.scopes AS scopes, k.revoked AS revoked, k.accountId AS accountId, a.id != '' AS hasAccount,
-               a.status AS status, a.emailVerified AS emailVerified, a.msgMode AS msgMode, a.msgPlatforms AS msgPlatforms,
-               a.msgTraderIds AS msgTraderIds, a.sigMode AS sigMode, a.sigPlatforms AS sigPlatforms, a.sigTraderIds AS sigTraderIds,
-               a.historyWindowDays AS historyWindowDays
+        SELECT k.id AS keyId, k.scopes AS scopes, k.revoked AS revoked, k.accountId AS accountId, ${ACCOUNT_COLUMNS}
         FROM (SELECT * FROM $db.api_keys FINAL WHERE keyHash = {hash:String} AND deleted = 0) AS k
         LEFT JOIN (SELECT * FROM $db.accounts FINAL WHERE deleted = 0) AS a ON a.id = k.accountId
         LIMIT 1`, { hash });
@@ -113,13 +131,18 @@ export class ApiKeyAuthenticator {
     }
     const r = rows[0];
     if (!r || r.revoked === 1 || r.hasAccount !== 1) return { error: 'UNAUTHORIZED', message: 'Invalid or revoked API key' };
-    if (r.status !== 'active') return { error: 'FORBIDDEN', message: 'The account that owns this key is blocked' };
-    if (r.emailVerified !== 1) return { error: 'FORBIDDEN', message: 'The account that owns this key has no verified email' };
-    return { principal: {
-      accountId: r.accountId, keyId: r.keyId, scopes: r.scopes,
-      messageVisibility: { mode: r.msgMode, platforms: r.msgPlatforms, traderIds: r.msgTraderIds },
-      signalVisibility: { mode: r.sigMode, platforms: r.sigPlatforms, traderIds: r.sigTraderIds },
-      historyWindowDays: r.historyWindowDays,
-    } };
+    return accountAnswer(r, r.keyId, r.scopes);
+  }
+}
+
+/** The account `id` as a credential's look-up sees it (null: no such account, or deleted). Throws AUTHENTICATION_UNAVAILABLE when the store does not answer. */
+export async function accountById(store: Store, id: string): Promise<AccountRow | null> {
+  try {
+    const rows = await store.query<AccountRow>(`
+      SELECT a.id AS accountId, ${ACCOUNT_COLUMNS}
+      FROM (SELECT * FROM $db.accounts FINAL WHERE id = {id:String} AND deleted = 0) AS a LIMIT 1`, { id });
+    return rows[0] ?? null;
+  } catch {
+    throw new ApiError('AUTHENTICATION_UNAVAILABLE', 'Authentication is temporarily unavailable; retry shortly');
   }
 }

@@ -38,3 +38,20 @@ export const ErrorEnvelope = Type.Object({
   }),
   requestId: Type.String(),
 });
+
+/** What a caller (a program or an assistant) does about each error: the agent guide and llms.txt say it. */
+export const ERROR_RECOVERY: Record<ErrorCode, string> = {
+  VALIDATION_ERROR: '`details` lists each bad parameter as `{ param, message }`: fix those parameters and call again; nothing else was wrong.',
+  INVALID_CURSOR: 'The cursor was edited, belongs to other filters or another account, or the account policy changed: start again from the first page (no cursor) with the same filters.',
+  UNAUTHORIZED: 'The credential is missing, invalid or revoked: get a new API key (REST) or sign in again (MCP).',
+  FORBIDDEN: 'The credential lacks the read\'s scope, or the account is blocked, unverified or has no visibility of the needed kind: retrying will not help; ask the account owner.',
+  NOT_FOUND: 'No such path (the v2-only reads answer 404 under /v1): check the base address and path.',
+  METHOD_NOT_ALLOWED: 'Every read is a GET.',
+  URI_TOO_LONG: 'The URL is over 32 KiB: split long id lists over several calls.',
+  HEADERS_TOO_LARGE: 'Send smaller request headers.',
+  PERFORMANCE_WINDOW_NOT_ELAPSED: 'No position of the resolved sample has reached its evaluation window yet. Do not substitute figures: retry with one of `details.alternatives`: `preserve_sample` keeps the sample and uses a shorter timeBasedPerformanceWindow; `preserve_evaluation` keeps the window and starts earlier (pass its startTime and endTime).',
+  BUCKET_LIMIT_EXCEEDED: 'The range holds more than 168 buckets of the interval per group: use a larger interval (hour -> day -> week) or a shorter startTime..endTime.',
+  RATE_LIMITED: 'The key spent its requests per minute: wait `Retry-After` seconds (also `details.retryAfterSeconds`), then call again.',
+  INTERNAL_ERROR: 'A fault on the server: retry once; if it persists, report it with the requestId.',
+  AUTHENTICATION_UNAVAILABLE: 'Authentication could not be checked just now: retry in a few seconds.',
+};

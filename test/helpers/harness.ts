@@ -17,6 +17,10 @@ import type { Store } from '../../projectors/store/port.ts';
 import { startClickHousePeer, type ClickHousePeer } from './clickhouse-peer.ts';
 import { SCOPES, type AccountRecord, type Scope, type TopicName } from '../../schemas/topics/index.ts';
 import { topicByName } from '../../schemas/topics/index.ts';
+import { DevAuthorizationServer } from '../../apps/auth/dev-server.ts';
+import { setPassword } from '../../apps/auth/passwords.ts';
+import { loadSigningKey, mintAccessToken } from '../../apps/auth/signing.ts';
+import { TokenVerifier, type AuthUrls } from '../../apps/mcp/bearer.ts';
 
 /**
  * chdb allows one data directory per process: every test process shares one directory and each
@@ -63,31 +67,65 @@ export interface Harness {
   openStore(): Promise<TestStore>;
   /** Creates (or updates) an account through the log and returns a new key for it. */
   key(opts?: { scopes?: readonly Scope[]; account?: Partial<Omit<AccountRecord, 'version'>> }): Promise<string>;
+  /** With `mcp`: listens on a free loopback port and returns its origin (the MCP URL is origin + /mcp, the dev issuer the origin). */
+  listen(): Promise<string>;
+  /** With `mcp`: the MCP URL and issuer (after listen). */
+  urls(): AuthUrls;
+  /** With `mcp`: sets an account's sign-in password. */
+  password(account: string, password: string): Promise<void>;
+  /** With `mcp`: an access token of the dev issuer, as `signalbase tokens create` mints it (claims overridable for failure cases). */
+  token(opts: { account: string; scopes?: readonly Scope[]; ttlSeconds?: number; audience?: string; issuer?: string }): Promise<string>;
+  /** The harness's DATA_DIR (log, and with `mcp` the auth files). */
+  dataDir: string;
   /** GET with a key; returns status, parsed body and headers. */
   get(url: string, key?: string): Promise<{ status: number; body: any; headers: Record<string, unknown> }>;
   close(): Promise<void>;
 }
 
 /** `clock`: the server's clock in ms (read cache expiry, serverTime); the real one when omitted. */
-export async function createHarness(opts: { clock?: () => number; rateLimits?: RateLimits; metrics?: (h: { lag: () => Promise<number>; store: Store }) => Metrics } = {}): Promise<Harness> {
+export async function createHarness(opts: {
+  clock?: () => number; rateLimits?: RateLimits; metrics?: (h: { lag: () => Promise<number>; store: Store }) => Metrics;
+  /** Mounts the MCP tool server and the dev authorization server (real HTTP: call `listen`). */
+  mcp?: boolean | { jwksCooldownMs?: number };
+} = {}): Promise<Harness> {
   const clock = opts.clock ?? Date.now;
   const dataDir = mkdtempSync(join(tmpdir(), 'signalbase-log-'));
   open++;
   const store = await openTestStore(`t${process.pid}_${++counter}_${Date.now() % 100000}`);
   await ensureSchema(store);
   const log = new EmbeddedLog(dataDir, 20);
-  const auth = new ApiKeyAuthenticator(store, new MemoryCache());
+  const authCache = new MemoryCache();
+  const auth = new ApiKeyAuthenticator(store, authCache);
+  let urls: AuthUrls | undefined;
+  const mcpUrls = () => urls ?? (() => { throw new Error('call listen() first'); })();
+  const mcpOpts = typeof opts.mcp === 'object' ? opts.mcp : {};
+  const mcp = opts.mcp ? { verifier: new TokenVerifier({ store, cache: authCache, urls: mcpUrls, clock, ...mcpOpts }), urls: mcpUrls } : undefined;
+  const devAuth = opts.mcp ? new DevAuthorizationServer({ dataDir, store, urls: mcpUrls, clock }) : undefined;
   let version = 0;
   let projector: ReturnType<typeof runProjector>;
   const metrics = opts.metrics?.({ lag: () => projector.lag(), store });
   const onCommit = (info: { topic: string; applied: number; dead: number }) => { version++; metrics?.committed(info); return auth.invalidate(); };
   projector = runProjector(log, store, { onCommit });
   const projectorStores: TestStore[] = [];
-  const app = buildApi({ store, auth, readCache: new ReadCache(new MemoryCache(undefined, undefined, clock), clock), dataVersion: () => version, clock, rateLimits: opts.rateLimits, metrics });
+  const app = buildApi({ store, auth, readCache: new ReadCache(new MemoryCache(undefined, undefined, clock), clock), dataVersion: () => version, clock, rateLimits: opts.rateLimits, metrics, ...(mcp ? { mcp } : {}), ...(devAuth ? { devAuth } : {}) });
   await app.ready();
   let accounts = 0;
   const h: Harness = {
-    store, log, app,
+    store, log, app, dataDir,
+    async listen() {
+      const address = await app.listen({ port: 0, host: '127.0.0.1' });
+      urls = { mcpUrl: `${address}/mcp`, issuer: address };
+      return address;
+    },
+    urls: mcpUrls,
+    password: (account, password) => setPassword(dataDir, account, password),
+    async token(o) {
+      const u = mcpUrls();
+      return mintAccessToken(await loadSigningKey(dataDir), {
+        issuer: o.issuer ?? u.issuer, audience: o.audience ?? u.mcpUrl, accountId: o.account, scopes: o.scopes ?? SCOPES,
+        clientId: 'test', ttlSeconds: o.ttlSeconds ?? 600, now: clock(),
+      });
+    },
     async given(records) {
       const byTopic = new Map<string, { key: string; value: unknown }[]>();
       for (const r of records) {

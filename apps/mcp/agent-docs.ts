@@ -1,0 +1,116 @@
+import { ERROR_RECOVERY, ERROR_STATUS, type ErrorCode } from '../../schemas/api/errors.ts';
+import { SCOPES } from '../../schemas/topics/index.ts';
+import { DAY_MS, DEFAULT_WINDOW_MS } from '../reads/window.ts';
+import { TOOLS } from './tools.ts';
+
+/**
+ * Agent-facing documentation (issue 9), generated from the registry, the tools' schemas and the
+ * error table: nothing here is written a second time. Served as /llms.txt and /agent-guide.md,
+ * and the MCP server's `instructions` are the guide's evidence rules.
+ */
+
+const EVIDENCE = [
+  'Exact facts (counts, volumes, rankings, trends, open-position skew) come from list_trader_stats, list_asset_stats, rank_traders, summarize_message_activity and list_trader_activity, and item by item from events, messages, positions and open positions.',
+  'Never count by paging a raw list (events, messages, positions): use the stats and activity tools, which count everything in one call.',
+  'Channel and aggregate summaries are generated narrative: never evidence for exact trade counts, public activity rankings or current open-position skew.',
+  'Rows outside the account\'s access are omitted silently; a missing id in a stats read is listed in meta.missingTraderIds or meta.missingAssetIds, not raised as an error.',
+  'Relative phrases (today, this week, the last 7 days) are resolved against meta.serverTime of the answer; meta.appliedTimeRange says which bounds were used.',
+];
+
+/** The MCP server's `instructions`: what an assistant should know before its first call. */
+export function agentInstructions(): string {
+  return `signalbase: read-only trading-signal data (traders, trade events, positions, source messages, narrative summaries, stats and rankings). Every tool is a read.\n${EVIDENCE.map((e) => `- ${e}`).join('\n')}\nErrors are tool results with isError and a JSON {"error": {code, message, details}}; the agent guide (/agent-guide.md) says how to recover from each.`;
+}
+
+const typeOf = (s: any): string => {
+  if (s.type === 'array') return `array of ${typeOf(s.items)}${s.maxItems ? ` (at most ${s.maxItems})` : ''}`;
+  if (s.enum) return s.enum.map((v: string) => `\`${v}\``).join(' \\| ');
+  if (s.format === 'date-time') return 'date-time';
+  if (s.type === 'integer' && (s.minimum !== undefined || s.maximum !== undefined)) return `integer ${s.minimum ?? ''}..${s.maximum ?? ''}`;
+  return String(s.type ?? 'any');
+};
+const cell = (s: string) => s.replaceAll('|', '\\|').replaceAll('\n', ' ');
+
+function toolSection(t: (typeof TOOLS)[number]): string {
+  const { op, definition } = t;
+  const props = definition.inputSchema.properties as Record<string, any>;
+  const required = new Set(definition.inputSchema.required ?? []);
+  const rows = Object.entries(props).map(([name, s]) =>
+    `| \`${name}\` | ${cell(typeOf(s))}${required.has(name) ? ' (required)' : ''} | ${s.default === undefined ? '' : `\`${JSON.stringify(s.default)}\``} | ${cell(s.description ?? '')} |`);
+  return [
+    `### ${op.tool}`,
+    '',
+    `${op.summary}`,
+    '',
+    `**When to use it.** ${op.guidance}`,
+    '',
+    `Scope \`${op.scope}\`; REST \`GET ${op.versions.includes('v2') ? '/v2' : '/v1'}${op.path}\`. ${op.unprocessable ? `May fail with \`${op.unprocessable.code}\` (see Errors).` : ''}`.trimEnd(),
+    '',
+    '| parameter | type | default | meaning |',
+    '|---|---|---|---|',
+    ...rows,
+    '',
+  ].join('\n');
+}
+
+/** The Markdown agent guide: what each tool is for, defaults, how to recover from each error, what is and is not evidence. */
+export function agentGuide(origin: string): string {
+  const errors = (Object.keys(ERROR_STATUS) as ErrorCode[]).map((c) => `| \`${c}\` | ${ERROR_STATUS[c]} | ${cell(ERROR_RECOVERY[c])} |`);
+  return [
+    '# signalbase agent guide',
+    '',
+    'signalbase serves read-only trading-signal data: trader and asset directories, trade events, positions with fixed-window (1D/7D/30D) performance, open positions with live marks, source messages (Telegram, X), generated narrative summaries, and exact stats, rankings and activity counts.',
+    '',
+    `MCP: connect to \`${origin}/mcp\` (Streamable HTTP). The client discovers the OAuth server from \`${origin}/.well-known/oauth-protected-resource/mcp\`, registers itself, and the user signs in and approves scopes in the browser. REST: the same reads under \`${origin}/v2\` with an \`x-api-key\` header (OpenAPI: \`${origin}/v2/openapi.json\`).`,
+    '',
+    '## What is evidence',
+    '',
+    ...EVIDENCE.map((e) => `- ${e}`),
+    '',
+    '## Defaults that apply to several tools',
+    '',
+    `- Events, messages and positions without startTime and endTime cover the last ${DEFAULT_WINDOW_MS / DAY_MS} days up to serverTime (not for id hydration: \`ids\`, \`positionIds\`). An account's history window moves startTime forward.`,
+    '- List tools return at most `limit` rows (default 50, 1 to 200; the feed counts groups, default 20, at most 100). When `meta.hasMore` is true, call again with `cursor` set to `meta.nextCursor` and the same other arguments.',
+    '- rank_traders: endTime defaults to serverTime, startTime to 1 January 00:00 UTC of endTime\'s year; limit 1 to 50 (default 10).',
+    '- summarize_message_activity: endTime defaults to serverTime, startTime to 7 days before it; at most 168 buckets per group.',
+    '- Bounds are inclusive ISO-8601 date-times with a time zone, e.g. `2026-01-31T00:00:00Z`. Ids are positive integers.',
+    '',
+    '## Scopes',
+    '',
+    `A token carries some of: ${SCOPES.map((s) => `\`${s}\``).join(', ')}. tools/list shows only the tools the token may call; calling another answers HTTP 403 with \`WWW-Authenticate: Bearer error="insufficient_scope", scope="..."\`: sign in again and approve that scope.`,
+    '',
+    '## Tools',
+    '',
+    ...TOOLS.map(toolSection),
+    '## Errors',
+    '',
+    'A failed read is a tool result with `isError: true` whose text is `{"error": {"code", "message", "details"}}`, the same code and details as the REST error envelope (REST answers the HTTP status below).',
+    '',
+    '| code | REST status | what to do |',
+    '|---|---|---|',
+    ...errors,
+    '',
+  ].join('\n');
+}
+
+/** /llms.txt (llmstxt.org): the short index an assistant reads first. */
+export function llmsTxt(origin: string): string {
+  return [
+    '# signalbase',
+    '',
+    '> Read-only trading-signal data service: trader directory, trade events, positions with 1D/7D/30D performance, open positions, source messages, narrative summaries, and exact stats, rankings and activity counts. REST (API key) and MCP (OAuth) with one tool per read.',
+    '',
+    ...EVIDENCE.slice(0, 3).map((e) => `- ${e}`),
+    '',
+    '## Docs',
+    '',
+    `- [Agent guide](${origin}/agent-guide.md): every tool, its parameters and defaults, what is evidence, how to recover from each error`,
+    `- [MCP endpoint](${origin}/mcp): Streamable HTTP, OAuth 2.0 (metadata at ${origin}/.well-known/oauth-protected-resource/mcp)`,
+    `- [OpenAPI v2](${origin}/v2/openapi.json): the REST reads, x-api-key`,
+    '',
+    '## Tools',
+    '',
+    ...TOOLS.map(({ op }) => `- \`${op.tool}\` (${op.scope}): ${op.summary}`),
+    '',
+  ].join('\n');
+}

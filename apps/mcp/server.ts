@@ -1,0 +1,218 @@
+import { createRequire } from 'node:module';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import type { Store } from '../../projectors/store/port.ts';
+import { ApiError, type ValidationDetail } from '../../schemas/api/errors.ts';
+import { isDateTime } from '../../schemas/formats.ts';
+import { SCOPES } from '../../schemas/topics/index.ts';
+import { validationDetails } from '../api/errors.ts';
+import { queryProblems } from '../api/query.ts';
+import type { Principal } from '../reads/context.ts';
+import type { CursorCodec } from '../reads/cursor.ts';
+import { policyRefusal, type Operation } from '../registry.ts';
+import { agentInstructions } from './agent-docs.ts';
+import { BearerError, resourceMetadataUrl, type AuthUrls, type TokenVerifier } from './bearer.ts';
+import { argumentsAsQuery, toolByName, TOOLS } from './tools.ts';
+
+const VERSION = (createRequire(import.meta.url)('../../package.json') as { version: string }).version;
+
+export interface McpDeps {
+  store: Store;
+  cursors: CursorCodec;
+  clock: () => number;
+  dataVersion: () => number | Promise<number>;
+  verifier: TokenVerifier;
+  /** MCP_URL and AUTH_ISSUER; read per request (an embedded server knows its port only once it listens). */
+  urls: () => AuthUrls;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest { mcpPrincipal?: Principal }
+}
+
+/** Tool arguments are checked against the tool's inputSchema first (JSON types), then exactly as REST checks its query. */
+const ajv = new Ajv({ strict: false, allErrors: true });
+ajv.addFormat('date-time', { type: 'string', validate: isDateTime });
+const inputValidators = new Map<string, ValidateFunction>(TOOLS.map((t) => [t.op.tool, ajv.compile(t.definition.inputSchema)]));
+
+function argumentProblems(errors: ErrorObject[]): ValidationDetail[] {
+  const out: ValidationDetail[] = [];
+  for (const e of errors) {
+    const param = e.keyword === 'additionalProperties' ? String(e.params.additionalProperty)
+      : e.keyword === 'required' ? String(e.params.missingProperty) : e.instancePath.split('/')[1] ?? '';
+    const message = e.keyword === 'additionalProperties' ? 'unknown parameter' : e.keyword === 'required' ? 'is required'
+      : `${e.instancePath.split('/').length > 2 ? `member ${e.instancePath.split('/')[2]} ` : ''}${e.message ?? 'is invalid'}`;
+    if (!out.some((d) => d.param === param && d.message === message)) out.push({ param, message });
+  }
+  return out;
+}
+
+/** A tool error result (never a protocol error): the REST error's code, message and details, as JSON text. */
+function toolError(err: ApiError): CallToolResult {
+  return { isError: true, content: [{ type: 'text', text: JSON.stringify({ error: { code: err.code, message: err.message, details: err.details ?? null } }) }] };
+}
+
+/** One line a reader (or a model) can act on, then the data itself as JSON (MCP: structured results repeat it as text). */
+export function renderText(op: Operation, data: any): string {
+  const results = Array.isArray(data?.results) ? data.results.length : 0;
+  const meta = data?.meta ?? {};
+  const parts = [`${op.tool}: ${results} result${results === 1 ? '' : 's'}`];
+  if (meta.hasMore) parts.push(`more available: call again with cursor "${meta.nextCursor}"`);
+  if (meta.appliedTimeRange) parts.push(`time range ${meta.appliedTimeRange.startTime ?? 'unbounded'} .. ${meta.appliedTimeRange.endTime ?? 'unbounded'}`);
+  if (meta.serverTime) parts.push(`serverTime ${meta.serverTime}`);
+  return `${parts.join('; ')}\n${JSON.stringify(data)}`;
+}
+
+/** The scopes the token would need for this body: each `tools/call` of a known tool needs its read's scope. */
+function neededScopes(body: unknown): Set<string> {
+  const out = new Set<string>();
+  for (const m of Array.isArray(body) ? body : [body]) {
+    if (m && typeof m === 'object' && (m as any).method === 'tools/call') {
+      const t = toolByName.get((m as any).params?.name);
+      if (t) out.add(t.op.scope);
+    }
+  }
+  return out;
+}
+
+/** The WWW-Authenticate challenge of a refusal (RFC 6750 3, RFC 9728 5.1). */
+function challenge(err: BearerError, urls: AuthUrls): string {
+  const q = (s: string) => `"${s.replace(/["\\]/g, '')}"`;
+  const parts = [`resource_metadata=${q(resourceMetadataUrl(urls.mcpUrl))}`];
+  if (err.error && err.error !== 'temporarily_unavailable') parts.push(`error=${q(err.error)}`, `error_description=${q(err.message)}`);
+  if (err.scope) parts.push(`scope=${q(err.scope)}`);
+  return `Bearer ${parts.join(', ')}`;
+}
+
+function refuse(reply: FastifyReply, err: BearerError, urls: AuthUrls): FastifyReply {
+  if (err.status !== 503) reply.header('www-authenticate', challenge(err, urls));
+  else reply.header('retry-after', '5');
+  return reply.code(err.status).send({ error: err.error ?? 'invalid_request', error_description: err.message });
+}
+
+const CORS = {
+  'access-control-allow-origin': '*',
+  'access-control-expose-headers': 'www-authenticate, mcp-session-id, mcp-protocol-version',
+};
+
+/**
+ * The MCP tool server (issue 9): Streamable HTTP at /mcp, stateless (every POST carries its own
+ * JSON-RPC exchange, so any replica answers any request), one tool per REST read generated from
+ * the registry, OAuth bearer tokens only.
+ */
+export async function mcpRoutes(app: FastifyInstance, deps: McpDeps): Promise<void> {
+  // Errors on this surface are JSON-RPC's (a body that is not JSON, too large), not the REST envelope.
+  app.setErrorHandler((err: Error & { statusCode?: number }, req, reply) => {
+    const status = err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
+    if (status === 500) req.log.error({ err }, 'mcp request failed');
+    const code = status === 500 ? ErrorCode.InternalError : status === 400 ? ErrorCode.ParseError : ErrorCode.InvalidRequest;
+    return reply.code(status).send({ jsonrpc: '2.0', error: { code, message: status === 500 ? 'Internal error' : err.message }, id: null });
+  });
+
+  const metadata = async (_req: FastifyRequest, reply: FastifyReply) => {
+    const { mcpUrl, issuer } = deps.urls();
+    reply.headers(CORS);
+    return {
+      resource: mcpUrl,
+      authorization_servers: [issuer],
+      scopes_supported: [...SCOPES],
+      bearer_methods_supported: ['header'],
+      resource_name: 'signalbase',
+      resource_documentation: `${new URL(mcpUrl).origin}/agent-guide.md`,
+    };
+  };
+  // RFC 9728: the path form for /mcp, and the root form that current clients also probe.
+  app.get('/.well-known/oauth-protected-resource/mcp', metadata);
+  app.get('/.well-known/oauth-protected-resource', metadata);
+
+  const authenticate = async (req: FastifyRequest, reply: FastifyReply) => {
+    reply.headers(CORS);
+    const urls = deps.urls();
+    try {
+      const principal = await deps.verifier.verify(req.headers.authorization, req.headers['x-api-key'] as string | undefined);
+      if (principal.scopes.size === 0) {
+        throw new BearerError(403, 'insufficient_scope', 'The token carries none of this server\'s scopes', SCOPES.join(' '));
+      }
+      req.mcpPrincipal = principal;
+    } catch (err) {
+      if (err instanceof BearerError) return refuse(reply, err, urls);
+      throw err;
+    }
+  };
+
+  app.options('/mcp', async (_req, reply) => reply.code(204).headers({
+    ...CORS,
+    'access-control-allow-methods': 'POST, GET, DELETE, OPTIONS',
+    'access-control-allow-headers': 'authorization, content-type, accept, mcp-protocol-version, mcp-session-id, last-event-id',
+    'access-control-max-age': '86400',
+  }).send());
+
+  // Stateless: no server-initiated stream to hold open (GET) and no session to end (DELETE).
+  const noStream = async (_req: FastifyRequest, reply: FastifyReply) => reply.code(405).header('allow', 'POST').send({
+    jsonrpc: '2.0', error: { code: ErrorCode.ConnectionClosed, message: 'This server is stateless: send requests with POST; there is no stream or session to open or end' }, id: null,
+  });
+  app.get('/mcp', { onRequest: authenticate }, noStream);
+  app.delete('/mcp', { onRequest: authenticate }, noStream);
+
+  app.post('/mcp', {
+    config: { operation: 'mcp' },
+    // The token is checked before the body is read: an anonymous caller costs no parsing.
+    onRequest: authenticate,
+    preHandler: async (req, reply) => {
+      const principal = req.mcpPrincipal!;
+      const missing = [...neededScopes(req.body)].filter((s) => !principal.scopes.has(s as never));
+      if (missing.length) {
+        const scope = [...new Set([...principal.scopes, ...missing])].join(' ');
+        return refuse(reply, new BearerError(403, 'insufficient_scope', `This token lacks the ${missing.join(', ')} scope`, scope), deps.urls());
+      }
+    },
+  }, async (req, reply) => {
+    const principal = req.mcpPrincipal!;
+    const now = new Date(deps.clock());
+    const server = new Server({ name: 'signalbase', version: VERSION }, { capabilities: { tools: { listChanged: false } }, instructions: agentInstructions() });
+    const allowed = TOOLS.filter((t) => policyRefusal(t.op, principal, 'token') === null);
+    server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: allowed.map((t) => t.definition) }));
+    server.setRequestHandler(CallToolRequestSchema, async (request) => {
+      const tool = toolByName.get(request.params.name);
+      if (!tool) throw new McpError(ErrorCode.InvalidParams, `Unknown tool ${request.params.name}; tools/list names the tools`);
+      const started = Date.now();
+      const result = await callTool(tool.op, principal, request.params.arguments ?? {}, req, now, deps);
+      req.log.info({ tool: tool.op.tool, account: principal.accountId, isError: result.isError === true, ms: Date.now() - started }, 'mcp tool call');
+      return result;
+    });
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    reply.raw.on('close', () => { void transport.close(); void server.close(); });
+    await server.connect(transport);
+    reply.hijack();
+    for (const [k, v] of Object.entries(CORS)) reply.raw.setHeader(k, v);
+    await transport.handleRequest(req.raw, reply.raw, req.body);
+  });
+}
+
+/** A tool call: the same policy, validation and read as the REST route of the operation; failures are tool errors. */
+async function callTool(op: Operation, principal: Principal, args: Record<string, unknown>, req: FastifyRequest, now: Date, deps: McpDeps): Promise<CallToolResult> {
+  try {
+    const denied = policyRefusal(op, principal, 'token');
+    if (denied) throw new ApiError('FORBIDDEN', denied);
+    const check = inputValidators.get(op.tool)!;
+    if (!check(args)) {
+      const details = argumentProblems(check.errors ?? []);
+      throw new ApiError('VALIDATION_ERROR', `Invalid argument ${details[0]?.param}: ${details[0]?.message}`, details);
+    }
+    const query: Record<string, unknown> = argumentsAsQuery(args);
+    const problems = queryProblems(op.query, query as Record<string, string>);
+    // REST's own validator for the read's query (the same ajv, coercion and defaults as the route).
+    const validate = req.compileValidationSchema(op.query, 'querystring');
+    if (!problems.length && !validate(query)) problems.push(...validationDetails({ validation: validate.errors } as never, op.query, query));
+    if (problems.length) throw new ApiError('VALIDATION_ERROR', `Invalid argument ${problems[0]!.param}: ${problems[0]!.message}`, problems);
+    const data = await op.handler({ store: deps.store, principal, now, cursors: deps.cursors, dataVersion: deps.dataVersion }, query);
+    return { structuredContent: data as Record<string, unknown>, content: [{ type: 'text', text: renderText(op, data) }] };
+  } catch (err) {
+    if (err instanceof ApiError) return toolError(err);
+    req.log.error({ err, tool: op.tool }, 'tool call failed');
+    return toolError(new ApiError('INTERNAL_ERROR', 'Internal error; quote the time of the call when reporting it'));
+  }
+}
