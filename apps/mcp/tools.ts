@@ -31,7 +31,7 @@ export function toolParameter(schema: Record<string, any>): Record<string, unkno
   // A member of a REST list cannot hold a comma; an array member may not either, so both say the same.
   const items = { ...keep(item), ...(item.type === 'string' && !item.enum ? { minLength: 1, pattern: '^[^,]*$' } : {}) };
   return {
-    type: 'array', items, uniqueItems: true,
+    type: 'array', items,
     ...(schema['x-list-empty'] ? {} : { minItems: 1 }),
     ...(schema['x-list-max'] !== undefined ? { maxItems: schema['x-list-max'] } : {}),
     description: String(schema.description ?? '').replace(/\s*\(comma-separated[^)]*\)|comma-separated /g, '').trim() || undefined,
