@@ -197,7 +197,7 @@ describe('the authorization server refuses', () => {
       body: JSON.stringify({ client_name: 'raw', redirect_uris: ['http://127.0.0.1:9/cb'], token_endpoint_auth_method: 'none' }),
     });
     expect(res.status).toBe(201);
-    const reg = await res.json();
+    const reg = await res.json() as any;
     expect(reg.registration_client_uri).toBe(`${origin}/clients/${reg.client_id}`);
     expect(reg.registration_access_token).toEqual(expect.any(String));
     const read = await fetch(reg.registration_client_uri, { headers: { authorization: `Bearer ${reg.registration_access_token}` } });
@@ -210,12 +210,12 @@ describe('the authorization server refuses', () => {
   });
 
   it('publishes RFC 8414 metadata with S256 only, registration, and a JWKS with the signing key', async () => {
-    const meta = await (await fetch(`${origin}/.well-known/oauth-authorization-server`)).json();
+    const meta = await (await fetch(`${origin}/.well-known/oauth-authorization-server`)).json() as any;
     expect(meta).toMatchObject({
       issuer: origin, authorization_endpoint: `${origin}/authorize`, token_endpoint: `${origin}/token`,
       registration_endpoint: `${origin}/register`, code_challenge_methods_supported: ['S256'],
     });
-    const jwks = await (await fetch(meta.jwks_uri)).json();
+    const jwks = await (await fetch(meta.jwks_uri)).json() as any;
     expect(jwks.keys).toHaveLength(1);
     expect(jwks.keys[0]).toMatchObject({ kty: 'EC', alg: 'ES256', kid: expect.any(String) });
     expect(jwks.keys[0].d).toBeUndefined(); // never the private part
