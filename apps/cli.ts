@@ -1,4 +1,4 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { SingleBar, Presets } from 'cli-progress';
 import { EmbeddedLog } from '../projectors/log/embedded.ts';
@@ -192,6 +192,8 @@ const COMMANDS: Record<string, Command> = {
         const { setPassword, MIN_PASSWORD_LENGTH } = await import('./auth/passwords.ts');
         if (password.length < MIN_PASSWORD_LENGTH) die(`a password has at least ${MIN_PASSWORD_LENGTH} characters`);
         await setPassword(dataDirOf(v), id!, password);
+        // The demo password file printed at start would no longer be true.
+        if (id === DEMO_ACCOUNT) rmSync((await embedded()).demoPasswordFile(dataDirOf(v)), { force: true });
         console.log(`password of account ${id} set`);
         return;
       }

@@ -3,6 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort, pollUntil, runCli, startServer, type CliResult, type ServerProcess } from '../helpers/cli.ts';
+import { auth } from '@modelcontextprotocol/sdk/client/auth.js';
+import { connect, signIn, TestOAuthProvider } from '../helpers/mcp-client.ts';
 
 /**
  * End to end over real processes and a real socket: `signalbase start` on a fresh DATA_DIR, the
@@ -67,7 +69,7 @@ async function eventIdsIn(startTime: string, endTime: string, key: string): Prom
  * server's first start (each CLI process pays a few seconds of tsx + chdb start-up); the tests
  * below await them.
  */
-const HELP_CMDS = ['start', 'seed', 'ingest', 'keys', 'accounts'] as const;
+const HELP_CMDS = ['start', 'seed', 'ingest', 'keys', 'accounts', 'tokens'] as const;
 let background: {
   mainHelp: Promise<CliResult>;
   cmdHelp: Promise<CliResult[]>;
@@ -128,6 +130,52 @@ describe('signalbase start (first start on a fresh DATA_DIR)', () => {
     expect(res.status).toBe(200);
     expect(res.body.success).toBe(true);
     expect(res.body.data.results.length).toBeGreaterThan(0);
+  });
+
+  it('serves MCP on the same port: start prints /mcp and the demo password; an MCP client signs in as demo on the consent page and calls every tool', async () => {
+    const out = server!.stdout();
+    const mcpUrl = `http://127.0.0.1:${port}/mcp`;
+    expect(out).toContain(`MCP:      ${mcpUrl}`);
+    const password = readFileSync(join(dataDir, 'demo-password.txt'), 'utf8').trim();
+    expect(out).toContain(`account demo, password ${password}`);
+    const provider = new TestOAuthProvider();
+    expect(await auth(provider, { serverUrl: mcpUrl })).toBe('REDIRECT');
+    const answer = await signIn(provider.authorizationUrl!, { account: 'demo', password });
+    expect(answer.status, answer.html.slice(0, 300)).toBe(302);
+    expect(await auth(provider, { serverUrl: mcpUrl, authorizationCode: new URL(answer.location!).searchParams.get('code')! })).toBe('AUTHORIZED');
+    const client = await connect(mcpUrl, { provider });
+    const { tools } = await client.listTools();
+    expect(tools).toHaveLength(15);
+    const traderId = (await get('/v2/traders?limit=1', demoKey)).body.data.results[0].id;
+    const assetId = (await get('/v2/assets?limit=1', demoKey)).body.data.results[0].id;
+    const args: Record<string, Record<string, unknown>> = { list_trader_stats: { traderIds: [traderId] }, list_asset_stats: { assetIds: [assetId] } };
+    for (const t of tools) {
+      const r = await client.callTool({ name: t.name, arguments: args[t.name] ?? {} });
+      expect(r.isError, `${t.name}: ${JSON.stringify(r.content).slice(0, 200)}`).toBeFalsy();
+    }
+    await client.close();
+    expect((await fetch(`http://127.0.0.1:${port}/llms.txt`)).status).toBe(200);
+  });
+
+  it('tokens create --scopes events.read: /mcp takes the token and lists list_events only; accounts password changes the sign-in password', async () => {
+    const minted = await runCli(['tokens', 'create', '--scopes', 'events.read', '--minutes', '5'], env());
+    expect(minted.code, minted.stderr).toBe(0);
+    const client = await connect(`http://127.0.0.1:${port}/mcp`, { token: lastLine(minted.stdout) });
+    expect((await client.listTools()).tools.map((t) => t.name)).toEqual(['list_events']);
+    await client.close();
+
+    const old = readFileSync(join(dataDir, 'demo-password.txt'), 'utf8').trim();
+    const set = await runCli(['accounts', 'password', 'demo'], env(), 60_000, 'a-new-password-42\n');
+    expect(set.code, set.stderr).toBe(0);
+    expect(existsSync(join(dataDir, 'demo-password.txt'))).toBe(false); // no stale password to print at the next start
+    const short = await runCli(['accounts', 'password', 'demo'], env(), 60_000, 'short\n');
+    expect(short.code).not.toBe(0);
+    expect(short.stderr).toMatch(/at least 8 characters/);
+    const mcpUrl = `http://127.0.0.1:${port}/mcp`;
+    const provider = new TestOAuthProvider();
+    await auth(provider, { serverUrl: mcpUrl });
+    expect((await signIn(provider.authorizationUrl!, { account: 'demo', password: old })).status).toBe(401);
+    expect((await signIn(provider.authorizationUrl!, { account: 'demo', password: 'a-new-password-42' })).status).toBe(302);
   });
 
   it('keys create --scopes events.read: key works on /v2/events within 15 s, /v2/messages is 403; keys list shows it; keys revoke -> 401 within 15 s', async () => {

@@ -8,12 +8,13 @@ const BIN = 'bin/signalbase.mjs';
 
 export interface CliResult { code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }
 
-/** Runs `signalbase ARGS` to completion as a real process; never throws on a non-zero exit. */
-export function runCli(args: readonly string[], env: Record<string, string> = {}, timeoutMs = 60_000): Promise<CliResult> {
+/** Runs `signalbase ARGS` to completion as a real process (with `stdin` as its input, if given); never throws on a non-zero exit. */
+export function runCli(args: readonly string[], env: Record<string, string> = {}, timeoutMs = 60_000, stdin?: string): Promise<CliResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [BIN, ...args], {
-      cwd: REPO_ROOT, env: { ...process.env, LOG_LEVEL: 'warn', ...env }, stdio: ['ignore', 'pipe', 'pipe'],
+      cwd: REPO_ROOT, env: { ...process.env, LOG_LEVEL: 'warn', ...env }, stdio: [stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
     });
+    if (stdin !== undefined) child.stdin!.end(stdin);
     let stdout = '';
     let stderr = '';
     child.stdout!.setEncoding('utf8').on('data', (d: string) => { stdout += d; });
