@@ -86,7 +86,7 @@ export interface Harness {
 export async function createHarness(opts: {
   clock?: () => number; rateLimits?: RateLimits; metrics?: (h: { lag: () => Promise<number>; store: Store }) => Metrics;
   /** Mounts the MCP tool server and the dev authorization server (real HTTP: call `listen`). */
-  mcp?: boolean | { jwksCooldownMs?: number };
+  mcp?: boolean | { jwksCooldownMs?: number; issuer?: string };
 } = {}): Promise<Harness> {
   const clock = opts.clock ?? Date.now;
   const dataDir = mkdtempSync(join(tmpdir(), 'signalbase-log-'));
@@ -98,9 +98,10 @@ export async function createHarness(opts: {
   const auth = new ApiKeyAuthenticator(store, authCache);
   let urls: AuthUrls | undefined;
   const mcpUrls = () => urls ?? (() => { throw new Error('call listen() first'); })();
-  const mcpOpts = typeof opts.mcp === 'object' ? opts.mcp : {};
+  // `issuer`: tokens come from that authorization server (AUTH_ISSUER), and the dev one is not mounted.
+  const { issuer: otherIssuer, ...mcpOpts } = typeof opts.mcp === 'object' ? opts.mcp : {};
   const mcp = opts.mcp ? { verifier: new TokenVerifier({ store, cache: authCache, urls: mcpUrls, clock, ...mcpOpts }), urls: mcpUrls } : undefined;
-  const devAuth = opts.mcp ? new DevAuthorizationServer({ dataDir, store, urls: mcpUrls, clock }) : undefined;
+  const devAuth = opts.mcp && !otherIssuer ? new DevAuthorizationServer({ dataDir, store, urls: mcpUrls, clock }) : undefined;
   let version = 0;
   let projector: ReturnType<typeof runProjector>;
   const metrics = opts.metrics?.({ lag: () => projector.lag(), store });
@@ -114,7 +115,7 @@ export async function createHarness(opts: {
     store, log, app, dataDir,
     async listen() {
       const address = await app.listen({ port: 0, host: '127.0.0.1' });
-      urls = { mcpUrl: `${address}/mcp`, issuer: address };
+      urls = { mcpUrl: `${address}/mcp`, issuer: otherIssuer ?? address };
       return address;
     },
     urls: mcpUrls,

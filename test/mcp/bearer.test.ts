@@ -195,3 +195,38 @@ describe('the issuer\'s JWKS', () => {
     await expect(verifier.verify(`Bearer ${await sign(c)}`, undefined)).rejects.toMatchObject({ status: 401, error: 'invalid_token' });
   });
 });
+
+describe('AUTH_ISSUER: tokens of a real authorization server, no dev one', () => {
+  let other: Harness;
+  let issuerServer: Server;
+  let issuer: string;
+  const key = generateKeyPair('ES256');
+  beforeAll(async () => {
+    const { publicKey } = await key;
+    const jwk = { ...(await exportJWK(publicKey)), kid: 'prod-1', alg: 'ES256' };
+    issuerServer = createServer((req, res) => {
+      res.setHeader('content-type', 'application/json');
+      if (req.url === '/.well-known/openid-configuration') return res.end(JSON.stringify({ issuer, jwks_uri: `${issuer}/keys` }));
+      if (req.url === '/keys') return res.end(JSON.stringify({ keys: [jwk] }));
+      res.statusCode = 404; res.end('{}');
+    });
+    await new Promise<void>((r) => issuerServer.listen(0, '127.0.0.1', r));
+    issuer = `http://127.0.0.1:${(issuerServer.address() as AddressInfo).port}`;
+    other = await createHarness({ mcp: { issuer } });
+    await other.key({ account: { id: 'gina' } });
+    await other.listen();
+  });
+  afterAll(async () => { await other.close(); await new Promise<void>((r) => issuerServer.close(() => r())); });
+
+  it('the metadata names that server; its tokens (OpenID discovery, `scp` list) are accepted; the dev issuer is not mounted', async () => {
+    const origin2 = new URL(other.urls().mcpUrl).origin;
+    expect((await (await fetch(`${origin2}/.well-known/oauth-protected-resource/mcp`)).json() as any).authorization_servers).toEqual([issuer]);
+    expect((await fetch(`${origin2}/.well-known/oauth-authorization-server`)).status).toBe(404);
+    expect((await fetch(`${origin2}/authorize`)).status).toBe(404);
+    const token = await new SignJWT({ scp: ['stats.read'] }).setProtectedHeader({ alg: 'ES256', kid: 'prod-1' })
+      .setIssuer(issuer).setAudience(other.urls().mcpUrl).setSubject('gina').setIssuedAt().setExpirationTime('5m').sign((await key).privateKey);
+    const client = await connect(other.urls().mcpUrl, { token });
+    expect((await client.listTools()).tools.map((t) => t.name).sort()).toEqual(['list_asset_stats', 'list_trader_activity', 'list_trader_stats', 'rank_traders', 'summarize_message_activity']);
+    await client.close();
+  });
+});
