@@ -184,7 +184,10 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
   }
   registerDocs(app);
   // Agent-facing docs (issue 9), generated from the registry; the MCP URL's origin when there is one.
-  const origin = (req: FastifyRequest) => (deps.mcp ? new URL(deps.mcp.urls().mcpUrl).origin : `${req.protocol}://${req.host}`);
+  const origin = (req: FastifyRequest) => {
+    try { if (deps.mcp) return new URL(deps.mcp.urls().mcpUrl).origin; } catch { /* not listening yet: the request's own host */ }
+    return `${req.protocol}://${req.host}`;
+  };
   app.get('/llms.txt', async (req, reply) => reply.type('text/plain; charset=utf-8').send(llmsTxt(origin(req))));
   app.get('/agent-guide.md', async (req, reply) => reply.type('text/markdown; charset=utf-8').send(agentGuide(origin(req))));
   if (deps.mcp) {

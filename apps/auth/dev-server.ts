@@ -7,7 +7,7 @@ import { escapeAttribute, escapeText } from 'entities';
 import type { FastifyInstance } from 'fastify';
 import { jwtVerify } from 'jose';
 import type { OAuthRegisteredClientsStore } from '@modelcontextprotocol/sdk/server/auth/clients.js';
-import { InvalidGrantError, InvalidScopeError, InvalidTargetError, InvalidTokenError } from '@modelcontextprotocol/sdk/server/auth/errors.js';
+import { InvalidGrantError, InvalidScopeError, TemporarilyUnavailableError, InvalidTargetError, InvalidTokenError } from '@modelcontextprotocol/sdk/server/auth/errors.js';
 import { authorizationHandler } from '@modelcontextprotocol/sdk/server/auth/handlers/authorize.js';
 import { clientRegistrationHandler } from '@modelcontextprotocol/sdk/server/auth/handlers/register.js';
 import { revocationHandler } from '@modelcontextprotocol/sdk/server/auth/handlers/revoke.js';
@@ -190,8 +190,9 @@ export class DevAuthorizationServer implements OAuthServerProvider {
     if (!account || !(await checkPassword(this.opts.dataDir, account, one('password')))) return again(401, 'Wrong account or password.');
     const row = await accountById(this.opts.store, account).catch(() => undefined);
     if (row === undefined) return again(503, 'Sign-in is unavailable just now; try again in a moment.');
-    const answer = row ? accountAnswer(row, '', [], 'sign-in') : { error: 'UNAUTHORIZED', message: 'Wrong account or password.' };
-    if ('error' in answer) return again(403, `${answer.message}: MCP access needs an active account with a verified email.`);
+    if (!row) return again(401, 'Wrong account or password.');
+    if (row.status !== 'active') return again(403, 'This account is blocked: MCP access needs an active account with a verified email.');
+    if (row.emailVerified !== 1) return again(403, 'This account has no verified email: MCP access needs an active account with a verified email.');
     const checked = new Set(Array.isArray(body.scope) ? body.scope : body.scope ? [body.scope] : []);
     const scopes = s.scopes.filter((sc) => checked.has(sc));
     if (!scopes.length) return again(400, 'Allow at least one kind of data, or deny the request.');
@@ -241,7 +242,8 @@ export class DevAuthorizationServer implements OAuthServerProvider {
 
   /** Tokens for a grant, if its account may still sign in (active, verified). */
   private async issue(g: Grant, family: string): Promise<OAuthTokens> {
-    const row = await accountById(this.opts.store, g.accountId);
+    let row;
+    try { row = await accountById(this.opts.store, g.accountId); } catch { throw new TemporarilyUnavailableError('The account cannot be checked just now; retry shortly'); }
     if (!row || 'error' in accountAnswer(row, '', [], 'grant')) throw new InvalidGrantError('The account is blocked, unverified or gone');
     const { issuer } = this.opts.urls();
     const now = this.now();

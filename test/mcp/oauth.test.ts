@@ -38,6 +38,8 @@ beforeAll(async () => {
   await h.key({ account: { id: 'bob', status: 'blocked' } });
   await h.password('alice', 'alice-password-1');
   await h.password('bob', 'bob-password-1');
+  await h.key({ account: { id: 'hank' } });
+  await h.password('hank', 'hank-password-1');
   origin = await h.listen();
   mcpUrl = h.urls().mcpUrl;
 });
@@ -183,6 +185,15 @@ describe('the authorization server refuses', () => {
     const unknown = new URL(url);
     unknown.searchParams.set('client_id', 'no-such-client');
     expect((await fetch(unknown, { redirect: 'manual' })).status).toBe(400);
+  });
+
+  it('a refresh for an account blocked since the sign-in: invalid_grant', async () => {
+    const { provider, transport, url } = await startFlow();
+    const answer = await signIn(url, { account: 'hank', password: 'hank-password-1' });
+    await transport.finishAuth(new URL(answer.location!).searchParams.get('code')!);
+    await h.key({ account: { id: 'hank', status: 'blocked' } });
+    const r = await tokenRequest({ grant_type: 'refresh_token', refresh_token: provider.saved!.refresh_token!, client_id: String(provider.client!.client_id) });
+    expect(r).toMatchObject({ status: 400, body: { error: 'invalid_grant' } });
   });
 
   it('a consent form for a sign-in that does not exist', async () => {
