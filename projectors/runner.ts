@@ -154,7 +154,8 @@ async function projectOrIsolate(store: Store, topic: string, valid: readonly Val
 export async function applyBatch(store: Store, batch: LogBatch, projections: readonly Projection[] = PROJECTIONS, validated?: Validated): Promise<{ applied: number; dead: number }> {
   const { valid, dead: refused } = validated ?? validateBatch(batch);
   const dead = [...refused];
-  const version = BigInt(batch.records.at(-1)?.offset ?? '0');
+  // Statement seqs and roll-up marks grow with it: the batch's place in the group's order.
+  const version = batch.seq ?? BigInt(batch.records.at(-1)?.offset ?? '0');
   const applied = valid.length ? await projectOrIsolate(store, batch.topic, valid, version, projections, dead) : 0;
   if (dead.length) {
     const at = new Date().toISOString();

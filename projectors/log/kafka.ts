@@ -1,5 +1,5 @@
-import { Kafka, logLevel, Partitioners, type Admin, type Message, type PartitionMetadata, type Producer } from 'kafkajs';
-import type { AppendRecord } from './port.ts';
+import { Kafka, logLevel, Partitioners, type Admin, type Consumer, type EachBatchPayload, type KafkaMessage, type Message, type PartitionMetadata, type Producer } from 'kafkajs';
+import { ClockSequencer, MAX_RECORD_BYTES, OVERSIZE_PREFIX_BYTES, type AppendRecord, type BatchSequencer, type Log, type LogBatch, type LogRecord, type LogSubscription, type SubscribeOptions } from './port.ts';
 
 /**
  * The producer side of the Log port on Kafka (kafkajs): appends keyed records, each key's records
@@ -97,5 +97,173 @@ export class KafkaAppender {
     if (!this.connected) return;
     await this.connected.catch(() => {});
     await Promise.all([this.producer.disconnect(), this.admin.disconnect()]);
+  }
+}
+
+export interface KafkaLogOptions extends KafkaAppenderOptions {
+  /** Consumer session timeout (ms): a member silent this long leaves the group. */
+  sessionTimeout?: number;
+  heartbeatInterval?: number;
+  /** Pause after a failed batch before it is tried again (ms). */
+  retryDelayMs?: number;
+  /** Numbers the batches in the order they are applied (default: in process, from the clock). */
+  sequencer?: BatchSequencer;
+}
+
+/**
+ * The Log port on Kafka (DESIGN 2): `append` through KafkaAppender, `subscribe` as a kafkajs
+ * consumer group per projector (the group id is the subscription's group). At-least-once into an
+ * idempotent sink: a batch's offsets are committed only after `handle` resolved (its rows are in
+ * the store), and never for a partition this member no longer owns (`isStale` after a rebalance:
+ * its new owner handles the batch again, which changes nothing). A failed batch is retried from
+ * the same records after a pause, heartbeats going on meanwhile, so one bad moment never skips
+ * anything. A member killed anywhere leaves its uncommitted batches to be delivered again.
+ * Batches are handled one at a time per member, in the order of each partition; the members of a
+ * group share the partitions.
+ */
+export class KafkaLog implements Log {
+  private readonly kafka: Kafka;
+  private readonly appender: KafkaAppender;
+  private readonly subscriptions = new Set<KafkaSubscription>();
+
+  constructor(private readonly opts: KafkaLogOptions) {
+    this.kafka = new Kafka({ clientId: opts.clientId ?? 'signalbase', brokers: opts.brokers, logLevel: logLevel.NOTHING });
+    this.appender = new KafkaAppender(opts);
+  }
+
+  async append(topic: string, records: readonly AppendRecord[]): Promise<void> {
+    await this.appender.append(topic, records);
+  }
+
+  subscribe<P = unknown>(group: string, topics: readonly string[], handle: (batch: LogBatch, prepared?: P) => Promise<void>, opts: SubscribeOptions<P> = {}): LogSubscription {
+    const sub = new KafkaSubscription(this.kafka, group, topics, handle as (b: LogBatch, p?: unknown) => Promise<void>, opts as SubscribeOptions<unknown>, this.opts);
+    this.subscriptions.add(sub);
+    const stop = sub.stop.bind(sub);
+    sub.stop = async () => { this.subscriptions.delete(sub); await stop(); };
+    return sub;
+  }
+
+  async close(): Promise<void> {
+    for (const s of [...this.subscriptions]) await s.stop();
+    await this.appender.close();
+  }
+}
+
+/** A Kafka message as the Log port's record: the value's text (or, past MAX_RECORD_BYTES, its first bytes and its size). */
+function toRecord(m: KafkaMessage): LogRecord {
+  const value = m.value ?? Buffer.alloc(0);
+  const key = m.key?.toString('utf8') ?? '';
+  if (value.length > MAX_RECORD_BYTES) return { key, value: value.subarray(0, OVERSIZE_PREFIX_BYTES).toString('utf8'), offset: m.offset, oversize: value.length };
+  return { key, value: value.toString('utf8'), offset: m.offset };
+}
+
+class KafkaSubscription implements LogSubscription {
+  private readonly consumer: Consumer;
+  private readonly admin: Admin;
+  private readonly started: Promise<void>;
+  private stopping = false;
+  private readonly sequencer: BatchSequencer;
+
+  constructor(
+    kafka: Kafka, private readonly group: string, private readonly topics: readonly string[],
+    private readonly handle: (batch: LogBatch, prepared?: unknown) => Promise<void>,
+    private readonly opts: SubscribeOptions<unknown>, private readonly cfg: KafkaLogOptions,
+  ) {
+    this.consumer = kafka.consumer({
+      groupId: group, sessionTimeout: cfg.sessionTimeout ?? 30_000, heartbeatInterval: cfg.heartbeatInterval ?? 3000,
+      allowAutoTopicCreation: false, retry: { retries: Number.MAX_SAFE_INTEGER, maxRetryTime: 5000 },
+    });
+    this.admin = kafka.admin();
+    this.sequencer = cfg.sequencer ?? new ClockSequencer();
+    this.started = this.start();
+    this.started.catch((err) => this.opts.onError?.(err, { topic: '', partition: -1, records: [] }));
+  }
+
+  private async start(): Promise<void> {
+    await Promise.all([this.consumer.connect(), this.admin.connect()]);
+    await this.consumer.subscribe({ topics: [...this.topics], fromBeginning: true });
+    await this.consumer.run({
+      autoCommit: false,
+      eachBatchAutoResolve: false,
+      partitionsConsumedConcurrently: 1,
+      eachBatch: (payload) => this.eachBatch(payload),
+    });
+  }
+
+  private async eachBatch({ batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload): Promise<void> {
+    const max = this.opts.maxBatch ?? 10_000;
+    const live = () => isRunning() && !isStale() && !this.stopping;
+    for (let i = 0; i < batch.messages.length; i += max) {
+      if (!live()) return;
+      const records = batch.messages.slice(i, i + max).map(toRecord);
+      const logBatch: LogBatch = { topic: batch.topic, partition: batch.partition, records };
+      const prepared = this.opts.prepare ? await this.opts.prepare(logBatch).catch(() => undefined) : undefined;
+      for (;;) {
+        try {
+          // A number for each attempt: an attempt after a failure comes after whatever the failed one wrote.
+          logBatch.seq = await this.sequencer.next();
+          await this.handle(logBatch, prepared);
+          break;
+        } catch (err) {
+          this.opts.onError?.(err, logBatch);
+          // The same records again after a pause; heartbeats keep the partition meanwhile.
+          for (let waited = 0; waited < (this.cfg.retryDelayMs ?? 1000); waited += 250) {
+            await new Promise((r) => setTimeout(r, 250));
+            if (!live()) return;
+            await heartbeat().catch(() => {});
+          }
+        }
+      }
+      // Revoked while handling: the partition's new owner handles the batch again (the sink is idempotent).
+      if (!live()) return;
+      const last = records.at(-1)!.offset;
+      try {
+        await this.consumer.commitOffsets([{ topic: batch.topic, partition: batch.partition, offset: (BigInt(last) + 1n).toString() }]);
+      } catch (err) {
+        // A rebalance under way (the commit would be for an old generation): delivered again to whoever owns the partition next.
+        this.opts.onError?.(err, logBatch);
+        return;
+      }
+      resolveOffset(last);
+      this.opts.onCommit?.(logBatch);
+      await heartbeat().catch(() => {});
+    }
+  }
+
+  /** Committed offset and end of every partition of the topics (an unknown committed offset is -1: nothing committed). */
+  private async positions(): Promise<{ topic: string; partition: number; committed: bigint; end: bigint }[]> {
+    await this.started;
+    const out: { topic: string; partition: number; committed: bigint; end: bigint }[] = [];
+    const committed = await this.admin.fetchOffsets({ groupId: this.group, topics: [...this.topics] });
+    for (const t of committed) {
+      const ends = new Map((await this.admin.fetchTopicOffsets(t.topic)).map((p) => [p.partition, BigInt(p.high)]));
+      for (const p of t.partitions) out.push({ topic: t.topic, partition: p.partition, committed: BigInt(p.offset), end: ends.get(p.partition) ?? 0n });
+    }
+    return out;
+  }
+
+  /** Records on the log this group has not committed yet, over every partition of its topics. */
+  async lag(): Promise<number> {
+    let n = 0n;
+    for (const p of await this.positions()) n += p.end - (p.committed < 0n ? 0n : p.committed);
+    return Number(n);
+  }
+
+  /** Resolves once the group (any member) has committed every record that was on the log when called. */
+  async caughtUp(): Promise<void> {
+    const target = new Map((await this.positions()).map((p) => [`${p.topic}/${p.partition}`, p.end]));
+    for (;;) {
+      if (this.stopping) return;
+      const pos = await this.positions();
+      if (pos.every((p) => (p.committed < 0n ? 0n : p.committed) >= (target.get(`${p.topic}/${p.partition}`) ?? 0n))) return;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.stopping = true;
+    await this.started.catch(() => {});
+    await this.consumer.disconnect().catch(() => {});
+    await this.admin.disconnect().catch(() => {});
   }
 }

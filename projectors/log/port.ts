@@ -37,6 +37,31 @@ export interface LogBatch {
   topic: string;
   partition: number;
   records: LogRecord[];
+  /**
+   * The batch's place in the order its group applies batches, where offsets do not give one: on
+   * Kafka, offsets count per partition, so each batch is given a number above every batch's before
+   * it (BatchSequencer). Absent on the embedded log (one partition per topic), where the offset of
+   * the batch's last record is that place.
+   */
+  seq?: bigint;
+}
+
+/** Numbers batches in the order they are applied: each `next()` is above every number given before, also across restarts. */
+export interface BatchSequencer { next(): Promise<bigint> }
+
+/**
+ * In process: the clock in microseconds, or one above the last number when the clock has not moved
+ * on (or went back). A restarted process starts above what it gave before as long as the clock
+ * does not go back by more than the time since its last batch.
+ */
+export class ClockSequencer implements BatchSequencer {
+  private last = 0n;
+  constructor(private readonly clock: () => number = Date.now) {}
+  async next(): Promise<bigint> {
+    const now = BigInt(Math.floor(this.clock())) * 1000n;
+    this.last = now > this.last ? now : this.last + 1n;
+    return this.last;
+  }
 }
 
 export interface SubscribeOptions<P = unknown> {
