@@ -2,6 +2,9 @@ import { TOPIC_NAMES } from '../schemas/topics/index.ts';
 import type { Log, LogBatch, LogRecord, LogSubscription } from './log/port.ts';
 import type { Projection, ValidRecord } from './projection.ts';
 import { PROJECTIONS } from './index.ts';
+import { forgetFeedState } from './feed/projection.ts';
+import { forgetPerformanceState } from './performance/projection.ts';
+import { forgetTradingState } from './trading/projection.ts';
 import { checkIdentifier, type Store } from './store/port.ts';
 import { oversizeReason, validateRecord } from './validate.ts';
 
@@ -198,5 +201,15 @@ export function runProjector(log: Log, store: Store, events: ProjectorEvents = {
   return log.subscribe<Validated>(group, TOPIC_NAMES, async (batch, validated) => {
     const res = await applyBatch(store, batch, PROJECTIONS, validated);
     await events.onCommit?.({ topic: batch.topic, ...res });
-  }, { maxBatch: MAX_BATCH, prepare: validateBatchAsync, lanes: SEPARATE_LANES, onError: (err, batch) => events.onError?.(err, batch.topic) });
+  }, {
+    maxBatch: MAX_BATCH, prepare: validateBatchAsync, lanes: SEPARATE_LANES, onError: (err, batch) => events.onError?.(err, batch.topic),
+    onTakeOver: () => forgetProjectionState(store),
+  });
+}
+
+/** Forgets what the projections keep in process of `store`: another projector process has written it since. */
+export function forgetProjectionState(store: Store): void {
+  forgetTradingState(store);
+  forgetPerformanceState(store);
+  forgetFeedState(store);
 }

@@ -130,6 +130,12 @@ const stateOf = (store: Store): FeedState => {
   return s;
 };
 
+/** Drops what this process keeps of `store` (the feed sequence counter, the last watermark): another writer has written it since. */
+export function forgetFeedState(store: Store): void {
+  const s = states.get(store);
+  if (s) { s.fseq = null; s.published = -1; }
+}
+
 /** Runs one feed step at a time per store. */
 async function locked<T>(store: Store, step: () => Promise<T>): Promise<T> {
   const s = stateOf(store);

@@ -1,5 +1,6 @@
 import { Kafka, logLevel, Partitioners, type Admin, type Consumer, type EachBatchPayload, type KafkaMessage, type Message, type PartitionMetadata, type Producer } from 'kafkajs';
-import { ClockSequencer, MAX_RECORD_BYTES, OVERSIZE_PREFIX_BYTES, type AppendRecord, type BatchSequencer, type Log, type LogBatch, type LogRecord, type LogSubscription, type SubscribeOptions } from './port.ts';
+import { LocalGate, type ApplyGate } from './gate.ts';
+import { MAX_RECORD_BYTES, OVERSIZE_PREFIX_BYTES, type AppendRecord, type Log, type LogBatch, type LogRecord, type LogSubscription, type SubscribeOptions } from './port.ts';
 
 /**
  * The producer side of the Log port on Kafka (kafkajs): appends keyed records, each key's records
@@ -106,8 +107,8 @@ export interface KafkaLogOptions extends KafkaAppenderOptions {
   heartbeatInterval?: number;
   /** Pause after a failed batch before it is tried again (ms). */
   retryDelayMs?: number;
-  /** Numbers the batches in the order they are applied (default: in process, from the clock). */
-  sequencer?: BatchSequencer;
+  /** Where the group's members take turns to apply batches, each under a number (default: this process alone, LocalGate). */
+  gate?: (group: string) => ApplyGate;
 }
 
 /**
@@ -162,7 +163,7 @@ class KafkaSubscription implements LogSubscription {
   private readonly admin: Admin;
   private readonly started: Promise<void>;
   private stopping = false;
-  private readonly sequencer: BatchSequencer;
+  private readonly gate: ApplyGate;
 
   constructor(
     kafka: Kafka, private readonly group: string, private readonly topics: readonly string[],
@@ -174,7 +175,7 @@ class KafkaSubscription implements LogSubscription {
       allowAutoTopicCreation: false, retry: { retries: Number.MAX_SAFE_INTEGER, maxRetryTime: 5000 },
     });
     this.admin = kafka.admin();
-    this.sequencer = cfg.sequencer ?? new ClockSequencer();
+    this.gate = cfg.gate?.(group) ?? new LocalGate();
     this.started = this.start();
     this.started.catch((err) => this.opts.onError?.(err, { topic: '', partition: -1, records: [] }));
   }
@@ -200,9 +201,12 @@ class KafkaSubscription implements LogSubscription {
       const prepared = this.opts.prepare ? await this.opts.prepare(logBatch).catch(() => undefined) : undefined;
       for (;;) {
         try {
-          // A number for each attempt: an attempt after a failure comes after whatever the failed one wrote.
-          logBatch.seq = await this.sequencer.next();
-          await this.handle(logBatch, prepared);
+          // A turn (and a number) for each attempt: an attempt after a failure comes after whatever the failed one wrote.
+          await this.gate.run(async ({ seq, otherWrote }) => {
+            logBatch.seq = seq;
+            if (otherWrote) await this.opts.onTakeOver?.();
+            await this.handle(logBatch, prepared);
+          });
           break;
         } catch (err) {
           this.opts.onError?.(err, logBatch);

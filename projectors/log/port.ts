@@ -46,15 +46,12 @@ export interface LogBatch {
   seq?: bigint;
 }
 
-/** Numbers batches in the order they are applied: each `next()` is above every number given before, also across restarts. */
-export interface BatchSequencer { next(): Promise<bigint> }
-
 /**
  * In process: the clock in microseconds, or one above the last number when the clock has not moved
  * on (or went back). A restarted process starts above what it gave before as long as the clock
  * does not go back by more than the time since its last batch.
  */
-export class ClockSequencer implements BatchSequencer {
+export class ClockSequencer {
   private last = 0n;
   constructor(private readonly clock: () => number = Date.now) {}
   async next(): Promise<bigint> {
@@ -83,6 +80,12 @@ export interface SubscribeOptions<P = unknown> {
    * more. For topics whose handling neither reads nor writes anything another topic's does.
    */
   lanes?: readonly (readonly string[])[];
+  /**
+   * Called before a batch when another member of the group has applied batches since this
+   * member's last one (Kafka, several members): what the handler keeps in process of the store
+   * must be read again.
+   */
+  onTakeOver?: () => void | Promise<void>;
 }
 
 export interface LogSubscription {

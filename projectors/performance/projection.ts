@@ -114,6 +114,9 @@ function stateOf(store: Store): State {
   return s;
 }
 
+/** Drops what this process keeps of `store` (the seq counter, cached price series): another writer has written it since. */
+export function forgetPerformanceState(store: Store): void { states.delete(store); }
+
 async function nextSeq(store: Store): Promise<number> {
   const s = stateOf(store);
   if (s.seq === null) {

@@ -384,9 +384,9 @@ async function unfinishedPositions(store: Store): Promise<number[]> {
  * A per-store counter above every value of a column (read once by `maxSql`, then counted up; one
  * Store object is the only writer): each call returns the first of two fresh values.
  */
-function pairCounter(maxSql: string): (store: Store) => Promise<number> {
+function pairCounter(maxSql: string): ((store: Store) => Promise<number>) & { forget(store: Store): void } {
   const last = new WeakMap<Store, { n: number }>();
-  return async (store) => {
+  return Object.assign(async (store: Store) => {
     let c = last.get(store);
     if (!c) {
       const [row] = await store.query<{ n: number }>(maxSql);
@@ -394,7 +394,7 @@ function pairCounter(maxSql: string): (store: Store) => Promise<number> {
     }
     c.n += 2;
     return c.n - 1;
-  };
+  }, { forget: (store: Store) => { last.delete(store); } });
 }
 
 /** Two versions of trade_batch above every row there. */
@@ -404,6 +404,13 @@ const nextBatchMark = pairCounter('SELECT max(v) AS n FROM $db.trade_batch');
 const openSeq = pairCounter('SELECT max(seq) AS n FROM $db.open_positions');
 
 /** Applies a batch of trade events: plans it and writes the plan. */
+/** Drops what this process keeps of `store` (id bounds, counters): another writer has written it since. */
+export function forgetTradingState(store: Store): void {
+  boundsByStore.delete(store);
+  nextBatchMark.forget(store);
+  openSeq.forget(store);
+}
+
 export async function applyTradeEvents(store: Store, batch: readonly ValidRecord[], version: bigint): Promise<void> {
   await writeTradePlan(store, await planTradeEvents(store, batch, version), version);
   await rollUpActivity(store, 'events');

@@ -7,7 +7,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KafkaLog } from '../../../projectors/log/kafka.ts';
 import type { LogBatch } from '../../../projectors/log/port.ts';
-import { applyBatch, MAX_BATCH, validateBatchAsync, type Validated } from '../../../projectors/runner.ts';
+import { Redis } from 'ioredis';
+import { RedisGate } from '../../../projectors/log/gate.ts';
+import type { Store } from '../../../projectors/store/port.ts';
+import { applyBatch, forgetProjectionState, MAX_BATCH, validateBatchAsync, type Validated } from '../../../projectors/runner.ts';
+import { redisPeer, type RedisPeer } from '../../helpers/redis.ts';
 import { PROJECTIONS } from '../../../projectors/index.ts';
 import { generateDemo } from '../../../projectors/demo/generate.ts';
 import { TOPIC_NAMES, topicByName } from '../../../schemas/topics/index.ts';
@@ -66,13 +70,17 @@ async function appendAll(log: KafkaLog, recs: readonly TopicRecord[]): Promise<v
   for (const [topic, rs] of byTopic) for (let i = 0; i < rs.length; i += 2000) await log.append(topic, rs.slice(i, i + 2000));
 }
 
-/** The projector's handle (runner.ts), with a hook before each batch and a count of records handled. */
-function projector(log: KafkaLog, h: Harness, group: string, hook?: (batch: LogBatch) => Promise<void>, seen = { records: 0 }) {
+/**
+ * The projector's handle and take-over (runner.ts), with a hook before each batch and counts of
+ * records handled and take-overs. `store`: the member's own store object (a process of its own
+ * has one), by default the harness's.
+ */
+function projector(log: KafkaLog, h: Harness, group: string, hook?: (batch: LogBatch) => Promise<void>, seen = { records: 0, takeOvers: 0 }, store: Store = h.store, maxBatch = MAX_BATCH) {
   return log.subscribe<Validated>(group, TOPIC_NAMES, async (batch, validated) => {
     await hook?.(batch);
-    await applyBatch(h.store, batch, PROJECTIONS, validated);
+    await applyBatch(store, batch, PROJECTIONS, validated);
     seen.records += batch.records.length;
-  }, { maxBatch: MAX_BATCH, prepare: validateBatchAsync });
+  }, { maxBatch, prepare: validateBatchAsync, onTakeOver: () => { seen.takeOvers++; forgetProjectionState(store); } });
 }
 
 const READS = [
@@ -107,7 +115,7 @@ describe('the projector on KafkaLog', () => {
     const m = mock as KafkaMock;
     const log = new KafkaLog({ brokers: m.brokers, ...KAFKA });
     const h = await createHarness({ clock: () => NOW });
-    const seen = { records: 0 };
+    const seen = { records: 0, takeOvers: 0 };
     const sub = projector(log, h, 'plain', undefined, seen);
     await sub.caughtUp();
     expect(await sub.lag()).toBe(0);
@@ -135,7 +143,7 @@ describe('the projector on KafkaLog', () => {
     }, { maxBatch: 500, prepare: validateBatchAsync });
     await dead;
     await first.stop();
-    const seen = { records: 0 };
+    const seen = { records: 0, takeOvers: 0 };
     const again = new Set<string>();
     const second = projector(log, h, 'killed', async (b) => {
       if (b.topic === 'trade-events') for (const r of b.records) again.add(`${b.partition}/${r.offset}`);
@@ -145,13 +153,45 @@ describe('the projector on KafkaLog', () => {
     await expectSameReads(h);
     // Restart: a new member of the group resumes from the commits and handles nothing again.
     await second.stop();
-    const after = { records: 0 };
+    const after = { records: 0, takeOvers: 0 };
     const third = projector(log, h, 'killed', undefined, after);
     await third.caughtUp();
     await new Promise((r) => setTimeout(r, 1500));
     expect(after.records).toBe(0);
     await third.stop();
     await log.close();
+    await h.close();
+  }, 240_000);
+
+  it('two members of one group share the partitions through rebalances, taking turns at the store: the same read models', async (ctx) => {
+    if (skipped()) return ctx.skip();
+    const peer: RedisPeer = await redisPeer();
+    if ('skip' in peer) return ctx.skip();
+    const m = mock as KafkaMock;
+    const h = await createHarness({ clock: () => NOW });
+    // Each member as its own process would be: its own log client, store object, Redis connection and gate.
+    const members = [0, 1].map(() => {
+      const redis = new Redis(peer.url, { maxRetriesPerRequest: 2 });
+      return { redis, log: new KafkaLog({ brokers: m.brokers, ...KAFKA, gate: (g) => new RedisGate(redis, g, { prefix: `t${process.pid}` }) }), seen: { records: 0, takeOvers: 0 }, store: undefined as Store | undefined };
+    });
+    for (const mb of members) mb.store = await h.openStore();
+    const slow = () => new Promise<void>((r) => setTimeout(r, 150)); // spread the work over the rebalances
+    const [a, b] = members as [typeof members[0], typeof members[0]];
+    const subA = projector(a.log, h, 'pair', slow, a.seen, a.store!, 150);
+    await new Promise((r) => setTimeout(r, 5000)); // A has the group to itself and starts
+    const subB = projector(b.log, h, 'pair', slow, b.seen, b.store!, 150);
+    await new Promise((r) => setTimeout(r, 12_000)); // a rebalance gives B partitions
+    await subA.stop(); // and another gives B all of them
+    await subB.caughtUp();
+    console.log(`two members: A handled ${a.seen.records} records (${a.seen.takeOvers} take-overs), B ${b.seen.records} (${b.seen.takeOvers} take-overs), of ${records.length}`);
+    expect(a.seen.records).toBeGreaterThan(0);
+    expect(b.seen.records).toBeGreaterThan(0);
+    expect(a.seen.takeOvers + b.seen.takeOvers).toBeGreaterThan(0);
+    expect(a.seen.records + b.seen.records).toBeGreaterThanOrEqual(records.length);
+    await expectSameReads(h);
+    await subB.stop();
+    for (const mb of members) { await mb.log.close(); await mb.store!.close(); mb.redis.disconnect(); }
+    await peer.stop();
     await h.close();
   }, 240_000);
 });
