@@ -57,11 +57,11 @@ const RENEW = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('
 export class RedisGate implements ApplyGate {
   private readonly local = new LocalGate();
   private readonly member = randomUUID();
-  private readonly keys: { lock: string; seq: string; last: string };
+  private readonly keys: { lock: string; seq: string; last: string; wanted: string };
 
   constructor(private readonly redis: Redis, group: string, private readonly opts: { ttlMs?: number; clock?: () => number; prefix?: string } = {}) {
     const p = `${opts.prefix ?? 'signalbase'}:projector:${group}`;
-    this.keys = { lock: `${p}:turn`, seq: `${p}:seq`, last: `${p}:last-writer` };
+    this.keys = { lock: `${p}:turn`, seq: `${p}:seq`, last: `${p}:last-writer`, wanted: `${p}:wanted` };
   }
 
   run<T>(apply: (turn: Turn) => Promise<T>): Promise<T> {
@@ -72,10 +72,15 @@ export class RedisGate implements ApplyGate {
   private async turn<T>(apply: (turn: Turn) => Promise<T>): Promise<T> {
     const ttl = this.opts.ttlMs ?? 30_000;
     const token = randomUUID();
-    for (let wait = 20; ; wait = Math.min(wait * 2, 500)) {
+    // Fair enough turns: a member that another is waiting for steps back a moment before it takes the next one.
+    const wanted = await this.redis.get(this.keys.wanted);
+    if (wanted && wanted !== this.member) await new Promise((r) => setTimeout(r, 150));
+    for (let wait = 10; ; wait = Math.min(wait * 2, 100)) {
       if ((await this.redis.set(this.keys.lock, token, 'PX', ttl, 'NX')) === 'OK') break;
+      await this.redis.set(this.keys.wanted, this.member, 'PX', 1000);
       await new Promise((r) => setTimeout(r, wait * (0.5 + Math.random())));
     }
+    await this.redis.eval(RELEASE, 1, this.keys.wanted, this.member);
     let lost = false;
     const renew = setInterval(() => {
       this.redis.eval(RENEW, 1, this.keys.lock, token, String(ttl)).then((ok) => { if (ok !== 1) lost = true; }, () => { lost = true; });
