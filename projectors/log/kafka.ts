@@ -248,18 +248,26 @@ class KafkaSubscription implements LogSubscription {
 
   /** Records on the log this group has not committed yet, over every partition of its topics. */
   async lag(): Promise<number> {
+    let positions;
+    // A broker away for a moment: the last figure known (the next scrape asks again).
+    try { positions = await this.positions(); } catch (err) { if (this.lastLag === undefined) throw err; return this.lastLag; }
     let n = 0n;
-    for (const p of await this.positions()) n += p.end - (p.committed < 0n ? 0n : p.committed);
-    return Number(n);
+    for (const p of positions) n += p.end - (p.committed < 0n ? 0n : p.committed);
+    return (this.lastLag = Number(n));
   }
+  private lastLag: number | undefined;
 
   /** Resolves once the group (any member) has committed every record that was on the log when called. */
   async caughtUp(): Promise<void> {
-    const target = new Map((await this.positions()).map((p) => [`${p.topic}/${p.partition}`, p.end]));
+    let target: Map<string, bigint> | undefined;
     for (;;) {
       if (this.stopping) return;
-      const pos = await this.positions();
-      if (pos.every((p) => (p.committed < 0n ? 0n : p.committed) >= (target.get(`${p.topic}/${p.partition}`) ?? 0n))) return;
+      try {
+        // Brokers that do not answer for a moment (moved leaders, a stopped broker) are asked again.
+        const pos = await this.positions();
+        target ??= new Map(pos.map((p) => [`${p.topic}/${p.partition}`, p.end]));
+        if (pos.every((p) => (p.committed < 0n ? 0n : p.committed) >= (target!.get(`${p.topic}/${p.partition}`) ?? 0n))) return;
+      } catch { /* asked again below */ }
       await new Promise((r) => setTimeout(r, 100));
     }
   }

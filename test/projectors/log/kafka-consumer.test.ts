@@ -194,4 +194,38 @@ describe('the projector on KafkaLog', () => {
     await peer.stop();
     await h.close();
   }, 240_000);
+
+  it('faults during consumption (partition leaders moved, a broker stopped and started, the group coordinator moved): nothing lost, nothing counted twice', async (ctx) => {
+    if (skipped()) return ctx.skip();
+    const m = mock as KafkaMock;
+    const log = new KafkaLog({ brokers: m.brokers, ...KAFKA });
+    const h = await createHarness({ clock: () => NOW });
+    const seen = { records: 0, takeOvers: 0 };
+    const slow = () => new Promise<void>((r) => setTimeout(r, 30));
+    const sub = projector(log, h, 'faults', slow, seen, h.store, 200);
+    const faults = { leaderMoves: 0, brokerStops: 0, coordinatorMoves: 0 };
+    let running = true;
+    const chaos = (async () => {
+      for (let i = 0; running; i++) {
+        const topic = TOPIC_NAMES[i % TOPIC_NAMES.length]!;
+        await m.command(`leader ${topic} ${i % PARTITIONS} ${1 + (i % 3)}`);
+        faults.leaderMoves++;
+        if (i % 25 === 10) { await m.command('down 2'); faults.brokerStops++; await new Promise((r) => setTimeout(r, 2000)); await m.command('up 2'); }
+        if (i % 25 === 20) { await m.command(`coordinator faults ${1 + (i % 3)}`); faults.coordinatorMoves++; }
+        await new Promise((r) => setTimeout(r, 150));
+      }
+    })();
+    await sub.caughtUp();
+    running = false;
+    await chaos;
+    console.log(`consume faults: ${records.length} records on the log, ${seen.records} handled, ${faults.leaderMoves} leader moves, ${faults.brokerStops} broker stops, ${faults.coordinatorMoves} coordinator moves`);
+    expect(faults.leaderMoves).toBeGreaterThan(20);
+    expect(faults.brokerStops).toBeGreaterThan(0);
+    expect(seen.records).toBeGreaterThanOrEqual(records.length);
+    expect(await sub.lag()).toBe(0);
+    await expectSameReads(h);
+    await sub.stop();
+    await log.close();
+    await h.close();
+  }, 240_000);
 });
