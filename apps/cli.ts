@@ -98,9 +98,9 @@ const COMMANDS: Record<string, Command> = {
     },
   },
   ingest: {
-    usage: 'signalbase ingest FILE.ndjson [--data-dir DIR]',
-    help: `Appends records to the log, then projects them (unless a running \`start\` does). One JSON object per line: {"topic": "<topic>", "value": {...}} and no other member; blank lines are skipped. Topics: ${TOPIC_NAMES.join(', ')}. Every value is validated first, as the projector validates it: its topic's schema, no number out of the range of a 64-bit float (such as 1e400), ids up to 2^53-1, date-times in RFC 3339 with a real calendar date, no leap second, within 1970..2299, and at most ${MAX_RECORD_BYTES} bytes (16 MiB) of JSON. If any line is refused, nothing is appended: each refused line is listed with its number and reason, and the command exits with status 1. The value is appended exactly as written in the file (numbers, key order and spacing are kept).`,
-    options: { ...dataDirOption },
+    usage: 'signalbase ingest FILE.ndjson [--data-dir DIR] [--to embedded|kafka]',
+    help: `Appends records to the log, then projects them (unless a running \`start\` does). One JSON object per line: {"topic": "<topic>", "value": {...}} and no other member; blank lines are skipped. Topics: ${TOPIC_NAMES.join(', ')}. Every value is validated first, as the projector validates it: its topic's schema, no number out of the range of a 64-bit float (such as 1e400), ids up to 2^53-1, date-times in RFC 3339 with a real calendar date, no leap second, within 1970..2299, and at most ${MAX_RECORD_BYTES} bytes (16 MiB) of JSON. If any line is refused, nothing is appended: each refused line is listed with its number and reason, and the command exits with status 1. The value is appended exactly as written in the file (numbers, key order and spacing are kept). --to kafka appends to the topics on KAFKA_BROKERS instead (distributed mode), each record keyed by the id that orders it; every record is acknowledged before the command ends.`,
+    options: { ...dataDirOption, to: { type: 'string', default: 'embedded' } },
     async run(v, pos) {
       const file = pos[0] ?? die('ingest needs a file: signalbase ingest FILE.ndjson');
       if (!existsSync(file)) die(`no such file: ${file}`);
@@ -113,6 +113,18 @@ const COMMANDS: Record<string, Command> = {
         console.error(`nothing was appended: ${refused.length} line(s) of ${file} refused`);
         return 1;
       }
+      if (v.to === 'kafka') {
+        const brokers = (process.env.KAFKA_BROKERS ?? die('--to kafka needs KAFKA_BROKERS (host:port,...)')).split(',').map((b: string) => b.trim()).filter(Boolean);
+        const { KafkaAppender } = await import('../projectors/log/kafka.ts');
+        const appender = new KafkaAppender({ brokers, clientId: 'signalbase-ingest' });
+        try {
+          let resent = 0;
+          for (const [topic, recs] of byTopic) for (let i = 0; i < recs.length; i += 1000) resent += (await appender.append(topic, recs.slice(i, i + 1000))).resent;
+          console.error(`appended ${count} records from ${file} to Kafka (${brokers.join(',')})${resent ? `; ${resent} partition sends repeated after leader moves` : ''}`);
+        } finally { await appender.close(); }
+        return;
+      }
+      if (v.to !== 'embedded') die(`--to is embedded or kafka (got ${v.to})`);
       const dataDir = dataDirOf(v);
       const log = new EmbeddedLog(dataDir);
       for (const [topic, recs] of byTopic) log.appendSync(topic, recs);
@@ -140,6 +152,47 @@ const COMMANDS: Record<string, Command> = {
         const r = revokeKey(log, arg ?? die('keys revoke needs a key id (see keys list)'));
         console.log(`revoked key ${r.id}`);
       } else die(`unknown keys subcommand ${sub ?? ''}; use create, list or revoke`);
+    },
+  },
+  projector: {
+    usage: 'signalbase projector',
+    help: 'Distributed mode: consumes the ingest topics from Kafka in the consumer group "projector" and writes the read models to a ClickHouse server; run several to share the partitions (they take turns at the store through Redis). Rebuilds read models of another version from the start of the topics. Serves Prometheus metrics (records applied and dead-lettered per topic, consumer lag, feed watermark) on METRICS_PORT.\nEnvironment: KAFKA_BROKERS (required, host:port,...), CLICKHOUSE_URL (required, e.g. http://user:password@clickhouse:8123), CLICKHOUSE_DATABASE (default signalbase), REDIS_URL (needed for more than one instance), METRICS_PORT (default 9464), HOST (default 127.0.0.1).',
+    options: {},
+    async run() {
+      const { runProjectorProcess } = await import('./distributed.ts');
+      return serveUntilSignal(await runProjectorProcess(process.env, (l) => console.log(`[signalbase] ${l}`)));
+    },
+  },
+  api: {
+    usage: 'signalbase api',
+    help: 'Distributed mode: the REST API (v1, v2) over the read models of a ClickHouse server; run several replicas behind a load balancer: they share the read cache, the data version, rate-limit counts and the cursor secret through Redis.\nEnvironment: CLICKHOUSE_URL (required), CLICKHOUSE_DATABASE (default signalbase), REDIS_URL (required), CURSOR_SECRET (required, 32 bytes or more, the same for every replica), PORT (default 8080), HOST (default 127.0.0.1), RATE_LIMITS, LOG_LEVEL.',
+    options: {},
+    async run() {
+      const { runReadProcess } = await import('./distributed.ts');
+      return serveUntilSignal(await runReadProcess('api', process.env, (l) => console.log(`[signalbase] ${l}`)));
+    },
+  },
+  mcp: {
+    usage: 'signalbase mcp',
+    help: 'Distributed mode: the MCP tool server at /mcp over the read models of a ClickHouse server, accepting the access tokens of AUTH_ISSUER for the audience MCP_URL (no dev authorization server). Also serves /llms.txt and /agent-guide.md.\nEnvironment: CLICKHOUSE_URL (required), CLICKHOUSE_DATABASE (default signalbase), REDIS_URL (required), CURSOR_SECRET (required, as for api), MCP_URL (required), AUTH_ISSUER (required), PORT (default 8081), HOST (default 127.0.0.1), LOG_LEVEL.',
+    options: {},
+    async run() {
+      const { runReadProcess } = await import('./distributed.ts');
+      return serveUntilSignal(await runReadProcess('mcp', process.env, (l) => console.log(`[signalbase] ${l}`)));
+    },
+  },
+  topics: {
+    usage: 'signalbase topics create [--partitions N] [--replication R]',
+    help: `Deploy step of the distributed mode: creates the ingest topics that do not exist yet (${TOPIC_NAMES.join(', ')}) on KAFKA_BROKERS, with N partitions (default 12) and replication R (default 3). Skipped (exit 0) with SIGNALBASE_CREATE_TOPICS=false, where topics are managed elsewhere. Records are keyed by the id that orders them (a position's events by positionId, prices by assetId, ...).`,
+    options: { partitions: { type: 'string', default: '12' }, replication: { type: 'string', default: '3' } },
+    async run(v, pos) {
+      if (pos[0] !== 'create') die(`unknown topics subcommand ${pos[0] ?? ''}; use create`);
+      const partitions = Number(v.partitions);
+      const replication = Number(v.replication);
+      if (!Number.isInteger(partitions) || partitions < 1) die('--partitions is a positive integer');
+      if (!Number.isInteger(replication) || replication < 1) die('--replication is a positive integer');
+      const { createTopics } = await import('./distributed.ts');
+      await createTopics(process.env, partitions, replication, (l) => console.log(l));
     },
   },
   tokens: {
@@ -218,6 +271,15 @@ const COMMANDS: Record<string, Command> = {
     },
   },
 };
+
+/** Runs until SIGINT or SIGTERM, then stops the process's work. */
+function serveUntilSignal(p: { stop(): Promise<void> }): Promise<number> {
+  return new Promise<number>((resolve) => {
+    const stop = async () => { await p.stop().catch(() => {}); resolve(0); process.exit(0); };
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+  });
+}
 
 /** A password from the first line of stdin, or typed twice without echo on a terminal. */
 async function readPassword(): Promise<string> {

@@ -60,7 +60,7 @@ const VERSION_DDL = `CREATE TABLE IF NOT EXISTS $db.read_model_version (
  * start. The steps are ordered so that a crash anywhere only repeats them on the next start.
  * Returns the version it found (null: none recorded) when it rebuilt, undefined otherwise.
  */
-export async function migrateReadModels(store: Store, resetOffsets: () => void, say: (line: string) => void = () => {}): Promise<number | null | undefined> {
+export async function migrateReadModels(store: Store, resetOffsets: () => void | Promise<void>, say: (line: string) => void = () => {}): Promise<number | null | undefined> {
   await store.exec(VERSION_DDL);
   const [found] = await store.query<{ v: number | null; n: number }>(
     'SELECT argMax(version, at) AS v, count() AS n FROM $db.read_model_version');
@@ -70,7 +70,7 @@ export async function migrateReadModels(store: Store, resetOffsets: () => void, 
     .map((t) => t.name).filter((t) => t !== 'read_model_version');
   if (tables.length) {
     say(`read models were built by read-model version ${current ?? 1}, this is version ${READ_MODEL_VERSION}: rebuilding them from the log`);
-    resetOffsets();
+    await resetOffsets();
     for (const t of tables) await store.exec(`DROP TABLE IF EXISTS $db.${checkIdentifier(t)}`);
   }
   await ensureSchema(store);

@@ -42,6 +42,8 @@ export interface ApiDeps {
   mcp?: { verifier: TokenVerifier; urls: () => AuthUrls };
   /** The dev authorization server (embedded mode, when AUTH_ISSUER is not set elsewhere). */
   devAuth?: DevAuthorizationServer;
+  /** The REST reads (default true); `signalbase mcp` serves MCP alone. */
+  rest?: boolean;
 }
 
 declare module 'fastify' {
@@ -197,7 +199,7 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
   deps.devAuth?.routes(app);
 
   const limit = deps.rateLimits ? rateLimiter(app, deps.rateLimits) : undefined;
-  for (const op of OPERATIONS) {
+  for (const op of deps.rest === false ? [] : OPERATIONS) {
     for (const version of op.versions) {
       app.route({
         method: 'GET',
