@@ -156,7 +156,7 @@ const COMMANDS: Record<string, Command> = {
   },
   projector: {
     usage: 'signalbase projector',
-    help: 'Distributed mode: consumes the ingest topics from Kafka in the consumer group "projector" and writes the read models to a ClickHouse server; run several to share the partitions (they take turns at the store through Redis). Rebuilds read models of another version from the start of the topics. Serves Prometheus metrics (records applied and dead-lettered per topic, consumer lag, feed watermark) on METRICS_PORT.\nEnvironment: KAFKA_BROKERS (required, host:port,...), CLICKHOUSE_URL (required, e.g. http://user:password@clickhouse:8123), CLICKHOUSE_DATABASE (default signalbase), REDIS_URL (needed for more than one instance), METRICS_PORT (default 9464), HOST (default 127.0.0.1).',
+    help: 'Distributed mode: consumes the ingest topics from Kafka in the consumer group "projector" and writes the read models to a ClickHouse server; run several to share the partitions (they take turns at the store through Redis). Rebuilds read models of another version from the start of the topics. Serves Prometheus metrics (records applied and dead-lettered per topic, consumer lag, feed watermark) on METRICS_PORT.\nEnvironment: KAFKA_BROKERS (required, host:port,...), CLICKHOUSE_URL (required, e.g. http://user:password@clickhouse:8123), CLICKHOUSE_DATABASE (default signalbase), REDIS_URL (needed for more than one instance), REDIS_PREFIX (default signalbase), METRICS_PORT (default 9464), HOST (default 127.0.0.1).',
     options: {},
     async run() {
       const { runProjectorProcess } = await import('./distributed.ts');
@@ -165,7 +165,7 @@ const COMMANDS: Record<string, Command> = {
   },
   api: {
     usage: 'signalbase api',
-    help: 'Distributed mode: the REST API (v1, v2) over the read models of a ClickHouse server; run several replicas behind a load balancer: they share the read cache, the data version, rate-limit counts and the cursor secret through Redis.\nEnvironment: CLICKHOUSE_URL (required), CLICKHOUSE_DATABASE (default signalbase), REDIS_URL (required), CURSOR_SECRET (required, 32 bytes or more, the same for every replica), PORT (default 8080), HOST (default 127.0.0.1), RATE_LIMITS, LOG_LEVEL.',
+    help: 'Distributed mode: the REST API (v1, v2) over the read models of a ClickHouse server; run several replicas behind a load balancer: they share the read cache, the data version, rate-limit counts and the cursor secret through Redis.\nEnvironment: CLICKHOUSE_URL (required), CLICKHOUSE_DATABASE (default signalbase), REDIS_URL (required), REDIS_PREFIX (default signalbase), CURSOR_SECRET (required, 32 bytes or more, the same for every replica), PORT (default 8080), HOST (default 127.0.0.1), RATE_LIMITS, LOG_LEVEL.',
     options: {},
     async run() {
       const { runReadProcess } = await import('./distributed.ts');

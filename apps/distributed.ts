@@ -33,7 +33,12 @@ export interface DistributedEnv {
 
 /** Names of the shared marks in Redis (RedisWatermarks). */
 export const DATA_VERSION = 'data-version';
-const PROJECTOR_LAG_KEY = 'signalbase:projector:lag';
+
+/** Redis keys of one deployment, under REDIS_PREFIX (default `signalbase`), so deployments can share a Redis. */
+function redisKeys(env: NodeJS.ProcessEnv) {
+  const p = env.REDIS_PREFIX ?? 'signalbase';
+  return { prefix: p, cache: `${p}:cache:`, watermarks: `${p}:watermark:`, lag: `${p}:projector:lag` };
+}
 
 function need(env: NodeJS.ProcessEnv, name: string, what: string): string {
   const v = env[name];
@@ -73,9 +78,10 @@ export async function runProjectorProcess(env: NodeJS.ProcessEnv, say: Say): Pro
   if (!redis) say('REDIS_URL is not set: run a single projector instance (the apply turns and the data version need Redis to be shared)');
   const store = await new ClickHouseStore({ url: cfg.clickhouseUrl, database: cfg.clickhouseDatabase }).init();
   await migrateReadModels(store, () => resetGroup(cfg.kafkaBrokers, PROJECTOR_GROUP, say), say);
-  const log = new KafkaLog({ brokers: cfg.kafkaBrokers, clientId: 'signalbase-projector', ...(redis ? { gate: (g: string) => new RedisGate(redis, g) } : {}) });
-  const watermarks = redis ? new RedisWatermarks(redis) : undefined;
-  const cache = redis ? new RedisCache(redis) : undefined;
+  const keys = redisKeys(env);
+  const log = new KafkaLog({ brokers: cfg.kafkaBrokers, clientId: 'signalbase-projector', ...(redis ? { gate: (g: string) => new RedisGate(redis, g, { prefix: keys.prefix }) } : {}) });
+  const watermarks = redis ? new RedisWatermarks(redis, keys.watermarks) : undefined;
+  const cache = redis ? new RedisCache(redis, keys.cache) : undefined;
   let commits = 0;
   const metrics = new Metrics({
     projectorLag: () => sub.lag(), feedWatermark: () => feedWatermark(store),
@@ -86,14 +92,14 @@ export async function runProjectorProcess(env: NodeJS.ProcessEnv, say: Say): Pro
       commits++;
       metrics.committed(info);
       // Every API replica keys its cache on this and drops the credentials' answers on it.
-      if (redis) await redis.incr(`signalbase:watermark:${DATA_VERSION}`);
+      if (redis) await redis.incr(`${keys.watermarks}${DATA_VERSION}`);
       await cache?.clear('auth:');
     },
     onError: (err, topic) => say(`projector: batch of ${topic} failed, retrying: ${(err as Error).message}`),
   });
   // The lag, for the API processes' /healthz (they have no Kafka client).
   const publishLag = setInterval(() => {
-    sub.lag().then((lag) => redis?.set(PROJECTOR_LAG_KEY, String(lag), 'PX', 30_000)).catch(() => {});
+    sub.lag().then((lag) => redis?.set(keys.lag, String(lag), 'PX', 30_000)).catch(() => {});
   }, 2000);
   const port = Number(env.METRICS_PORT ?? 9464);
   const server = createServer(async (req, res) => {
@@ -125,8 +131,9 @@ export async function runReadProcess(kind: 'api' | 'mcp', env: NodeJS.ProcessEnv
   const secret = env.CURSOR_SECRET;
   if (!secret || Buffer.byteLength(secret) < 32) throw new Error('CURSOR_SECRET is not set (32 bytes or more): every replica signs and checks cursors with the same secret');
   const store = await new ClickHouseStore({ url: cfg.clickhouseUrl, database: cfg.clickhouseDatabase }).init();
-  const cache = new RedisCache(redis);
-  const watermarks = new RedisWatermarks(redis);
+  const keys = redisKeys(env);
+  const cache = new RedisCache(redis, keys.cache);
+  const watermarks = new RedisWatermarks(redis, keys.watermarks);
   const auth = new ApiKeyAuthenticator(store, cache);
   // Credentials' answers are dropped by the projector on each commit; this replica's decoded copies when the data version moves.
   let seen = -1;
@@ -149,7 +156,7 @@ export async function runReadProcess(kind: 'api' | 'mcp', env: NodeJS.ProcessEnv
     readCache: new ReadCache(cache), rest: kind === 'api',
     ...(rateLimits ? { rateLimits: { ...rateLimits, redis } } : {}),
     ...(mcp ? { mcp } : {}),
-    health: async () => ({ status: 'ok', projectorLag: Number((await redis.get(PROJECTOR_LAG_KEY)) ?? 0) }),
+    health: async () => ({ status: 'ok', projectorLag: Number((await redis.get(keys.lag)) ?? 0) }),
     logger: env.LOG_LEVEL === 'silent' ? false : { level: env.LOG_LEVEL ?? 'info' },
   });
   const address = await app.listen({ port: Number(env.PORT ?? (kind === 'api' ? 8080 : 8081)), host: env.HOST ?? '127.0.0.1' });

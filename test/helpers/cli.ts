@@ -48,9 +48,9 @@ export interface ServerProcess {
   stop(graceMs?: number): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
-/** Spawns `signalbase start` and resolves once its stdout prints the `REST v2:` line. */
-export async function startServer(env: Record<string, string>, timeoutMs = 120_000): Promise<ServerProcess> {
-  const child = spawn(process.execPath, [BIN, 'start'], {
+/** Spawns `signalbase ARGS` and resolves once its stdout matches `ready` (it fails when the process exits first). */
+export async function startProcess(args: readonly string[], env: Record<string, string>, ready: RegExp, timeoutMs = 60_000): Promise<ServerProcess> {
+  const child = spawn(process.execPath, [BIN, ...args], {
     cwd: REPO_ROOT, env: { ...process.env, LOG_LEVEL: 'warn', ...env }, stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
@@ -72,23 +72,31 @@ export async function startServer(env: Record<string, string>, timeoutMs = 120_0
     },
   };
   const deadline = Date.now() + timeoutMs;
-  while (!/REST v2:/.test(out)) {
+  while (!ready.test(out)) {
     if (child.exitCode !== null || child.signalCode !== null) {
-      throw new Error(`signalbase start exited early (${child.exitCode ?? child.signalCode})\nstdout:\n${out}\nstderr:\n${err}`);
+      throw new Error(`signalbase ${args.join(' ')} exited early (${child.exitCode ?? child.signalCode})\nstdout:\n${out}\nstderr:\n${err}`);
     }
     if (Date.now() > deadline) {
       await server.stop(2000);
-      throw new Error(`signalbase start printed no "REST v2:" line within ${timeoutMs} ms\nstdout:\n${out}\nstderr:\n${err}`);
+      throw new Error(`signalbase ${args.join(' ')} printed nothing matching ${ready} within ${timeoutMs} ms\nstdout:\n${out}\nstderr:\n${err}`);
     }
     await sleep(100);
   }
+  return server;
+}
+
+/** Spawns `signalbase start` and resolves once its stdout prints the `REST v2:` line and healthz says ok. */
+export async function startServer(env: Record<string, string>, timeoutMs = 120_000): Promise<ServerProcess> {
+  const deadline = Date.now() + timeoutMs;
+  const server = await startProcess(['start'], env, /REST v2:/, timeoutMs);
+  const out = server.stdout;
   // Let the rest of the banner (key line) arrive.
   const keyDeadline = Date.now() + 2000;
-  while (!/\btry: /.test(out) && Date.now() < keyDeadline) await sleep(50);
+  while (!/\btry: /.test(out()) && Date.now() < keyDeadline) await sleep(50);
   // `start` listens before it has caught up with the log; the tests want the read models current.
-  const url = /REST v2:\s+(\S+)\/v2/.exec(out)![1];
+  const url = /REST v2:\s+(\S+)\/v2/.exec(out())![1];
   while ((await fetch(`${url}/healthz`).then((r) => r.status, () => 0)) !== 200) {
-    if (Date.now() > deadline) { await server.stop(2000); throw new Error(`healthz never turned ok within ${timeoutMs} ms\n${out}\n${err}`); }
+    if (Date.now() > deadline) { await server.stop(2000); throw new Error(`healthz never turned ok within ${timeoutMs} ms\n${out()}\n${server.stderr()}`); }
     await sleep(100);
   }
   return server;
