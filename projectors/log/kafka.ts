@@ -159,31 +159,45 @@ function toRecord(m: KafkaMessage): LogRecord {
 }
 
 class KafkaSubscription implements LogSubscription {
-  private readonly consumer: Consumer;
+  private consumer!: Consumer;
   private readonly admin: Admin;
   private readonly started: Promise<void>;
   private stopping = false;
   private readonly gate: ApplyGate;
+  /** Consumers started so far: a consumer that crashed for good is replaced by a new one. */
+  restarts = 0;
 
   constructor(
-    kafka: Kafka, private readonly group: string, private readonly topics: readonly string[],
+    private readonly kafka: Kafka, private readonly group: string, private readonly topics: readonly string[],
     private readonly handle: (batch: LogBatch, prepared?: unknown) => Promise<void>,
     private readonly opts: SubscribeOptions<unknown>, private readonly cfg: KafkaLogOptions,
   ) {
-    this.consumer = kafka.consumer({
-      groupId: group, sessionTimeout: cfg.sessionTimeout ?? 30_000, heartbeatInterval: cfg.heartbeatInterval ?? 3000,
-      allowAutoTopicCreation: false, retry: { retries: Number.MAX_SAFE_INTEGER, maxRetryTime: 5000 },
-    });
     this.admin = kafka.admin();
     this.gate = cfg.gate?.(group) ?? new LocalGate();
-    this.started = this.start();
+    this.started = this.admin.connect().then(() => this.startConsumer());
     this.started.catch((err) => this.opts.onError?.(err, { topic: '', partition: -1, records: [] }));
   }
 
-  private async start(): Promise<void> {
-    await Promise.all([this.consumer.connect(), this.admin.connect()]);
-    await this.consumer.subscribe({ topics: [...this.topics], fromBeginning: true });
-    await this.consumer.run({
+  private async startConsumer(): Promise<void> {
+    const consumer = this.kafka.consumer({
+      groupId: this.group, sessionTimeout: this.cfg.sessionTimeout ?? 30_000, heartbeatInterval: this.cfg.heartbeatInterval ?? 3000,
+      allowAutoTopicCreation: false, retry: { retries: Number.MAX_SAFE_INTEGER, maxRetryTime: 5000 },
+    });
+    this.consumer = consumer;
+    // kafkajs restarts a consumer after a retriable crash; after any other (a broker away longer
+    // than its retries, say) it stays down: a new consumer takes over, from the commits.
+    consumer.on(consumer.events.CRASH, ({ payload }) => {
+      this.opts.onError?.(payload.error, { topic: '', partition: -1, records: [] });
+      if (payload.restart || this.stopping) return;
+      this.restarts++;
+      setTimeout(() => {
+        if (this.stopping || this.consumer !== consumer) return;
+        consumer.disconnect().catch(() => {}).then(() => this.startConsumer()).catch((err) => this.opts.onError?.(err, { topic: '', partition: -1, records: [] }));
+      }, 1000);
+    });
+    await consumer.connect();
+    await consumer.subscribe({ topics: [...this.topics], fromBeginning: true });
+    await consumer.run({
       autoCommit: false,
       eachBatchAutoResolve: false,
       partitionsConsumedConcurrently: 1,

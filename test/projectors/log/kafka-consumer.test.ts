@@ -175,12 +175,12 @@ describe('the projector on KafkaLog', () => {
       return { redis, log: new KafkaLog({ brokers: m.brokers, ...KAFKA, gate: (g) => new RedisGate(redis, g, { prefix: `t${process.pid}` }) }), seen: { records: 0, takeOvers: 0 }, store: undefined as Store | undefined };
     });
     for (const mb of members) mb.store = await h.openStore();
-    const slow = () => new Promise<void>((r) => setTimeout(r, 250)); // spread the work over the rebalances
+    const slow = () => new Promise<void>((r) => setTimeout(r, 120)); // spread the work over the rebalances
     const [a, b] = members as [typeof members[0], typeof members[0]];
     const subA = projector(a.log, h, 'pair', slow, a.seen, a.store!, 100);
     await new Promise((r) => setTimeout(r, 5000)); // A has the group to itself and starts
     const subB = projector(b.log, h, 'pair', slow, b.seen, b.store!, 100);
-    await new Promise((r) => setTimeout(r, 20_000)); // a rebalance gives B partitions
+    await new Promise((r) => setTimeout(r, 15_000)); // a rebalance gives B partitions
     await subA.stop(); // and another gives B all of them
     await subB.caughtUp();
     console.log(`two members: A handled ${a.seen.records} records (${a.seen.takeOvers} take-overs), B ${b.seen.records} (${b.seen.takeOvers} take-overs), of ${records.length}`);
@@ -203,14 +203,16 @@ describe('the projector on KafkaLog', () => {
     const seen = { records: 0, takeOvers: 0 };
     const slow = () => new Promise<void>((r) => setTimeout(r, 30));
     const sub = projector(log, h, 'faults', slow, seen, h.store, 200);
+    const restarts = () => (sub as unknown as { restarts: number }).restarts;
     const faults = { leaderMoves: 0, brokerStops: 0, coordinatorMoves: 0 };
     let running = true;
     const chaos = (async () => {
-      for (let i = 0; running; i++) {
+      // A bounded storm (then the consumer catches up): 120 leader moves, with a broker stopped and the coordinator moved every 25.
+      for (let i = 0; running && i < 120; i++) {
         const topic = TOPIC_NAMES[i % TOPIC_NAMES.length]!;
         await m.command(`leader ${topic} ${i % PARTITIONS} ${1 + (i % 3)}`);
         faults.leaderMoves++;
-        if (i % 25 === 10) { await m.command('down 2'); faults.brokerStops++; await new Promise((r) => setTimeout(r, 2000)); await m.command('up 2'); }
+        if (i % 25 === 10) { await m.command('down 2'); faults.brokerStops++; await new Promise((r) => setTimeout(r, 1000)); await m.command('up 2'); }
         if (i % 25 === 20) { await m.command(`coordinator faults ${1 + (i % 3)}`); faults.coordinatorMoves++; }
         await new Promise((r) => setTimeout(r, 150));
       }
@@ -218,7 +220,7 @@ describe('the projector on KafkaLog', () => {
     await sub.caughtUp();
     running = false;
     await chaos;
-    console.log(`consume faults: ${records.length} records on the log, ${seen.records} handled, ${faults.leaderMoves} leader moves, ${faults.brokerStops} broker stops, ${faults.coordinatorMoves} coordinator moves`);
+    console.log(`consume faults: ${records.length} records on the log, ${seen.records} handled, ${faults.leaderMoves} leader moves, ${faults.brokerStops} broker stops, ${faults.coordinatorMoves} coordinator moves, ${restarts()} consumer restarts`);
     expect(faults.leaderMoves).toBeGreaterThan(20);
     expect(faults.brokerStops).toBeGreaterThan(0);
     expect(seen.records).toBeGreaterThanOrEqual(records.length);
