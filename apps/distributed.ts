@@ -77,8 +77,10 @@ export async function runProjectorProcess(env: NodeJS.ProcessEnv, say: Say): Pro
   const redis = cfg.redisUrl ? new Redis(cfg.redisUrl) : undefined;
   if (!redis) say('REDIS_URL is not set: run a single projector instance (the apply turns and the data version need Redis to be shared)');
   const store = await new ClickHouseStore({ url: cfg.clickhouseUrl, database: cfg.clickhouseDatabase }).init();
-  await migrateReadModels(store, () => resetGroup(cfg.kafkaBrokers, PROJECTOR_GROUP, say), say);
   const keys = redisKeys(env);
+  // Instances starting together migrate one at a time (the first rebuilds, the others find the version current).
+  const migrate = () => migrateReadModels(store, () => resetGroup(cfg.kafkaBrokers, PROJECTOR_GROUP, say), say);
+  await (redis ? new RedisGate(redis, 'migrate', { prefix: keys.prefix }).run(migrate) : migrate());
   const log = new KafkaLog({ brokers: cfg.kafkaBrokers, clientId: 'signalbase-projector', ...(redis ? { gate: (g: string) => new RedisGate(redis, g, { prefix: keys.prefix }) } : {}) });
   const watermarks = redis ? new RedisWatermarks(redis, keys.watermarks) : undefined;
   const cache = redis ? new RedisCache(redis, keys.cache) : undefined;
