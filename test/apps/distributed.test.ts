@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { generateApiKey } from '../../apps/auth/keys.ts';
-import { generateDemo } from '../../projectors/demo/generate.ts';
+import { demoSlice } from '../helpers/demo-slice.ts';
 import { TOPIC_NAMES, SCOPES } from '../../schemas/topics/index.ts';
 import { startClickHousePeer, type ClickHousePeer } from '../helpers/clickhouse-peer.ts';
 import { freePort, pollUntil, runCli, startProcess, type ServerProcess } from '../helpers/cli.ts';
@@ -25,22 +25,7 @@ const DAY = 86_400_000;
 const NOW = Date.now() - 40 * DAY; // every window of the data has come of age: answers do not move with the clock
 const ALL = { mode: 'all' };
 
-function demoSlice(): TopicRecord[] {
-  const all = [...generateDemo({ scale: 'small', seed: 9, now: new Date(NOW) })];
-  const sources = new Set<string>();
-  for (const r of all) if (r.topic === 'traders' && (r.value as any).id <= 10 && (r.value as any).source) sources.add((r.value as any).source.sourceIdentityId);
-  return all.filter((r) => {
-    const v = r.value as any;
-    switch (r.topic) {
-      case 'traders': case 'trader-tags': return (v.id ?? v.traderId) <= 10;
-      case 'source-identities': case 'messages': return sources.has(v.sourceIdentityId);
-      case 'trade-events': return v.traderId <= 10 && v.assetId <= 6;
-      case 'prices': return v.assetId <= 6 && Date.parse(v.at) > NOW - 90 * DAY;
-      case 'channel-summaries': return sources.has(v.sourceIdentityId ?? '') || v.traderId <= 10;
-      default: return true;
-    }
-  }).map((r) => ({ topic: r.topic as TopicRecord['topic'], value: r.value }));
-}
+const demoRecords = (): TopicRecord[] => demoSlice({ seed: 9, now: NOW, traders: 10, assets: 6, priceDays: 90 });
 
 const start = new Date(NOW - 60 * DAY).toISOString();
 const end = new Date(NOW).toISOString();
@@ -81,7 +66,7 @@ beforeAll(async () => {
   redis = await redisPeer();
   if ('skip' in mock || 'skip' in redis) return;
   dir = mkdtempSync(join(tmpdir(), 'signalbase-distributed-'));
-  const records = demoSlice();
+  const records = demoRecords();
   reference = await createHarness();
   // chdb takes one data directory per process: the peer serves the harness's (its own database in it).
   peer = await startClickHousePeer(join(tmpdir(), `signalbase-test-${process.pid}`));

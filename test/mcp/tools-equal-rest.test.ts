@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { generateDemo } from '../../projectors/demo/generate.ts';
+import { demoSlice } from '../helpers/demo-slice.ts';
 import { OPERATIONS } from '../../apps/registry.ts';
 import { createHarness, type Harness, type TopicRecord } from '../helpers/harness.ts';
 import { connect } from '../helpers/mcp-client.ts';
@@ -23,24 +23,7 @@ const DAY = 86_400_000;
 const RUNS = 20;
 
 /** A slice of the small demo data set: 20 traders and what belongs to them, 15 assets with their prices. */
-function records(): TopicRecord[] {
-  const out: TopicRecord[] = [];
-  const sources = new Set<string>();
-  const all = [...generateDemo({ scale: 'small', seed: 11, now: new Date(NOW - DAY) })];
-  for (const r of all) if (r.topic === 'traders' && (r.value as any).id <= 20 && (r.value as any).source) sources.add((r.value as any).source.sourceIdentityId);
-  for (const r of all) {
-    const v = r.value as any;
-    const keep = r.topic === 'traders' || r.topic === 'trader-tags' ? (v.id ?? v.traderId) <= 20
-      : r.topic === 'source-identities' ? sources.has(v.sourceIdentityId)
-        : r.topic === 'trade-events' ? v.traderId <= 20 && v.assetId <= 15
-          : r.topic === 'prices' ? v.assetId <= 15
-            : r.topic === 'messages' ? sources.has(v.sourceIdentityId)
-              : r.topic === 'channel-summaries' ? sources.has(v.sourceIdentityId ?? '') || v.traderId <= 20
-                : true;
-    if (keep) out.push({ topic: r.topic as TopicRecord['topic'], value: v });
-  }
-  return out;
-}
+const records = (): TopicRecord[] => demoSlice({ seed: 11, now: NOW - DAY, traders: 20, assets: 15 });
 
 let h: Harness;
 let client: Client;

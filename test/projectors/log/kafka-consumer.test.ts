@@ -13,7 +13,7 @@ import type { Store } from '../../../projectors/store/port.ts';
 import { applyBatch, forgetProjectionState, MAX_BATCH, validateBatchAsync, type Validated } from '../../../projectors/runner.ts';
 import { redisPeer, type RedisPeer } from '../../helpers/redis.ts';
 import { PROJECTIONS } from '../../../projectors/index.ts';
-import { generateDemo } from '../../../projectors/demo/generate.ts';
+import { demoSlice } from '../../helpers/demo-slice.ts';
 import { TOPIC_NAMES, topicByName } from '../../../schemas/topics/index.ts';
 import { createHarness, type Harness, type TopicRecord } from '../../helpers/harness.ts';
 import { kafkaMock, type KafkaMock } from '../../helpers/kafka-mock.ts';
@@ -24,22 +24,7 @@ const PARTITIONS = 3;
 const KAFKA = { sessionTimeout: 6000, heartbeatInterval: 500, retryDelayMs: 300 };
 
 /** A slice of the small demo set: 12 traders and what belongs to them, 8 assets and their prices. */
-function demoSlice(): TopicRecord[] {
-  const all = [...generateDemo({ scale: 'small', seed: 5, now: new Date(NOW - DAY) })];
-  const sources = new Set<string>();
-  for (const r of all) if (r.topic === 'traders' && (r.value as any).id <= 12 && (r.value as any).source) sources.add((r.value as any).source.sourceIdentityId);
-  return all.filter((r) => {
-    const v = r.value as any;
-    switch (r.topic) {
-      case 'traders': case 'trader-tags': return (v.id ?? v.traderId) <= 12;
-      case 'source-identities': case 'messages': return sources.has(v.sourceIdentityId);
-      case 'trade-events': return v.traderId <= 12 && v.assetId <= 8;
-      case 'prices': return v.assetId <= 8 && Date.parse(v.at) > NOW - 100 * DAY;
-      case 'channel-summaries': return sources.has(v.sourceIdentityId ?? '') || v.traderId <= 12;
-      default: return true;
-    }
-  }).map((r) => ({ topic: r.topic as TopicRecord['topic'], value: r.value }));
-}
+const demoRecords = (): TopicRecord[] => demoSlice({ seed: 5, now: NOW - DAY, traders: 12, assets: 8, priceDays: 99 });
 
 let mock: KafkaMock | { skip: string };
 let records: TopicRecord[];
@@ -48,7 +33,7 @@ let refKey: string;
 
 beforeAll(async () => {
   mock = await kafkaMock(3, Object.fromEntries(TOPIC_NAMES.map((t) => [t, PARTITIONS])));
-  records = demoSlice();
+  records = demoRecords();
   reference = await createHarness({ clock: () => NOW });
   await reference.given(records);
   refKey = await reference.key({ account: { id: 'reader' } });
