@@ -137,11 +137,11 @@ export async function runReadProcess(kind: 'api' | 'mcp', env: NodeJS.ProcessEnv
   const cache = new RedisCache(redis, keys.cache);
   const watermarks = new RedisWatermarks(redis, keys.watermarks);
   const auth = new ApiKeyAuthenticator(store, cache);
-  // Credentials' answers are dropped by the projector on each commit; this replica's decoded copies when the data version moves.
+  // The projector clears the shared credentials' answers on each commit; this replica forgets its decoded copies when the data version moves.
   let seen = -1;
   const dataVersion = async () => {
     const v = await watermarks.get(DATA_VERSION);
-    if (v !== seen) { seen = v; await auth.invalidate(); }
+    if (v !== seen) { seen = v; auth.forgetDecoded(); }
     return v;
   };
   const metrics = new Metrics({ dataVersion: () => watermarks.get(DATA_VERSION) });

@@ -71,10 +71,15 @@ export class ApiKeyAuthenticator {
 
   /** Forgets every cached answer (called on each projector commit). */
   invalidate(): Promise<void> {
+    this.forgetDecoded();
+    return this.cache.clear('auth:');
+  }
+
+  /** Forgets this process's decoded answers only (the shared cache was cleared by whoever committed: an API replica in distributed mode). */
+  forgetDecoded(): void {
     this.generation++;
     this.decoded.clear();
     this.pending.clear(); // a look-up under way may have read the store before the commit
-    return this.cache.clear('auth:');
   }
 
   /** The answer for a key used a moment ago, without waiting: a principal, a thrown refusal, or undefined (not known: call `authenticate`). */

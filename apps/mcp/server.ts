@@ -17,6 +17,8 @@ import { agentInstructions } from './agent-docs.ts';
 import { BearerError, resourceMetadataUrl, type AuthUrls, type TokenVerifier } from './bearer.ts';
 import { argumentsAsQuery, toolByName, TOOLS } from './tools.ts';
 
+/** The server's MCP `instructions`, made once (they derive from the registry). */
+const INSTRUCTIONS = agentInstructions();
 const VERSION = (createRequire(import.meta.url)('../../package.json') as { version: string }).version;
 
 export interface McpDeps {
@@ -172,7 +174,7 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpDeps): Promise<vo
   }, async (req, reply) => {
     const principal = req.mcpPrincipal!;
     const now = new Date(deps.clock());
-    const server = new Server({ name: 'signalbase', version: VERSION }, { capabilities: { tools: { listChanged: false } }, instructions: agentInstructions() });
+    const server = new Server({ name: 'signalbase', version: VERSION }, { capabilities: { tools: { listChanged: false } }, instructions: INSTRUCTIONS });
     const allowed = TOOLS.filter((t) => policyRefusal(t.op, principal, 'token') === null);
     server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: allowed.map((t) => t.definition) }));
     server.setRequestHandler(CallToolRequestSchema, async (request) => {

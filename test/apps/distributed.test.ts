@@ -5,8 +5,6 @@
 // answers (itself held to the oracles), from either replica, in turn; a cursor of one replica
 // works on the other; a revoked key is refused by both; tools answer what REST answers.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -18,7 +16,7 @@ import { startClickHousePeer, type ClickHousePeer } from '../helpers/clickhouse-
 import { freePort, pollUntil, runCli, startProcess, type ServerProcess } from '../helpers/cli.ts';
 import { createHarness, type Harness, type TopicRecord } from '../helpers/harness.ts';
 import { kafkaMock, type KafkaMock } from '../helpers/kafka-mock.ts';
-import { connect } from '../helpers/mcp-client.ts';
+import { connect, startTestIssuer } from '../helpers/mcp-client.ts';
 import { redisPeer, type RedisPeer } from '../helpers/redis.ts';
 
 const DAY = 86_400_000;
@@ -47,7 +45,7 @@ let peer: ClickHousePeer;
 let reference: Harness;
 let refKey: string;
 let dir: string;
-let issuerServer: Server;
+let issuerServer: Awaited<ReturnType<typeof startTestIssuer>> | undefined;
 let issuer: string;
 const signing = generateKeyPair('ES256');
 const procs: ServerProcess[] = [];
@@ -75,14 +73,8 @@ beforeAll(async () => {
 
   // An issuer for the MCP process: its metadata and its JWKS.
   const jwk = { ...(await exportJWK((await signing).publicKey)), kid: 'k1', alg: 'ES256' };
-  issuerServer = createServer((req, res) => {
-    res.setHeader('content-type', 'application/json');
-    if (req.url === '/.well-known/oauth-authorization-server') return res.end(JSON.stringify({ issuer, jwks_uri: `${issuer}/jwks` }));
-    if (req.url === '/jwks') return res.end(JSON.stringify({ keys: [jwk] }));
-    res.statusCode = 404; res.end('{}');
-  });
-  await new Promise<void>((r) => issuerServer.listen(0, '127.0.0.1', r));
-  issuer = `http://127.0.0.1:${(issuerServer.address() as AddressInfo).port}`;
+  issuerServer = await startTestIssuer(() => [jwk]);
+  issuer = issuerServer.issuer;
 
   const env = {
     KAFKA_BROKERS: mock.brokers.join(','), CLICKHOUSE_URL: peer.url, CLICKHOUSE_DATABASE: `dist_${process.pid}`, REDIS_URL: redis.url,
@@ -119,7 +111,7 @@ afterAll(async () => {
   for (const p of procs) await p.stop(5000).catch(() => undefined);
   await reference?.close();
   await peer?.close();
-  if (issuerServer) await new Promise<void>((r) => issuerServer.close(() => r()));
+  await issuerServer?.close();
   if (mock && 'stop' in mock) await mock.stop();
   if (redis && 'stop' in redis) await redis.stop();
   if (dir) rmSync(dir, { recursive: true, force: true });

@@ -75,3 +75,27 @@ export async function rawMcp(mcpUrl: string, headers: Record<string, string>, bo
   try { json = JSON.parse(text); } catch { /* not JSON */ }
   return { status: res.status, headers: res.headers, json, text };
 }
+
+/**
+ * A stand-in for a production authorization server, as the resource side sees one: its metadata
+ * (RFC 8414, or OpenID discovery with `openid`) naming a JWKS, and the JWKS, whose keys the test
+ * may change (`keys()` is read at each fetch; `fetches` counts them).
+ */
+export async function startTestIssuer(keys: () => object[], opts: { openid?: boolean } = {}) {
+  const { createServer } = await import('node:http');
+  const state = { issuer: '', fetches: 0 };
+  const metadataPath = opts.openid ? '/.well-known/openid-configuration' : '/.well-known/oauth-authorization-server';
+  const server = createServer((req, res) => {
+    res.setHeader('content-type', 'application/json');
+    if (req.url === metadataPath) return res.end(JSON.stringify({ issuer: state.issuer, jwks_uri: `${state.issuer}/jwks` }));
+    if (req.url === '/jwks') { state.fetches++; return res.end(JSON.stringify({ keys: keys() })); }
+    res.statusCode = 404; res.end('{}');
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  state.issuer = `http://127.0.0.1:${(server.address() as import('node:net').AddressInfo).port}`;
+  return {
+    get issuer() { return state.issuer; },
+    get fetches() { return state.fetches; },
+    close: () => new Promise<void>((r) => server.close(() => r())),
+  };
+}

@@ -1,12 +1,10 @@
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { ALL, putAccount } from '../../apps/admin.ts';
 import { MemoryCache } from '../../apps/cache/memory.ts';
 import { TokenVerifier } from '../../apps/mcp/bearer.ts';
 import { build, createHarness, type Harness } from '../helpers/harness.ts';
-import { connect, rawMcp } from '../helpers/mcp-client.ts';
+import { connect, rawMcp, startTestIssuer } from '../helpers/mcp-client.ts';
 
 /**
  * The resource side of MCP auth (issue 9 item 2; contract 5.4-5.5; RFC 6750, RFC 9728): every
@@ -157,21 +155,11 @@ describe('protected-resource metadata (RFC 9728)', () => {
 });
 
 describe('the issuer\'s JWKS', () => {
-  let jwksServer: Server;
-  let issuer: string;
   let served: object[] = [];
-  let fetches = 0;
-  beforeAll(async () => {
-    jwksServer = createServer((req, res) => {
-      res.setHeader('content-type', 'application/json');
-      if (req.url === '/.well-known/oauth-authorization-server') return res.end(JSON.stringify({ issuer, jwks_uri: `${issuer}/jwks` }));
-      if (req.url === '/jwks') { fetches++; return res.end(JSON.stringify({ keys: served })); }
-      res.statusCode = 404; res.end('{}');
-    });
-    await new Promise<void>((r) => jwksServer.listen(0, '127.0.0.1', r));
-    issuer = `http://127.0.0.1:${(jwksServer.address() as AddressInfo).port}`;
-  });
-  afterAll(() => new Promise<void>((r) => jwksServer.close(() => r())));
+  let test: Awaited<ReturnType<typeof startTestIssuer>>;
+  let issuer: string;
+  beforeAll(async () => { test = await startTestIssuer(() => served); issuer = test.issuer; });
+  afterAll(() => test.close());
 
   const keyPair = async (kid: string) => {
     const { privateKey, publicKey } = await generateKeyPair('ES256');
@@ -185,11 +173,11 @@ describe('the issuer\'s JWKS', () => {
     const a = await keyPair('a');
     served = [a.jwk];
     for (let i = 0; i < 3; i++) expect((await verifier.verify(`Bearer ${await sign(a)}`, undefined)).accountId).toBe('carol');
-    expect(fetches).toBe(1);
+    expect(test.fetches).toBe(1);
     const b = await keyPair('b');
     served = [a.jwk, b.jwk];
     for (let i = 0; i < 3; i++) expect((await verifier.verify(`Bearer ${await sign(b)}`, undefined)).scopes).toEqual(new Set(['events.read']));
-    expect(fetches).toBe(2);
+    expect(test.fetches).toBe(2);
     // A kid that is still unknown after a fresh fetch is refused.
     const c = await keyPair('c');
     await expect(verifier.verify(`Bearer ${await sign(c)}`, undefined)).rejects.toMatchObject({ status: 401, error: 'invalid_token' });
@@ -198,25 +186,18 @@ describe('the issuer\'s JWKS', () => {
 
 describe('AUTH_ISSUER: tokens of a real authorization server, no dev one', () => {
   let other: Harness;
-  let issuerServer: Server;
+  let prod: Awaited<ReturnType<typeof startTestIssuer>>;
   let issuer: string;
   const key = generateKeyPair('ES256');
   beforeAll(async () => {
-    const { publicKey } = await key;
-    const jwk = { ...(await exportJWK(publicKey)), kid: 'prod-1', alg: 'ES256' };
-    issuerServer = createServer((req, res) => {
-      res.setHeader('content-type', 'application/json');
-      if (req.url === '/.well-known/openid-configuration') return res.end(JSON.stringify({ issuer, jwks_uri: `${issuer}/keys` }));
-      if (req.url === '/keys') return res.end(JSON.stringify({ keys: [jwk] }));
-      res.statusCode = 404; res.end('{}');
-    });
-    await new Promise<void>((r) => issuerServer.listen(0, '127.0.0.1', r));
-    issuer = `http://127.0.0.1:${(issuerServer.address() as AddressInfo).port}`;
+    const jwk = { ...(await exportJWK((await key).publicKey)), kid: 'prod-1', alg: 'ES256' };
+    prod = await startTestIssuer(() => [jwk], { openid: true });
+    issuer = prod.issuer;
     other = await createHarness({ mcp: { issuer } });
     await other.key({ account: { id: 'gina' } });
     await other.listen();
   });
-  afterAll(async () => { await other.close(); await new Promise<void>((r) => issuerServer.close(() => r())); });
+  afterAll(async () => { await other.close(); await prod.close(); });
 
   it('the metadata names that server; its tokens (OpenID discovery, `scp` list) are accepted; the dev issuer is not mounted', async () => {
     const origin2 = new URL(other.urls().mcpUrl).origin;
