@@ -21,6 +21,7 @@ export default defineConfig({
     projects: [
       { extends: true, test: { name: 'chdb', include: ['test/**/*.test.ts'] } },
       { extends: true, test: { name: 'clickhouse-http', include: ON_CLICKHOUSE, env: { SIGNALBASE_TEST_STORE: 'clickhouse' } } },
+      { extends: true, test: { name: 'distributed', include: ON_CLICKHOUSE, env: { SIGNALBASE_TEST_WIRING: 'distributed' } } },
     ],
   },
 });

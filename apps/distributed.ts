@@ -1,18 +1,21 @@
 import { createServer } from 'node:http';
 import { Kafka, logLevel } from 'kafkajs';
 import { Redis } from 'ioredis';
+import type { FastifyInstance } from 'fastify';
+import type { LogSubscription } from '../projectors/log/port.ts';
+import type { Store } from '../projectors/store/port.ts';
 import { RedisGate } from '../projectors/log/gate.ts';
-import { KafkaLog } from '../projectors/log/kafka.ts';
+import { KafkaLog, type PartitionPosition } from '../projectors/log/kafka.ts';
 import { feedWatermark } from '../projectors/feed/projection.ts';
 import { migrateReadModels, PROJECTOR_GROUP, runProjector } from '../projectors/runner.ts';
 import { ClickHouseStore } from '../projectors/store/clickhouse.ts';
 import { TOPIC_NAMES } from '../schemas/topics/index.ts';
-import { parseRateLimits } from './api/rate-limit.ts';
+import { parseRateLimits, type RateLimits } from './api/rate-limit.ts';
 import { ReadCache } from './api/read-cache.ts';
-import { buildApi } from './api/server.ts';
+import { buildApi, type ApiDeps } from './api/server.ts';
 import { ApiKeyAuthenticator } from './auth/keys.ts';
-import { RedisCache, RedisWatermarks } from './cache/redis.ts';
-import { TokenVerifier } from './mcp/bearer.ts';
+import { RedisCache, RedisLagBoard, RedisWatermarks } from './cache/redis.ts';
+import { TokenVerifier, type AuthUrls } from './mcp/bearer.ts';
 import { Metrics } from './metrics.ts';
 import { CursorCodec } from './reads/cursor.ts';
 
@@ -35,10 +38,10 @@ export interface DistributedEnv {
 export const DATA_VERSION = 'data-version';
 
 /** Redis keys of one deployment, under REDIS_PREFIX (default `signalbase`), so deployments can share a Redis. */
-function redisKeys(env: NodeJS.ProcessEnv) {
-  const p = env.REDIS_PREFIX ?? 'signalbase';
-  return { prefix: p, cache: `${p}:cache:`, watermarks: `${p}:watermark:`, lag: `${p}:projector:lag` };
+export function redisKeys(prefix = 'signalbase') {
+  return { prefix, cache: `${prefix}:cache:`, watermarks: `${prefix}:watermark:`, lag: `${prefix}:projector:lag` };
 }
+export type RedisKeys = ReturnType<typeof redisKeys>;
 
 function need(env: NodeJS.ProcessEnv, name: string, what: string): string {
   const v = env[name];
@@ -69,6 +72,38 @@ async function resetGroup(brokers: string[], group: string, say: Say): Promise<v
 }
 
 /**
+ * A projector member of the group `projector` on Kafka whose commits the other processes see: it
+ * takes turns at the store with the other members (RedisGate), each commit moves the data version
+ * in Redis (every API replica keys its cache on it) and clears the credentials' answers, and the
+ * group's position per partition goes on the lag board for the APIs' /healthz and /metrics (they
+ * have no Kafka client). Without Redis: a lone projector.
+ */
+export function sharedProjector(store: Store, opts: {
+  brokers: string[]; redis?: Redis; keys: RedisKeys; say: Say; metrics?: Metrics; clientId?: string; maxWaitMs?: number;
+  onCommit?: (info: { topic: string; applied: number; dead: number }) => void;
+}): { log: KafkaLog; sub: LogSubscription; stop(): Promise<void> } {
+  const { redis, keys } = opts;
+  const cache = redis ? new RedisCache(redis, keys.cache) : undefined;
+  const board = redis ? new RedisLagBoard(redis, keys.lag) : undefined;
+  const log = new KafkaLog({
+    brokers: opts.brokers, clientId: opts.clientId ?? 'signalbase-projector', ...(opts.maxWaitMs ? { maxWaitMs: opts.maxWaitMs } : {}),
+    ...(redis ? { gate: (g: string) => new RedisGate(redis, g, { prefix: keys.prefix }), onPositions: (p: PartitionPosition[]) => board!.record(p) } : {}),
+  });
+  const sub = runProjector(log, store, {
+    onCommit: async (info) => {
+      opts.onCommit?.(info);
+      opts.metrics?.committed(info);
+      if (redis) await redis.incr(`${keys.watermarks}${DATA_VERSION}`);
+      await cache?.clear('auth:');
+    },
+    onError: (err, topic) => opts.say(`projector: batch of ${topic} failed, retrying: ${(err as Error).message}`),
+  });
+  // Every partition's position, also those no batch came from lately (reading the lag reports them).
+  const report = setInterval(() => { if (board) sub.lag().catch(() => {}); }, 2000);
+  return { log, sub, async stop() { clearInterval(report); await sub.stop(); await log.close(); } };
+}
+
+/**
  * `signalbase projector`: consumes the topics in the consumer group `projector` and writes the
  * read models. Several instances share the partitions (and take turns at the store through Redis).
  */
@@ -77,32 +112,20 @@ export async function runProjectorProcess(env: NodeJS.ProcessEnv, say: Say): Pro
   const redis = cfg.redisUrl ? new Redis(cfg.redisUrl) : undefined;
   if (!redis) say('REDIS_URL is not set: run a single projector instance (the apply turns and the data version need Redis to be shared)');
   const store = await new ClickHouseStore({ url: cfg.clickhouseUrl, database: cfg.clickhouseDatabase }).init();
-  const keys = redisKeys(env);
-  // Instances starting together migrate one at a time (the first rebuilds, the others find the version current).
-  const migrate = () => migrateReadModels(store, () => resetGroup(cfg.kafkaBrokers, PROJECTOR_GROUP, say), say);
-  await (redis ? new RedisGate(redis, 'migrate', { prefix: keys.prefix }).run(migrate) : migrate());
-  const log = new KafkaLog({ brokers: cfg.kafkaBrokers, clientId: 'signalbase-projector', ...(redis ? { gate: (g: string) => new RedisGate(redis, g, { prefix: keys.prefix }) } : {}) });
+  const keys = redisKeys(env.REDIS_PREFIX);
   const watermarks = redis ? new RedisWatermarks(redis, keys.watermarks) : undefined;
-  const cache = redis ? new RedisCache(redis, keys.cache) : undefined;
+  const board = redis ? new RedisLagBoard(redis, keys.lag) : undefined;
+  // Instances starting together migrate one at a time (the first rebuilds, the others find the version current).
+  const rebuild = async () => { await resetGroup(cfg.kafkaBrokers, PROJECTOR_GROUP, say); await board?.clear(); };
+  const migrate = () => migrateReadModels(store, rebuild, say);
+  await (redis ? new RedisGate(redis, 'migrate', { prefix: keys.prefix }).run(migrate) : migrate());
   let commits = 0;
   const metrics = new Metrics({
-    projectorLag: () => sub.lag(), feedWatermark: () => feedWatermark(store),
+    projectorLag: () => projector.sub.lag(), feedWatermark: () => feedWatermark(store),
     dataVersion: async () => (watermarks ? watermarks.get(DATA_VERSION) : commits),
+    ...(board ? { consumerLag: () => board.partitions() } : {}),
   });
-  const sub = runProjector(log, store, {
-    onCommit: async (info) => {
-      commits++;
-      metrics.committed(info);
-      // Every API replica keys its cache on this and drops the credentials' answers on it.
-      if (redis) await redis.incr(`${keys.watermarks}${DATA_VERSION}`);
-      await cache?.clear('auth:');
-    },
-    onError: (err, topic) => say(`projector: batch of ${topic} failed, retrying: ${(err as Error).message}`),
-  });
-  // The lag, for the API processes' /healthz (they have no Kafka client).
-  const publishLag = setInterval(() => {
-    sub.lag().then((lag) => redis?.set(keys.lag, String(lag), 'PX', 30_000)).catch(() => {});
-  }, 2000);
+  const projector = sharedProjector(store, { brokers: cfg.kafkaBrokers, redis, keys, metrics, say, onCommit: () => { commits++; } });
   const port = Number(env.METRICS_PORT ?? 9464);
   const server = createServer(async (req, res) => {
     if (req.url !== '/metrics') { res.statusCode = 404; res.end(); return; }
@@ -113,14 +136,53 @@ export async function runProjectorProcess(env: NodeJS.ProcessEnv, say: Say): Pro
   say(`projector: consuming ${TOPIC_NAMES.length} topics from ${cfg.kafkaBrokers.join(',')} in group ${PROJECTOR_GROUP} into ${cfg.clickhouseUrl.replace(/\/\/[^@/]*@/, '//')} (database ${store.database}); metrics on :${port}/metrics`);
   return {
     async stop() {
-      clearInterval(publishLag);
       server.close();
-      await sub.stop();
-      await log.close();
+      await projector.stop();
       await store.close();
       redis?.disconnect();
     },
   };
+}
+
+export interface ReadAppOptions {
+  store: Store; redis: Redis; keys: RedisKeys;
+  /** The cursor-signing secret every replica shares. */
+  secret: Buffer;
+  mcp?: AuthUrls;
+  rateLimits?: Omit<RateLimits, 'redis'>;
+  clock?: () => number;
+  logger?: ApiDeps['logger'];
+}
+
+/**
+ * A read replica (REST, or MCP alone) over shared state: the read cache, the data version, the
+ * credentials' answers and the rate-limit counts in Redis, cursors signed with the shared secret,
+ * the projector's lag as it published it. It holds nothing another replica would need.
+ */
+export function sharedReadApp(kind: 'api' | 'mcp', o: ReadAppOptions): FastifyInstance {
+  const { store, redis, keys } = o;
+  const cache = new RedisCache(redis, keys.cache);
+  const watermarks = new RedisWatermarks(redis, keys.watermarks);
+  const auth = new ApiKeyAuthenticator(store, cache);
+  // The projector clears the shared credentials' answers on each commit; this replica forgets its decoded copies when the data version moves.
+  let seen = -1;
+  const dataVersion = async () => {
+    const v = await watermarks.get(DATA_VERSION);
+    if (v !== seen) { seen = v; auth.forgetDecoded(); }
+    return v;
+  };
+  const board = new RedisLagBoard(redis, keys.lag);
+  const projectorLag = () => board.total();
+  const metrics = new Metrics({ dataVersion: () => watermarks.get(DATA_VERSION), projectorLag, consumerLag: () => board.partitions() });
+  const urls = o.mcp ? () => o.mcp! : undefined;
+  return buildApi({
+    store, auth, dataVersion, metrics, cursors: new CursorCodec(o.secret), clock: o.clock,
+    readCache: new ReadCache(cache, o.clock), rest: kind === 'api',
+    ...(o.rateLimits ? { rateLimits: { ...o.rateLimits, redis } } : {}),
+    ...(urls ? { mcp: { verifier: new TokenVerifier({ store, cache, urls, clock: o.clock }), urls } } : {}),
+    health: async () => ({ status: 'ok', projectorLag: await projectorLag() }),
+    logger: o.logger ?? false,
+  });
 }
 
 /**
@@ -132,37 +194,21 @@ export async function runReadProcess(kind: 'api' | 'mcp', env: NodeJS.ProcessEnv
   const redis = new Redis(cfg.redisUrl!);
   const secret = env.CURSOR_SECRET;
   if (!secret || Buffer.byteLength(secret) < 32) throw new Error('CURSOR_SECRET is not set (32 bytes or more): every replica signs and checks cursors with the same secret');
-  const store = await new ClickHouseStore({ url: cfg.clickhouseUrl, database: cfg.clickhouseDatabase }).init();
-  const keys = redisKeys(env);
-  const cache = new RedisCache(redis, keys.cache);
-  const watermarks = new RedisWatermarks(redis, keys.watermarks);
-  const auth = new ApiKeyAuthenticator(store, cache);
-  // The projector clears the shared credentials' answers on each commit; this replica forgets its decoded copies when the data version moves.
-  let seen = -1;
-  const dataVersion = async () => {
-    const v = await watermarks.get(DATA_VERSION);
-    if (v !== seen) { seen = v; auth.forgetDecoded(); }
-    return v;
-  };
-  const metrics = new Metrics({ dataVersion: () => watermarks.get(DATA_VERSION) });
-  let mcp;
+  let mcp: ReadAppOptions['mcp'];
   if (kind === 'mcp') {
     const mcpUrl = need(env, 'MCP_URL', 'the public address of /mcp (the audience of its tokens)');
     const issuer = need(env, 'AUTH_ISSUER', 'the OAuth authorization server whose tokens /mcp accepts');
-    const urls = () => ({ mcpUrl, issuer });
-    mcp = { verifier: new TokenVerifier({ store, cache, urls }), urls };
+    mcp = { mcpUrl, issuer };
   }
+  const store = await new ClickHouseStore({ url: cfg.clickhouseUrl, database: cfg.clickhouseDatabase }).init();
   const rateLimits = parseRateLimits(env.RATE_LIMITS);
-  const app = buildApi({
-    store, auth, dataVersion, metrics, cursors: new CursorCodec(Buffer.from(secret, 'utf8')),
-    readCache: new ReadCache(cache), rest: kind === 'api',
-    ...(rateLimits ? { rateLimits: { ...rateLimits, redis } } : {}),
-    ...(mcp ? { mcp } : {}),
-    health: async () => ({ status: 'ok', projectorLag: Number((await redis.get(keys.lag)) ?? 0) }),
+  const app = sharedReadApp(kind, {
+    store, redis, keys: redisKeys(env.REDIS_PREFIX), secret: Buffer.from(secret, 'utf8'), mcp,
+    ...(rateLimits ? { rateLimits } : {}),
     logger: env.LOG_LEVEL === 'silent' ? false : { level: env.LOG_LEVEL ?? 'info' },
   });
   const address = await app.listen({ port: Number(env.PORT ?? (kind === 'api' ? 8080 : 8081)), host: env.HOST ?? '127.0.0.1' });
-  say(`${kind}: ${kind === 'api' ? 'REST v1 and v2' : `MCP at ${mcp!.urls().mcpUrl} (tokens of ${mcp!.urls().issuer})`} on ${address}, reading ${store.database} at ${cfg.clickhouseUrl.replace(/\/\/[^@/]*@/, '//')}`);
+  say(`${kind}: ${kind === 'api' ? 'REST v1 and v2' : `MCP at ${mcp!.mcpUrl} (tokens of ${mcp!.issuer})`} on ${address}, reading ${store.database} at ${cfg.clickhouseUrl.replace(/\/\/[^@/]*@/, '//')}`);
   return {
     url: address,
     async stop() { await app.close(); await store.close(); redis.disconnect(); },

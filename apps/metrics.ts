@@ -8,12 +8,14 @@ export interface MetricSources {
   feedWatermark?: () => number | Promise<number>;
   /** Projector commits so far (the read cache keys on it). */
   dataVersion?: () => number | Promise<number>;
+  /** The projector group's lag per Kafka partition (distributed mode). */
+  consumerLag?: () => Promise<{ topic: string; partition: number; lag: number }[]>;
 }
 
 /**
  * Prometheus metrics of one process (prom-client, a registry of its own), served at `/metrics`:
  * request latency per operation and status, read-cache hits and misses, records projected and
- * dead-lettered per topic, projector lag, feed watermark, data version, and Node's process
+ * dead-lettered per topic, projector lag (and consumer lag per Kafka partition), feed watermark, data version, and Node's process
  * metrics, all named `signalbase_*`.
  */
 export class Metrics {
@@ -47,6 +49,17 @@ export class Metrics {
     gauge('signalbase_projector_lag_records', 'Records on the log not yet projected', sources.projectorLag);
     gauge('signalbase_feed_watermark', 'The partner feed watermark: every group stamped at or below it is readable', sources.feedWatermark);
     gauge('signalbase_data_version', 'Projector commits so far', sources.dataVersion);
+    const consumerLag = sources.consumerLag;
+    if (consumerLag) {
+      new Gauge({
+        name: 'signalbase_consumer_lag_records', help: 'Records on a Kafka partition the projector group has not committed yet',
+        labelNames: ['topic', 'partition'] as const, registers: [this.registry],
+        async collect() {
+          this.reset();
+          for (const p of await consumerLag()) this.set({ topic: p.topic, partition: String(p.partition) }, p.lag);
+        },
+      });
+    }
   }
 
   /** A committed projector batch (ProjectorEvents.onCommit). */

@@ -94,3 +94,53 @@ const ADVANCE_SCRIPT = `local c = redis.call('GET', KEYS[1]) or '0'
 local v = ARGV[1]
 if #v > #c or (#v == #c and v > c) then redis.call('SET', KEYS[1], v) return v end
 return c`;
+
+/**
+ * The projector group's position on each partition, kept in one Redis hash for the processes
+ * that have no Kafka client (the API replicas' /healthz and /metrics): `topic/partition` ->
+ * `committed:end`. Both only ever rise (a Lua script keeps the larger of the stored and the
+ * reported), so a figure read earlier and reported late never undoes a fresher one. A rebuild,
+ * which sends the offsets back to the start, clears it. Kept while projectors report (30 s).
+ */
+export class RedisLagBoard {
+  constructor(private readonly redis: Redis, private readonly key: string, private readonly ttlMs = 30_000) {}
+
+  async record(positions: readonly { topic: string; partition: number; committed: bigint; end: bigint }[]): Promise<void> {
+    if (!positions.length) return;
+    const args = positions.flatMap((p) => [`${p.topic}/${p.partition}`, String(p.committed < 0n ? 0n : p.committed), String(p.end)]);
+    await this.redis.eval(MERGE_POSITIONS_SCRIPT, 1, this.key, String(this.ttlMs), ...args);
+  }
+
+  /** Records not yet projected, per partition. */
+  async partitions(): Promise<{ topic: string; partition: number; lag: number }[]> {
+    const all = await this.redis.hgetall(this.key);
+    return Object.entries(all).map(([field, v]) => {
+      const slash = field.lastIndexOf('/');
+      const [committed, end] = v.split(':').map(Number) as [number, number];
+      return { topic: field.slice(0, slash), partition: Number(field.slice(slash + 1)), lag: Math.max(0, end - committed) };
+    });
+  }
+
+  async total(): Promise<number> {
+    return (await this.partitions()).reduce((n, p) => n + p.lag, 0);
+  }
+
+  async clear(): Promise<void> {
+    await this.redis.del(this.key);
+  }
+}
+
+// ARGV: ttl, then (field, committed, end) triples. Offsets stay far below 2^53 (doubles are exact).
+const MERGE_POSITIONS_SCRIPT = `for i = 2, #ARGV, 3 do
+  local c = tonumber(ARGV[i + 1])
+  local e = tonumber(ARGV[i + 2])
+  local cur = redis.call('HGET', KEYS[1], ARGV[i])
+  if cur then
+    local sep = string.find(cur, ':', 1, true)
+    c = math.max(c, tonumber(string.sub(cur, 1, sep - 1)))
+    e = math.max(e, tonumber(string.sub(cur, sep + 1)))
+  end
+  redis.call('HSET', KEYS[1], ARGV[i], string.format('%d:%d', c, e))
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return 1`;

@@ -105,11 +105,25 @@ export interface KafkaLogOptions extends KafkaAppenderOptions {
   /** Consumer session timeout (ms): a member silent this long leaves the group. */
   sessionTimeout?: number;
   heartbeatInterval?: number;
+  /**
+   * How long a fetch waits for records on the broker (kafkajs's default 5000 ms). A Kafka broker
+   * answers as soon as records come; librdkafka's mock cluster waits it out, so tests shorten it.
+   */
+  maxWaitMs?: number;
   /** Pause after a failed batch before it is tried again (ms). */
   retryDelayMs?: number;
   /** Where the group's members take turns to apply batches, each under a number (default: this process alone, LocalGate). */
   gate?: (group: string) => ApplyGate;
+  /**
+   * Told where the group stands on partitions, for a lag figure other processes can read: a
+   * batch's partition just before its commit (as it will be after it), and every partition
+   * whenever `lag` is read. Best effort: its failures are ignored.
+   */
+  onPositions?: (positions: PartitionPosition[]) => Promise<void>;
 }
+
+/** A consumer group's committed offset on a partition (0 when nothing is committed) and the partition's end. */
+export interface PartitionPosition { topic: string; partition: number; committed: bigint; end: bigint }
 
 /**
  * The Log port on Kafka (DESIGN 2): `append` through KafkaAppender, `subscribe` as a kafkajs
@@ -181,7 +195,7 @@ class KafkaSubscription implements LogSubscription {
   private async startConsumer(): Promise<void> {
     const consumer = this.kafka.consumer({
       groupId: this.group, sessionTimeout: this.cfg.sessionTimeout ?? 30_000, heartbeatInterval: this.cfg.heartbeatInterval ?? 3000,
-      allowAutoTopicCreation: false, retry: { retries: Number.MAX_SAFE_INTEGER, maxRetryTime: 5000 },
+      allowAutoTopicCreation: false, maxWaitTimeInMs: this.cfg.maxWaitMs ?? 5000, retry: { retries: Number.MAX_SAFE_INTEGER, maxRetryTime: 5000 },
     });
     this.consumer = consumer;
     // kafkajs restarts a consumer after a retriable crash; after any other (a broker away longer
@@ -235,6 +249,7 @@ class KafkaSubscription implements LogSubscription {
       // Revoked while handling: the partition's new owner handles the batch again (the sink is idempotent).
       if (!live()) return;
       const last = records.at(-1)!.offset;
+      await this.cfg.onPositions?.([{ topic: batch.topic, partition: batch.partition, committed: BigInt(last) + 1n, end: BigInt(batch.highWatermark) }]).catch(() => {});
       try {
         await this.consumer.commitOffsets([{ topic: batch.topic, partition: batch.partition, offset: (BigInt(last) + 1n).toString() }]);
       } catch (err) {
@@ -265,8 +280,10 @@ class KafkaSubscription implements LogSubscription {
     let positions;
     // A broker away for a moment: the last figure known (the next scrape asks again).
     try { positions = await this.positions(); } catch (err) { if (this.lastLag === undefined) throw err; return this.lastLag; }
+    const known = positions.map((p) => ({ ...p, committed: p.committed < 0n ? 0n : p.committed }));
+    await this.cfg.onPositions?.(known).catch(() => {});
     let n = 0n;
-    for (const p of positions) n += p.end - (p.committed < 0n ? 0n : p.committed);
+    for (const p of known) n += p.end > p.committed ? p.end - p.committed : 0n;
     return (this.lastLag = Number(n));
   }
   private lastLag: number | undefined;

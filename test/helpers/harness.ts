@@ -11,10 +11,9 @@ import { ReadCache } from '../../apps/api/read-cache.ts';
 import { ALL, createKey, putAccount } from '../../apps/admin.ts';
 import { EmbeddedLog } from '../../projectors/log/embedded.ts';
 import { ensureSchema, runProjector } from '../../projectors/runner.ts';
-import { ChdbStore } from '../../projectors/store/chdb.ts';
-import { ClickHouseStore } from '../../projectors/store/clickhouse.ts';
 import type { Store } from '../../projectors/store/port.ts';
-import { startClickHousePeer, type ClickHousePeer } from './clickhouse-peer.ts';
+import { newTestDatabase, openTestStore, releaseTestDatabase, type TestStore } from './test-store.ts';
+import { createDistributedHarness } from './distributed-harness.ts';
 import { SCOPES, type AccountRecord, type Scope, type TopicName } from '../../schemas/topics/index.ts';
 import { topicByName } from '../../schemas/topics/index.ts';
 import { DevAuthorizationServer } from '../../apps/auth/dev-server.ts';
@@ -22,29 +21,7 @@ import { setPassword } from '../../apps/auth/passwords.ts';
 import { loadSigningKey, mintAccessToken } from '../../apps/auth/signing.ts';
 import { TokenVerifier, type AuthUrls } from '../../apps/mcp/bearer.ts';
 
-/**
- * chdb allows one data directory per process: every test process shares one directory and each
- * harness gets a database of its own in it.
- */
-const processDir = join(tmpdir(), `signalbase-test-${process.pid}`);
-let counter = 0;
-let open = 0;
-
-/** A harness's store: chdb in process, or with SIGNALBASE_TEST_STORE=clickhouse the ClickHouse server store over HTTP. */
-export type TestStore = Store & { drop(): Promise<void> };
-
-/**
- * SIGNALBASE_TEST_STORE=clickhouse runs the harness on ClickHouseStore (@clickhouse/client over
- * real HTTP): against CLICKHOUSE_URL when set, else against the test peer on chdb
- * (clickhouse-peer.ts), one per process on its data directory.
- */
-const onClickHouse = process.env.SIGNALBASE_TEST_STORE === 'clickhouse';
-let peer: Promise<ClickHousePeer> | undefined;
-async function openTestStore(database: string, ownSession = false): Promise<TestStore> {
-  if (!onClickHouse) return new ChdbStore(processDir, database, { ownSession }).init();
-  const url = process.env.CLICKHOUSE_URL ?? (await (peer ??= startClickHousePeer(processDir))).url;
-  return new ClickHouseStore({ url, database }).init();
-}
+export type { TestStore } from './test-store.ts';
 
 export interface TopicRecord { topic: TopicName; value: any }
 
@@ -66,7 +43,7 @@ export interface Harness {
   /** A new store object on the harness's database (a session or connection of its own), as a restarted service opens; the caller closes it. */
   openStore(): Promise<TestStore>;
   /** Creates (or updates) an account through the log and returns a new key for it. */
-  key(opts?: { scopes?: readonly Scope[]; account?: Partial<Omit<AccountRecord, 'version'>> }): Promise<string>;
+  key(opts?: KeyOptions): Promise<string>;
   /** With `mcp`: listens on a free loopback port and returns its origin (the MCP URL is origin + /mcp, the dev issuer the origin). */
   listen(): Promise<string>;
   /** With `mcp`: the MCP URL and issuer (after listen). */
@@ -82,16 +59,39 @@ export interface Harness {
   close(): Promise<void>;
 }
 
-/** `clock`: the server's clock in ms (read cache expiry, serverTime); the real one when omitted. */
-export async function createHarness(opts: {
+/** Appends the records to the log, each under its topic's key (an invalid record under '': it is dead-lettered). */
+export function appendGiven(log: EmbeddedLog, records: readonly TopicRecord[]): void {
+  const byTopic = new Map<string, { key: string; value: unknown }[]>();
+  for (const r of records) {
+    const topic = topicByName.get(r.topic)!;
+    let key = '';
+    try { key = topic.key(r.value); } catch { /* invalid record: dead-lettered */ }
+    (byTopic.get(r.topic) ?? byTopic.set(r.topic, []).get(r.topic)!).push({ key, value: r.value });
+  }
+  for (const [topic, recs] of byTopic) log.appendSync(topic, recs);
+}
+
+export type KeyOptions = { scopes?: readonly Scope[]; account?: Partial<Omit<AccountRecord, 'version'>> };
+
+/** Appends an account (all visible, no history window unless overridden) and a new key of it; returns the key. */
+export function putTestKey(log: EmbeddedLog, defaultId: string, opts: KeyOptions): string {
+  const id = opts.account?.id ?? defaultId;
+  putAccount(log, { id, status: 'active', emailVerified: true, messageVisibility: ALL, signalVisibility: ALL, historyWindowDays: null, ...opts.account });
+  return createKey(log, id, opts.scopes ?? SCOPES).key;
+}
+
+export interface HarnessOptions {
   clock?: () => number; rateLimits?: RateLimits; metrics?: (h: { lag: () => Promise<number>; store: Store }) => Metrics;
   /** Mounts the MCP tool server and the dev authorization server (real HTTP: call `listen`). */
   mcp?: boolean | { jwksCooldownMs?: number; issuer?: string };
-} = {}): Promise<Harness> {
+}
+
+/** `clock`: the server's clock in ms (read cache expiry, serverTime); the real one when omitted. */
+export async function createHarness(opts: HarnessOptions = {}): Promise<Harness> {
+  if (process.env.SIGNALBASE_TEST_WIRING === 'distributed') return createDistributedHarness(opts);
   const clock = opts.clock ?? Date.now;
   const dataDir = mkdtempSync(join(tmpdir(), 'signalbase-log-'));
-  open++;
-  const store = await openTestStore(`t${process.pid}_${++counter}_${Date.now() % 100000}`);
+  const store = await openTestStore(newTestDatabase());
   await ensureSchema(store);
   const log = new EmbeddedLog(dataDir, 20);
   const authCache = new MemoryCache();
@@ -128,14 +128,7 @@ export async function createHarness(opts: {
       });
     },
     async given(records) {
-      const byTopic = new Map<string, { key: string; value: unknown }[]>();
-      for (const r of records) {
-        const topic = topicByName.get(r.topic)!;
-        let key = '';
-        try { key = topic.key(r.value); } catch { /* invalid record: dead-lettered */ }
-        (byTopic.get(r.topic) ?? byTopic.set(r.topic, []).get(r.topic)!).push({ key, value: r.value });
-      }
-      for (const [topic, recs] of byTopic) log.appendSync(topic, recs);
+      appendGiven(log, records);
       await projector.caughtUp();
     },
     settle: () => projector.caughtUp(),
@@ -148,9 +141,7 @@ export async function createHarness(opts: {
     },
     openStore: () => openTestStore(store.database, true),
     async key(opts = {}) {
-      const id = opts.account?.id ?? `acct${++accounts}`;
-      putAccount(log, { id, status: 'active', emailVerified: true, messageVisibility: ALL, signalVisibility: ALL, historyWindowDays: null, ...opts.account });
-      const { key } = createKey(log, id, opts.scopes ?? SCOPES);
+      const key = putTestKey(log, `acct${++accounts}`, opts);
       await projector.caughtUp();
       return key;
     },
@@ -165,12 +156,7 @@ export async function createHarness(opts: {
       await store.drop();
       await store.close();
       rmSync(dataDir, { recursive: true, force: true });
-      // The last harness of the process closed the chdb session (and the peer): its directory can go too.
-      if (--open === 0) {
-        const p = peer; peer = undefined;
-        await (await p)?.close();
-        rmSync(processDir, { recursive: true, force: true });
-      }
+      await releaseTestDatabase();
     },
   };
   return h;
