@@ -99,7 +99,7 @@ const COMMANDS: Record<string, Command> = {
   },
   ingest: {
     usage: 'signalbase ingest FILE.ndjson [--data-dir DIR] [--to embedded|kafka]',
-    help: `Appends records to the log, then projects them (unless a running \`start\` does). One JSON object per line: {"topic": "<topic>", "value": {...}} and no other member; blank lines are skipped. Topics: ${TOPIC_NAMES.join(', ')}. Every value is validated first, as the projector validates it: its topic's schema, no number out of the range of a 64-bit float (such as 1e400), ids up to 2^53-1, date-times in RFC 3339 with a real calendar date, no leap second, within 1970..2299, and at most ${MAX_RECORD_BYTES} bytes (16 MiB) of JSON. If any line is refused, nothing is appended: each refused line is listed with its number and reason, and the command exits with status 1. The value is appended exactly as written in the file (numbers, key order and spacing are kept). --to kafka appends to the topics on KAFKA_BROKERS instead (distributed mode), each record keyed by the id that orders it; every record is acknowledged before the command ends.`,
+    help: `Appends records to the log, then projects them (unless a running \`start\` does). One JSON object per line: {"topic": "<topic>", "value": {...}} and no other member; blank lines are skipped. Topics: ${TOPIC_NAMES.join(', ')}. Every value is validated first, as the projector validates it: its topic's schema, no number out of the range of a 64-bit float (such as 1e400), ids up to 2^53-1, date-times in RFC 3339 with a real calendar date, no leap second, within 1970..2299, and at most ${MAX_RECORD_BYTES} bytes (16 MiB) of JSON. If any line is refused, nothing is appended: each refused line is listed with its number and reason, and the command exits with status 1. The value is appended exactly as written in the file (numbers, key order and spacing are kept). --to kafka appends to the topics on KAFKA_BROKERS instead (distributed mode; their names prefixed with KAFKA_TOPIC_PREFIX when set), each record keyed by the id that orders it; every record is acknowledged before the command ends.`,
     options: { ...dataDirOption, to: { type: 'string', default: 'embedded' } },
     async run(v, pos) {
       const file = pos[0] ?? die('ingest needs a file: signalbase ingest FILE.ndjson');
@@ -116,7 +116,7 @@ const COMMANDS: Record<string, Command> = {
       if (v.to === 'kafka') {
         const brokers = (process.env.KAFKA_BROKERS ?? die('--to kafka needs KAFKA_BROKERS (host:port,...)')).split(',').map((b: string) => b.trim()).filter(Boolean);
         const { KafkaAppender } = await import('../projectors/log/kafka.ts');
-        const appender = new KafkaAppender({ brokers, clientId: 'signalbase-ingest' });
+        const appender = new KafkaAppender({ brokers, clientId: 'signalbase-ingest', topicPrefix: process.env.KAFKA_TOPIC_PREFIX ?? '' });
         try {
           let resent = 0;
           for (const [topic, recs] of byTopic) for (let i = 0; i < recs.length; i += 1000) resent += (await appender.append(topic, recs.slice(i, i + 1000))).resent;
@@ -156,7 +156,7 @@ const COMMANDS: Record<string, Command> = {
   },
   projector: {
     usage: 'signalbase projector',
-    help: 'Distributed mode: consumes the ingest topics from Kafka in the consumer group "projector" and writes the read models to a ClickHouse server; run several to share the partitions (they take turns at the store through Redis). Rebuilds read models of another version from the start of the topics. Serves Prometheus metrics (records applied and dead-lettered per topic, consumer lag, feed watermark) on METRICS_PORT.\nEnvironment: KAFKA_BROKERS (required, host:port,...), CLICKHOUSE_URL (required, e.g. http://user:password@clickhouse:8123), CLICKHOUSE_DATABASE (default signalbase), REDIS_URL (needed for more than one instance), REDIS_PREFIX (default signalbase), METRICS_PORT (default 9464), HOST (default 127.0.0.1).',
+    help: 'Distributed mode: consumes the ingest topics from Kafka in the consumer group "projector" and writes the read models to a ClickHouse server; run several to share the partitions (they take turns at the store through Redis). Rebuilds read models of another version from the start of the topics. Serves Prometheus metrics (records applied and dead-lettered per topic, consumer lag, feed watermark) on METRICS_PORT.\nEnvironment: KAFKA_BROKERS (required, host:port,...), KAFKA_TOPIC_PREFIX (prepended to every topic name, for deployments sharing a cluster; default none), CLICKHOUSE_URL (required, e.g. http://user:password@clickhouse:8123), CLICKHOUSE_DATABASE (default signalbase), REDIS_URL (needed for more than one instance), REDIS_PREFIX (default signalbase), METRICS_PORT (default 9464), HOST (default 127.0.0.1).',
     options: {},
     async run() {
       const { runProjectorProcess } = await import('./distributed.ts');
@@ -183,7 +183,7 @@ const COMMANDS: Record<string, Command> = {
   },
   topics: {
     usage: 'signalbase topics create [--partitions N] [--replication R]',
-    help: `Deploy step of the distributed mode: creates the ingest topics that do not exist yet (${TOPIC_NAMES.join(', ')}) on KAFKA_BROKERS, with N partitions (default 12) and replication R (default 3). Skipped (exit 0) with SIGNALBASE_CREATE_TOPICS=false, where topics are managed elsewhere. Records are keyed by the id that orders them (a position's events by positionId, prices by assetId, ...).`,
+    help: `Deploy step of the distributed mode: creates the ingest topics that do not exist yet (${TOPIC_NAMES.join(', ')}, each prefixed with KAFKA_TOPIC_PREFIX when set) on KAFKA_BROKERS, with N partitions (default 12) and replication R (default 3). Skipped (exit 0) with SIGNALBASE_CREATE_TOPICS=false, where topics are managed elsewhere. Records are keyed by the id that orders them (a position's events by positionId, prices by assetId, ...).`,
     options: { partitions: { type: 'string', default: '12' }, replication: { type: 'string', default: '3' } },
     async run(v, pos) {
       if (pos[0] !== 'create') die(`unknown topics subcommand ${pos[0] ?? ''}; use create`);

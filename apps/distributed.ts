@@ -29,6 +29,8 @@ import { CursorCodec } from './reads/cursor.ts';
 
 export interface DistributedEnv {
   kafkaBrokers: string[];
+  /** KAFKA_TOPIC_PREFIX: prepended to every topic name on the cluster. */
+  kafkaTopicPrefix: string;
   clickhouseUrl: string;
   clickhouseDatabase: string;
   redisUrl?: string;
@@ -53,6 +55,7 @@ export function distributedEnv(env: NodeJS.ProcessEnv, needs: { kafka?: boolean;
   const brokers = needs.kafka ? need(env, 'KAFKA_BROKERS', 'the Kafka bootstrap brokers, host:port,host:port') : env.KAFKA_BROKERS ?? '';
   return {
     kafkaBrokers: brokers.split(',').map((b) => b.trim()).filter(Boolean),
+    kafkaTopicPrefix: env.KAFKA_TOPIC_PREFIX ?? '',
     clickhouseUrl: need(env, 'CLICKHOUSE_URL', 'the ClickHouse server, e.g. http://user:password@clickhouse:8123'),
     clickhouseDatabase: env.CLICKHOUSE_DATABASE ?? 'signalbase',
     ...(needs.redis || env.REDIS_URL ? { redisUrl: need(env, 'REDIS_URL', 'Redis, e.g. redis://redis:6379: the state API replicas and projectors share') } : {}),
@@ -62,11 +65,11 @@ export function distributedEnv(env: NodeJS.ProcessEnv, needs: { kafka?: boolean;
 type Say = (line: string) => void;
 
 /** Consumer groups start over from the earliest offsets (a read-model rebuild); the group must have no live member. */
-async function resetGroup(brokers: string[], group: string, say: Say): Promise<void> {
+async function resetGroup(brokers: string[], prefix: string, group: string, say: Say): Promise<void> {
   const admin = new Kafka({ clientId: 'signalbase-migrate', brokers, logLevel: logLevel.NOTHING }).admin();
   await admin.connect();
   try {
-    for (const topic of TOPIC_NAMES) await admin.resetOffsets({ groupId: group, topic, earliest: true });
+    for (const topic of TOPIC_NAMES) await admin.resetOffsets({ groupId: group, topic: prefix + topic, earliest: true });
     say(`consumer group ${group}: offsets reset to the start of every topic`);
   } finally { await admin.disconnect(); }
 }
@@ -79,14 +82,14 @@ async function resetGroup(brokers: string[], group: string, say: Say): Promise<v
  * have no Kafka client). Without Redis: a lone projector.
  */
 export function sharedProjector(store: Store, opts: {
-  brokers: string[]; redis?: Redis; keys: RedisKeys; say: Say; metrics?: Metrics; clientId?: string; maxWaitMs?: number;
+  brokers: string[]; topicPrefix?: string; redis?: Redis; keys: RedisKeys; say: Say; metrics?: Metrics; clientId?: string; maxWaitMs?: number;
   onCommit?: (info: { topic: string; applied: number; dead: number }) => void;
 }): { log: KafkaLog; sub: LogSubscription; stop(): Promise<void> } {
   const { redis, keys } = opts;
   const cache = redis ? new RedisCache(redis, keys.cache) : undefined;
   const board = redis ? new RedisLagBoard(redis, keys.lag) : undefined;
   const log = new KafkaLog({
-    brokers: opts.brokers, clientId: opts.clientId ?? 'signalbase-projector', ...(opts.maxWaitMs ? { maxWaitMs: opts.maxWaitMs } : {}),
+    brokers: opts.brokers, topicPrefix: opts.topicPrefix, clientId: opts.clientId ?? 'signalbase-projector', ...(opts.maxWaitMs ? { maxWaitMs: opts.maxWaitMs } : {}),
     ...(redis ? { gate: (g: string) => new RedisGate(redis, g, { prefix: keys.prefix }), onPositions: (p: PartitionPosition[]) => board!.record(p) } : {}),
   });
   const sub = runProjector(log, store, {
@@ -116,7 +119,7 @@ export async function runProjectorProcess(env: NodeJS.ProcessEnv, say: Say): Pro
   const watermarks = redis ? new RedisWatermarks(redis, keys.watermarks) : undefined;
   const board = redis ? new RedisLagBoard(redis, keys.lag) : undefined;
   // Instances starting together migrate one at a time (the first rebuilds, the others find the version current).
-  const rebuild = async () => { await resetGroup(cfg.kafkaBrokers, PROJECTOR_GROUP, say); await board?.clear(); };
+  const rebuild = async () => { await resetGroup(cfg.kafkaBrokers, cfg.kafkaTopicPrefix, PROJECTOR_GROUP, say); await board?.clear(); };
   const migrate = () => migrateReadModels(store, rebuild, say);
   await (redis ? new RedisGate(redis, 'migrate', { prefix: keys.prefix }).run(migrate) : migrate());
   let commits = 0;
@@ -125,7 +128,7 @@ export async function runProjectorProcess(env: NodeJS.ProcessEnv, say: Say): Pro
     dataVersion: async () => (watermarks ? watermarks.get(DATA_VERSION) : commits),
     ...(board ? { consumerLag: () => board.partitions() } : {}),
   });
-  const projector = sharedProjector(store, { brokers: cfg.kafkaBrokers, redis, keys, metrics, say, onCommit: () => { commits++; } });
+  const projector = sharedProjector(store, { brokers: cfg.kafkaBrokers, topicPrefix: cfg.kafkaTopicPrefix, redis, keys, metrics, say, onCommit: () => { commits++; } });
   const port = Number(env.METRICS_PORT ?? 9464);
   const server = createServer(async (req, res) => {
     if (req.url !== '/metrics') { res.statusCode = 404; res.end(); return; }
@@ -133,7 +136,7 @@ export async function runProjectorProcess(env: NodeJS.ProcessEnv, say: Say): Pro
     res.end(await metrics.registry.metrics());
   });
   await new Promise<void>((r) => server.listen(port, env.HOST ?? '127.0.0.1', r));
-  say(`projector: consuming ${TOPIC_NAMES.length} topics from ${cfg.kafkaBrokers.join(',')} in group ${PROJECTOR_GROUP} into ${cfg.clickhouseUrl.replace(/\/\/[^@/]*@/, '//')} (database ${store.database}); metrics on :${port}/metrics`);
+  say(`projector: consuming ${TOPIC_NAMES.length} topics${cfg.kafkaTopicPrefix ? ` (prefixed ${cfg.kafkaTopicPrefix})` : ''} from ${cfg.kafkaBrokers.join(',')} in group ${PROJECTOR_GROUP} into ${cfg.clickhouseUrl.replace(/\/\/[^@/]*@/, '//')} (database ${store.database}); metrics on :${port}/metrics`);
   return {
     async stop() {
       server.close();
@@ -219,11 +222,16 @@ export async function runReadProcess(kind: 'api' | 'mcp', env: NodeJS.ProcessEnv
 export async function createTopics(env: NodeJS.ProcessEnv, partitions: number, replication: number, say: Say): Promise<void> {
   if (env.SIGNALBASE_CREATE_TOPICS === 'false') { say('SIGNALBASE_CREATE_TOPICS=false: topics are managed elsewhere; nothing done'); return; }
   const brokers = need(env, 'KAFKA_BROKERS', 'the Kafka bootstrap brokers').split(',').map((b) => b.trim()).filter(Boolean);
+  await ensureTopics(brokers, env.KAFKA_TOPIC_PREFIX ?? '', partitions, replication, say);
+}
+
+/** Creates the ingest topics (under `prefix`) that are missing. */
+export async function ensureTopics(brokers: string[], prefix: string, partitions: number, replication: number, say: Say): Promise<void> {
   const admin = new Kafka({ clientId: 'signalbase-topics', brokers, logLevel: logLevel.NOTHING }).admin();
   await admin.connect();
   try {
     const existing = new Set(await admin.listTopics());
-    const missing = TOPIC_NAMES.filter((t) => !existing.has(t));
+    const missing = TOPIC_NAMES.map((t) => prefix + t).filter((t) => !existing.has(t));
     if (!missing.length) { say(`all ${TOPIC_NAMES.length} topics exist`); return; }
     await admin.createTopics({ waitForLeaders: true, topics: missing.map((topic) => ({ topic, numPartitions: partitions, replicationFactor: replication })) });
     say(`created ${missing.join(', ')} (${partitions} partitions, replication ${replication})`);

@@ -20,6 +20,8 @@ export interface KafkaAppenderOptions {
   clientId?: string;
   /** Sends of one partition's records before giving up (each after the metadata is refreshed). */
   maxAttempts?: number;
+  /** Prepended to every topic name on the cluster (KAFKA_TOPIC_PREFIX): deployments sharing a cluster. */
+  topicPrefix?: string;
 }
 
 export interface AppendReport {
@@ -45,7 +47,9 @@ export class KafkaAppender {
     this.producer = this.kafka.producer({ maxInFlightRequests: 1, allowAutoTopicCreation: false });
     this.admin = this.kafka.admin();
     this.maxAttempts = opts.maxAttempts ?? 20;
+    this.prefix = opts.topicPrefix ?? '';
   }
+  private readonly prefix: string;
 
   private connect(): Promise<void> {
     this.connected ??= Promise.all([this.producer.connect(), this.admin.connect()]).then(() => {});
@@ -63,8 +67,9 @@ export class KafkaAppender {
   }
 
   /** Appends the records; resolves once every one of them is acknowledged. */
-  async append(topic: string, records: readonly AppendRecord[]): Promise<AppendReport> {
+  async append(logTopic: string, records: readonly AppendRecord[]): Promise<AppendReport> {
     if (!records.length) return { resent: 0 };
+    const topic = this.prefix + logTopic;
     await this.connect();
     const partitionMetadata = await this.partitionsOf(topic);
     const byPartition = new Map<number, Message[]>();
@@ -178,6 +183,8 @@ class KafkaSubscription implements LogSubscription {
   private readonly started: Promise<void>;
   private stopping = false;
   private readonly gate: ApplyGate;
+  /** KafkaLogOptions.topicPrefix: batches name the log's topic, the cluster's topics carry the prefix. */
+  private readonly prefix: string;
   /** Consumers started so far: a consumer that crashed for good is replaced by a new one. */
   restarts = 0;
 
@@ -187,6 +194,7 @@ class KafkaSubscription implements LogSubscription {
     private readonly opts: SubscribeOptions<unknown>, private readonly cfg: KafkaLogOptions,
   ) {
     this.admin = kafka.admin();
+    this.prefix = cfg.topicPrefix ?? '';
     this.gate = cfg.gate?.(group) ?? new LocalGate();
     this.started = this.admin.connect().then(() => this.startConsumer());
     this.started.catch((err) => this.opts.onError?.(err, { topic: '', partition: -1, records: [] }));
@@ -210,7 +218,7 @@ class KafkaSubscription implements LogSubscription {
       }, 1000);
     });
     await consumer.connect();
-    await consumer.subscribe({ topics: [...this.topics], fromBeginning: true });
+    await consumer.subscribe({ topics: this.topics.map((t) => this.prefix + t), fromBeginning: true });
     await consumer.run({
       autoCommit: false,
       eachBatchAutoResolve: false,
@@ -225,7 +233,7 @@ class KafkaSubscription implements LogSubscription {
     for (let i = 0; i < batch.messages.length; i += max) {
       if (!live()) return;
       const records = batch.messages.slice(i, i + max).map(toRecord);
-      const logBatch: LogBatch = { topic: batch.topic, partition: batch.partition, records };
+      const logBatch: LogBatch = { topic: batch.topic.slice(this.prefix.length), partition: batch.partition, records };
       const prepared = this.opts.prepare ? await this.opts.prepare(logBatch).catch(() => undefined) : undefined;
       for (;;) {
         try {
@@ -267,11 +275,11 @@ class KafkaSubscription implements LogSubscription {
   private async positions(): Promise<{ topic: string; partition: number; committed: bigint; end: bigint }[]> {
     await this.started;
     const out: { topic: string; partition: number; committed: bigint; end: bigint }[] = [];
-    const committed = await this.admin.fetchOffsets({ groupId: this.group, topics: [...this.topics] });
-    for (const t of committed) {
-      const ends = new Map((await this.admin.fetchTopicOffsets(t.topic)).map((p) => [p.partition, BigInt(p.high)]));
-      for (const p of t.partitions) out.push({ topic: t.topic, partition: p.partition, committed: BigInt(p.offset), end: ends.get(p.partition) ?? 0n });
-    }
+    const committed = await this.admin.fetchOffsets({ groupId: this.group, topics: this.topics.map((t) => this.prefix + t) });
+    const ends = await Promise.all(committed.map(async (t) => new Map((await this.admin.fetchTopicOffsets(t.topic)).map((p) => [p.partition, BigInt(p.high)]))));
+    committed.forEach((t, i) => {
+      for (const p of t.partitions) out.push({ topic: t.topic, partition: p.partition, committed: BigInt(p.offset), end: ends[i]!.get(p.partition) ?? 0n });
+    });
     return out;
   }
 
@@ -291,7 +299,8 @@ class KafkaSubscription implements LogSubscription {
   /** Resolves once the group (any member) has committed every record that was on the log when called. */
   async caughtUp(): Promise<void> {
     let target: Map<string, bigint> | undefined;
-    for (;;) {
+    // Asked again soon at first (a live projector is usually there already), then every 100 ms.
+    for (let pause = 10; ; pause = Math.min(100, pause * 2)) {
       if (this.stopping) return;
       try {
         // Brokers that do not answer for a moment (moved leaders, a stopped broker) are asked again.
@@ -299,7 +308,7 @@ class KafkaSubscription implements LogSubscription {
         target ??= new Map(pos.map((p) => [`${p.topic}/${p.partition}`, p.end]));
         if (pos.every((p) => (p.committed < 0n ? 0n : p.committed) >= (target!.get(`${p.topic}/${p.partition}`) ?? 0n))) return;
       } catch { /* asked again below */ }
-      await new Promise((r) => setTimeout(r, 100));
+      await new Promise((r) => setTimeout(r, pause));
     }
   }
 

@@ -53,6 +53,9 @@ const apis: string[] = [];
 let mcpUrl: string;
 const key = generateApiKey();
 const revoked = generateApiKey();
+/** KAFKA_TOPIC_PREFIX of this deployment: every command finds its topics under it. */
+const PREFIX = 'staging.';
+let kafkaEnv: Record<string, string>;
 
 async function get(base: string, path: string, k = key.key) {
   const res = await fetch(`${base}${path}`, { headers: { 'x-api-key': k } });
@@ -60,7 +63,8 @@ async function get(base: string, path: string, k = key.key) {
 }
 
 beforeAll(async () => {
-  mock = await kafkaMock(1, Object.fromEntries(TOPIC_NAMES.map((t) => [t, 2])));
+  // The topics under the deployment's prefix (the mock cluster takes no CreateTopics: its metadata names no controller).
+  mock = await kafkaMock(1, Object.fromEntries(TOPIC_NAMES.map((t) => [PREFIX + t, 3])));
   redis = await redisPeer();
   if ('skip' in mock || 'skip' in redis) return;
   dir = mkdtempSync(join(tmpdir(), 'signalbase-distributed-'));
@@ -79,7 +83,9 @@ beforeAll(async () => {
   const env = {
     KAFKA_BROKERS: mock.brokers.join(','), CLICKHOUSE_URL: peer.url, CLICKHOUSE_DATABASE: `dist_${process.pid}`, REDIS_URL: redis.url,
     CURSOR_SECRET: 'a shared secret of at least thirty-two bytes', LOG_LEVEL: 'warn', REDIS_PREFIX: `t${process.pid}`,
+    KAFKA_TOPIC_PREFIX: PREFIX,
   };
+  kafkaEnv = { KAFKA_BROKERS: env.KAFKA_BROKERS, KAFKA_TOPIC_PREFIX: PREFIX };
   // The records, an account and two keys, through `signalbase ingest --to kafka`.
   const file = join(dir, 'records.ndjson');
   const account = { id: 'acme', status: 'active', emailVerified: true, messageVisibility: ALL, signalVisibility: ALL, historyWindowDays: null, version: 1 };
@@ -153,7 +159,7 @@ describe('projector, two API replicas and an MCP process on Kafka, ClickHouse an
     for (const api of apis) expect((await get(api, '/v2/assets?limit=1', revoked.key)).status).toBe(200);
     const file = join(dir, 'revoke.ndjson');
     writeFileSync(file, JSON.stringify({ topic: 'api-keys', value: { id: revoked.id, keyHash: revoked.keyHash, accountId: 'acme', scopes: [...SCOPES], revoked: true, createdAt: new Date().toISOString(), version: 2 } }));
-    const ingest = await runCli(['ingest', file, '--to', 'kafka'], { KAFKA_BROKERS: (mock as KafkaMock).brokers.join(',') }, 60_000);
+    const ingest = await runCli(['ingest', file, '--to', 'kafka'], kafkaEnv, 60_000);
     expect(ingest.code, ingest.stderr).toBe(0);
     const t0 = Date.now();
     for (const api of apis) {
@@ -178,10 +184,24 @@ describe('projector, two API replicas and an MCP process on Kafka, ClickHouse an
     expect((await fetch(mcpUrl.replace('/mcp', '/v2/events'), { headers: { 'x-api-key': key.key } })).status).toBe(404);
   });
 
-  it('topics create: every topic exists already on the cluster, nothing to create; SIGNALBASE_CREATE_TOPICS=false skips it', async (ctx) => {
+  it('every API replica reports the projector\'s lag, in total and per Kafka partition, without a Kafka client of its own', async (ctx) => {
     if (skipped()) return ctx.skip();
-    const brokers = (mock as KafkaMock).brokers.join(',');
-    const r = await runCli(['topics', 'create'], { KAFKA_BROKERS: brokers }, 60_000);
+    for (const api of apis) {
+      const health = await get(api, '/v2/healthz');
+      expect(health.body.data.results[0].projectorLag).toBe(0);
+      const text = await (await fetch(`${api}/metrics`)).text();
+      expect(text).toMatch(/^signalbase_projector_lag_records 0$/m);
+      // Every partition of every topic under the prefix (3 each), each at 0.
+      const lines = text.split('\n').filter((l) => l.startsWith('signalbase_consumer_lag_records{'));
+      const seen = new Set(lines.map((l) => /topic="([^"]+)",partition="(\d+)"/.exec(l)!.slice(1).join('/')));
+      expect(seen).toEqual(new Set(TOPIC_NAMES.flatMap((t) => [0, 1, 2].map((p) => `${PREFIX}${t}/${p}`))));
+      for (const l of lines) expect(l).toMatch(/ 0$/);
+    }
+  });
+
+  it('topics create: every topic exists already on the cluster (under the prefix), nothing to create; SIGNALBASE_CREATE_TOPICS=false skips it', async (ctx) => {
+    if (skipped()) return ctx.skip();
+    const r = await runCli(['topics', 'create'], kafkaEnv, 60_000);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain(`all ${TOPIC_NAMES.length} topics exist`);
     const skip = await runCli(['topics', 'create'], { SIGNALBASE_CREATE_TOPICS: 'false' }, 60_000);

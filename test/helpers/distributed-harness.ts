@@ -2,14 +2,15 @@
 // makes createHarness build this one instead of the embedded one, and the suites run unchanged.
 //
 // - Records go onto Kafka (the librdkafka mock cluster, a cluster of its own per harness, 12
-//   partitions per topic) through KafkaAppender; `signalbase ingest --to kafka` does the same.
+//   partitions per topic; or SIGNALBASE_TEST_KAFKA_BROKERS) through KafkaAppender; `signalbase ingest --to kafka` does the same.
 // - A projector consumes them in its consumer group (KafkaLog, apply turns through RedisGate) into
 //   the ClickHouse server store over HTTP (the test peer, or CLICKHOUSE_URL), moving the data
 //   version in Redis on each commit: `sharedProjector`, as `signalbase projector` runs it.
 // - Two read replicas built as `signalbase api` builds them (`sharedReadApp`), each with its own
-//   store client and Redis connection, share state only through Redis (cache, data version,
-//   credentials' answers, rate limits) and the cursor secret. `get` asks them in turn, so every
-//   cursor page, cached answer and key check made on one is used on the other.
+//   Redis connection, share state only through Redis (cache, data version, credentials' answers,
+//   rate limits) and the cursor secret; they read through one store client, the harness's. `get`
+//   asks them in turn, so every cursor page, cached answer and key check made on one is used on
+//   the other.
 //
 // The records are first written to an embedded log as a staging file (the CLI's admin helpers
 // fold it for account and key versions), then forwarded to Kafka. The replicas are in this
@@ -21,16 +22,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Kafka, logLevel } from 'kafkajs';
 import { Redis } from 'ioredis';
-import { redisKeys, sharedProjector, sharedReadApp } from '../../apps/distributed.ts';
+import { ensureTopics, redisKeys, sharedProjector, sharedReadApp } from '../../apps/distributed.ts';
 import { EmbeddedLog } from '../../projectors/log/embedded.ts';
 import { KafkaAppender } from '../../projectors/log/kafka.ts';
 import { ensureSchema } from '../../projectors/runner.ts';
-import { ClickHouseStore } from '../../projectors/store/clickhouse.ts';
 import { TOPIC_NAMES } from '../../schemas/topics/index.ts';
 import { appendGiven, putTestKey, type Harness, type HarnessOptions } from './harness.ts';
 import { kafkaMock } from './kafka-mock.ts';
 import { redisPeer } from './redis.ts';
-import { clickHouseUrl, newTestDatabase, openTestStore, releaseTestDatabase } from './test-store.ts';
+import { newTestDatabase, openTestStore, releaseTestDatabase } from './test-store.ts';
 
 /**
  * Partitions per topic. librdkafka's mock cluster keeps about 5 MiB per partition and drops the
@@ -51,17 +51,33 @@ async function sharedRedis(): Promise<string> {
   return (await redis).url;
 }
 
+/**
+ * Kafka for one harness: SIGNALBASE_TEST_KAFKA_BROKERS (a real cluster, as the containers suite
+ * starts one) with topics of the harness's own under a prefix, else a mock cluster of its own.
+ */
+async function kafkaFor(database: string): Promise<{ brokers: string[]; prefix: string; stop(): Promise<void> }> {
+  const real = process.env.SIGNALBASE_TEST_KAFKA_BROKERS;
+  if (real) {
+    const brokers = real.split(',');
+    const prefix = `${database}.`;
+    await ensureTopics(brokers, prefix, PARTITIONS, 1, () => {});
+    return { brokers, prefix, stop: async () => {} };
+  }
+  const mock = await kafkaMock(1, Object.fromEntries(TOPIC_NAMES.map((t) => [t, PARTITIONS])));
+  if ('skip' in mock) throw new Error(`the distributed wiring needs the Kafka mock cluster: ${mock.skip}`);
+  return { brokers: mock.brokers, prefix: '', stop: () => mock.stop() };
+}
+
 export async function createDistributedHarness(opts: HarnessOptions): Promise<Harness> {
   if (opts.mcp || opts.metrics) throw new Error('the distributed harness runs the REST suites: MCP and metrics have suites of their own over these processes (test/apps/distributed.test.ts)');
   harnesses++;
-  const mock = await kafkaMock(1, Object.fromEntries(TOPIC_NAMES.map((t) => [t, PARTITIONS])));
-  if ('skip' in mock) throw new Error(`the distributed wiring needs the Kafka mock cluster: ${mock.skip}`);
-  const redisUrl = await sharedRedis();
   const database = newTestDatabase();
+  const kafka = await kafkaFor(database);
+  const redisUrl = await sharedRedis();
   const keys = redisKeys(`signalbase-test:${database}`);
   const dataDir = mkdtempSync(join(tmpdir(), 'signalbase-log-'));
   const staging = new EmbeddedLog(dataDir, 20);
-  const appender = new KafkaAppender({ brokers: mock.brokers, clientId: 'test-ingest' });
+  const appender = new KafkaAppender({ brokers: kafka.brokers, clientId: 'test-ingest', topicPrefix: kafka.prefix });
   const say = (line: string) => { if (process.env.SIGNALBASE_TEST_VERBOSE) console.log(line); };
 
   const store = await openTestStore(database);
@@ -69,19 +85,20 @@ export async function createDistributedHarness(opts: HarnessOptions): Promise<Ha
   const projectorRedis = new Redis(redisUrl);
   let version = 0;
   const startProjector = (on: typeof store) =>
-    sharedProjector(on, { brokers: mock.brokers, clientId: 'test-projector', maxWaitMs: 20, redis: projectorRedis, keys, say, onCommit: () => { version++; } });
-  let projector = startProjector(store);
-  const projectorStores: (typeof store)[] = [];
+    sharedProjector(on, { brokers: kafka.brokers, topicPrefix: kafka.prefix, clientId: 'test-projector', maxWaitMs: 20, redis: projectorRedis, keys, say, onCommit: () => { version++; } });
+  // The projector writes through a store client of its own, as `signalbase projector` does.
+  const projectorStores = [await openTestStore(database)];
+  let projector = startProjector(projectorStores[0]!);
 
-  // Two replicas, each with its own store client and Redis connection.
-  const url = await clickHouseUrl();
+  // Two replicas, each with its own Redis connection (cache, credentials' answers, rate limits,
+  // data version) and cursor codec on the one shared secret. They read through the harness's
+  // store client, `h.store`, which the suites inspect and instrument (the SQL a read sends).
   const secret = randomBytes(32);
   const replicas = await Promise.all([0, 1].map(async () => {
-    const replicaStore = await new ClickHouseStore({ url, database }).init();
     const replicaRedis = new Redis(redisUrl);
-    const app = sharedReadApp('api', { store: replicaStore, redis: replicaRedis, keys, secret, clock: opts.clock, ...(opts.rateLimits ? { rateLimits: opts.rateLimits } : {}) });
+    const app = sharedReadApp('api', { store, redis: replicaRedis, keys, secret, clock: opts.clock, ...(opts.rateLimits ? { rateLimits: opts.rateLimits } : {}) });
     await app.ready();
-    return { app, store: replicaStore, redis: replicaRedis };
+    return { app, redis: replicaRedis };
   }));
   let turn = 0;
 
@@ -103,13 +120,13 @@ export async function createDistributedHarness(opts: HarnessOptions): Promise<Ha
       forwarded.set(topic, from);
     }
   }));
-  const admin = new Kafka({ brokers: mock.brokers, clientId: 'test-admin', logLevel: logLevel.NOTHING }).admin();
+  const admin = new Kafka({ brokers: kafka.brokers, clientId: 'test-admin', logLevel: logLevel.NOTHING }).admin();
   await admin.connect();
   const settle = async () => {
     await forward();
     await projector.sub.caughtUp();
     for (const topic of TOPIC_NAMES) {
-      const dropped = (await admin.fetchTopicOffsets(topic)).filter((p) => p.low !== '0');
+      const dropped = (await admin.fetchTopicOffsets(kafka.prefix + topic)).filter((p) => p.low !== '0');
       if (dropped.length) throw new Error(`the Kafka mock dropped the oldest records of ${topic} partitions ${dropped.map((p) => p.partition).join(', ')} (about 5 MiB per partition): raise PARTITIONS in ${import.meta.url}`);
     }
   };
@@ -142,11 +159,11 @@ export async function createDistributedHarness(opts: HarnessOptions): Promise<Ha
     password: () => Promise.reject(new Error('the distributed harness has no MCP')),
     token: () => Promise.reject(new Error('the distributed harness has no MCP')),
     async close() {
-      for (const r of replicas) { await r.app.close(); await r.store.close(); r.redis.disconnect(); }
+      for (const r of replicas) { await r.app.close(); r.redis.disconnect(); }
       await projector.stop();
       await appender.close();
       await admin.disconnect();
-      await mock.stop();
+      await kafka.stop();
       for (const s of projectorStores) await s.close();
       // The harness's keys go with it (a shared REDIS_URL outlives the run).
       for (let cursor = '0'; ;) {

@@ -4,7 +4,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MemoryCache, MemoryWatermarks } from '../../../apps/cache/memory.ts';
 import type { Cache, Watermarks } from '../../../apps/cache/port.ts';
-import { RedisCache, RedisWatermarks } from '../../../apps/cache/redis.ts';
+import { RedisCache, RedisLagBoard, RedisWatermarks } from '../../../apps/cache/redis.ts';
 import { redisPeer } from '../../helpers/redis.ts';
 
 const peer = await redisPeer();
@@ -135,5 +135,24 @@ describe.skipIf('skip' in peer)('Redis', () => {
     const w = new RedisWatermarks(a, ns());
     for (const v of [-1, 1.5, 2 ** 53, Number.NaN]) await expect(w.advance('feed', v)).rejects.toThrow(RangeError);
     expect(await w.get('feed')).toBe(0);
+  });
+
+  it('the lag board: per partition, end minus committed; a figure reported late never undoes a fresher one; a rebuild clears it', async () => {
+    const key = ns();
+    const [projectorA, projectorB] = [new RedisLagBoard(a, key), new RedisLagBoard(b, key)];
+    const pos = (topic: string, partition: number, committed: number, end: number) => ({ topic, partition, committed: BigInt(committed), end: BigInt(end) });
+    expect(await projectorA.total()).toBe(0);
+    // A batch's position just before its commit, and a lag read that began before it, reported after it.
+    await projectorA.record([pos('prices', 0, 100, 120)]);
+    await projectorB.record([pos('prices', 0, 40, 110), pos('prices', 1, -1, 5), pos('trade-events', 2, 7, 7)]);
+    const byPartition = (await projectorB.partitions()).sort((x, y) => x.topic.localeCompare(y.topic) || x.partition - y.partition);
+    expect(byPartition).toEqual([
+      { topic: 'prices', partition: 0, lag: 20 }, { topic: 'prices', partition: 1, lag: 5 }, { topic: 'trade-events', partition: 2, lag: 0 },
+    ]);
+    expect(await projectorA.total()).toBe(25);
+    await projectorA.record([pos('prices', 0, 120, 120), pos('prices', 1, 5, 5)]);
+    expect(await projectorB.total()).toBe(0);
+    await projectorB.clear();
+    expect(await projectorA.partitions()).toEqual([]);
   });
 });
