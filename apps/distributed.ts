@@ -41,7 +41,7 @@ export const DATA_VERSION = 'data-version';
 
 /** Redis keys of one deployment, under REDIS_PREFIX (default `signalbase`), so deployments can share a Redis. */
 export function redisKeys(prefix = 'signalbase') {
-  return { prefix, cache: `${prefix}:cache:`, watermarks: `${prefix}:watermark:`, lag: `${prefix}:projector:lag` };
+  return { prefix, cache: `${prefix}:cache:`, watermarks: `${prefix}:watermark:`, lag: `${prefix}:projector:positions` };
 }
 export type RedisKeys = ReturnType<typeof redisKeys>;
 
@@ -102,7 +102,7 @@ export function sharedProjector(store: Store, opts: {
     onError: (err, topic) => opts.say(`projector: batch of ${topic} failed, retrying: ${(err as Error).message}`),
   });
   // Every partition's position, also those no batch came from lately (reading the lag reports them).
-  const report = setInterval(() => { if (board) sub.lag().catch(() => {}); }, 2000);
+  const report = board ? setInterval(() => { sub.lag().catch(() => {}); }, 2000) : undefined;
   return { log, sub, async stop() { clearInterval(report); await sub.stop(); await log.close(); } };
 }
 
