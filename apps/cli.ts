@@ -174,7 +174,7 @@ const COMMANDS: Record<string, Command> = {
   },
   mcp: {
     usage: 'signalbase mcp',
-    help: 'Distributed mode: the MCP tool server at /mcp over the read models of a ClickHouse server, accepting the access tokens of AUTH_ISSUER for the audience MCP_URL (no dev authorization server). Also serves /llms.txt and /agent-guide.md.\nEnvironment: CLICKHOUSE_URL (required), CLICKHOUSE_DATABASE (default signalbase), REDIS_URL (required), CURSOR_SECRET (required, as for api), MCP_URL (required), AUTH_ISSUER (required), PORT (default 8081), HOST (default 127.0.0.1), LOG_LEVEL.',
+    help: 'Distributed mode: the MCP tool server at /mcp over the read models of a ClickHouse server, accepting the access tokens of AUTH_ISSUER for the audience MCP_URL (no dev authorization server). Also serves /llms.txt and /agent-guide.md.\nEnvironment: CLICKHOUSE_URL (required), CLICKHOUSE_DATABASE (default signalbase), REDIS_URL (required), REDIS_PREFIX (default signalbase), CURSOR_SECRET (required, as for api), MCP_URL (required), AUTH_ISSUER (required), PORT (default 8081), HOST (default 127.0.0.1), LOG_LEVEL.',
     options: {},
     async run() {
       const { runReadProcess } = await import('./distributed.ts');
