@@ -20,7 +20,7 @@ export function validationDetails(err: FastifyError, querySchema: any, query: Re
 
 export function sendError(reply: FastifyReply, request: FastifyRequest, err: ApiError): FastifyReply {
   reply.header('x-request-id', request.id); // also for what is refused before the onRequest hook runs
-  if (err.code === 'RATE_LIMITED') reply.header('retry-after', String((err.details as any)?.retryAfterSeconds ?? 1));
+  if (err.code === 'RATE_LIMITED' || err.code === 'OVERLOADED' || err.code === 'STORE_UNAVAILABLE') reply.header('retry-after', String((err.details as any)?.retryAfterSeconds ?? 1));
   return reply.code(err.status).send({
     success: false,
     error: { code: err.code, message: err.message, details: err.details ?? null },

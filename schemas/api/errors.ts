@@ -12,9 +12,12 @@ export const ERROR_STATUS = {
   HEADERS_TOO_LARGE: 431,
   PERFORMANCE_WINDOW_NOT_ELAPSED: 422,
   BUCKET_LIMIT_EXCEEDED: 422,
+  QUERY_TOO_LARGE: 422,
   RATE_LIMITED: 429,
   INTERNAL_ERROR: 500,
   AUTHENTICATION_UNAVAILABLE: 503,
+  OVERLOADED: 503,
+  STORE_UNAVAILABLE: 503,
 } as const;
 export type ErrorCode = keyof typeof ERROR_STATUS;
 
@@ -51,7 +54,10 @@ export const ERROR_RECOVERY: Record<ErrorCode, string> = {
   HEADERS_TOO_LARGE: 'Send smaller request headers.',
   PERFORMANCE_WINDOW_NOT_ELAPSED: 'No position of the resolved sample has reached its evaluation window yet. Do not substitute figures: retry with one of `details.alternatives`: `preserve_sample` keeps the sample and uses a shorter timeBasedPerformanceWindow; `preserve_evaluation` keeps the window and starts earlier (pass its startTime and endTime).',
   BUCKET_LIMIT_EXCEEDED: 'The range holds more than 168 buckets of the interval per group: use a larger interval (hour -> day -> week) or a shorter startTime..endTime.',
+  QUERY_TOO_LARGE: 'The read would cost more than its bounds (store time, memory or rows read, the handler deadline, or the answer size): narrow it and call again: a shorter startTime..endTime, fewer ids per list parameter, a smaller limit, or a larger interval. `details.bound` names the bound that was hit.',
   RATE_LIMITED: 'The key spent its requests per minute: wait `Retry-After` seconds (also `details.retryAfterSeconds`), then call again.',
   INTERNAL_ERROR: 'A fault on the server: retry once; if it persists, report it with the requestId.',
   AUTHENTICATION_UNAVAILABLE: 'Authentication could not be checked just now: retry in a few seconds.',
+  OVERLOADED: 'The server is answering as many reads as it can (or this account already has its share in flight): wait `Retry-After` seconds (also `details.retryAfterSeconds`) and call again; send fewer concurrent requests.',
+  STORE_UNAVAILABLE: 'The data store is not answering just now: wait `Retry-After` seconds (also `details.retryAfterSeconds`) and call again; `/healthz` says `degraded` meanwhile.',
 };
