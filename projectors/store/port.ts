@@ -35,3 +35,53 @@ export function checkIdentifier(name: string): string {
 export function bindDatabase(sql: string, database: string): string {
   return sql.replaceAll('$db.', `${database}.`);
 }
+
+/** Per-query options of a read: ClickHouse settings (the cost bounds: time, memory, rows and bytes read). */
+export interface QueryOptions {
+  settings?: Readonly<Record<string, string | number>>;
+}
+
+/**
+ * What a store failure means to a caller, on either adapter: `too_large` when the query ran into
+ * one of its bounds (ClickHouse codes below; the caller can narrow the read), `unavailable` when
+ * the store did not answer (connection refused or reset, a timeout of the client, the server
+ * shutting down), undefined for anything else (a fault of ours).
+ */
+export type StoreFailure = { kind: 'too_large'; bound: 'time' | 'memory' | 'rows' | 'bytes' | 'result' } | { kind: 'unavailable' };
+
+const BOUND_CODES: Record<number, 'time' | 'memory' | 'rows' | 'bytes' | 'result'> = {
+  159: 'time', // TIMEOUT_EXCEEDED
+  160: 'time', // TOO_SLOW (estimated execution time over max_execution_time)
+  241: 'memory', // MEMORY_LIMIT_EXCEEDED
+  158: 'rows', // TOO_MANY_ROWS
+  307: 'bytes', // TOO_MANY_BYTES
+  396: 'result', // TOO_MANY_ROWS_OR_BYTES (result size)
+};
+/** Server-side codes that say the server is going away or cannot take the query now. */
+const UNAVAILABLE_CODES = new Set([
+  202, // TOO_MANY_SIMULTANEOUS_QUERIES
+  210, // NETWORK_ERROR
+  209, // SOCKET_TIMEOUT
+  394, // QUERY_WAS_CANCELLED (server shutdown)
+  242, // TABLE_IS_READ_ONLY
+  999, // KEEPER_EXCEPTION
+]);
+const UNAVAILABLE_ERRNO = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN', 'ENOTFOUND', 'UND_ERR_SOCKET', 'UND_ERR_CONNECT_TIMEOUT']);
+
+export function storeFailure(err: unknown): StoreFailure | undefined {
+  if (!err || typeof err !== 'object') return undefined;
+  const e = err as { code?: unknown; clickhouseCode?: unknown; message?: unknown; cause?: unknown; name?: unknown };
+  // chdb: ChdbQueryError.clickhouseCode (a number); @clickhouse/client: ClickHouseError.code (a numeric string).
+  const numeric = Number(e.clickhouseCode ?? (typeof e.code === 'string' && /^\d+$/.test(e.code) ? e.code : NaN));
+  if (Number.isFinite(numeric)) {
+    const bound = BOUND_CODES[numeric];
+    if (bound) return { kind: 'too_large', bound };
+    if (UNAVAILABLE_CODES.has(numeric)) return { kind: 'unavailable' };
+    return undefined;
+  }
+  if (typeof e.code === 'string' && UNAVAILABLE_ERRNO.has(e.code)) return { kind: 'unavailable' };
+  const message = typeof e.message === 'string' ? e.message : '';
+  // @clickhouse/client's own timeout and a socket closed under it; the abort of a query past its deadline.
+  if (/^Timeout error|socket hang up|ECONNREFUSED|ECONNRESET|other side closed/i.test(message) || e.name === 'AbortError') return { kind: 'unavailable' };
+  return e.cause && e.cause !== err ? storeFailure(e.cause) : undefined;
+}
