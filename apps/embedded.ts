@@ -1,3 +1,4 @@
+import { Admission, admissionDefaults } from './reads/cost.ts';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -105,6 +106,9 @@ export interface Embedded {
   close(): Promise<void>;
 }
 
+/** Store queries the API runs at once: one chdb session each. */
+const READ_SLOTS = 4;
+
 /** How often the statement tables are checked for tombstones to compact. */
 const COMPACTION_INTERVAL_MS = 10 * 60_000;
 
@@ -127,7 +131,8 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
   await migrateReadModels(store, () => log.writeOffsets(PROJECTOR_GROUP, {}), say);
   // The API reads through a session of its own (projectors/store/chdb.ts): one session runs one
   // statement at a time, and the projector's inserts would hold reads back.
-  const reads = await openChdbStore(storePath(cfg.dataDir), undefined, { ownSession: true });
+  // READ_SLOTS sessions of its own, so reads run side by side (an admission slot per session, apps/reads/cost.ts).
+  const reads = await openChdbStore(storePath(cfg.dataDir), undefined, { ownSession: true, sessions: READ_SLOTS });
   // Compaction too (OPTIMIZE ... FINAL runs for seconds on the large seed): live batches do not wait behind it.
   const maintenance = await openChdbStore(storePath(cfg.dataDir), undefined, { ownSession: true });
   // One cache of credential answers (API keys and token owners): every projector commit clears it.
@@ -161,6 +166,7 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
   const readCache = new ReadCache(new MemoryCache());
   const app = buildApi({
     store: reads, auth, readCache, cursors: cursorCodec(cfg.dataDir), rateLimits: cfg.rateLimits, metrics,
+    admission: new Admission(admissionDefaults(reads.concurrency)),
     dataVersion: () => watermarks.get(DATA_VERSION),
     health: async () => ({ status: caughtUp ? 'ok' : 'starting', projectorLag: await projector.lag() }),
     logger: cfg.logLevel === 'silent' ? false : { level: cfg.logLevel },

@@ -11,6 +11,7 @@ import { AggregateSummary, AssetRow, ChannelSummary, Event, FeedItem, LegacyTrad
 import type { Scope } from '../schemas/topics/index.ts';
 import type { Principal, ReadContext } from './reads/context.ts';
 import type { CacheRule } from './api/read-cache.ts';
+import { ANALYTICS_COST, LIST_COST, type ReadCost } from './reads/cost.ts';
 import { untilNextStatusChange } from './reads/performance.ts';
 import { listAssets } from './reads/assets.ts';
 import { listEvents } from './reads/events.ts';
@@ -49,6 +50,8 @@ export interface Operation {
   cache?: CacheRule;
   /** The 422 error the read may answer (contract 7), and the schema of its `details` (null: none). */
   unprocessable?: { code: 'PERFORMANCE_WINDOW_NOT_ELAPSED' | 'BUCKET_LIMIT_EXCEEDED'; details: TSchema | null };
+  /** The bounds of each of its store queries (issue 24): LIST_COST unless it says otherwise. */
+  cost?: ReadCost;
 }
 
 export const OPERATIONS: readonly Operation[] = [
@@ -150,6 +153,7 @@ export const OPERATIONS: readonly Operation[] = [
     query: TraderActivityQuery,
     response: TraderActivityResponse,
     handler: traderActivity,
+    cost: ANALYTICS_COST,
   },
   {
     tool: 'list_trader_stats', path: '/traders/stats', versions: ['v1', 'v2'], scope: 'stats.read', visibility: 'sig',
@@ -158,6 +162,7 @@ export const OPERATIONS: readonly Operation[] = [
     query: TraderStatsQuery,
     response: TraderStatsResponse,
     handler: traderStats,
+    cost: ANALYTICS_COST,
   },
   {
     tool: 'list_asset_stats', path: '/assets/stats', versions: ['v1', 'v2'], scope: 'stats.read', visibility: 'sig',
@@ -166,6 +171,7 @@ export const OPERATIONS: readonly Operation[] = [
     query: AssetStatsQuery,
     response: AssetStatsResponse,
     handler: assetStats,
+    cost: ANALYTICS_COST,
   },
   {
     tool: 'rank_traders', path: '/traders/rankings', versions: ['v1', 'v2'], scope: 'stats.read', visibility: 'sig',
@@ -174,6 +180,7 @@ export const OPERATIONS: readonly Operation[] = [
     query: RankingsQuery,
     response: RankingsResponse,
     handler: rankTraders,
+    cost: ANALYTICS_COST,
     unprocessable: { code: 'PERFORMANCE_WINDOW_NOT_ELAPSED', details: WindowNotElapsedDetails },
   },
   {
@@ -183,9 +190,12 @@ export const OPERATIONS: readonly Operation[] = [
     query: ActivitySummariesQuery,
     response: ActivitySummariesResponse,
     handler: activitySummaries,
+    cost: ANALYTICS_COST,
     unprocessable: { code: 'BUCKET_LIMIT_EXCEEDED', details: null },
   },
 ];
+
+export const costOf = (op: Operation): ReadCost => op.cost ?? LIST_COST;
 
 const none = (m: Principal['messageVisibility']): boolean => m.mode === 'none';
 

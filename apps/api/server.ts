@@ -8,7 +8,8 @@ import type { Metrics } from '../metrics.ts';
 import { isDateTime } from '../../schemas/formats.ts';
 import type { Principal } from '../reads/context.ts';
 import { CursorCodec } from '../reads/cursor.ts';
-import { OPERATIONS, policyRefusal, type Operation } from '../registry.ts';
+import { costOf, OPERATIONS, policyRefusal, type Operation } from '../registry.ts';
+import { Admission, admissionDefaults, boundedStore, MAX_ANSWER_BYTES, readFailure, tooLarge, withinDeadline } from '../reads/cost.ts';
 import type { DevAuthorizationServer } from '../auth/dev-server.ts';
 import { agentGuide, llmsTxt } from '../mcp/agent-docs.ts';
 import type { AuthUrls, TokenVerifier } from '../mcp/bearer.ts';
@@ -44,6 +45,8 @@ export interface ApiDeps {
   devAuth?: DevAuthorizationServer;
   /** The REST reads (default true); `signalbase mcp` serves MCP alone. */
   rest?: boolean;
+  /** Store slots, queue and deadline of the reads (apps/reads/cost.ts); admissionDefaults() when omitted. */
+  admission?: Admission;
 }
 
 declare module 'fastify' {
@@ -109,6 +112,12 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
   const clock = deps.clock ?? Date.now;
   const cursors = deps.cursors ?? CursorCodec.random();
   const health = deps.health ?? (() => ({ status: 'ok' as const, projectorLag: 0 }));
+  const admission = deps.admission ?? new Admission(admissionDefaults());
+  /** A read's context: the caller's bounded view of the store, within the request's deadline (wall time, whatever clock the answers use). */
+  const readContext = (op: Operation, principal: Principal, now: Date) => {
+    const deadline = Date.now() + admission.opts.deadlineMs;
+    return { deadline, ctx: { store: boundedStore(deps.store, admission, principal.accountId, costOf(op), deadline), principal, now, cursors, dataVersion: deps.dataVersion } };
+  };
   const app = Fastify({
     logger: deps.logger ?? false,
     requestIdHeader: false,
@@ -194,7 +203,7 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
   app.get('/agent-guide.md', async (req, reply) => reply.type('text/markdown; charset=utf-8').send(agentGuide(origin(req))));
   if (deps.mcp) {
     const mcp = deps.mcp;
-    app.register(async (scope) => mcpRoutes(scope, { ...mcp, store: deps.store, cursors, clock, dataVersion: deps.dataVersion }));
+    app.register(async (scope) => mcpRoutes(scope, { ...mcp, store: deps.store, cursors, clock, dataVersion: deps.dataVersion, readContext }));
   }
   deps.devAuth?.routes(app);
 
@@ -218,12 +227,13 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
         ...(limit ? { preHandler: limit } : {}),
         handler: async (req, reply) => {
           const query = req.query as Record<string, unknown>;
-          const ctx = { store: deps.store, principal: req.principal!, now: req.startedAt, cursors, dataVersion: deps.dataVersion };
+          const { ctx, deadline } = readContext(op, req.principal!, req.startedAt);
+          const read = () => withinDeadline(deadline, () => op.handler(ctx, query)).catch((err) => { throw readFailure(err); });
           const cache = deps.readCache;
           // Conditional requests (pollers): a weak ETag on every answer; If-None-Match naming the current one -> 304.
           const ifNoneMatch = req.headers['if-none-match'];
           if (!cache || !isCacheable(op.cache, query, ctx.principal)) {
-            const data = await op.handler(ctx, query);
+            const data = await read();
             const tag = contentEtag(op.tool, data);
             reply.header('etag', tag);
             if (ifNoneMatch !== undefined && matchesTag(ifNoneMatch, tag)) return notModified(reply);
@@ -234,7 +244,7 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
           const now = ctx.now.getTime();
           let entry = cache.local(key, now) ?? (await cache.get(key, now));
           metrics?.readCache.inc({ result: entry ? 'hit' : 'miss' });
-          entry ??= await cache.fill(key, now, async () => cache.put(key, op.cache!, (await op.handler(ctx, query)) as any, now, deps.store));
+          entry ??= await cache.fill(key, now, async () => cache.put(key, op.cache!, (await read()) as any, now, deps.store));
           // A hit costs no query, no parse and no re-serialization: the stored bytes, then this answer's meta,
           // in a buffer that the entry takes back once the response is out.
           const tag = etagOf(key, entry);
@@ -244,6 +254,14 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
           const { bytes, slab } = cache.body(entry, now, ctx.principal, cursors, req.id);
           if (slab) reply.raw.once('finish', () => cache.release(entry, slab));
           return reply.type('application/json; charset=utf-8').send(bytes);
+        },
+        // The answer-size bound (issue 24): what the contract's limits allow stays far below it.
+        onSend: (req, reply, payload, done) => {
+          const size = typeof payload === 'string' ? Buffer.byteLength(payload) : Buffer.isBuffer(payload) ? payload.length : 0;
+          if (size <= MAX_ANSWER_BYTES || reply.statusCode !== 200) return done(null, payload);
+          const err = tooLarge('answer');
+          (reply as FastifyReply).code(err.status).removeHeader('etag');
+          done(null, JSON.stringify({ success: false, error: { code: err.code, message: err.message, details: err.details }, requestId: req.id }));
         },
       });
     }

@@ -10,7 +10,8 @@ import { isDateTime } from '../../schemas/formats.ts';
 import { SCOPES } from '../../schemas/topics/index.ts';
 import { validationDetails } from '../api/errors.ts';
 import { queryProblems } from '../api/query.ts';
-import type { Principal } from '../reads/context.ts';
+import type { Principal, ReadContext } from '../reads/context.ts';
+import { MAX_ANSWER_BYTES, readFailure, tooLarge, withinDeadline } from '../reads/cost.ts';
 import type { CursorCodec } from '../reads/cursor.ts';
 import { policyRefusal, type Operation } from '../registry.ts';
 import { agentInstructions } from './agent-docs.ts';
@@ -29,6 +30,8 @@ export interface McpDeps {
   verifier: TokenVerifier;
   /** MCP_URL and AUTH_ISSUER; read per request (an embedded server knows its port only once it listens). */
   urls: () => AuthUrls;
+  /** A read's context as REST makes it: the caller's bounded, admitted view of the store and the request's deadline. */
+  readContext: (op: Operation, principal: Principal, now: Date) => { ctx: ReadContext; deadline: number };
 }
 
 declare module 'fastify' {
@@ -210,9 +213,14 @@ async function callTool(op: Operation, principal: Principal, args: Record<string
     const validate = req.compileValidationSchema(op.query, 'querystring');
     if (!problems.length && !validate(query)) problems.push(...validationDetails({ validation: validate.errors } as never, op.query, query));
     if (problems.length) throw new ApiError('VALIDATION_ERROR', `Invalid argument ${problems[0]!.param}: ${problems[0]!.message}`, problems);
-    const data = await op.handler({ store: deps.store, principal, now, cursors: deps.cursors, dataVersion: deps.dataVersion }, query);
-    return { structuredContent: data as Record<string, unknown>, content: [{ type: 'text', text: renderText(op, data) }] };
-  } catch (err) {
+    const { ctx, deadline } = deps.readContext(op, principal, now);
+    const data = await withinDeadline(deadline, () => op.handler(ctx, query));
+    const text = renderText(op, data);
+    // The answer-size bound, as on REST (the text repeats the structured content).
+    if (text.length > MAX_ANSWER_BYTES) throw tooLarge('answer');
+    return { structuredContent: data as Record<string, unknown>, content: [{ type: 'text', text }] };
+  } catch (caught) {
+    const err = readFailure(caught);
     if (err instanceof ApiError) return toolError(err);
     req.log.error({ err, tool: op.tool }, 'tool call failed');
     return toolError(new ApiError('INTERNAL_ERROR', 'Internal error; quote the time of the call when reporting it'));

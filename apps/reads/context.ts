@@ -1,4 +1,4 @@
-import type { Store } from '../../projectors/store/port.ts';
+import { baseStore, type Store } from '../../projectors/store/port.ts';
 import type { Scope, VisibilityPolicy } from '../../schemas/topics/index.ts';
 import type { CursorCodec } from './cursor.ts';
 
@@ -48,12 +48,14 @@ export function perDataVersion<T>(make: (store: Store) => T): (ctx: ReadContext)
   const memo = new WeakMap<Store, { version: number; value: T }>();
   return async (ctx): Promise<Awaited<T>> => {
     const version = ctx.dataVersion ? await ctx.dataVersion() : undefined;
-    if (version === undefined) return make(ctx.store) as Awaited<T>;
-    const had = memo.get(ctx.store);
+    // Loaded once for every caller, on the store itself: not one caller's cost nor bounded by its deadline.
+    const store = baseStore(ctx.store);
+    if (version === undefined) return make(store) as Awaited<T>;
+    const had = memo.get(store);
     if (had && had.version === version) return had.value as Awaited<T>;
-    const value = make(ctx.store);
-    memo.set(ctx.store, { version, value });
-    if (value instanceof Promise) value.catch(() => { if (memo.get(ctx.store)?.value === value) memo.delete(ctx.store); });
+    const value = make(store);
+    memo.set(store, { version, value });
+    if (value instanceof Promise) value.catch(() => { if (memo.get(store)?.value === value) memo.delete(store); });
     return value as Awaited<T>;
   };
 }

@@ -1,4 +1,4 @@
-import type { Store } from '../../projectors/store/port.ts';
+import { baseStore, type Store } from '../../projectors/store/port.ts';
 
 /**
  * Planner statistics: how many rows of a statement table each trader and each asset has. A page
@@ -30,7 +30,9 @@ async function count(store: Store, table: StatsTable): Promise<Counts> {
 }
 
 /** The counts of `table` as last loaded (undefined before the first load); starts a refresh when they are due. */
-function countsOf(store: Store, table: StatsTable): Counts | undefined {
+function countsOf(read: Store, table: StatsTable): Counts | undefined {
+  // Kept and refreshed on the store itself: the background count outlives the read that starts it.
+  const store = baseStore(read);
   let tables = memo.get(store);
   if (!tables) memo.set(store, (tables = new Map()));
   let e = tables.get(table);
@@ -63,5 +65,5 @@ export function readsFromProjection(store: Store, table: StatsTable, f: { trader
 /** Loads the counts of `table` now (tests, and a start that wants them before the first read). */
 export async function loadStats(store: Store, table: StatsTable): Promise<void> {
   countsOf(store, table);
-  await memo.get(store)!.get(table)!.loading;
+  await memo.get(baseStore(store))!.get(table)!.loading;
 }

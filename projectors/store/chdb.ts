@@ -1,6 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import { Session } from 'chdb';
-import { bindDatabase, checkIdentifier, INSERT_SETTINGS, type Params, type Store } from './port.ts';
+import { bindDatabase, checkIdentifier, INSERT_SETTINGS, type Params, type QueryOptions, type Store } from './port.ts';
 import { parseRows } from './rows.ts';
 
 /**
@@ -22,16 +22,54 @@ function openSession(path: string, own: boolean): Session {
   return session;
 }
 
+/** Settings a SET left on a session, and what its next statement must reset or set. */
+function settingsPrefix(sticky: Map<string, string>, wanted: Readonly<Record<string, string | number>> | undefined): string {
+  const parts: string[] = [];
+  for (const name of sticky.keys()) if (!wanted || !(name in wanted)) { parts.push(`${checkIdentifier(name)} = DEFAULT`); sticky.delete(name); }
+  for (const [name, value] of Object.entries(wanted ?? {})) {
+    const text = typeof value === 'number' ? String(value) : `'${String(value).replace(/[\\']/g, '')}'`;
+    if (sticky.get(name) === text) continue;
+    parts.push(`${checkIdentifier(name)} = ${text}`);
+    sticky.set(name, text);
+  }
+  return parts.length ? `SET ${parts.join(', ')}; ` : '';
+}
+
+interface Lane { session: Session; sticky: Map<string, string> }
+
 export class ChdbStore implements Store {
   readonly database: string;
   private readonly session: Session;
   private readonly own: boolean;
   private closed = false;
+  /**
+   * Reads of an API answer concurrently only on sessions of their own (a session runs one
+   * statement at a time): `sessions` > 1 opens that many, and each query takes a free one.
+   */
+  private readonly lanes: Lane[];
+  private readonly free: Lane[];
+  private readonly waiting: ((lane: Lane) => void)[] = [];
 
-  constructor(readonly path: string, database = 'signalbase', opts: { ownSession?: boolean } = {}) {
+  constructor(readonly path: string, database = 'signalbase', opts: { ownSession?: boolean; sessions?: number } = {}) {
     this.database = checkIdentifier(database);
-    this.own = opts.ownSession === true;
+    const n = Math.max(1, Math.floor(opts.sessions ?? 1));
+    this.own = opts.ownSession === true || n > 1;
     this.session = openSession(path, this.own);
+    this.lanes = [{ session: this.session, sticky: new Map() }];
+    for (let i = 1; i < n; i++) this.lanes.push({ session: openSession(path, true), sticky: new Map() });
+    this.free = [...this.lanes];
+  }
+
+  /** How many statements this store can run at once. */
+  get concurrency(): number { return this.lanes.length; }
+
+  private take(): Promise<Lane> | Lane {
+    return this.free.pop() ?? new Promise((resolve) => this.waiting.push(resolve));
+  }
+
+  private give(lane: Lane): void {
+    const next = this.waiting.shift();
+    if (next) next(lane); else this.free.push(lane);
   }
 
   async init(): Promise<this> {
@@ -39,13 +77,28 @@ export class ChdbStore implements Store {
     return this;
   }
 
-  async query<T>(sql: string, params: Params = {}): Promise<T[]> {
-    const res = await this.session.queryBindAsync(bindDatabase(sql, this.database), params, { format: 'JSONCompactEachRowWithNames' });
-    return parseRows<T>(res.text());
+  async query<T>(sql: string, params: Params = {}, opts?: QueryOptions): Promise<T[]> {
+    return parseRows<T>(await this.run(sql, params, 'JSONCompactEachRowWithNames', opts?.settings));
   }
 
   async exec(sql: string, params: Params = {}): Promise<void> {
-    await this.session.queryBindAsync(bindDatabase(sql, this.database), params, { format: 'Null' });
+    await this.run(sql, params, 'Null', undefined);
+  }
+
+  private async run(sql: string, params: Params, format: string, settings: QueryOptions['settings']): Promise<string> {
+    const lane = await this.take();
+    // chdb takes no settings per call: a SET in the same statement batch, which stays on the
+    // session, so a lane's next statement resets what it does not want.
+    const prefix = settingsPrefix(lane.sticky, settings);
+    try {
+      return (await lane.session.queryBindAsync(prefix + bindDatabase(sql, this.database), params, { format })).text();
+    } catch (err) {
+      // Whether the SET took effect is not known: set (or reset) those names again next time.
+      for (const name of Object.keys(settings ?? {})) lane.sticky.set(name, '?');
+      throw err;
+    } finally {
+      this.give(lane);
+    }
   }
 
   async insert(table: string, rows: readonly object[]): Promise<void> {
@@ -81,6 +134,7 @@ export class ChdbStore implements Store {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    for (const lane of this.lanes.slice(1)) lane.session.close();
     if (this.own) { this.session.close(); return; }
     const entry = sessions.get(this.path);
     if (entry && --entry.users === 0) {
@@ -90,6 +144,6 @@ export class ChdbStore implements Store {
   }
 }
 
-export async function openChdbStore(path: string, database?: string, opts?: { ownSession?: boolean }): Promise<ChdbStore> {
+export async function openChdbStore(path: string, database?: string, opts?: { ownSession?: boolean; sessions?: number }): Promise<ChdbStore> {
   return new ChdbStore(path, database, opts).init();
 }

@@ -1,5 +1,5 @@
 import { createClient, type ClickHouseClient } from '@clickhouse/client';
-import { bindDatabase, checkIdentifier, INSERT_SETTINGS, type Params, type Store } from './port.ts';
+import { bindDatabase, checkIdentifier, INSERT_SETTINGS, type Params, type QueryOptions, type Store } from './port.ts';
 import { parseRows } from './rows.ts';
 
 /**
@@ -53,8 +53,12 @@ export class ClickHouseStore implements Store {
     return this;
   }
 
-  async query<T>(sql: string, params: Params = {}): Promise<T[]> {
-    const rs = await this.client.query({ query: bindDatabase(sql, this.database), query_params: params, format: 'JSONCompactEachRowWithNames' });
+  async query<T>(sql: string, params: Params = {}, opts?: QueryOptions): Promise<T[]> {
+    const rs = await this.client.query({
+      query: bindDatabase(sql, this.database), query_params: params, format: 'JSONCompactEachRowWithNames',
+      ...(opts?.settings ? { clickhouse_settings: opts.settings as Record<string, string> } : {}),
+      ...(opts?.timeoutMs ? { abort_signal: AbortSignal.timeout(opts.timeoutMs) } : {}),
+    });
     return parseRows<T>(await rs.text());
   }
 

@@ -9,8 +9,13 @@ export type Params = Record<string, unknown>;
 
 export interface Store {
   readonly database: string;
+  /**
+   * The store a wrapper reads through (apps/reads/cost.ts bounds each caller's queries): what is
+   * loaded once for every caller (facts per data version, planner counts) is kept and loaded on it.
+   */
+  readonly underlying?: Store;
   /** Rows as plain objects (JSONEachRow). */
-  query<T = Record<string, unknown>>(sql: string, params?: Params): Promise<T[]>;
+  query<T = Record<string, unknown>>(sql: string, params?: Params, opts?: QueryOptions): Promise<T[]>;
   /** A statement with no rows to return (DDL, INSERT ... SELECT). */
   exec(sql: string, params?: Params): Promise<void>;
   /** Appends rows to a table as JSONEachRow. */
@@ -39,6 +44,8 @@ export function bindDatabase(sql: string, database: string): string {
 /** Per-query options of a read: ClickHouse settings (the cost bounds: time, memory, rows and bytes read). */
 export interface QueryOptions {
   settings?: Readonly<Record<string, string | number>>;
+  /** The longest the caller waits for the answer (a server that stopped answering), in ms. */
+  timeoutMs?: number;
 }
 
 /**
@@ -85,3 +92,6 @@ export function storeFailure(err: unknown): StoreFailure | undefined {
   if (/^Timeout error|socket hang up|ECONNREFUSED|ECONNRESET|other side closed/i.test(message) || e.name === 'AbortError') return { kind: 'unavailable' };
   return e.cause && e.cause !== err ? storeFailure(e.cause) : undefined;
 }
+
+/** The store itself, under any wrapper: the key of what is kept per store. */
+export const baseStore = (store: Store): Store => store.underlying ?? store;

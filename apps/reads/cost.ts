@@ -1,0 +1,226 @@
+import type { Params, QueryOptions, Store } from '../../projectors/store/port.ts';
+import { storeFailure } from '../../projectors/store/port.ts';
+import { ApiError } from '../../schemas/api/errors.ts';
+
+/**
+ * Cost bounds and admission control (issue 24, DESIGN 6 rows Cost and Overload): every store query
+ * of a read runs under ClickHouse's own limits (time, memory, rows and bytes read, result size),
+ * within the request's deadline, after taking one of a bounded number of slots; each account
+ * holds at most its share of the slots and of the queue, and waiters are served account by
+ * account in turn, so one account's burst cannot stand in front of everyone else's reads.
+ */
+
+/** A read's bounds per store query. */
+export interface ReadCost {
+  /** Store time per query, ms. */
+  timeMs: number;
+  /** Store memory per query, bytes. */
+  memoryBytes: number;
+  /** Rows (and bytes) a query may read from tables. */
+  rowsRead: number;
+  bytesRead: number;
+}
+
+/**
+ * Chosen from the reads' worst cases on the large seed (2.1M events, 860k positions, 1.1M
+ * messages; bench/abuse.ts prints them) with room to spare: a list page reads a few thousand rows
+ * and an analytics read aggregates at most a few million; no read of the contract comes near.
+ */
+export const LIST_COST: ReadCost = { timeMs: 5_000, memoryBytes: 512 * 2 ** 20, rowsRead: 60_000_000, bytesRead: 4 * 2 ** 30 };
+export const ANALYTICS_COST: ReadCost = { timeMs: 8_000, memoryBytes: 1024 * 2 ** 20, rowsRead: 120_000_000, bytesRead: 8 * 2 ** 30 };
+
+/** The largest answer (JSON bytes) a read may send; a larger one is QUERY_TOO_LARGE (no read within the contract's limits comes near). */
+export const MAX_ANSWER_BYTES = 8 * 2 ** 20;
+/** Rows a query may return (the store side of the answer bound). */
+const MAX_RESULT_ROWS = 2_000_000;
+
+export interface AdmissionOptions {
+  /** Store queries in flight in this process. */
+  slots: number;
+  /** Queries waiting for a slot, all accounts together. */
+  queue: number;
+  /** Slots one account may hold at once. */
+  perAccount: number;
+  /** Queries one account may have waiting. */
+  perAccountQueue: number;
+  /** Longest a query waits for a slot before OVERLOADED. */
+  maxWaitMs: number;
+  /** The whole request's deadline (every query and the wait for slots). */
+  deadlineMs: number;
+}
+
+export function admissionDefaults(slots = 4): AdmissionOptions {
+  return { slots, queue: 64, perAccount: Math.max(1, Math.floor(slots / 2)), perAccountQueue: 16, maxWaitMs: 2_000, deadlineMs: 10_000 };
+}
+
+interface Waiter { grant: () => void; fail: (err: ApiError) => void; timer: NodeJS.Timeout }
+interface AccountState { running: number; waiting: Waiter[] }
+
+export function overloaded(message: string, retryAfterSeconds = 1): ApiError {
+  return new ApiError('OVERLOADED', message, { retryAfterSeconds });
+}
+
+export class Admission {
+  private running = 0;
+  private queued = 0;
+  private readonly accounts = new Map<string, AccountState>();
+  /** Accounts with waiters, in the order they are served (round robin). */
+  private readonly turn: string[] = [];
+  /** Counters for /metrics and the bench. */
+  readonly refused = { queueFull: 0, accountQueueFull: 0, waitedTooLong: 0 };
+
+  constructor(readonly opts: AdmissionOptions) {}
+
+  get inFlight(): number { return this.running; }
+  get waiting(): number { return this.queued; }
+
+  /** Takes a slot for `account` (waiting at most until `deadline`, ms since the epoch); resolves to its release. */
+  acquire(account: string, deadline: number): Promise<() => void> | (() => void) {
+    const st = this.state(account);
+    if (st.running < this.opts.perAccount && this.running < this.opts.slots && !st.waiting.length) return this.grant(st, account);
+    if (this.queued >= this.opts.queue) {
+      this.refused.queueFull++;
+      throw overloaded(`The server is answering as many reads as it can (${this.opts.slots} at once, ${this.opts.queue} waiting): retry shortly`);
+    }
+    if (st.waiting.length >= this.opts.perAccountQueue) {
+      this.refused.accountQueueFull++;
+      throw overloaded(`This account already has ${st.running} reads running and ${st.waiting.length} waiting: send fewer concurrent requests`);
+    }
+    const wait = Math.min(this.opts.maxWaitMs, deadline - Date.now());
+    if (wait <= 0) { this.refused.waitedTooLong++; throw overloaded('No slot for this read before its deadline: retry shortly'); }
+    return new Promise((resolve, reject) => {
+      const w: Waiter = {
+        grant: () => resolve(this.grant(st, account)),
+        fail: reject,
+        timer: setTimeout(() => {
+          const i = st.waiting.indexOf(w);
+          if (i < 0) return;
+          st.waiting.splice(i, 1);
+          this.queued--;
+          this.refused.waitedTooLong++;
+          this.forget(account, st);
+          reject(overloaded(`Waited ${wait} ms for a store slot: the server is busy; retry shortly`));
+        }, wait),
+      };
+      st.waiting.push(w);
+      this.queued++;
+      if (!this.turn.includes(account)) this.turn.push(account);
+    });
+  }
+
+  private state(account: string): AccountState {
+    let st = this.accounts.get(account);
+    if (!st) { st = { running: 0, waiting: [] }; this.accounts.set(account, st); }
+    return st;
+  }
+
+  private forget(account: string, st: AccountState): void {
+    if (st.running === 0 && !st.waiting.length) this.accounts.delete(account);
+    if (!st.waiting.length) { const i = this.turn.indexOf(account); if (i >= 0) this.turn.splice(i, 1); }
+  }
+
+  private grant(st: AccountState, account: string): () => void {
+    st.running++;
+    this.running++;
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      st.running--;
+      this.running--;
+      this.forget(account, st);
+      this.dispatch();
+    };
+  }
+
+  /** Hands free slots to waiting accounts in turn, each up to its share. */
+  private dispatch(): void {
+    let scanned = 0;
+    while (this.running < this.opts.slots && this.turn.length && scanned < this.turn.length) {
+      const account = this.turn.shift()!;
+      const st = this.accounts.get(account);
+      if (!st || !st.waiting.length) { continue; }
+      if (st.running >= this.opts.perAccount) { this.turn.push(account); scanned++; continue; }
+      const w = st.waiting.shift()!;
+      this.queued--;
+      clearTimeout(w.timer);
+      if (st.waiting.length) this.turn.push(account);
+      scanned = 0;
+      w.grant();
+    }
+  }
+}
+
+/** The error a store failure is to the caller: its bound (QUERY_TOO_LARGE), the store away (STORE_UNAVAILABLE), or the failure itself. */
+export function readFailure(err: unknown): unknown {
+  if (err instanceof ApiError) return err;
+  const f = storeFailure(err);
+  if (!f) return err;
+  if (f.kind === 'unavailable') return new ApiError('STORE_UNAVAILABLE', 'The data store is not answering just now; retry shortly', { retryAfterSeconds: 5 });
+  return tooLarge(f.bound);
+}
+
+const NARROW = 'narrow the read: a shorter startTime..endTime, fewer ids per list parameter, a smaller limit, or a larger interval';
+export function tooLarge(bound: 'time' | 'memory' | 'rows' | 'bytes' | 'result' | 'deadline' | 'answer'): ApiError {
+  const what = {
+    time: 'runs longer than its store time bound', memory: 'needs more memory than its bound', rows: 'reads more rows than its bound',
+    bytes: 'reads more bytes than its bound', result: 'returns more rows than its bound', deadline: 'cannot finish before the request deadline',
+    answer: `makes an answer larger than ${MAX_ANSWER_BYTES / 2 ** 20} MiB`,
+  }[bound];
+  return new ApiError('QUERY_TOO_LARGE', `This read ${what}: ${NARROW}`, { bound });
+}
+
+/**
+ * The store a read sees: each query takes an admission slot for the caller's account, runs under
+ * the read's bounds capped by what is left of the request's deadline, and fails as an ApiError
+ * when it hits a bound or the store is away.
+ */
+export function boundedStore(store: Store, admission: Admission, account: string, cost: ReadCost, deadline: number): Store {
+  const query = async <T>(sql: string, params?: Params, opts?: QueryOptions): Promise<T[]> => {
+    const release = await admission.acquire(account, deadline);
+    try {
+      const left = deadline - Date.now();
+      if (left <= 0) throw tooLarge('deadline');
+      const timeMs = Math.min(cost.timeMs, left);
+      const settings = {
+        max_execution_time: Math.max(0.001, timeMs / 1000), timeout_overflow_mode: 'throw',
+        max_memory_usage: cost.memoryBytes,
+        max_rows_to_read: cost.rowsRead, max_bytes_to_read: cost.bytesRead, read_overflow_mode: 'throw',
+        max_result_rows: MAX_RESULT_ROWS, result_overflow_mode: 'throw',
+        ...opts?.settings,
+      };
+      return await store.query<T>(sql, params, { settings, timeoutMs: timeMs + 2_000 });
+    } catch (err) {
+      // A timeout that is the deadline's, not the read's own bound, says so.
+      const failure = readFailure(err);
+      if (failure instanceof ApiError && failure.code === 'QUERY_TOO_LARGE' && (failure.details as any)?.bound === 'time' && deadline - Date.now() < 50) throw tooLarge('deadline');
+      throw failure;
+    } finally {
+      release();
+    }
+  };
+  return {
+    database: store.database,
+    underlying: store,
+    query,
+    exec: () => Promise.reject(new Error('reads do not write')),
+    insert: () => Promise.reject(new Error('reads do not write')),
+    insertCompact: () => Promise.reject(new Error('reads do not write')),
+    close: async () => {},
+  };
+}
+
+/** Runs a read within the request's deadline: past it, QUERY_TOO_LARGE (the queries it started stop at their own bounds). */
+export async function withinDeadline<T>(deadline: number, run: () => Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const left = deadline - Date.now();
+  if (left <= 0) throw tooLarge('deadline');
+  try {
+    return await Promise.race([
+      run(),
+      new Promise<never>((_, reject) => { timer = setTimeout(() => reject(tooLarge('deadline')), left + 250); }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
