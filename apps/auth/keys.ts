@@ -94,6 +94,8 @@ export class ApiKeyAuthenticator {
 
   async authenticate(key: string | undefined): Promise<Principal> {
     if (!key) throw new ApiError('UNAUTHORIZED', 'Missing API key: send it in the x-api-key header');
+    // Not the key format: refused without a store look-up (issue 24: a junk key must cost nothing).
+    if (!KEY_SHAPE.test(key)) throw new ApiError('UNAUTHORIZED', 'Malformed API key: keys look like sb_<16 hex>_<43 base64url characters>');
     const known = this.known(key);
     if (known) return known;
     const generation = this.generation;
