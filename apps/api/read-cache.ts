@@ -25,6 +25,8 @@ import type { Operation } from '../registry.ts';
  * - `inForce`: rows of another table that come into force when the clock reaches one of their
  *   times (price samples for live marks) end the entry at the first such time after `now`;
  * - `ttlMs`: a lifetime the answer itself says (positions: until a `too_young` window comes of age);
+ * - the page's own `until` (PageFacts): reads that the account's history window bounds without a
+ *   window of their own (open positions, `/assets?traderIds=`) end when their oldest row leaves it;
  * - and never more than MAX_TTL_MS.
  */
 export interface CacheRule {
@@ -264,6 +266,8 @@ export class ReadCache {
     const w = facts?.window;
     if (rule.window && !w) return now; // a historical read that did not say its window: not cached
     if (w && facts!.oldest !== undefined) until = Math.min(until, leavesAt(w, facts!.oldest));
+    // A read bounded by the account's history window without a window of its own (open positions, assets by trader).
+    if (facts?.until !== undefined) until = Math.min(until, facts.until);
     for (const at of [w?.endAtNow ? rule.window : undefined, rule.inForce]) {
       if (!at || until <= now) continue;
       const next = await firstAfter(store, at, now);

@@ -1,5 +1,5 @@
 import { fingerprint, type CursorState, type Key, type KeyPart } from './cursor.ts';
-import { appliedTimeRange, windowAt, windowRule, type Window, type WindowRule } from './window.ts';
+import { appliedTimeRange, historyRule, leavesAt, windowAt, windowRule, type Window, type WindowRule } from './window.ts';
 import type { ReadContext } from './context.ts';
 
 export interface ListMeta {
@@ -18,7 +18,11 @@ export interface ListResult<T> { results: T[]; meta: ListMeta }
  * first row to leave a window whose start moves.
  */
 export const PAGE_FACTS = Symbol('page facts');
-export interface PageFacts { window?: WindowRule; next?: { k: Key; fp: string }; oldest?: number }
+export interface PageFacts {
+  window?: WindowRule; next?: { k: Key; fp: string }; oldest?: number;
+  /** The first instant the clock alone may change the answer, for a read that says it without a window (ms). */
+  until?: number;
+}
 
 /** WHERE clauses with their parameters; clause text is constant, values always bound. */
 export class Where {
@@ -58,6 +62,14 @@ export async function listRead<Row, Item>(ctx: ReadContext, spec: {
   query: Record<string, unknown> & { limit: number; cursor?: string; startTime?: string; endTime?: string };
   /** historical reads resolve a time window and echo `appliedTimeRange`. */
   historical: boolean;
+  /**
+   * A read that is not historical but that the account's history window bounds by its time field
+   * (open positions): `window` gets the window's start, nothing is echoed, and the answer holds
+   * until its oldest fetched row leaves the window.
+   */
+  historyBound?: boolean;
+  /** The first instant the clock alone may change a page of a read that knows it otherwise (ms; undefined: never). */
+  until?: () => number | undefined;
   unboundedDefault?: boolean;
   /** What the sort key holds, position by position; a cursor's key is checked against it. */
   keyParts: readonly KeyPart[];
@@ -73,7 +85,9 @@ export async function listRead<Row, Item>(ctx: ReadContext, spec: {
   const rule = spec.historical
     ? windowRule(spec.query, ctx.principal, { fromCursor: cur?.w, unboundedDefault: spec.unboundedDefault })
     : undefined;
-  const window = rule ? windowAt(rule, ctx.now.getTime()) : { start: null, end: null };
+  const history = !spec.historical && spec.historyBound ? historyRule(ctx.principal) : null;
+  const bound = rule ?? history;
+  const window = bound ? windowAt(bound, ctx.now.getTime()) : { start: null, end: null };
   const where = new Where();
   const rows = await spec.fetch({ where, after: cur?.k, window, limit: spec.query.limit + 1 });
   const hasMore = rows.length > spec.query.limit;
@@ -89,6 +103,10 @@ export async function listRead<Row, Item>(ctx: ReadContext, spec: {
   if (rule) facts.window = rule;
   if (nextKey) facts.next = { k: nextKey, fp };
   if (rule && spec.keyParts[0] === 'time' && rows.length) facts.oldest = Number(spec.keyOf(rows[rows.length - 1]!)[0]);
+  // Rows leave a history window oldest first: the oldest fetched (the limit+1-th decides hasMore) is the first whose leaving shows.
+  if (history && spec.keyParts[0] === 'time' && rows.length) facts.until = leavesAt(history, Number(spec.keyOf(rows[rows.length - 1]!)[0]));
+  const until = spec.until?.();
+  if (until !== undefined) facts.until = Math.min(facts.until ?? Infinity, until);
   Object.defineProperty(result, PAGE_FACTS, { value: facts, enumerable: false });
   return result;
 }

@@ -114,12 +114,15 @@ async function latestMarks(ctx: ReadContext, assetIds: number[]): Promise<Map<nu
  * Open positions with live marks: the mark is the asset's latest price sample at or before
  * serverTime. `currentPrice` and `currentReturnPercentage` are required numbers, so a position
  * that cannot be marked (no price series, an entry price that is null or 0, or a non-finite
- * return) is omitted. Marks are looked up for the assets of each chunk of candidates only.
+ * return) is omitted. Marks are looked up for the assets of each chunk of candidates only. The
+ * account's history window applies by openAt (nothing is echoed: the read has no window of its own).
  */
 export function listOpenPositions(ctx: ReadContext, q: OpenPositionsQuery) {
   return listRead<OpenRow, OpenPosition>(ctx, {
-    op: 'list_open_positions', query: q, historical: false, keyParts: ['time', 'id'],
-    fetch: ({ where, after, limit }) => {
+    op: 'list_open_positions', query: q, historical: false, historyBound: true, keyParts: ['time', 'id'],
+    fetch: ({ where, after, window, limit }) => {
+      // The account's history window bounds open positions by openAt (DESIGN 6), in the query.
+      addWindow(where, 's.openAt', window);
       // A null or zero entry price is left to the row check below (no return, so the row is
       // omitted): nearly every position has one, and the condition in SQL costs a page 0.6 ms.
       return positionPage<OpenRow>(ctx, q, where, true, limit, after, (r) => r.currentPrice !== null && Number.isFinite(r.currentReturnPercentage), async (rows) => {

@@ -54,6 +54,16 @@ export function windowRule(
   return { start, end, endAtNow, startLagMs };
 }
 
+/**
+ * The account's history window alone, for reads without a time window of their own that it still
+ * bounds by their time field (open positions by openAt, `/assets?traderIds=` by the positions'
+ * openAt; DESIGN 6 "History window scope"): a start trailing serverTime, no end. Null: no window.
+ */
+export function historyRule(principal: Principal): WindowRule | null {
+  return principal.historyWindowDays == null ? null
+    : { start: null, end: null, endAtNow: false, startLagMs: principal.historyWindowDays * DAY_MS };
+}
+
 /** The bounds a request gives (null: omitted); two in the wrong order are a 400. */
 export function explicitBounds(q: { startTime?: string; endTime?: string }): Window {
   // The query schema admitted these strings with the same strict parser, so they parse.

@@ -6,14 +6,16 @@
 // their trader, and `traderIds` on messages selects by assigned source whatever the signal
 // visibility; a directory row needs either visibility; `traderIds` on assets counts only positions
 // of signal-visible traders; a read whose visibility is none is 403 FORBIDDEN; a history window
-// clamps the start of historical reads forward (echoed in appliedTimeRange), also an omitted one.
+// clamps the start of historical reads forward (echoed in appliedTimeRange), also an omitted one,
+// and bounds open positions and `/assets?traderIds=` by the positions' openAt (DESIGN 6 "History
+// window scope", issue 24; nothing echoed); only the directories are outside it.
 //
 // Each case is walked page by page and compared with the oracle's full answer. Random cases come
 // from a seeded PRNG and are drawn until the oracle says rows exist and the policy removes some, so
 // that no comparison of two empty lists (or of an unrestricted one) passes for a policy test.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateDemo } from '../../projectors/demo/generate.ts';
-import { createHarness, type Harness } from '../helpers/harness.ts';
+import { build, createHarness, type Harness } from '../helpers/harness.ts';
 import * as O from '../oracle/oracle.ts';
 import { EXTRA, assetSearches, multiByteRecords, traderSearches } from '../oracle/oracle-data.ts';
 import { expectSameClampedList, expectSameList, prng, url, walk, type Params, type Rng } from '../oracle/walk.ts';
@@ -94,13 +96,14 @@ function oracleList(read: O.ListRead, q: Params, p: O.Policy | undefined, server
   switch (read) {
     case 'events': return O.events(w, { ...common, types: list(q.types), window: windowOf() });
     case 'positions': return O.positions(w, { ...common, positionIds: list(q.positionIds), window: windowOf() }, serverTime);
-    case 'open': return O.openPositions(w, common, serverTime);
+    case 'open': return O.openPositions(w, { ...common, window: O.historyWindow(serverTime, days) }, serverTime);
     case 'messages': return O.messages(w, {
       traderIds: list(q.traderIds), ids: list(q.ids)?.map(String), sourcePlatforms: list(q.sourcePlatforms), window: windowOf(), policy: p,
     });
     case 'traders': return O.traders(w, { search: q.search as string | undefined, sourcePlatforms: list(q.sourcePlatforms), policy: p });
     case 'assets': return O.assets(w, {
       search: q.search as string | undefined, assetClass: list(q.assetClass), assetIds: list(q.assetIds), traderIds: list(q.traderIds), policy: p,
+      window: O.historyWindow(serverTime, days),
     });
   }
 }
@@ -153,7 +156,11 @@ async function check(read: O.ListRead, p: O.Policy, q: Params, limit: number): P
   } else {
     expect(wk.first.appliedTimeRange, label).toBeUndefined();
     expected = oracleList(read, q, p, serverTime);
-    expectSameList(label, wk.rows, expected);
+    if (read === 'open' && days !== null) {
+      // The history window's start moves with each page's serverTime (nothing echoed): each page's start from its own clock.
+      const starts = wk.pageClock.map(([t0], i) => (wk.rowTimes[wk.rowPages.indexOf(i)] ?? t0) - days * DAY);
+      band = expectSameClampedList(label, { ...wk, pageStarts: starts }, expected, (r) => Date.parse(r.openAt));
+    } else expectSameList(label, wk.rows, expected);
   }
   if (expected.length > 0) expect(wk.rows.length, `${label}: the oracle expects ${expected.length} rows`).toBeGreaterThan(0);
   const unrestricted = oracleList(read, q, O.OPEN_POLICY, serverTime).length;
@@ -430,16 +437,82 @@ describe('history window (DESIGN 6): the start is clamped forward to serverTime 
     expect(m.expected).toBeLessThan(m.unrestricted);
   });
 
-  it('open positions, the directory and assets have no time window: a history window does not restrict them', async () => {
+  it('the directories (traders, assets without traderIds) have no time window: a history window does not restrict them', async () => {
     const short = policy(ALL, ALL, 1);
-    const open = await check('open', short, {}, 200);
-    expect(open.expected).toBe(open.unrestricted);
-    expect(oracleList('open', {}, short, Date.now()).some((x) => Date.parse(x.openAt) < genNow - 30 * DAY)).toBe(true);
     const dir = await check('traders', short, {}, 200);
     expect(dir.expected).toBe(dir.unrestricted);
-    const assets = await check('assets', short, { traderIds: csv(busy.slice(0, 4)) }, 5);
+    const assets = await check('assets', short, {}, 50);
     expect(assets.expected).toBe(assets.unrestricted);
-    expect(assets.expected).toBeGreaterThan(0);
+    expect(assets.expected).toBeGreaterThan(50);
+  });
+});
+
+describe('issue 24: the history window bounds open positions (by openAt) and /assets?traderIds= (DESIGN 6 "History window scope")', () => {
+  it('/positions/open: a 30-day account sees no position opened before serverTime - 30 days, and every one after it', async () => {
+    const thirty = policy(ALL, ALL, 30);
+    const unrestricted = oracleList('open', {}, O.OPEN_POLICY, Date.now());
+    const old = unrestricted.filter((x) => Date.parse(x.openAt) < Date.now() - 30 * DAY);
+    expect(old.length, 'open positions opened before the window (the leak the issue measured)').toBeGreaterThan(100);
+    const out = await check('open', thirty, {}, 200);
+    expect(out.expected).toBeGreaterThan(0);
+    expect(out.unrestricted - out.expected).toBeGreaterThanOrEqual(old.length - 5);
+    // With filters, a restricted visibility and a short window on top; cursor pages keep applying it.
+    const [a, b, c] = busy;
+    for (const [p, q, limit] of [
+      [policy(ALL, ALL, 7), { traderIds: csv([a!, b!, c!]) }, 3],
+      [policy(NONE, { mode: 'platforms', platforms: ['TELEGRAM'] }, 45), { directions: 'long' }, 37],
+      [policy(ALL, { mode: 'traders', traderIds: busy.slice(0, 10) }, 10), { assetIds: csv(ASSET_IDS.slice(0, 30)) }, 11],
+    ] as [O.Policy, Params, number][]) {
+      const r = await check('open', p, q, limit);
+      expect(r.expected, JSON.stringify([p, q])).toBeGreaterThan(0);
+      expect(r.expected, JSON.stringify([p, q])).toBeLessThan(oracleList('open', q, { ...p, historyWindowDays: null }, Date.now()).length);
+    }
+  });
+
+  it('/assets?traderIds=: only assets of positions opened within the window', async () => {
+    // Traders that hold some asset only through positions older than the window.
+    const days = 10;
+    const floor = Date.now() - days * DAY;
+    const candidates = busy.filter((t) => {
+      const assetsOf = (keep: (x: O.Pos) => boolean) => new Set([...w.positions.values()].filter((x) => x.traderId === t && keep(x)).map((x) => x.assetId));
+      const recent = assetsOf((x) => x.openAt >= floor + HOUR);
+      return [...assetsOf((x) => x.openAt < floor - HOUR)].some((id) => !recent.has(id) && O.eligibleAsset(w, id)) && recent.size > 0;
+    }).slice(0, 3);
+    expect(candidates.length).toBeGreaterThan(0);
+    const out = await check('assets', policy(ALL, ALL, days), { traderIds: csv(candidates) }, 2);
+    expect(out.expected).toBeGreaterThan(0);
+    expect(out.expected).toBeLessThan(out.unrestricted);
+    // A window that ends before any of a trader's positions: no assets at all.
+    const one = await check('assets', policy(ALL, { mode: 'platforms', platforms: ['TELEGRAM', 'X'] }, 1), { traderIds: csv(busy.slice(0, 30)) }, 7);
+    expect(one.expected).toBeLessThan(one.unrestricted);
+  });
+
+  it('the open-positions and assets answers a cache holds end when their oldest row leaves the window', async () => {
+    let now = Date.parse('2026-06-15T12:00:00.000Z');
+    const c = await createHarness({ clock: () => now });
+    try {
+      const iso2 = (t: number) => new Date(t).toISOString();
+      await c.given([
+        build.source('src-1'), build.trader(1), build.asset(1), build.asset(2),
+        build.event(1, { positionId: 1, assetId: 1, timeOfEvent: iso2(now - 9 * DAY) }),
+        build.event(2, { positionId: 2, assetId: 2, timeOfEvent: iso2(now - 3 * DAY) }),
+        build.price(1, iso2(now - 10 * DAY), 100), build.price(2, iso2(now - 10 * DAY), 100),
+      ]);
+      const k = await c.key({ account: { historyWindowDays: 10 } });
+      const open = async () => (await c.get('/v2/positions/open', k)).body.data.results.map((x: any) => x.id);
+      const assets = async () => (await c.get('/v2/assets?traderIds=1', k)).body.data.results.map((x: any) => x.id);
+      expect(await open()).toEqual([2, 1]);
+      expect(await assets()).toEqual([1, 2]);
+      now += DAY - 1; // position 1 is still at the window's start
+      expect(await open()).toEqual([2, 1]);
+      expect(await assets()).toEqual([1, 2]);
+      now += 2; // it has left: the cached answers are not served past that moment
+      expect(await open()).toEqual([2]);
+      expect(await assets()).toEqual([2]);
+      // Another account without a window still sees both (its own cache entries).
+      const all = await c.key({ account: { id: 'unlimited' } });
+      expect((await c.get('/v2/positions/open', all)).body.data.results.map((x: any) => x.id)).toEqual([2, 1]);
+    } finally { await c.close(); }
   });
 });
 

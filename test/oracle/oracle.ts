@@ -4,8 +4,9 @@
 // 2-4) plus DESIGN sections 5-7, restated here on purpose so that a bug in the service's SQL cannot
 // leak into the expected answers. Every list function takes an optional account `policy` (message
 // and signal visibility; the history window enters through `resolveWindow`), see "Account policy".
-// Open positions, the trader directory and assets have no time window, so a history window does
-// not restrict them.
+// Open positions and `/assets?traderIds=` have no time window of their own, but the account's
+// history window bounds them by the positions' openAt (`historyWindow`, DESIGN 6 "History window
+// scope"); only the directories (traders, assets without traderIds) are outside it.
 
 import type { TopicName } from '../../schemas/topics/index.ts';
 
@@ -231,6 +232,13 @@ export function resolveWindow(q: { startTime?: string; endTime?: string }, serve
 /** The oldest instant an account with a history window of `days` may read at `serverTime`. */
 export const historyFloor = (serverTime: number, days: number): number => serverTime - days * DAY;
 
+/**
+ * The window of a read without one of its own that the history window still bounds (open
+ * positions and assets by trader, by openAt): from the floor on, no end; none without a window.
+ */
+export const historyWindow = (serverTime: number, days: number | null): Win | undefined =>
+  days === null ? undefined : { start: historyFloor(serverTime, days), end: null };
+
 export const appliedTimeRange = (win: Win) => ({
   startTime: win.start === null ? null : isoOf(win.start),
   endTime: win.end === null ? null : isoOf(win.end),
@@ -337,9 +345,9 @@ export function positions(input: readonly TopicRec[] | World, f: PositionFilters
  * Open positions with a live mark. `currentPrice` and `currentReturnPercentage` are required
  * numbers in the contract, so a position that cannot be marked is left out: no price sample at or
  * before serverTime, an entry price that is null or 0, or a mark-to-market return that is not a
- * finite number (JSON has no Infinity).
+ * finite number (JSON has no Infinity). `window`: the account's history window (`historyWindow`), by openAt.
  */
-export function openPositions(input: readonly TopicRec[] | World, f: Omit<PositionFilters, 'window' | 'positionIds'>, serverTime: number): any[] {
+export function openPositions(input: readonly TopicRec[] | World, f: Omit<PositionFilters, 'positionIds'>, serverTime: number): any[] {
   const w = worldOf(input);
   const out: any[] = [];
   for (const { p, asset } of eligiblePositions(w, f)) {
@@ -459,6 +467,8 @@ export interface AssetFilters {
   search?: string; assetClass?: string[]; assetIds?: number[]; traderIds?: number[];
   /** The caller's policy: `traderIds` counts only positions of traders its signal visibility permits. */
   policy?: Policy;
+  /** The account's history window (`historyWindow`): `traderIds` counts only positions opened within it. */
+  window?: Win;
 }
 
 export function assets(input: readonly TopicRec[] | World, f: AssetFilters = {}): any[] {
@@ -470,6 +480,7 @@ export function assets(input: readonly TopicRec[] | World, f: AssetFilters = {})
       const trader = w.traders.get(p.traderId);
       if (!trader || !f.traderIds.includes(p.traderId)) continue;
       if (f.policy && !permits(f.policy.signalVisibility, trader)) continue;
+      if (!inWin(p.openAt, f.window)) continue;
       held.add(p.assetId);
     }
   }
