@@ -11,7 +11,7 @@ import { loadConfig } from './config.ts';
 // so `--help`, `keys` and `accounts` answer quickly.
 const embedded = () => import('./embedded.ts');
 
-const ENV_HELP = `Environment: PORT (default 8080), HOST (default 127.0.0.1), DATA_DIR (default ./.data), LOG_LEVEL (default info; silent turns request logs off),\nRATE_LIMITS (requests per minute per API key, e.g. default=600,KEY_ID=6000; default none), CURSOR_SECRET (default: a key kept in DATA_DIR),\nMCP_URL (public address of /mcp, the audience of its tokens; default http://HOST:PORT/mcp), AUTH_ISSUER (authorization server of the MCP surface; default: the built-in dev one)`;
+const ENV_HELP = `Environment: PORT (default 8080), HOST (default 127.0.0.1), DATA_DIR (default ./.data), LOG_LEVEL (default info; silent turns request logs off),\nRATE_LIMITS (requests per minute per account and per client address, e.g. default=600,address=6000,ACCOUNT_ID=6000; default default=600,address=6000; off: none), CURSOR_SECRET (default: a key kept in DATA_DIR),\nMCP_URL (public address of /mcp, the audience of its tokens; default http://HOST:PORT/mcp), AUTH_ISSUER (authorization server of the MCP surface; default: the built-in dev one),\nMCP_ALLOWED_ORIGINS (browser origins allowed to call /mcp besides MCP_URL's own, comma-separated, e.g. https://app.example; default none; requests without Origin are allowed),\nMETRICS_PORT (serve /metrics on this port only, not on the API port; default: on the API port), METRICS_HOST (its listen address; default 127.0.0.1)`;
 
 interface Command { usage: string; help: string; options: NonNullable<ParseArgsConfig['options']>; run(values: any, positionals: string[]): Promise<number | void> }
 
@@ -61,6 +61,7 @@ const COMMANDS: Record<string, Command> = {
       say(`REST v2:  ${emb.url}/v2   (v1: ${emb.url}/v1)`);
       say(`OpenAPI:  ${emb.url}/v2/openapi.json   docs: ${emb.url}/docs   health: ${emb.url}/healthz`);
       say(`MCP:      ${emb.mcp.mcpUrl}   (OAuth: ${emb.mcp.dev ? `built-in dev authorization server at ${emb.mcp.issuer}` : `tokens of ${emb.mcp.issuer}`})   agents: ${emb.url}/llms.txt`);
+      if (emb.metricsUrl) say(`metrics:  ${emb.metricsUrl}   (not on the API port)`);
       if (key) say(`demo API key (every scope, also in ${demoKeyFile(cfg.dataDir)}):\n${key}`);
       if (password && emb.mcp.dev) say(`MCP sign-in: account demo, password ${password} (also in ${demoPasswordFile(cfg.dataDir)})`);
       say(`try: curl -H "x-api-key: $(cat ${demoKeyFile(cfg.dataDir)})" "${emb.url}/v2/events?limit=5"`);
@@ -156,7 +157,7 @@ const COMMANDS: Record<string, Command> = {
   },
   projector: {
     usage: 'signalbase projector',
-    help: 'Distributed mode: consumes the ingest topics from Kafka in the consumer group "projector" and writes the read models to a ClickHouse server; run several to share the partitions (they take turns at the store through Redis). Rebuilds read models of another version from the start of the topics. Serves Prometheus metrics (records applied and dead-lettered per topic, consumer lag, feed watermark) on METRICS_PORT.\nEnvironment: KAFKA_BROKERS (required, host:port,...), KAFKA_TOPIC_PREFIX (prepended to every topic name, for deployments sharing a cluster; default none), CLICKHOUSE_URL (required, e.g. http://user:password@clickhouse:8123), CLICKHOUSE_DATABASE (default signalbase), REDIS_URL (needed for more than one instance), REDIS_PREFIX (default signalbase), METRICS_PORT (default 9464), HOST (default 127.0.0.1).',
+    help: 'Distributed mode: consumes the ingest topics from Kafka in the consumer group "projector" and writes the read models to a ClickHouse server; run several to share the partitions (they take turns at the store through Redis). Rebuilds read models of another version from the start of the topics. Serves Prometheus metrics (records applied and dead-lettered per topic, consumer lag, feed watermark) on METRICS_PORT.\nEnvironment: KAFKA_BROKERS (required, host:port,...), KAFKA_TOPIC_PREFIX (prepended to every topic name, for deployments sharing a cluster; default none), CLICKHOUSE_URL (required, e.g. http://user:password@clickhouse:8123), CLICKHOUSE_DATABASE (default signalbase), REDIS_URL (needed for more than one instance), REDIS_PREFIX (default signalbase), METRICS_PORT (default 9464), METRICS_HOST (default HOST, else 127.0.0.1), HOST (default 127.0.0.1).',
     options: {},
     async run() {
       const { runProjectorProcess } = await import('./distributed.ts');
@@ -165,7 +166,7 @@ const COMMANDS: Record<string, Command> = {
   },
   api: {
     usage: 'signalbase api',
-    help: 'Distributed mode: the REST API (v1, v2) over the read models of a ClickHouse server; run several replicas behind a load balancer: they share the read cache, the data version, rate-limit counts and the cursor secret through Redis.\nEnvironment: CLICKHOUSE_URL (required), CLICKHOUSE_DATABASE (default signalbase), REDIS_URL (required), REDIS_PREFIX (default signalbase), CURSOR_SECRET (required, 32 bytes or more, the same for every replica), PORT (default 8080), HOST (default 127.0.0.1), RATE_LIMITS, LOG_LEVEL.',
+    help: 'Distributed mode: the REST API (v1, v2) over the read models of a ClickHouse server; run several replicas behind a load balancer: they share the read cache, the data version, rate-limit counts and the cursor secret through Redis.\nEnvironment: CLICKHOUSE_URL (required), CLICKHOUSE_DATABASE (default signalbase), REDIS_URL (required), REDIS_PREFIX (default signalbase), CURSOR_SECRET (required, 32 bytes or more, the same for every replica), PORT (default 8080), HOST (default 127.0.0.1), RATE_LIMITS, LOG_LEVEL, METRICS_PORT (serve /metrics there only; default: on PORT), METRICS_HOST (default 127.0.0.1).',
     options: {},
     async run() {
       const { runReadProcess } = await import('./distributed.ts');
@@ -174,7 +175,7 @@ const COMMANDS: Record<string, Command> = {
   },
   mcp: {
     usage: 'signalbase mcp',
-    help: 'Distributed mode: the MCP tool server at /mcp over the read models of a ClickHouse server, accepting the access tokens of AUTH_ISSUER for the audience MCP_URL (no dev authorization server). Also serves /llms.txt and /agent-guide.md.\nEnvironment: CLICKHOUSE_URL (required), CLICKHOUSE_DATABASE (default signalbase), REDIS_URL (required), REDIS_PREFIX (default signalbase), CURSOR_SECRET (required, as for api), MCP_URL (required), AUTH_ISSUER (required), PORT (default 8081), HOST (default 127.0.0.1), LOG_LEVEL.',
+    help: 'Distributed mode: the MCP tool server at /mcp over the read models of a ClickHouse server, accepting the access tokens of AUTH_ISSUER for the audience MCP_URL (no dev authorization server). Also serves /llms.txt and /agent-guide.md.\nEnvironment: CLICKHOUSE_URL (required), CLICKHOUSE_DATABASE (default signalbase), REDIS_URL (required), REDIS_PREFIX (default signalbase), CURSOR_SECRET (required, as for api), MCP_URL (required), AUTH_ISSUER (required), MCP_ALLOWED_ORIGINS (browser origins allowed on /mcp besides the origin of MCP_URL, comma-separated; default none), PORT (default 8081), HOST (default 127.0.0.1), LOG_LEVEL, METRICS_PORT (serve /metrics there only; default: on PORT), METRICS_HOST (default 127.0.0.1).',
     options: {},
     async run() {
       const { runReadProcess } = await import('./distributed.ts');
@@ -305,6 +306,8 @@ function mainHelp(): string {
 }
 
 async function main(argv: string[]): Promise<number> {
+  // What any command creates under DATA_DIR (chdb's own files too) is the owner's alone.
+  process.umask(0o077);
   const [name, ...rest] = argv;
   if (!name || name === '--help' || name === '-h' || name === 'help') { process.stdout.write(mainHelp()); return name ? 0 : 1; }
   const cmd = COMMANDS[name];

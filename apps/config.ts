@@ -7,7 +7,14 @@ export interface Config {
   mcpUrl?: string;
   /** AUTH_ISSUER: the authorization server of the MCP surface (default: the dev one of the embedded mode, at MCP_URL's origin). */
   authIssuer?: string;
+  /** MCP_ALLOWED_ORIGINS: browser origins allowed on /mcp besides MCP_URL's own. */
+  mcpAllowedOrigins?: string[];
+  /** METRICS_PORT (and METRICS_HOST): where /metrics is served instead of the API port. */
+  metrics?: MetricsListen;
 }
+
+/** A listen address of its own for /metrics. */
+export interface MetricsListen { port: number; host: string }
 
 /** Embedded-mode configuration from the environment (flags override it in the CLI). */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
@@ -21,7 +28,29 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     rateLimits: parseRateLimits(env.RATE_LIMITS),
     ...(env.MCP_URL ? { mcpUrl: absoluteUrl('MCP_URL', env.MCP_URL) } : {}),
     ...(env.AUTH_ISSUER ? { authIssuer: absoluteUrl('AUTH_ISSUER', env.AUTH_ISSUER).replace(/\/$/, '') } : {}),
+    ...(env.MCP_ALLOWED_ORIGINS ? { mcpAllowedOrigins: parseOrigins(env.MCP_ALLOWED_ORIGINS) } : {}),
+    ...(env.METRICS_PORT ? { metrics: metricsListen(env)! } : {}),
   };
+}
+
+/** MCP_ALLOWED_ORIGINS: comma-separated http(s) origins (`https://app.example`, `http://localhost:3000`). */
+export function parseOrigins(v: string): string[] {
+  return v.split(',').map((s) => s.trim()).filter(Boolean).map((s) => {
+    const u = new URL(absoluteUrl('MCP_ALLOWED_ORIGINS', s));
+    if (u.pathname !== '/' || u.search || u.hash || u.username || u.password) throw new Error(`MCP_ALLOWED_ORIGINS lists origins (scheme://host[:port]) only, got ${s}`);
+    return u.origin;
+  });
+}
+
+/**
+ * METRICS_PORT and METRICS_HOST: /metrics on a listener of its own (loopback unless METRICS_HOST
+ * says otherwise) and not on the API port; undefined when METRICS_PORT is not set.
+ */
+export function metricsListen(env: NodeJS.ProcessEnv, defaultHost = '127.0.0.1'): MetricsListen | undefined {
+  if (!env.METRICS_PORT) return undefined;
+  const port = Number(env.METRICS_PORT);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`METRICS_PORT must be an integer 0..65535, got ${env.METRICS_PORT}`);
+  return { port, host: env.METRICS_HOST ?? defaultHost };
 }
 
 function absoluteUrl(name: string, v: string): string {

@@ -1,4 +1,3 @@
-import { createServer } from 'node:http';
 import { Kafka, logLevel } from 'kafkajs';
 import { Redis } from 'ioredis';
 import type { FastifyInstance } from 'fastify';
@@ -16,7 +15,8 @@ import { buildApi, type ApiDeps } from './api/server.ts';
 import { ApiKeyAuthenticator } from './auth/keys.ts';
 import { RedisCache, RedisLagBoard, RedisWatermarks } from './cache/redis.ts';
 import { TokenVerifier, type AuthUrls } from './mcp/bearer.ts';
-import { Metrics } from './metrics.ts';
+import { metricsListen, parseOrigins, type MetricsListen } from './config.ts';
+import { Metrics, serveMetrics } from './metrics.ts';
 import { CursorCodec } from './reads/cursor.ts';
 
 /**
@@ -129,17 +129,12 @@ export async function runProjectorProcess(env: NodeJS.ProcessEnv, say: Say): Pro
     ...(board ? { consumerLag: () => board.partitions() } : {}),
   });
   const projector = sharedProjector(store, { brokers: cfg.kafkaBrokers, topicPrefix: cfg.kafkaTopicPrefix, redis, keys, metrics, say, onCommit: () => { commits++; } });
-  const port = Number(env.METRICS_PORT ?? 9464);
-  const server = createServer(async (req, res) => {
-    if (req.url !== '/metrics') { res.statusCode = 404; res.end(); return; }
-    res.setHeader('content-type', metrics.registry.contentType);
-    res.end(await metrics.registry.metrics());
-  });
-  await new Promise<void>((r) => server.listen(port, env.HOST ?? '127.0.0.1', r));
-  say(`projector: consuming ${TOPIC_NAMES.length} topics${cfg.kafkaTopicPrefix ? ` (prefixed ${cfg.kafkaTopicPrefix})` : ''} from ${cfg.kafkaBrokers.join(',')} in group ${PROJECTOR_GROUP} into ${cfg.clickhouseUrl.replace(/\/\/[^@/]*@/, '//')} (database ${store.database}); metrics on :${port}/metrics`);
+  // The projector has no other listener: its metrics are on METRICS_PORT (default 9464), on METRICS_HOST, else HOST.
+  const server = await serveMetrics(metrics, metricsListen({ METRICS_PORT: '9464', ...env }, env.HOST ?? '127.0.0.1')!);
+  say(`projector: consuming ${TOPIC_NAMES.length} topics${cfg.kafkaTopicPrefix ? ` (prefixed ${cfg.kafkaTopicPrefix})` : ''} from ${cfg.kafkaBrokers.join(',')} in group ${PROJECTOR_GROUP} into ${cfg.clickhouseUrl.replace(/\/\/[^@/]*@/, '//')} (database ${store.database}); metrics on ${server.url}`);
   return {
     async stop() {
-      server.close();
+      await server.close();
       await projector.stop();
       await store.close();
       redis?.disconnect();
@@ -152,6 +147,10 @@ export interface ReadAppOptions {
   /** The cursor-signing secret every replica shares. */
   secret: Buffer;
   mcp?: AuthUrls;
+  /** Browser origins allowed on /mcp besides MCP_URL's own (MCP_ALLOWED_ORIGINS). */
+  allowedOrigins?: readonly string[];
+  /** METRICS_PORT: /metrics served on a listener of its own (opened when the app is ready), not on the app's port. */
+  metricsListen?: MetricsListen;
   rateLimits?: Omit<RateLimits, 'redis'>;
   clock?: () => number;
   logger?: ApiDeps['logger'];
@@ -178,14 +177,21 @@ export function sharedReadApp(kind: 'api' | 'mcp', o: ReadAppOptions): FastifyIn
   const projectorLag = () => board.total();
   const metrics = new Metrics({ dataVersion: () => watermarks.get(DATA_VERSION), projectorLag, consumerLag: () => board.partitions() });
   const urls = o.mcp ? () => o.mcp! : undefined;
-  return buildApi({
-    store, auth, dataVersion, metrics, cursors: new CursorCodec(o.secret), clock: o.clock,
+  const app = buildApi({
+    store, auth, dataVersion, metrics, metricsRoute: !o.metricsListen, cursors: new CursorCodec(o.secret), clock: o.clock,
     readCache: new ReadCache(cache, o.clock), rest: kind === 'api',
     ...(o.rateLimits ? { rateLimits: { ...o.rateLimits, redis } } : {}),
-    ...(urls ? { mcp: { verifier: new TokenVerifier({ store, cache, urls, clock: o.clock }), urls } } : {}),
+    ...(urls ? { mcp: { verifier: new TokenVerifier({ store, cache, urls, clock: o.clock }), urls, allowedOrigins: o.allowedOrigins } } : {}),
     health: async () => ({ status: 'ok', projectorLag: await projectorLag() }),
     logger: o.logger ?? false,
   });
+  if (o.metricsListen) {
+    const listen = o.metricsListen;
+    let served: Awaited<ReturnType<typeof serveMetrics>> | undefined;
+    app.addHook('onReady', async () => { served = await serveMetrics(metrics, listen); });
+    app.addHook('onClose', async () => { await served?.close(); });
+  }
+  return app;
 }
 
 /**
@@ -205,13 +211,16 @@ export async function runReadProcess(kind: 'api' | 'mcp', env: NodeJS.ProcessEnv
   }
   const store = await new ClickHouseStore({ url: cfg.clickhouseUrl, database: cfg.clickhouseDatabase }).init();
   const rateLimits = parseRateLimits(env.RATE_LIMITS);
+  const metrics = metricsListen(env);
   const app = sharedReadApp(kind, {
     store, redis, keys: redisKeys(env.REDIS_PREFIX), secret: Buffer.from(secret, 'utf8'), mcp,
+    ...(kind === 'mcp' && env.MCP_ALLOWED_ORIGINS ? { allowedOrigins: parseOrigins(env.MCP_ALLOWED_ORIGINS) } : {}),
+    ...(metrics ? { metricsListen: metrics } : {}),
     ...(rateLimits ? { rateLimits } : {}),
     logger: env.LOG_LEVEL === 'silent' ? false : { level: env.LOG_LEVEL ?? 'info' },
   });
   const address = await app.listen({ port: Number(env.PORT ?? (kind === 'api' ? 8080 : 8081)), host: env.HOST ?? '127.0.0.1' });
-  say(`${kind}: ${kind === 'api' ? 'REST v1 and v2' : `MCP at ${mcp!.mcpUrl} (tokens of ${mcp!.issuer})`} on ${address}, reading ${store.database} at ${cfg.clickhouseUrl.replace(/\/\/[^@/]*@/, '//')}`);
+  say(`${kind}: ${kind === 'api' ? 'REST v1 and v2' : `MCP at ${mcp!.mcpUrl} (tokens of ${mcp!.issuer})`} on ${address}${metrics ? ` (metrics on ${metrics.host}:${metrics.port}/metrics)` : ''}, reading ${store.database} at ${cfg.clickhouseUrl.replace(/\/\/[^@/]*@/, '//')}`);
   return {
     url: address,
     async stop() { await app.close(); await store.close(); redis.disconnect(); },

@@ -1,6 +1,6 @@
 import { Admission, admissionDefaults } from './reads/cost.ts';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { EmbeddedLog } from '../projectors/log/embedded.ts';
@@ -19,7 +19,7 @@ import { ApiKeyAuthenticator } from './auth/keys.ts';
 import type { Config } from './config.ts';
 import { appendDemo } from './seed.ts';
 import { MemoryCache, MemoryWatermarks } from './cache/memory.ts';
-import { Metrics } from './metrics.ts';
+import { Metrics, serveMetrics } from './metrics.ts';
 import { feedWatermark } from '../projectors/feed/projection.ts';
 import { ReadCache } from './api/read-cache.ts';
 import { CursorCodec } from './reads/cursor.ts';
@@ -79,7 +79,7 @@ export async function ensureDemoPassword(dataDir: string, log: EmbeddedLog): Pro
 
 /** Records that DATA_DIR holds demo data, so `start` does not seed it again. */
 export const markSeeded = (dataDir: string, scale: string, records: number) =>
-  writeFileSync(seededMarker(dataDir), JSON.stringify({ scale, records, at: new Date().toISOString() }));
+  writeFileSync(seededMarker(dataDir), JSON.stringify({ scale, records, at: new Date().toISOString() }), { mode: 0o600 });
 
 /** Seeds the demo data and the demo account/key on the first start only. */
 export async function seedOnFirstStart(dataDir: string, log: EmbeddedLog, say: Say): Promise<void> {
@@ -101,6 +101,8 @@ export interface Embedded {
   url: string;
   /** The MCP endpoint and the issuer of its tokens (the dev authorization server unless AUTH_ISSUER names another). */
   mcp: AuthUrls & { dev: boolean };
+  /** With METRICS_PORT: where /metrics is served (not on `url`). */
+  metricsUrl?: string;
   /** Resolves once the first catch-up and the compaction run it starts are over. */
   compacted(): Promise<void>;
   close(): Promise<void>;
@@ -115,10 +117,13 @@ const COMPACTION_INTERVAL_MS = 10 * 60_000;
 /** `signalbase start`: embedded log + chdb + in-process watermarks, REST on one port. */
 export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: Say } = {}): Promise<Embedded> {
   const say = opts.say ?? ((l: string) => console.log(l));
-  mkdirSync(cfg.dataDir, { recursive: true });
+  // DATA_DIR holds credentials (key and password files, the signing key, refresh tokens) and the
+  // accounts' data: the owner's alone, also when it was made before (chmod), not only when new.
+  mkdirSync(cfg.dataDir, { recursive: true, mode: 0o700 });
+  try { chmodSync(cfg.dataDir, 0o700); } catch (err) { say(`cannot make ${cfg.dataDir} private to its owner (mode 0700): ${(err as Error).message}`); }
   const other = runningServerPid(cfg.dataDir);
   if (other && other !== process.pid) throw new Error(`another signalbase (pid ${other}) is already running on ${cfg.dataDir}`);
-  writeFileSync(pidFile(cfg.dataDir), String(process.pid));
+  writeFileSync(pidFile(cfg.dataDir), String(process.pid), { mode: 0o600 });
 
   const log = new EmbeddedLog(cfg.dataDir);
   // A crash mid-append leaves a torn last line: give it a line of its own (it is dead-lettered).
@@ -126,6 +131,7 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
   if (opts.seed !== false) await seedOnFirstStart(cfg.dataDir, log, say);
   await ensureDemoPassword(cfg.dataDir, log);
 
+  mkdirSync(storePath(cfg.dataDir), { recursive: true, mode: 0o700 });
   const store = await openChdbStore(storePath(cfg.dataDir));
   // Read models of another layout version are rebuilt from the log, never served as they are.
   await migrateReadModels(store, () => log.writeOffsets(PROJECTOR_GROUP, {}), say);
@@ -170,14 +176,17 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
     dataVersion: () => watermarks.get(DATA_VERSION),
     health: async () => ({ status: caughtUp ? 'ok' : 'starting', projectorLag: await projector.lag() }),
     logger: cfg.logLevel === 'silent' ? false : { level: cfg.logLevel },
-    mcp: { verifier, urls: mcpUrls },
+    mcp: { verifier, urls: mcpUrls, allowedOrigins: cfg.mcpAllowedOrigins },
+    // METRICS_PORT: /metrics on a listener of its own, not on the API port.
+    metricsRoute: !cfg.metrics,
     ...(dev ? { devAuth: new DevAuthorizationServer({ dataDir: cfg.dataDir, store: reads, urls: mcpUrls }) } : {}),
   });
   const address = await app.listen({ port: cfg.port, host: cfg.host });
   const url = address.replace('[::1]', 'localhost');
   urls = authUrls(cfg, url);
   mkdirSync(join(cfg.dataDir, 'auth'), { recursive: true, mode: 0o700 });
-  writeFileSync(authUrlsFile(cfg.dataDir), JSON.stringify({ mcpUrl: urls.mcpUrl, issuer: urls.issuer }));
+  writeFileSync(authUrlsFile(cfg.dataDir), JSON.stringify({ mcpUrl: urls.mcpUrl, issuer: urls.issuer }), { mode: 0o600 });
+  const metricsServer = cfg.metrics ? await serveMetrics(metrics, cfg.metrics) : undefined;
 
   const t0 = Date.now();
   const ticker = setInterval(async () => say(`projecting the log: ${projected} records applied, ${await projector.lag()} to go`), 5000);
@@ -200,13 +209,14 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
     compact();
   }).finally(() => clearInterval(ticker));
   return {
-    app, store: reads, log, projector, url, firstCatchUp, mcp: urls,
+    app, store: reads, log, projector, url, firstCatchUp, mcp: urls, ...(metricsServer ? { metricsUrl: metricsServer.url } : {}),
     async compacted() { await firstCatchUp; await compacting; },
     async close() {
       closing = true;
       clearInterval(ticker);
       clearInterval(compactor);
       await app.close();
+      await metricsServer?.close();
       await projector.stop();
       await compacting;
       await reads.close();

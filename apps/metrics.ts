@@ -1,3 +1,4 @@
+import { createServer, type Server } from 'node:http';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 /** What the gauges read when Prometheus scrapes (each optional: a process reports what it runs). */
@@ -11,6 +12,12 @@ export interface MetricSources {
   /** The projector group's lag per Kafka partition (distributed mode). */
   consumerLag?: () => Promise<{ topic: string; partition: number; lag: number }[]>;
 }
+
+/**
+ * Topics whose record counts are not exported: how many accounts and API keys exist (or change)
+ * is business data, and /metrics is read without a credential.
+ */
+const UNCOUNTED_TOPICS = new Set(['accounts', 'api-keys']);
 
 /**
  * Prometheus metrics of one process (prom-client, a registry of its own), served at `/metrics`:
@@ -64,7 +71,28 @@ export class Metrics {
 
   /** A committed projector batch (ProjectorEvents.onCommit). */
   committed(info: { topic: string; applied: number; dead: number }): void {
+    if (UNCOUNTED_TOPICS.has(info.topic)) return;
     if (info.applied) this.records.inc({ topic: info.topic, outcome: 'applied' }, info.applied);
     if (info.dead) this.records.inc({ topic: info.topic, outcome: 'dead_lettered' }, info.dead);
   }
+}
+
+/**
+ * /metrics on a listener of its own (METRICS_PORT, on METRICS_HOST: loopback by default), for a
+ * scraper that reaches the process where its API callers cannot; anything else is 404.
+ */
+export async function serveMetrics(metrics: Metrics, listen: { port: number; host: string }): Promise<{ url: string; close(): Promise<void> }> {
+  const server: Server = createServer((req, res) => {
+    if (req.method !== 'GET' || req.url?.split('?')[0] !== '/metrics') { res.statusCode = 404; res.end(); return; }
+    metrics.registry.metrics().then((text) => {
+      res.setHeader('content-type', metrics.registry.contentType);
+      res.end(text);
+    }, () => { res.statusCode = 503; res.end(); });
+  });
+  await new Promise<void>((resolve, reject) => { server.once('error', reject); server.listen(listen.port, listen.host, resolve); });
+  const a = server.address() as import('node:net').AddressInfo;
+  return {
+    url: `http://${a.family === 'IPv6' ? `[${a.address}]` : a.address}:${a.port}/metrics`,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
 }

@@ -39,8 +39,10 @@ export interface ApiDeps {
   rateLimits?: RateLimits;
   /** Prometheus metrics of this process, served at /metrics; omit for none. */
   metrics?: Metrics;
-  /** The MCP tool server at /mcp (bearer tokens of `urls().issuer` for `urls().mcpUrl`); omit for none. */
-  mcp?: { verifier: TokenVerifier; urls: () => AuthUrls };
+  /** false: the metrics are served on a listener of their own (METRICS_PORT, apps/metrics.ts serveMetrics), not on this app. */
+  metricsRoute?: boolean;
+  /** The MCP tool server at /mcp (bearer tokens of `urls().issuer` for `urls().mcpUrl`; browser origins besides MCP_URL's); omit for none. */
+  mcp?: { verifier: TokenVerifier; urls: () => AuthUrls; allowedOrigins?: readonly string[] };
   /** The dev authorization server (embedded mode, when AUTH_ISSUER is not set elsewhere). */
   devAuth?: DevAuthorizationServer;
   /** The REST reads (default true); `signalbase mcp` serves MCP alone. */
@@ -162,10 +164,12 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
       metrics.requests.observe({ operation, status: String(reply.statusCode) }, reply.elapsedTime / 1000);
       done();
     });
-    app.get('/metrics', async (_req, reply) => {
-      reply.type(metrics.registry.contentType);
-      return metrics.registry.metrics();
-    });
+    if (deps.metricsRoute !== false) {
+      app.get('/metrics', async (_req, reply) => {
+        reply.type(metrics.registry.contentType);
+        return metrics.registry.metrics();
+      });
+    }
   }
   app.setNotFoundHandler((req, reply) => {
     const path = req.url.split('?')[0]!;

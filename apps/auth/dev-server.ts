@@ -1,5 +1,5 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import express, { type Request, type Response } from 'express';
 import { rateLimit } from 'express-rate-limit';
@@ -19,7 +19,9 @@ import type { Store } from '../../projectors/store/port.ts';
 import { SCOPES, type Scope } from '../../schemas/topics/index.ts';
 import type { AuthUrls } from '../mcp/bearer.ts';
 import { accountAnswer, accountById } from './keys.ts';
-import { checkPassword } from './passwords.ts';
+import { Journal } from './journal.ts';
+import { checkPassword, PasswordCheckBusy } from './passwords.ts';
+import { SignInBackoff, waitText, type BackoffLimits } from './sign-in-backoff.ts';
 import { loadSigningKey, mintAccessToken, type SigningKey } from './signing.ts';
 
 /**
@@ -41,28 +43,73 @@ const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
 const random = () => randomBytes(32).toString('base64url');
 const KNOWN = new Set<string>(SCOPES);
 
-interface StoredClient extends OAuthClientInformationFull { registration_access_token_hash?: string }
+/**
+ * Bounds of dynamic client registration (anyone may register): how many registrations are kept,
+ * how long one unused is kept, and the size of its metadata.
+ */
+export const CLIENT_LIMITS = {
+  maxClients: 1000,
+  /** A registration not used (authorize, token, revoke) for this long is forgotten. */
+  idleMs: 30 * 86_400_000,
+  maxRedirectUris: 10,
+  /** Longest URI, and longest string of any other metadata member. */
+  maxUriLength: 2048,
+  maxClientNameLength: 200,
+  /** Longest list of any other metadata member (grant_types, contacts, ...). */
+  maxListLength: 10,
+  maxBodyBytes: 16 * 1024,
+};
+export type ClientLimits = typeof CLIENT_LIMITS;
+
+/** A client's last use is written at most this often (a use is frequent; the idle limit is days). */
+const TOUCH_MS = 3600_000;
+
+/**
+ * Redirect URIs a client may register (RFC 9700 2.1, RFC 8252 7.3 and 8.3): https, or http on a
+ * loopback host (a native client's local listener); nothing else, and no fragment (RFC 6749 3.1.2).
+ */
+export function allowedRedirectUri(uri: unknown): boolean {
+  if (typeof uri !== 'string') return false;
+  let u: URL;
+  try { u = new URL(uri); } catch { return false; }
+  if (u.hash || uri.includes('#')) return false;
+  if (u.protocol === 'https:') return true;
+  return u.protocol === 'http:' && (u.hostname === 'localhost' || u.hostname === '[::1]' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(u.hostname));
+}
+
+/** What is wrong with a registration request's metadata (RFC 7591 3.2.2 error codes), or null. */
+function registrationProblem(body: unknown, limits: ClientLimits): { error: 'invalid_redirect_uri' | 'invalid_client_metadata'; error_description: string } | null {
+  if (!body || typeof body !== 'object' || Array.isArray(body)) return { error: 'invalid_client_metadata', error_description: 'The registration must be a JSON object' };
+  const meta = body as Record<string, unknown>;
+  const uris = meta.redirect_uris;
+  if (!Array.isArray(uris) || uris.length < 1 || uris.length > limits.maxRedirectUris) {
+    return { error: 'invalid_redirect_uri', error_description: `redirect_uris must list 1 to ${limits.maxRedirectUris} URIs` };
+  }
+  for (const uri of uris) {
+    if (typeof uri === 'string' && uri.length > limits.maxUriLength) return { error: 'invalid_redirect_uri', error_description: `A redirect URI is at most ${limits.maxUriLength} characters` };
+    if (!allowedRedirectUri(uri)) {
+      return { error: 'invalid_redirect_uri', error_description: `Redirect URIs must be https, or http on a loopback host (127.0.0.1, [::1], localhost), without a fragment: ${String(uri).slice(0, 100)}` };
+    }
+  }
+  if (meta.client_name !== undefined && (typeof meta.client_name !== 'string' || meta.client_name.length > limits.maxClientNameLength)) {
+    return { error: 'invalid_client_metadata', error_description: `client_name is a string of at most ${limits.maxClientNameLength} characters` };
+  }
+  for (const [k, v] of Object.entries(meta)) {
+    if (typeof v === 'string' && v.length > limits.maxUriLength) return { error: 'invalid_client_metadata', error_description: `${k.slice(0, 64)} is longer than ${limits.maxUriLength} characters` };
+    if (Array.isArray(v) && k !== 'redirect_uris' && v.length > limits.maxListLength) return { error: 'invalid_client_metadata', error_description: `${k.slice(0, 64)} lists more than ${limits.maxListLength} values` };
+  }
+  return null;
+}
+
+interface StoredClient extends OAuthClientInformationFull {
+  registration_access_token_hash?: string;
+  /** Last use (ms): registration, authorize, token or revoke requests; the idle limit counts from it. */
+  last_used_at?: number;
+}
 interface Grant { clientId: string; accountId: string; scopes: Scope[]; resource: string; expiresAt: number }
 interface RefreshRecord extends Grant { family: string; used: boolean }
 interface CodeRecord extends Grant { codeChallenge: string; redirectUri: string }
 interface SignIn { clientId: string; clientName: string; redirectUri: string; codeChallenge: string; state?: string; scopes: Scope[]; resource: string; expiresAt: number }
-
-/** A JSON file of records under DATA_DIR/auth, rewritten whole (atomically) on each change: dev-sized state. */
-class JsonFile<T> {
-  private data: Record<string, T>;
-  constructor(private readonly file: string) {
-    this.data = existsSync(file) ? JSON.parse(readFileSync(file, 'utf8')) : {};
-  }
-  get(k: string): T | undefined { return Object.hasOwn(this.data, k) ? this.data[k] : undefined; }
-  entries(): [string, T][] { return Object.entries(this.data); }
-  set(k: string, v: T): void { this.data[k] = v; this.save(); }
-  delete(...ks: string[]): void { for (const k of ks) delete this.data[k]; this.save(); }
-  private save(): void {
-    const tmp = `${this.file}.${process.pid}.tmp`;
-    writeFileSync(tmp, JSON.stringify(this.data), { mode: 0o600 });
-    renameSync(tmp, this.file);
-  }
-}
 
 const PAGE_HEADERS = {
   'content-type': 'text/html; charset=utf-8',
@@ -110,16 +157,27 @@ ${scopes}
 }
 
 export class DevAuthorizationServer implements OAuthServerProvider {
-  private readonly clients: JsonFile<StoredClient>;
-  private readonly refreshTokens: JsonFile<RefreshRecord>;
+  private readonly clients: Journal<StoredClient>;
+  private readonly refreshTokens: Journal<RefreshRecord>;
   private readonly codes = new Map<string, CodeRecord>();
   private readonly signIns = new Map<string, SignIn>();
+  private readonly limits: ClientLimits;
+  private readonly backoff: SignInBackoff;
   private key?: Promise<SigningKey>;
 
-  constructor(private readonly opts: { dataDir: string; store: Store; urls: () => AuthUrls; clock?: () => number }) {
-    mkdirSync(join(opts.dataDir, 'auth'), { recursive: true, mode: 0o700 });
-    this.clients = new JsonFile(join(opts.dataDir, 'auth', 'clients.json'));
-    this.refreshTokens = new JsonFile(join(opts.dataDir, 'auth', 'refresh-tokens.json'));
+  constructor(private readonly opts: {
+    dataDir: string; store: Store; urls: () => AuthUrls; clock?: () => number;
+    /** CLIENT_LIMITS unless given (tests use small ones). */
+    clientLimits?: Partial<ClientLimits>;
+    /** The sign-in page's per-account backoff (SIGN_IN_BACKOFF unless given). */
+    signInBackoff?: Partial<BackoffLimits>;
+  }) {
+    const dir = join(opts.dataDir, 'auth');
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    this.limits = { ...CLIENT_LIMITS, ...opts.clientLimits };
+    this.backoff = new SignInBackoff(opts.signInBackoff);
+    this.clients = new Journal(join(dir, 'clients.ndjson'), { legacyJson: join(dir, 'clients.json') });
+    this.refreshTokens = new Journal(join(dir, 'refresh-tokens.ndjson'), { legacyJson: join(dir, 'refresh-tokens.json') });
   }
 
   private now = () => (this.opts.clock ?? Date.now)();
@@ -128,19 +186,42 @@ export class DevAuthorizationServer implements OAuthServerProvider {
   get clientsStore(): OAuthRegisteredClientsStore {
     return {
       getClient: (id) => {
-        const c = this.clients.get(id);
-        if (!c) return undefined;
-        const { registration_access_token_hash: _h, ...client } = c;
+        const c = this.liveClient(id);
+        // A registration from before redirect URIs were checked, with one that would now be refused, is not a validated client.
+        if (!c || !c.redirect_uris.every(allowedRedirectUri)) return undefined;
+        if (c.last_used_at === undefined || this.now() - c.last_used_at > TOUCH_MS) this.clients.set(id, { ...c, last_used_at: this.now() });
+        const { registration_access_token_hash: _h, last_used_at: _u, ...client } = c;
         return client;
       },
       registerClient: (client) => {
         const id = (client as OAuthClientInformationFull).client_id;
         const token = random();
         const full = { ...client, client_id: id, registration_client_uri: `${this.opts.urls().issuer}/clients/${encodeURIComponent(id)}` };
-        this.clients.set(id, { ...full, registration_access_token_hash: sha256(token) });
+        this.clients.set(id, { ...full, registration_access_token_hash: sha256(token), last_used_at: this.now() });
         return { ...full, registration_access_token: token } as OAuthClientInformationFull;
       },
     };
+  }
+
+  /** A registration, unless it has been idle past the limit (then it is forgotten now, with its refresh tokens). */
+  private liveClient(id: string): StoredClient | undefined {
+    const c = this.clients.get(id);
+    if (c && this.now() - (c.last_used_at ?? (c.client_id_issued_at ?? 0) * 1000) > this.limits.idleMs) {
+      this.forgetClient(id);
+      return undefined;
+    }
+    return c;
+  }
+
+  private forgetClient(id: string): void {
+    this.clients.delete(id);
+    this.refreshTokens.delete(...this.refreshTokens.entries().filter(([, v]) => v.clientId === id).map(([k]) => k));
+  }
+
+  /** Live registrations, after forgetting the idle ones. */
+  private liveClientCount(): number {
+    for (const [id] of this.clients.entries()) this.liveClient(id);
+    return this.clients.size;
   }
 
   /** The resource a grant is for: the MCP URL, whether named (RFC 8707) or not; another one is refused. */
@@ -187,7 +268,25 @@ export class DevAuthorizationServer implements OAuthServerProvider {
     }
     const account = one('account');
     const again = (status: number, message: string) => void res.status(status).set(PAGE_HEADERS).send(consentPage(id, s, message, account));
-    if (!account || !(await checkPassword(this.opts.dataDir, account, one('password')))) return again(401, 'Wrong account or password.');
+    if (!account) return again(401, 'Wrong account or password.');
+    // A locked account is refused before its password is hashed.
+    const locked = await this.backoff.lockedFor(account);
+    if (locked) {
+      res.set('retry-after', String(Math.ceil(locked / 1000)));
+      return again(429, `Too many failed sign-ins for this account: try again in ${waitText(locked)}.`);
+    }
+    let passwordOk: boolean;
+    try { passwordOk = await checkPassword(this.opts.dataDir, account, one('password')); } catch (err) {
+      if (!(err instanceof PasswordCheckBusy)) throw err;
+      res.set('retry-after', '2');
+      return again(503, `${err.message}.`);
+    }
+    if (!passwordOk) {
+      const lock = await this.backoff.failed(account);
+      if (lock) res.set('retry-after', String(Math.ceil(lock / 1000)));
+      return again(401, lock ? `Wrong account or password. Too many failed sign-ins for this account: try again in ${waitText(lock)}.` : 'Wrong account or password.');
+    }
+    await this.backoff.succeeded(account);
     const row = await accountById(this.opts.store, account).catch(() => undefined);
     if (row === undefined) return again(503, 'Sign-in is unavailable just now; try again in a moment.');
     if (!row) return again(401, 'Wrong account or password.');
@@ -260,7 +359,7 @@ export class DevAuthorizationServer implements OAuthServerProvider {
   async verifyAccessToken(token: string): Promise<AuthInfo> {
     const key = await this.signingKey();
     try {
-      const { payload } = await jwtVerify(token, key.privateKey, { issuer: this.opts.urls().issuer, currentDate: new Date(this.now()) });
+      const { payload } = await jwtVerify(token, key.privateKey, { issuer: this.opts.urls().issuer, typ: 'at+jwt', currentDate: new Date(this.now()) });
       return { token, clientId: String(payload.client_id), scopes: String(payload.scope ?? '').split(' ').filter(Boolean), expiresAt: payload.exp };
     } catch { throw new InvalidTokenError('Invalid access token'); }
   }
@@ -284,7 +383,7 @@ export class DevAuthorizationServer implements OAuthServerProvider {
   /** RFC 7592: GET reads the registration, DELETE ends it, with the registration access token. */
   private manage(req: Request, res: Response): void {
     const id = String(req.params.id);
-    const c = this.clients.get(id);
+    const c = this.liveClient(id);
     const m = /^Bearer (.+)$/.exec(req.headers.authorization ?? '');
     const given = m ? Buffer.from(sha256(m[1]!)) : null;
     if (!c?.registration_access_token_hash || !given || !timingSafeEqual(given, Buffer.from(c.registration_access_token_hash))) {
@@ -292,12 +391,11 @@ export class DevAuthorizationServer implements OAuthServerProvider {
       return;
     }
     if (req.method === 'DELETE') {
-      this.clients.delete(id);
-      this.refreshTokens.delete(...this.refreshTokens.entries().filter(([, v]) => v.clientId === id).map(([k]) => k));
+      this.forgetClient(id);
       res.status(204).end();
       return;
     }
-    const { registration_access_token_hash: _h, ...client } = c;
+    const { registration_access_token_hash: _h, last_used_at: _u, ...client } = c;
     res.status(200).set('cache-control', 'no-store').json(client);
   }
 
@@ -331,7 +429,7 @@ export class DevAuthorizationServer implements OAuthServerProvider {
     const signInLimit = rateLimit({ windowMs: 60_000, limit: 20, standardHeaders: 'draft-7', legacyHeaders: false });
     app.use('/authorize', authorizationHandler({ provider: this }));
     app.use('/token', tokenHandler({ provider: this }));
-    app.use('/register', clientRegistrationHandler({ clientsStore: this.clientsStore }));
+    app.use('/register', (req, res, next) => this.admitRegistration(req, res, next), clientRegistrationHandler({ clientsStore: this.clientsStore }));
     app.use('/revoke', revocationHandler({ provider: this }));
     app.post('/consent', signInLimit, express.urlencoded({ extended: false, limit: '16kb' }), (req, res, next) => { this.consent(req, res).catch(next); });
     app.all('/consent', (_req, res) => { res.status(405).set('allow', 'POST').end(); });
@@ -341,6 +439,28 @@ export class DevAuthorizationServer implements OAuthServerProvider {
       res.status(err.status && err.status < 500 ? err.status : 500).json({ error: err.status && err.status < 500 ? 'invalid_request' : 'server_error', error_description: err.status && err.status < 500 ? err.message : 'Internal error' });
     });
     return app;
+  }
+
+  /**
+   * Before the SDK's registration handler: a bounded body (RFC 7591 errors for what is too large
+   * or not allowed), and room under the cap on registrations.
+   */
+  private admitRegistration(req: Request, res: Response, next: (err?: unknown) => void): void {
+    if (req.method !== 'POST') return next(); // the SDK answers CORS preflights and 405
+    const refuse = (status: number, error: string, description: string) => void res.status(status).set('cache-control', 'no-store').json({ error, error_description: description });
+    express.json({ limit: this.limits.maxBodyBytes })(req, res, (err?: unknown) => {
+      if (err) {
+        const tooLarge = (err as { type?: string }).type === 'entity.too.large';
+        return refuse(tooLarge ? 413 : 400, 'invalid_client_metadata', tooLarge ? `A registration is at most ${this.limits.maxBodyBytes} bytes` : 'The registration is not valid JSON');
+      }
+      const problem = registrationProblem(req.body, this.limits);
+      if (problem) return refuse(400, problem.error, problem.error_description);
+      if (this.liveClientCount() >= this.limits.maxClients) {
+        res.set('retry-after', '3600');
+        return refuse(503, 'temporarily_unavailable', `This server holds its maximum of ${this.limits.maxClients} client registrations; unused ones expire, so retry later`);
+      }
+      next();
+    });
   }
 
   /** Mounts the authorization server on the fastify app (embedded mode: the same port as REST and MCP). */

@@ -48,10 +48,31 @@ export async function setPassword(dataDir: string, accountId: string, password: 
   renameSync(tmp, file);
 }
 
-/** Checks an account's password; false when it has none. The work is done either way, so timing does not tell which accounts have one. */
+/**
+ * Password checks hashing at the same time: each holds 32 MiB and a thread of libuv's pool (which
+ * file and DNS work share), so a burst of sign-ins cannot take the process's memory or threads.
+ */
+export const MAX_CONCURRENT_PASSWORD_CHECKS = 4;
+let checking = 0;
+
+/** A password check refused because MAX_CONCURRENT_PASSWORD_CHECKS are running: try again in a moment. */
+export class PasswordCheckBusy extends Error {
+  constructor() { super('Too many sign-ins are being checked just now; try again in a moment'); }
+}
+
+/**
+ * Checks an account's password; false when it has none. The work is done either way, so timing
+ * does not tell which accounts have one. Throws PasswordCheckBusy, without hashing, past the bound.
+ */
 export async function checkPassword(dataDir: string, accountId: string, password: string): Promise<boolean> {
-  const stored = readPasswords(dataDir)[accountId];
-  const ok = await verifyPassword(password, stored ?? DUMMY);
-  return stored !== undefined && ok;
+  if (checking >= MAX_CONCURRENT_PASSWORD_CHECKS) throw new PasswordCheckBusy();
+  checking++;
+  try {
+    const all = readPasswords(dataDir);
+    // Own keys only: an account named `__proto__` or `constructor` has no password.
+    const stored = Object.hasOwn(all, accountId) && typeof all[accountId] === 'string' ? all[accountId] : undefined;
+    const ok = await verifyPassword(password, stored ?? DUMMY);
+    return stored !== undefined && ok;
+  } finally { checking--; }
 }
 const DUMMY = `scrypt$${PARAMS.N}$${PARAMS.r}$${PARAMS.p}$${Buffer.alloc(16).toString('base64url')}$${Buffer.alloc(KEY_BYTES).toString('base64url')}`;

@@ -99,7 +99,8 @@ export class TokenVerifier {
     }
     try {
       ({ payload } = await jwtVerify(token, keys, {
-        issuer, audience: mcpUrl, algorithms: ['ES256', 'ES384', 'RS256', 'PS256', 'EdDSA'],
+        // RFC 9068 2.1: an access token says so in its header, so an ID token or another JWT of the issuer is not taken for one.
+        issuer, audience: mcpUrl, typ: 'at+jwt', algorithms: ['ES256', 'ES384', 'RS256', 'PS256', 'EdDSA'],
         currentDate: new Date((this.opts.clock ?? Date.now)()), requiredClaims: ['sub', 'exp'],
       }));
     } catch (err) {
@@ -110,6 +111,10 @@ export class TokenVerifier {
       }
       throw new BearerError(401, 'invalid_token', `Invalid access token: ${describe(code, err as Error)}`);
     }
+    // jose accepts an `aud` list that names MCP_URL among others; a token for several resources
+    // could be replayed by any of them here (RFC 8707 2, RFC 9068 4), so it must name this one alone.
+    const audiences = Array.isArray(payload.aud) ? payload.aud : [payload.aud];
+    if (audiences.length !== 1) throw new BearerError(401, 'invalid_token', `Invalid access token: its audience must be ${mcpUrl} alone, not a list of resources`);
     const scopes = tokenScopes(payload);
     const accountId = payload.sub!;
     const answer = await this.account(accountId, `token:${String(payload.client_id ?? payload.azp ?? payload.jti ?? 'unknown')}`, scopes);
@@ -136,7 +141,9 @@ export class TokenVerifier {
 function describe(code: string, err: Error): string {
   switch (code) {
     case 'ERR_JWT_EXPIRED': return 'the token has expired; refresh it';
-    case 'ERR_JWT_CLAIM_VALIDATION_FAILED': return `claim ${(err as { claim?: string }).claim ?? ''} is not valid for this server (${err.message})`;
+    case 'ERR_JWT_CLAIM_VALIDATION_FAILED':
+      if ((err as { claim?: string }).claim === 'typ') return 'its header "typ" must be "at+jwt" (an OAuth access token, RFC 9068)';
+      return `claim ${(err as { claim?: string }).claim ?? ''} is not valid for this server (${err.message})`;
     case 'ERR_JWKS_NO_MATCHING_KEY': return 'it is signed with a key the authorization server does not publish';
     case 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED': return 'bad signature';
     default: return 'not a JWT this server accepts';

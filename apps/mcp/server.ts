@@ -30,6 +30,8 @@ export interface McpDeps {
   verifier: TokenVerifier;
   /** MCP_URL and AUTH_ISSUER; read per request (an embedded server knows its port only once it listens). */
   urls: () => AuthUrls;
+  /** Browser origins allowed on /mcp besides MCP_URL's own (MCP_ALLOWED_ORIGINS). */
+  allowedOrigins?: readonly string[];
   /** A read's context as REST makes it: the caller's bounded, admitted view of the store and the request's deadline. */
   readContext: (op: Operation, principal: Principal, now: Date) => { ctx: ReadContext; deadline: number };
 }
@@ -98,6 +100,12 @@ function refuse(reply: FastifyReply, err: BearerError, urls: AuthUrls): FastifyR
   return reply.code(err.status).send({ error: err.error ?? 'invalid_request', error_description: err.message });
 }
 
+/** The origin an `Origin` header names, as URL serializes origins (so `HTTP://Host:80` matches `http://host`); null when it names none. */
+function originOf(header: string): string | null {
+  if (header === 'null') return null;
+  try { const o = new URL(header).origin; return o === 'null' ? null : o; } catch { return null; }
+}
+
 const CORS = {
   'access-control-allow-origin': '*',
   'access-control-expose-headers': 'www-authenticate, mcp-session-id, mcp-protocol-version',
@@ -115,6 +123,21 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpDeps): Promise<vo
     if (status === 500) req.log.error({ err }, 'mcp request failed');
     const code = status === 500 ? ErrorCode.InternalError : status === 400 ? ErrorCode.ParseError : ErrorCode.InvalidRequest;
     return reply.code(status).send({ jsonrpc: '2.0', error: { code, message: status === 500 ? 'Internal error' : err.message }, id: null });
+  });
+
+  // DNS-rebinding protection (MCP Streamable HTTP transport, Security Warning): a browser page of
+  // another origin must not reach /mcp through a name that resolves here. Requests without
+  // `Origin` (non-browser clients) pass; with one, it must be MCP_URL's origin or an allowed one.
+  // Checked before the token, so such a page learns nothing about it.
+  app.addHook('onRequest', (req, reply, done) => {
+    const origin = req.headers.origin;
+    if (req.routeOptions.url !== '/mcp' || origin === undefined) return done();
+    const given = originOf(origin);
+    if (given && (given === new URL(deps.urls().mcpUrl).origin || deps.allowedOrigins?.includes(given))) return done();
+    void reply.code(403).send({
+      jsonrpc: '2.0', id: null,
+      error: { code: -32000, message: `Forbidden: Origin ${origin.slice(0, 200)} is not allowed on this MCP endpoint (allowed: this server's own origin and MCP_ALLOWED_ORIGINS)` },
+    });
   });
 
   const metadata = async (_req: FastifyRequest, reply: FastifyReply) => {

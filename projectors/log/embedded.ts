@@ -92,7 +92,8 @@ export class EmbeddedLog implements Log {
 
   constructor(dataDir: string, private readonly pollMs = 200) {
     this.dir = join(dataDir, 'log');
-    mkdirSync(join(this.dir, 'offsets'), { recursive: true });
+    // The log holds accounts and keys (hashed): readable by the owner alone, whatever the umask.
+    mkdirSync(join(this.dir, 'offsets'), { recursive: true, mode: 0o700 });
   }
 
   topicFile(topic: string): string {
@@ -145,7 +146,7 @@ export class EmbeddedLog implements Log {
    * that an append never glues itself onto a torn line. Returns whether a newline was added.
    */
   private write(topic: string, text: string | Uint8Array): boolean {
-    const fd = openSync(this.topicFile(topic), 'a+');
+    const fd = openSync(this.topicFile(topic), 'a+', 0o600);
     try {
       const size = fstatSync(fd).size;
       const torn = size > 0 && readAt(fd, size - 1, 1)[0] !== NL;
@@ -212,7 +213,7 @@ export class EmbeddedLog implements Log {
 
   writeOffsets(group: string, offsets: Record<string, number>): void {
     const file = this.offsetFile(group);
-    writeFileSync(file + '.tmp', JSON.stringify(offsets));
+    writeFileSync(file + '.tmp', JSON.stringify(offsets), { mode: 0o600 });
     renameSync(file + '.tmp', file);
   }
 

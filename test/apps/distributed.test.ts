@@ -171,7 +171,7 @@ describe('projector, two API replicas and an MCP process on Kafka, ClickHouse an
 
   it('the MCP process takes the issuer\'s tokens; a tool answers what REST answers', async (ctx) => {
     if (skipped()) return ctx.skip();
-    const token = await new SignJWT({ scope: 'stats.read events.read' }).setProtectedHeader({ alg: 'ES256', kid: 'k1' })
+    const token = await new SignJWT({ scope: 'stats.read events.read' }).setProtectedHeader({ alg: 'ES256', kid: 'k1', typ: 'at+jwt' })
       .setIssuer(issuer).setAudience(mcpUrl).setSubject('acme').setIssuedAt().setExpirationTime('5m').sign((await signing).privateKey);
     const client = await connect(mcpUrl, { token });
     expect((await client.listTools()).tools.map((t) => t.name)).toContain('rank_traders');

@@ -74,7 +74,7 @@ describe('refusals on /mcp', () => {
 
   it('a token signed by a key the issuer does not publish: 401 invalid_token', async () => {
     const { privateKey } = await generateKeyPair('ES256');
-    const forged = await new SignJWT({ scope: 'events.read' }).setProtectedHeader({ alg: 'ES256', kid: 'forged' })
+    const forged = await new SignJWT({ scope: 'events.read' }).setProtectedHeader({ alg: 'ES256', kid: 'forged', typ: 'at+jwt' })
       .setIssuer(origin).setAudience(mcpUrl).setSubject('carol').setIssuedAt().setExpirationTime('10m').sign(privateKey);
     const r = await list({ authorization: `Bearer ${forged}` });
     expect(r.status).toBe(401);
@@ -165,7 +165,7 @@ describe('the issuer\'s JWKS', () => {
     const { privateKey, publicKey } = await generateKeyPair('ES256');
     return { kid, privateKey, jwk: { ...(await exportJWK(publicKey)), kid, alg: 'ES256' } };
   };
-  const sign = (k: { kid: string; privateKey: CryptoKey }) => new SignJWT({ scope: 'events.read' }).setProtectedHeader({ alg: 'ES256', kid: k.kid })
+  const sign = (k: { kid: string; privateKey: CryptoKey }) => new SignJWT({ scope: 'events.read' }).setProtectedHeader({ alg: 'ES256', kid: k.kid, typ: 'at+jwt' })
     .setIssuer(issuer).setAudience(mcpUrl).setSubject('carol').setIssuedAt().setExpirationTime('10m').sign(k.privateKey);
 
   it('is fetched once and kept, and fetched again when a token names a new kid (key rotation)', async () => {
@@ -204,7 +204,7 @@ describe('AUTH_ISSUER: tokens of a real authorization server, no dev one', () =>
     expect((await (await fetch(`${origin2}/.well-known/oauth-protected-resource/mcp`)).json() as any).authorization_servers).toEqual([issuer]);
     expect((await fetch(`${origin2}/.well-known/oauth-authorization-server`)).status).toBe(404);
     expect((await fetch(`${origin2}/authorize`)).status).toBe(404);
-    const token = await new SignJWT({ scp: ['stats.read'] }).setProtectedHeader({ alg: 'ES256', kid: 'prod-1' })
+    const token = await new SignJWT({ scp: ['stats.read'] }).setProtectedHeader({ alg: 'ES256', kid: 'prod-1', typ: 'at+jwt' })
       .setIssuer(issuer).setAudience(other.urls().mcpUrl).setSubject('gina').setIssuedAt().setExpirationTime('5m').sign((await key).privateKey);
     const client = await connect(other.urls().mcpUrl, { token });
     expect((await client.listTools()).tools.map((t) => t.name).sort()).toEqual(['list_asset_stats', 'list_trader_activity', 'list_trader_stats', 'rank_traders', 'summarize_message_activity']);
