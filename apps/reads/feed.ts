@@ -71,19 +71,42 @@ function groupAsSeen(r: Row, writtenAt: number, facts: Facts, p: Principal, f: F
 }
 
 /**
- * Whether a caller may learn that a group left its feed: its message visibility permits the
- * group's source (all, its platform, or one of the traders of the group's events or the source's
- * current trader). A group it could never have held is not named.
+ * Whether a visibility permits a group as the feed applies it, from what its stamp still holds:
+ * all, the group's platform, or the source's current trader or (once that one is gone) a trader
+ * of the group's events.
  */
-function mayName(r: Row, facts: Facts, p: Principal): boolean {
-  const v = p.messageVisibility;
-  if (v.mode === 'all') return true;
-  if (v.mode === 'platforms') return (v.platforms ?? []).includes(r.platform);
-  if (v.mode === 'traders') {
-    const owner = facts.sourceTrader.get(sourceKey(r.platform, r.sourceIdentityId));
-    return (v.traderIds ?? []).some((t) => t === owner || r.traderIds.includes(t));
+function permitsGroup(v: Principal['messageVisibility'], r: Row, owner: number | undefined): boolean {
+  switch (v.mode) {
+    case 'all': return true;
+    case 'platforms': return (v.platforms ?? []).includes(r.platform);
+    case 'traders': return (v.traderIds ?? []).some((t) => t === owner || r.traderIds.includes(t));
+    default: return false;
   }
-  return false;
+}
+
+/**
+ * Whether a caller may learn that a group left its feed (DESIGN 6 "History window scope"): only a
+ * group it could have read, so both its visibilities permit the group and the group's writtenAt
+ * (the last one it had, `writtenAt`; null: it never had one) lies within the poll's window (the
+ * history window, and explicit bounds). Any other id would name a row the caller could not list.
+ */
+function mayName(r: Row, writtenAt: number | null, facts: Facts, p: Principal, window: Window): boolean {
+  if (writtenAt === null || (window.start !== null && writtenAt < window.start) || (window.end !== null && writtenAt > window.end)) return false;
+  const owner = facts.sourceTrader.get(sourceKey(r.platform, r.sourceIdentityId));
+  return permitsGroup(p.messageVisibility, r, owner) && permitsGroup(p.signalVisibility, r, owner);
+}
+
+/**
+ * The writtenAt each of these messages last had (ms), from the messages table's newest statement
+ * of each id (a tombstone sits at the key of the statement it cancels): a group whose message was
+ * deleted is stamped without one. Few ids (removals of one poll), read by the table's id projection.
+ */
+async function lastWrittenAt(ctx: ReadContext, ids: string[]): Promise<Map<string, number>> {
+  if (!ids.length) return new Map();
+  const rows = await ctx.store.query<{ id: string; t: number | string }>(`
+    SELECT id, toUnixTimestamp64Milli(writtenAt) AS t FROM $db.messages WHERE id IN {ids:Array(String)}
+    ORDER BY id, seq DESC LIMIT 1 BY id`, { ids });
+  return new Map(rows.map((r) => [r.id, Number(r.t)]));
 }
 
 export type FeedMeta = ListMeta & { dataComputedAt: string; removedIds?: string[] };
@@ -141,8 +164,8 @@ const watermarkOf = perDataVersion((store) => feedWatermark(store));
 /**
  * A since-poll (DESIGN 6 "Feed since"): the groups stamped after the watermark `since` carries,
  * up to the current watermark, oldest change first, `limit` changes at most: each as a whole-group
- * upsert when the caller sees it now, else its id in `meta.removedIds` (when the caller may learn
- * of it). `nextCursor` is the watermark to pass next, on every poll. Filters apply as on pages;
+ * upsert when the caller sees it now, else its id in `meta.removedIds` when the caller could have
+ * read it (mayName). `nextCursor` is the watermark to pass next, on every poll. Filters apply as on pages;
  * the window is the explicit bounds only (a since-poll starts at the beginning of ingestion),
  * clamped by the account's history window.
  */
@@ -174,11 +197,19 @@ async function sincePoll(ctx: ReadContext, q: FeedQuery): Promise<{ results: Fee
 
   const facts = await factsOf(ctx);
   const results: FeedItem[] = [];
-  const removedIds: string[] = [];
+  const removed: Stamp[] = [];
   for (const r of page) {
     const item = r.groupLive === 1 ? groupAsSeen(r, r.writtenAt, facts, ctx.principal, f) : null;
     if (item) results.push(item);
-    else if (mayName(r, facts, ctx.principal)) removedIds.push(r.id);
+    else removed.push(r);
+  }
+  // A removal stamped without its message's time (the message was deleted) is named by the time it last had.
+  const last = await lastWrittenAt(ctx, removed.filter((r) => !(Number(r.writtenAt) > 0)).map((r) => r.id));
+  const removedIds: string[] = [];
+  const removedAt: number[] = [];
+  for (const r of removed) {
+    const t = Number(r.writtenAt) > 0 ? Number(r.writtenAt) : last.get(r.id) ?? null;
+    if (mayName(r, t, facts, ctx.principal, window)) { removedIds.push(r.id); removedAt.push(t!); }
   }
   const next = hasMore ? Number(page[page.length - 1]!.t) : watermark;
   const answer = {
@@ -189,9 +220,9 @@ async function sincePoll(ctx: ReadContext, q: FeedQuery): Promise<{ results: Fee
     } as FeedMeta,
   };
   // For the read cache (apps/api/read-cache.ts): the poll holds until the data changes, or until its
-  // oldest group leaves a history window that trails the clock; the watermark is served as it is.
+  // oldest group or named removal leaves a history window that trails the clock; the watermark is served as it is.
   const pageFacts: PageFacts = { window: rule };
-  if (results.length) pageFacts.oldest = Math.min(...results.map((g) => Date.parse(g.writtenAt)));
+  if (results.length || removedAt.length) pageFacts.oldest = Math.min(...results.map((g) => Date.parse(g.writtenAt)), ...removedAt);
   Object.defineProperty(answer, PAGE_FACTS, { value: pageFacts, enumerable: false });
   return answer;
 }

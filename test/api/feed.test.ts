@@ -234,3 +234,59 @@ describe('feed reuse (contract 8: default first pages may reuse data for up to 1
     } finally { await c.close(); }
   });
 });
+
+describe('issue 24: removedIds names only groups the caller could have read (both visibilities, the history window)', () => {
+  it('a removal outside the signal visibility, the message visibility or the history window is not named; one within all three is', async () => {
+    const c = await createHarness({ clock: () => NOW });
+    try {
+      await c.given([
+        build.source('src-1'), build.trader(1),
+        build.source('src-2', { platform: 'X' }), build.trader(2, { source: { platform: 'X', sourceIdentityId: 'src-2' } }),
+        build.asset(1),
+        build.message('m-old', 'src-1', iso(NOW - 20 * DAY)), build.message('m-new', 'src-1', iso(NOW - 2 * DAY)),
+        build.message('m-x', 'src-2', iso(NOW - 2 * DAY), { platform: 'X' }),
+        ev(1, 'm-old', { positionId: 1, timeOfEvent: iso(NOW - 20 * DAY) }),
+        ev(2, 'm-new', { positionId: 2, timeOfEvent: iso(NOW - 2 * DAY) }),
+        ev(3, 'm-x', { positionId: 3, traderId: 2, timeOfEvent: iso(NOW - 2 * DAY) }),
+      ]);
+      const accounts = {
+        unlimited: {},
+        tenDays: { historyWindowDays: 10 },
+        signalsOfTrader1: { signalVisibility: { mode: 'traders' as const, traderIds: [1] } },
+        // Message visibility permits X only, signal visibility Telegram only: no group is ever readable.
+        crossed: { messageVisibility: { mode: 'platforms' as const, platforms: ['X' as const] }, signalVisibility: { mode: 'platforms' as const, platforms: ['TELEGRAM' as const] } },
+      };
+      // What each account reads first (the contract's visibility and window rules), then what it may be told left.
+      const expected: Record<keyof typeof accounts, [string[], string[]]> = {
+        unlimited: [['m-new', 'm-old', 'm-x'], ['m-new', 'm-old', 'm-x']],
+        tenDays: [['m-new', 'm-x'], ['m-new', 'm-x']],
+        signalsOfTrader1: [['m-new', 'm-old'], ['m-new', 'm-old']],
+        crossed: [[], []],
+      };
+      const state = new Map<string, { key: string; since: string }>();
+      for (const [id, account] of Object.entries(accounts)) {
+        const key = await c.key({ account: { id, ...account } });
+        const first = await c.get('/v2/feed?since=0', key);
+        expect(first.status).toBe(200);
+        expect(first.body.data.results.map((g: any) => g.id).sort(), id).toEqual(expected[id as keyof typeof accounts][0]);
+        state.set(id, { key, since: first.body.data.meta.nextCursor });
+      }
+      // Two messages deleted (their groups are stamped without a writtenAt), and m-new's only event deleted.
+      await c.given([
+        build.message('m-old', 'src-1', iso(NOW - 20 * DAY), { version: 2, deleted: true }),
+        build.message('m-x', 'src-2', iso(NOW - 2 * DAY), { platform: 'X', version: 2, deleted: true }),
+        ev(2, 'm-new', { positionId: 2, timeOfEvent: iso(NOW - 2 * DAY), version: 2, deleted: true }),
+      ]);
+      for (const [id, s] of state) {
+        const next = await c.get(`/v2/feed?since=${s.since}`, s.key);
+        expect(next.status).toBe(200);
+        expect(next.body.data.results, id).toEqual([]);
+        expect([...next.body.data.meta.removedIds].sort(), id).toEqual(expected[id as keyof typeof accounts][1]);
+      }
+      // An explicit start bounds the poll's window too: a removal before it is not named.
+      const u = state.get('unlimited')!;
+      const bounded = await c.get(`/v2/feed?since=0&startTime=${iso(NOW - 5 * DAY)}`, u.key);
+      expect(bounded.body.data.meta.removedIds.sort()).toEqual(['m-new', 'm-x']);
+    } finally { await c.close(); }
+  });
+});
