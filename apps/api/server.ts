@@ -18,7 +18,7 @@ import { registerDocs } from './docs.ts';
 import { errorHandler, sendError } from './errors.ts';
 import { openApiDocument } from './openapi.ts';
 import { parseQuery, queryProblems } from './query.ts';
-import { rateLimiter, type RateLimits } from './rate-limit.ts';
+import { accountLimit, applyDecision, RateLimiter, type RateLimits } from './rate-limit.ts';
 import { cacheKey, contentEtag, etagOf, isCacheable, matchesTag, type ReadCache } from './read-cache.ts';
 
 export interface ApiDeps {
@@ -26,8 +26,11 @@ export interface ApiDeps {
   auth: ApiKeyAuthenticator;
   /** Count of projector commits so far (healthz shows it; the read cache keys on it). */
   dataVersion: () => number | Promise<number>;
-  /** `starting` until the projector's first catch-up after start; lag = log records not yet projected. */
-  health?: () => { status: 'ok' | 'starting'; projectorLag: number } | Promise<{ status: 'ok' | 'starting'; projectorLag: number }>;
+  /**
+   * `starting` until the projector's first catch-up after start, `degraded` while the store does
+   * not answer (distributed mode); lag = log records not yet projected.
+   */
+  health?: () => HealthState | Promise<HealthState>;
   /** Signs keyset cursors (a key kept in DATA_DIR, or a shared secret); a random one when omitted. */
   cursors?: CursorCodec;
   /** The server's clock (ms); tests inject one. */
@@ -35,7 +38,7 @@ export interface ApiDeps {
   logger?: FastifyServerOptions['logger'];
   /** Answers keyed by (operation, parameters, policy, data version); omit to read the store every time. */
   readCache?: ReadCache;
-  /** Requests per minute per API key (apps/api/rate-limit.ts); omit for none. */
+  /** Requests per minute per account and per client address (apps/api/rate-limit.ts); omit for none. */
   rateLimits?: RateLimits;
   /** Prometheus metrics of this process, served at /metrics; omit for none. */
   metrics?: Metrics;
@@ -50,6 +53,8 @@ export interface ApiDeps {
   /** Store slots, queue and deadline of the reads (apps/reads/cost.ts); admissionDefaults() when omitted. */
   admission?: Admission;
 }
+
+export interface HealthState { status: 'ok' | 'starting' | 'degraded'; projectorLag: number }
 
 declare module 'fastify' {
   interface FastifyRequest { principal?: Principal; startedAt: Date }
@@ -115,6 +120,14 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
   const cursors = deps.cursors ?? CursorCodec.random();
   const health = deps.health ?? (() => ({ status: 'ok' as const, projectorLag: 0 }));
   const admission = deps.admission ?? new Admission(admissionDefaults());
+  const limiter = deps.rateLimits ? new RateLimiter(deps.rateLimits, (msg) => app.log.warn(msg)) : undefined;
+  const authenticateRead = (op: Operation, req: FastifyRequest, done: (err?: Error) => void) => {
+    const key = req.headers['x-api-key'] as string | undefined;
+    let known: Principal | undefined;
+    try { known = deps.auth.known?.(key); } catch (err) { return done(err as ApiError); }
+    if (known) return done(admit(op, req, known));
+    deps.auth.authenticate(key).then((p) => admit(op, req, p)).then(done, done);
+  };
   /** A read's context: the caller's bounded view of the store, within the request's deadline (wall time, whatever clock the answers use). */
   const readContext = (op: Operation, principal: Principal, now: Date) => {
     const deadline = Date.now() + admission.opts.deadlineMs;
@@ -180,13 +193,14 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
     return sendError(reply, req, new ApiError('NOT_FOUND', `No route ${req.method} ${path}`));
   });
 
-  // DESIGN 6 Health: no key, success envelope; 503 while `starting` (before the first catch-up).
+  // DESIGN 6 Health: no key, success envelope; 503 while `starting` (before the first catch-up) or `degraded` (the store away).
   const healthz = async (req: FastifyRequest, reply: FastifyReply) => {
     const [h, dataVersion] = await Promise.all([health(), deps.dataVersion()]);
     reply.code(h.status === 'ok' ? 200 : 503);
     return {
       success: true,
-      data: { results: [{ status: h.status, dataVersion, projectorLag: h.projectorLag }], meta: { serverTime: req.startedAt.toISOString() } },
+      // NaN: Redis cannot tell the data version just now (distributed mode).
+      data: { results: [{ status: h.status, dataVersion: Number.isFinite(dataVersion) ? dataVersion : null, projectorLag: h.projectorLag }], meta: { serverTime: req.startedAt.toISOString() } },
       requestId: req.id,
     };
   };
@@ -207,11 +221,11 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
   app.get('/agent-guide.md', async (req, reply) => reply.type('text/markdown; charset=utf-8').send(agentGuide(origin(req))));
   if (deps.mcp) {
     const mcp = deps.mcp;
-    app.register(async (scope) => mcpRoutes(scope, { ...mcp, store: deps.store, cursors, clock, dataVersion: deps.dataVersion, readContext }));
+    app.register(async (scope) => mcpRoutes(scope, { ...mcp, store: deps.store, cursors, clock, dataVersion: deps.dataVersion, readContext, ...(limiter ? { limiter } : {}) }));
   }
   deps.devAuth?.routes(app);
 
-  const limit = deps.rateLimits ? rateLimiter(app, deps.rateLimits) : undefined;
+  const limit = limiter ? accountLimit(limiter) : undefined;
   for (const op of deps.rest === false ? [] : OPERATIONS) {
     for (const version of op.versions) {
       app.route({
@@ -220,12 +234,16 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
         config: { operation: op.tool },
         schema: { querystring: op.query, response: { 200: op.response } },
         // Authentication runs before validation: a caller without a valid key learns nothing about parameters.
-        preValidation: (req, _reply, done) => {
-          const key = req.headers['x-api-key'] as string | undefined;
-          let known: Principal | undefined;
-          try { known = deps.auth.known?.(key); } catch (err) { return done(err as ApiError); }
-          if (known) return done(admit(op, req, known));
-          deps.auth.authenticate(key).then((p) => admit(op, req, p)).then(done, done);
+        preValidation: (req, reply, done) => {
+          if (limiter?.limitsAddresses) {
+            // Before the credential is looked at: a flood of bad keys from one address costs a counter.
+            return void Promise.resolve(limiter.addressOf(req.ip)).then((d) => {
+              const refusal = applyDecision(reply, d);
+              if (refusal) return done(refusal);
+              authenticateRead(op, req, done);
+            }, done);
+          }
+          authenticateRead(op, req, done);
         },
         // Counted once the key is known and the request admitted.
         ...(limit ? { preHandler: limit } : {}),

@@ -12,6 +12,7 @@ import { validationDetails } from '../api/errors.ts';
 import { queryProblems } from '../api/query.ts';
 import type { Principal, ReadContext } from '../reads/context.ts';
 import { MAX_ANSWER_BYTES, readFailure, tooLarge, withinDeadline } from '../reads/cost.ts';
+import type { RateLimiter } from '../api/rate-limit.ts';
 import type { CursorCodec } from '../reads/cursor.ts';
 import { policyRefusal, type Operation } from '../registry.ts';
 import { agentInstructions } from './agent-docs.ts';
@@ -34,6 +35,8 @@ export interface McpDeps {
   allowedOrigins?: readonly string[];
   /** A read's context as REST makes it: the caller's bounded, admitted view of the store and the request's deadline. */
   readContext: (op: Operation, principal: Principal, now: Date) => { ctx: ReadContext; deadline: number };
+  /** Rate limits: per client address before the token is checked, per account for each tool call. */
+  limiter?: RateLimiter;
 }
 
 declare module 'fastify' {
@@ -159,6 +162,14 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpDeps): Promise<vo
   const authenticate = async (req: FastifyRequest, reply: FastifyReply) => {
     reply.headers(CORS);
     const urls = deps.urls();
+    if (deps.limiter?.limitsAddresses) {
+      const d = await deps.limiter.addressOf(req.ip);
+      reply.headers(d.headers);
+      if (d.limited) {
+        reply.header('retry-after', String((d.error.details as { retryAfterSeconds: number }).retryAfterSeconds));
+        return reply.code(429).send({ jsonrpc: '2.0', error: { code: ErrorCode.InvalidRequest, message: d.error.message }, id: null });
+      }
+    }
     try {
       const principal = await deps.verifier.verify(req.headers.authorization, req.headers['x-api-key'] as string | undefined);
       if (principal.scopes.size === 0) {
@@ -190,6 +201,10 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpDeps): Promise<vo
     // The token is checked before the body is read: an anonymous caller costs no parsing.
     onRequest: authenticate,
     preHandler: async (req, reply) => {
+      // JSON-RPC batches left MCP in the 2025-06-18 revision: one message per POST (and one bounded answer).
+      if (Array.isArray(req.body)) {
+        return reply.code(400).send({ jsonrpc: '2.0', error: { code: ErrorCode.InvalidRequest, message: 'JSON-RPC batches are not accepted: send one message per POST' }, id: null });
+      }
       const principal = req.mcpPrincipal!;
       const missing = [...neededScopes(req.body)].filter((s) => !principal.scopes.has(s as never));
       if (missing.length) {
@@ -207,6 +222,9 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpDeps): Promise<vo
       const tool = toolByName.get(request.params.name);
       if (!tool) throw new McpError(ErrorCode.InvalidParams, `Unknown tool ${request.params.name}; tools/list names the tools`);
       const started = Date.now();
+      // Each tool call counts against the account's requests per minute, as a REST read does.
+      const counted = deps.limiter ? await deps.limiter.account(principal.accountId) : undefined;
+      if (counted?.limited) return toolError(counted.error);
       const result = await callTool(tool.op, principal, request.params.arguments ?? {}, req, now, deps);
       req.log.info({ tool: tool.op.tool, account: principal.accountId, isError: result.isError === true, ms: Date.now() - started }, 'mcp tool call');
       return result;

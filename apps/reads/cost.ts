@@ -80,14 +80,14 @@ export class Admission {
     if (st.running < this.opts.perAccount && this.running < this.opts.slots && !st.waiting.length) return this.grant(st, account);
     if (this.queued >= this.opts.queue) {
       this.refused.queueFull++;
-      throw overloaded(`The server is answering as many reads as it can (${this.opts.slots} at once, ${this.opts.queue} waiting): retry shortly`);
+      return Promise.reject(overloaded(`The server is answering as many reads as it can (${this.opts.slots} at once, ${this.opts.queue} waiting): retry shortly`));
     }
     if (st.waiting.length >= this.opts.perAccountQueue) {
       this.refused.accountQueueFull++;
-      throw overloaded(`This account already has ${st.running} reads running and ${st.waiting.length} waiting: send fewer concurrent requests`);
+      return Promise.reject(overloaded(`This account already has ${st.running} reads running and ${st.waiting.length} waiting: send fewer concurrent requests`));
     }
     const wait = Math.min(this.opts.maxWaitMs, deadline - Date.now());
-    if (wait <= 0) { this.refused.waitedTooLong++; throw overloaded('No slot for this read before its deadline: retry shortly'); }
+    if (wait <= 0) { this.refused.waitedTooLong++; return Promise.reject(overloaded('No slot for this read before its deadline: retry shortly')); }
     return new Promise((resolve, reject) => {
       const w: Waiter = {
         grant: () => resolve(this.grant(st, account)),

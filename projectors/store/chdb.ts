@@ -95,6 +95,10 @@ export class ChdbStore implements Store {
     } catch (err) {
       // Whether the SET took effect is not known: set (or reset) those names again next time.
       for (const name of Object.keys(settings ?? {})) lane.sticky.set(name, '?');
+      // chdb keeps what a failed statement had written of its answer (its header, rows before a
+      // limit hit) and hands it out at the front of the session's next answer: a statement whose
+      // answer is thrown away takes it.
+      await lane.session.queryAsync('SELECT 1', { format: 'Null' }).catch(() => {});
       throw err;
     } finally {
       this.give(lane);

@@ -1,6 +1,6 @@
-// Issue 10: per-key rate limits (DESIGN 6: 429 RATE_LIMITED with Retry-After; RATE_LIMITS sets
-// requests per minute per key), counted per key after authentication, in process or shared by API
-// replicas through Redis.
+// Issue 10, and issue 24 (counted per account; on by default): rate limits (DESIGN 6: 429
+// RATE_LIMITED with Retry-After; RATE_LIMITS sets requests per minute per account), counted per
+// account after authentication, in process or shared by API replicas through Redis.
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseRateLimits, type RateLimits } from '../../apps/api/rate-limit.ts';
@@ -11,16 +11,22 @@ import { createHarness, type Harness } from '../helpers/harness.ts';
 import { redisPeer } from '../helpers/redis.ts';
 
 const URL = '/v2/assets';
-const keyIdOf = (key: string) => key.split('_')[1]!;
-
 describe('RATE_LIMITS', () => {
-  it('reads default=N and KEY_ID=N, requests per minute; unset or empty is no limit', () => {
-    expect(parseRateLimits(undefined)).toBeUndefined();
-    expect(parseRateLimits('  ')).toBeUndefined();
-    const r = parseRateLimits('default=600, k1=6000,k2=1')!;
+  it('reads default=N, address=N and ACCOUNT_ID=N, requests per minute; `off` is no limit', () => {
+    expect(parseRateLimits('off')).toBeUndefined();
+    const r = parseRateLimits('default=600, acme=6000,k2=1,address=50')!;
     expect(r.perMinute).toBe(600);
-    expect([...r.perKey]).toEqual([['k1', 6000], ['k2', 1]]);
+    expect(r.perAddress).toBe(50);
+    expect([...r.perAccount]).toEqual([['acme', 6000], ['k2', 1]]);
     expect(parseRateLimits('k1=5')!.perMinute).toBeUndefined();
+  });
+
+  it('issue 24: unset, limits are on: 600 requests per minute per account and 6000 per address', () => {
+    for (const unset of [undefined, '', '  ']) {
+      const r = parseRateLimits(unset)!;
+      expect(r.perMinute).toBe(600);
+      expect(r.perAddress).toBe(6000);
+    }
   });
 
   it('refuses anything else, saying what is wrong', () => {
@@ -30,17 +36,17 @@ describe('RATE_LIMITS', () => {
   });
 });
 
-describe('per-key rate limits (in process)', () => {
-  const perKey = new Map<string, number>();
-  const limits: RateLimits = { perMinute: 3, perKey };
+describe('per-account rate limits (in process)', () => {
+  const perAccount = new Map<string, number>();
+  const limits: RateLimits = { perMinute: 3, perAccount };
   let h: Harness; let unlimited: Harness;
   let a: string; let b: string;
   beforeAll(async () => {
     h = await createHarness({ rateLimits: limits });
     unlimited = await createHarness();
-    a = await h.key();
-    b = await h.key();
-    perKey.set(keyIdOf(b), 5);
+    a = await h.key({ account: { id: 'acct-a' } });
+    b = await h.key({ account: { id: 'acct-b' } });
+    perAccount.set('acct-b', 5);
   }, 60_000);
   afterAll(async () => { await h?.close(); await unlimited?.close(); });
 
@@ -60,10 +66,15 @@ describe('per-key rate limits (in process)', () => {
     expect(retry).toBeLessThanOrEqual(60);
     expect(over.body.error.details.retryAfterSeconds).toBe(retry);
     expect(over.body.requestId).toBe(over.headers['x-request-id']);
-    expect((await h.get('/v2/events', a)).status).toBe(429); // one count per key, whatever the read
+    expect((await h.get('/v2/events', a)).status).toBe(429); // one count per account, whatever the read
   });
 
-  it('counts each key on its own, with its own limit', async () => {
+  it('issue 24: counts per account: another key of the same account is refused too', async () => {
+    const a2 = await h.key({ account: { id: 'acct-a' } });
+    expect((await h.get(URL, a2)).status).toBe(429);
+  });
+
+  it('counts each account on its own, with its own limit', async () => {
     for (let i = 1; i <= 5; i++) expect((await h.get(URL, b)).status).toBe(200);
     expect((await h.get(URL, b)).status).toBe(429);
   });
@@ -92,13 +103,13 @@ describe('per-key rate limits (in process)', () => {
 const peer = await redisPeer();
 if ('skip' in peer) console.warn(`skipping the shared rate-limit test: ${peer.skip}`);
 
-describe.skipIf('skip' in peer)('per-key rate limits shared by two API replicas (Redis)', () => {
+describe.skipIf('skip' in peer)('per-account rate limits shared by two API replicas (Redis)', () => {
   let h: Harness; let redis: Redis;
   afterAll(async () => { redis?.disconnect(); await h?.close(); if (!('skip' in peer)) await peer.stop(); });
 
   it('a key that spent its limit on one replica is refused by the other', async () => {
     redis = new Redis((peer as { url: string }).url);
-    const limits: RateLimits = { perMinute: 4, perKey: new Map(), redis };
+    const limits: RateLimits = { perMinute: 4, perAccount: new Map(), redis };
     h = await createHarness({ rateLimits: limits });
     const other = buildApi({ store: h.store, auth: new ApiKeyAuthenticator(h.store, new MemoryCache()), dataVersion: () => 0, rateLimits: limits });
     await other.ready();

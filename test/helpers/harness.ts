@@ -1,3 +1,4 @@
+import type { Admission } from '../../apps/reads/cost.ts';
 import type { RateLimits } from '../../apps/api/rate-limit.ts';
 import type { Metrics } from '../../apps/metrics.ts';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -81,7 +82,7 @@ export function putTestKey(log: EmbeddedLog, defaultId: string, opts: KeyOptions
 }
 
 export interface HarnessOptions {
-  clock?: () => number; rateLimits?: RateLimits; metrics?: (h: { lag: () => Promise<number>; store: Store }) => Metrics;
+  clock?: () => number; rateLimits?: RateLimits; admission?: Admission; metrics?: (h: { lag: () => Promise<number>; store: Store }) => Metrics;
   /** Mounts the MCP tool server and the dev authorization server (real HTTP: call `listen`). */
   mcp?: boolean | { jwksCooldownMs?: number; issuer?: string };
 }
@@ -108,7 +109,7 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
   const onCommit = (info: { topic: string; applied: number; dead: number }) => { version++; metrics?.committed(info); return auth.invalidate(); };
   projector = runProjector(log, store, { onCommit });
   const projectorStores: TestStore[] = [];
-  const app = buildApi({ store, auth, readCache: new ReadCache(new MemoryCache(undefined, undefined, clock), clock), dataVersion: () => version, clock, rateLimits: opts.rateLimits, metrics, ...(mcp ? { mcp } : {}), ...(devAuth ? { devAuth } : {}) });
+  const app = buildApi({ store, auth, readCache: new ReadCache(new MemoryCache(undefined, undefined, clock), clock), dataVersion: () => version, clock, rateLimits: opts.rateLimits, metrics, ...(opts.admission ? { admission: opts.admission } : {}), ...(mcp ? { mcp } : {}), ...(devAuth ? { devAuth } : {}) });
   await app.ready();
   let accounts = 0;
   const h: Harness = {

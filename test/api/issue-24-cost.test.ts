@@ -1,0 +1,194 @@
+// Issue 24: cost bounds on every read, admission control with a fair share per account, rate
+// limits before authentication and per MCP tool call, JSON-RPC batches refused, malformed keys
+// refused without a look-up. Expectations come from the issue and DESIGN 6 (rows Cost, Overload).
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ApiKeyAuthenticator } from '../../apps/auth/keys.ts';
+import { MemoryCache } from '../../apps/cache/memory.ts';
+import { Admission, admissionDefaults, boundedStore, LIST_COST, type AdmissionOptions } from '../../apps/reads/cost.ts';
+import type { Store } from '../../projectors/store/port.ts';
+import { ApiError } from '../../schemas/api/errors.ts';
+import { createHarness, type Harness } from '../helpers/harness.ts';
+import { rawMcp } from '../helpers/mcp-client.ts';
+
+const opts = (o: Partial<AdmissionOptions>): AdmissionOptions => ({ ...admissionDefaults(2), ...o });
+const later = () => Date.now() + 10_000;
+const codeOf = async (p: unknown): Promise<string> => { try { await p; return 'granted'; } catch (e) { return (e as ApiError).code; } };
+
+describe('issue 24: admission control', () => {
+  it('gives an account at most its share of the slots: another account still gets one at once', async () => {
+    const a = new Admission(opts({ slots: 2, perAccount: 1 }));
+    const releaseA = await a.acquire('noisy', later());
+    const waiting = a.acquire('noisy', later());
+    expect(waiting).toBeInstanceOf(Promise); // the noisy account waits for its own slot...
+    const releaseB = a.acquire('quiet', later());
+    expect(typeof releaseB).toBe('function'); // ...while another account is admitted without waiting
+    (releaseB as () => void)();
+    releaseA();
+    (await waiting)();
+    expect(a.inFlight).toBe(0);
+  });
+
+  it('serves waiting accounts in turn, not in arrival order', async () => {
+    const a = new Admission(opts({ slots: 1, perAccount: 1, perAccountQueue: 10 }));
+    const first = await a.acquire('noisy', later());
+    const order: string[] = [];
+    const queued = [
+      ...[1, 2, 3].map((i) => Promise.resolve(a.acquire('noisy', later())).then((r) => { order.push(`noisy${i}`); r(); })),
+      Promise.resolve(a.acquire('quiet', later())).then((r) => { order.push('quiet'); r(); }),
+    ];
+    first();
+    await Promise.all(queued);
+    expect(order.indexOf('quiet')).toBeLessThanOrEqual(1); // behind at most one of the noisy account's queries
+  });
+
+  it('refuses with OVERLOADED past the account\'s queue, past the whole queue, and past the longest wait', async () => {
+    const a = new Admission(opts({ slots: 1, perAccount: 1, queue: 2, perAccountQueue: 1, maxWaitMs: 50 }));
+    const held = await a.acquire('x', later());
+    const queuedX = a.acquire('x', later());
+    expect(await codeOf(a.acquire('x', later()))).toBe('OVERLOADED'); // its own queue is full
+    const queuedY = a.acquire('y', later());
+    expect(await codeOf(a.acquire('z', later()))).toBe('OVERLOADED'); // the whole queue is full
+    expect(await codeOf(queuedX)).toBe('OVERLOADED'); // waited longer than maxWaitMs
+    expect(await codeOf(queuedY)).toBe('OVERLOADED');
+    held();
+    try { await a.acquire('x', later()); } catch { /* */ }
+    expect(a.waiting).toBe(0);
+  });
+
+  it('an OVERLOADED refusal says when to retry', async () => {
+    const a = new Admission(opts({ slots: 1, perAccount: 1, queue: 0 }));
+    void a.acquire('x', later());
+    await expect(a.acquire('y', later())).rejects.toMatchObject({ code: 'OVERLOADED', status: 503, details: { retryAfterSeconds: expect.any(Number) } });
+  });
+});
+
+describe('issue 24: cost bounds', () => {
+  let h: Harness;
+  let key: string;
+  beforeAll(async () => {
+    h = await createHarness({ mcp: true, admission: new Admission({ ...admissionDefaults(2), deadlineMs: 0 }) });
+    await h.listen();
+    key = await h.key();
+  }, 60_000);
+  afterAll(async () => { await h?.close(); });
+
+  const bounded = (cost: Partial<typeof LIST_COST>) => boundedStore(h.store, new Admission(admissionDefaults(2)), 'acct', { ...LIST_COST, ...cost }, Date.now() + 10_000);
+
+  it('a query that reads more rows than its bound is QUERY_TOO_LARGE naming the bound', async () => {
+    const err = await bounded({ rowsRead: 1000 }).query('SELECT count() AS n FROM numbers(100000)').catch((e) => e);
+    expect(err).toBeInstanceOf(ApiError);
+    expect(err).toMatchObject({ code: 'QUERY_TOO_LARGE', status: 422, details: { bound: 'rows' } });
+    expect(err.message).toMatch(/shorter startTime\.\.endTime|fewer ids/);
+  });
+
+  it('a query that runs longer than its time bound stops there: QUERY_TOO_LARGE, not a wait', async () => {
+    const t0 = Date.now();
+    const err = await bounded({ timeMs: 200, rowsRead: 1e12, bytesRead: 1e13 }).query('SELECT count() AS n FROM numbers(100000000000) WHERE sipHash64(number) % 7 = 1').catch((e) => e);
+    expect(err).toMatchObject({ code: 'QUERY_TOO_LARGE', details: { bound: 'time' } });
+    expect(Date.now() - t0).toBeLessThan(3_000);
+  });
+
+  it('a query that needs more memory than its bound is QUERY_TOO_LARGE', async () => {
+    const err = await bounded({ memoryBytes: 8 * 2 ** 20 }).query('SELECT groupArray(number) AS a FROM numbers(20000000)').catch((e) => e);
+    expect(err).toMatchObject({ code: 'QUERY_TOO_LARGE', details: { bound: expect.stringMatching(/memory|result/) } });
+  });
+
+  it('the bounds stay with the read, and a failed read leaves nothing behind: the store answers the next query whole and unbounded', async () => {
+    await bounded({ rowsRead: 10 }).query('SELECT count() FROM numbers(100)').catch(() => {});
+    await bounded({ memoryBytes: 8 * 2 ** 20 }).query('SELECT groupArray(number) AS a FROM numbers(20000000)').catch(() => {});
+    expect(await h.store.query<{ n: number }>('SELECT count() AS n FROM numbers(100000)')).toEqual([{ n: 100000 }]);
+  });
+
+  it('REST: a read that cannot finish before the request deadline is 422 QUERY_TOO_LARGE in the error envelope', async () => {
+    const r = await h.get('/v2/traders/stats?traderIds=1,2,3', key);
+    expect(r.status).toBe(422);
+    expect(r.body).toMatchObject({ success: false, error: { code: 'QUERY_TOO_LARGE', details: { bound: 'deadline' } } });
+  });
+
+  it('MCP: the same read is a tool error with the same code', async () => {
+    const token = await h.token({ account: 'acct1' });
+    const r = await rawMcp(h.urls().mcpUrl, { authorization: `Bearer ${token}` },
+      { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'list_trader_stats', arguments: { traderIds: [1, 2, 3] } } });
+    expect(r.status).toBe(200);
+    expect(r.json.result.isError).toBe(true);
+    expect(JSON.parse(r.json.result.content[0].text).error.code).toBe('QUERY_TOO_LARGE');
+  });
+});
+
+describe('issue 24: overload over HTTP', () => {
+  let h: Harness;
+  beforeAll(async () => {
+    h = await createHarness({ admission: new Admission({ ...admissionDefaults(1), perAccount: 1, queue: 1, perAccountQueue: 1, maxWaitMs: 5_000 }) });
+  }, 60_000);
+  afterAll(async () => { await h?.close(); });
+
+  it('a burst of one account past its queue is 503 OVERLOADED with Retry-After; the rest are answered; never a 500', async () => {
+    const key = await h.key();
+    // Analytics reads are not cached: each one goes to the store.
+    const answers = await Promise.all(Array.from({ length: 12 }, (_, i) => h.get(`/v2/traders/rankings?limit=${i + 1}`, key)));
+    const statuses = answers.map((a) => a.status);
+    expect(statuses.every((s) => s === 200 || s === 503)).toBe(true);
+    expect(statuses).toContain(200);
+    const refused = answers.find((a) => a.status === 503)!;
+    expect(refused.body).toMatchObject({ success: false, error: { code: 'OVERLOADED' } });
+    expect(Number(refused.headers['retry-after'])).toBeGreaterThan(0);
+  });
+});
+
+describe('issue 24: refusals that cost nothing', () => {
+  it('a key not in the key format is refused without a store look-up; a well-formed one is looked up', async () => {
+    const failing = { database: 'x', query: () => Promise.reject(new Error('store down')) } as unknown as Store;
+    const auth = new ApiKeyAuthenticator(failing, new MemoryCache());
+    for (const junk of ['nope', 'sb_nope_nope', `sb_${'0'.repeat(16)}_${'a'.repeat(42)}`, "' OR 1=1 --"]) {
+      await expect(auth.authenticate(junk)).rejects.toMatchObject({ code: 'UNAUTHORIZED' });
+    }
+    // The store is down: only a key that reached the look-up learns it.
+    await expect(auth.authenticate(`sb_${'0'.repeat(16)}_${'a'.repeat(43)}`)).rejects.toMatchObject({ code: 'AUTHENTICATION_UNAVAILABLE' });
+  });
+
+  describe('per-address limit before authentication, per-account limit per MCP tool call, batches', () => {
+    let h: Harness;
+    beforeAll(async () => {
+      h = await createHarness({ mcp: true, rateLimits: { perMinute: 2, perAccount: new Map(), perAddress: 8 } });
+      await h.listen();
+    }, 60_000);
+    afterAll(async () => { await h?.close(); });
+
+    it('MCP: a JSON-RPC batch is refused with a JSON-RPC error, whatever it holds', async () => {
+      await h.key({ account: { id: 'batcher' } });
+      const token = await h.token({ account: 'batcher' });
+      const call = (id: number) => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'list_trader_stats', arguments: { traderIds: [1] } } });
+      const r = await rawMcp(h.urls().mcpUrl, { authorization: `Bearer ${token}` }, [call(1), call(2)]);
+      expect(r.status).toBe(400);
+      expect(r.json).toMatchObject({ jsonrpc: '2.0', error: { code: -32600, message: expect.stringMatching(/batch/i) }, id: null });
+    });
+
+    it('MCP: each tool call counts against the account\'s requests per minute; past it, a RATE_LIMITED tool error', async () => {
+      await h.key({ account: { id: 'caller' } });
+      const token = await h.token({ account: 'caller' });
+      const call = () => rawMcp(h.urls().mcpUrl, { authorization: `Bearer ${token}` },
+        { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'list_assets', arguments: {} } });
+      const results = [await call(), await call(), await call()].map((r) => r.json.result);
+      expect(results.slice(0, 2).map((r) => r.isError ?? false)).toEqual([false, false]);
+      expect(results[2].isError).toBe(true);
+      expect(JSON.parse(results[2].content[0].text).error).toMatchObject({ code: 'RATE_LIMITED', details: { limit: 2 } });
+    });
+
+    it('REST: an address is limited before its credential is looked at: junk keys and then a valid key get 429', async () => {
+      const key = await h.key();
+      // Junk keys from one address: refused (401) until the address has spent its 8 requests, then 429.
+      const junk = () => h.app.inject({ method: 'GET', url: '/v2/assets', headers: { 'x-api-key': 'junk' }, remoteAddress: '127.0.0.1' });
+      const statuses: number[] = [];
+      for (let i = 0; i < 10 && statuses.at(-1) !== 429; i++) statuses.push((await junk()).statusCode);
+      expect(statuses.at(-1)).toBe(429);
+      expect(statuses.length).toBeLessThanOrEqual(9);
+      expect(new Set(statuses.slice(0, -1))).toEqual(new Set([401]));
+      const over = await h.app.inject({ method: 'GET', url: '/v2/assets', headers: { 'x-api-key': key }, remoteAddress: '127.0.0.1' });
+      expect(over.statusCode).toBe(429);
+      expect(over.json()).toMatchObject({ success: false, error: { code: 'RATE_LIMITED' } });
+      expect(Number(over.headers['retry-after'])).toBeGreaterThan(0);
+      // Another address is not affected.
+      expect((await h.app.inject({ method: 'GET', url: '/v2/assets', headers: { 'x-api-key': key }, remoteAddress: '10.0.0.9' })).statusCode).toBe(200);
+    });
+  });
+});
