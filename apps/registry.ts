@@ -126,8 +126,9 @@ export const OPERATIONS: readonly Operation[] = [
     query: FeedQuery,
     response: FeedResponse(FeedItem),
     handler: listFeed,
-    // Pages, and since-polls (keyed per account: the watermark is the caller's own), until the data changes; at most MAX_TTL_MS (10 minutes, contract 8).
-    cache: { window: { table: 'feed_groups', column: 'writtenAt' } },
+    // Pages, and since-polls, until the data changes; at most MAX_TTL_MS (10 minutes, contract 8). Per account:
+    // a since-poll's watermark is signed for its caller, and dataComputedAt is the start of the caller's own read.
+    cache: { window: { table: 'feed_groups', column: 'writtenAt' }, perAccount: true },
   },
   {
     tool: 'list_channel_summaries', path: '/channel-summaries', versions: ['v1', 'v2'], scope: 'summaries.read', visibility: 'msg',

@@ -36,6 +36,11 @@ export interface CacheRule {
   inForce?: { table: string; column: string };
   /** A shorter lifetime computed from the answer (ms from `now`); 0 means do not cache it. */
   ttlMs?: (data: { results: any[] }, now: number) => number;
+  /**
+   * Entries of one account only: the answer states when it was computed (the feed's
+   * `dataComputedAt`), and that moment must be the caller's own read, never another account's.
+   */
+  perAccount?: boolean;
 }
 
 export const MAX_TTL_MS = 10 * 60_000;
@@ -49,8 +54,9 @@ export function isCacheable(rule: CacheRule | undefined, _query: Record<string, 
  * The entry's identity, unhashed (the shared cache gets its SHA-256): the request target (which
  * determines the parsed parameters; two spellings of one query are two entries, which is only
  * less sharing) and the caller's policy. Accounts with the same policy share answers (a next-page
- * cursor is signed for each caller), but a cursor page (and a since-poll) is keyed by account too, so
- * another account replaying a cursor reaches the cursor check.
+ * cursor is signed for each caller, and nothing in a shared answer says when or for whom it was
+ * read), but a cursor page (and a since-poll) is keyed by account too, so another account
+ * replaying a cursor reaches the cursor check; so is every answer of a `perAccount` read.
  */
 export function cacheKey(op: Operation, url: string, query: Record<string, unknown>, p: Principal, dataVersion: number): string {
   let policy = policies.get(p);
@@ -60,7 +66,8 @@ export function cacheKey(op: Operation, url: string, query: Record<string, unkno
     policies.set(p, policy);
   }
   // A cursor page, and a feed since-poll (whose nextCursor is a watermark signed for its caller), by account.
-  return `read:${dataVersion}:${op.tool}:${policy[query.cursor !== undefined || query.since !== undefined ? 1 : 0]}${url}`;
+  const own = query.cursor !== undefined || query.since !== undefined || op.cache?.perAccount === true;
+  return `read:${dataVersion}:${op.tool}:${policy[own ? 1 : 0]}${url}`;
 }
 
 /** The policy part of keys by principal (principals are reused while their key's answer is, apps/auth/keys.ts). */
@@ -101,24 +108,34 @@ export interface Entry extends Header {
   slabs: Buffer[];
   /** Evicted or expired: its slabs are not kept any more. */
   gone?: boolean;
-  /** Its ETag (etagOf). */
-  etag?: string;
+  /** The SHA-256 of `head` (etagOf), and the last tag made from it, for one account. */
+  contentHash?: string;
+  etag?: { accountId: string; tag: string };
 }
 
 /**
- * The weak ETag of an entry: its key (operation, request target, caller policy, data version) and
- * the time its answer was read, so an answer read again after the clock moved it (a window, a
- * too_young status, a live mark) gets a new tag, and one that holds keeps it.
+ * The weak ETag of a cached answer for one caller: the operation, the answer's content (`head`:
+ * results and the stable part of meta) and the caller's account. Content, not the moment the entry
+ * was filled: an answer read again after the clock or the data moved gets a new tag only when it
+ * differs, and a tag says nothing of when, or whether, another account read the entry; per
+ * account, so two tenants never hold one tag.
  */
-export function etagOf(key: string, e: Entry): string {
-  return (e.etag ??= `W/"${createHash('sha256').update(key).digest('base64url').slice(0, 22)}.${e.from.toString(36)}"`);
+export function etagOf(tool: string, e: Entry, accountId: string): string {
+  if (e.etag?.accountId === accountId) return e.etag.tag;
+  e.contentHash ??= createHash('sha256').update(tool).update('\n').update(e.head).digest('base64url');
+  const tag = callerTag(e.contentHash, accountId);
+  e.etag = { accountId, tag };
+  return tag;
 }
 
-/** The weak ETag of an answer that is not cached: its content, without what each response has afresh. */
-export function contentEtag(tool: string, data: unknown): string {
+/** The weak ETag of an answer that is not cached: its content, without what each response has afresh, for this caller. */
+export function contentEtag(tool: string, data: unknown, accountId: string): string {
   const json = JSON.stringify(data, (k, v) => (k === 'serverTime' || k === 'dataComputedAt' ? undefined : v));
-  return `W/"${createHash('sha256').update(tool).update('\n').update(json).digest('base64url').slice(0, 22)}"`;
+  return callerTag(createHash('sha256').update(tool).update('\n').update(json).digest('base64url'), accountId);
 }
+
+const callerTag = (contentHash: string, accountId: string): string =>
+  `W/"${createHash('sha256').update(contentHash).update('\n').update(accountId).digest('base64url').slice(0, 22)}"`;
 
 /** Whether an If-None-Match header names this tag (weak comparison; `*` names any). */
 export function matchesTag(header: string, tag: string): boolean {

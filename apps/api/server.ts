@@ -256,7 +256,7 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
           const ifNoneMatch = req.headers['if-none-match'];
           if (!cache || !isCacheable(op.cache, query, ctx.principal)) {
             const data = await read();
-            const tag = contentEtag(op.tool, data);
+            const tag = contentEtag(op.tool, data, ctx.principal.accountId);
             reply.header('etag', tag);
             if (ifNoneMatch !== undefined && matchesTag(ifNoneMatch, tag)) return notModified(reply);
             return { success: true, data, requestId: req.id };
@@ -269,7 +269,7 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
           entry ??= await cache.fill(key, now, async () => cache.put(key, op.cache!, (await read()) as any, now, deps.store));
           // A hit costs no query, no parse and no re-serialization: the stored bytes, then this answer's meta,
           // in a buffer that the entry takes back once the response is out.
-          const tag = etagOf(key, entry);
+          const tag = etagOf(op.tool, entry, ctx.principal.accountId);
           reply.header('etag', tag);
           // A current entry answers without a query: the cached answer is the one the caller holds.
           if (ifNoneMatch !== undefined && matchesTag(ifNoneMatch, tag)) return notModified(reply);

@@ -1,8 +1,9 @@
 // Conditional requests (issue 8, DESIGN 9): every read answers with a weak ETag derived from the
-// operation, the parameters, the caller's policy and the data version (not from requestId or
-// serverTime); If-None-Match naming the current tag answers 304 with no body, and for a read the
-// cache holds, without a query. A change of the data, or of the clock that changes a
-// clock-relative answer, gives a new tag.
+// operation, the answer's content and the caller's account (issue 24: not from requestId,
+// serverTime or the moment a cache entry was filled, and never one tag for two accounts);
+// If-None-Match naming the current tag answers 304 with no body, and for a read the cache holds,
+// without a query. A change of the data, or of the clock that changes a clock-relative answer,
+// gives a new tag.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApi } from '../../apps/api/server.ts';
 import { ApiKeyAuthenticator } from '../../apps/auth/keys.ts';
@@ -71,9 +72,10 @@ describe('ETag and If-None-Match', () => {
     expect((await get('/v2/events', { 'if-none-match': 'W/"nope"' })).status).toBe(200);
   });
 
-  it('other parameters or another policy give another tag', async () => {
+  it('other parameters that give another answer, or another policy, give another tag', async () => {
     const a = await get('/v2/events');
-    const b = await get('/v2/events?limit=10');
+    const b = await get('/v2/events?types=close');
+    expect(JSON.parse(b.body).data.results).toEqual([]);
     expect(b.etag).not.toBe(a.etag);
     const restricted = await h.key({ account: { signalVisibility: { mode: 'traders', traderIds: [1] } } });
     const c = await get('/v2/events', {}, restricted);
@@ -119,5 +121,49 @@ describe('ETag and If-None-Match', () => {
     const again = await get(`/v2/feed?since=${since}`, { 'if-none-match': poll.etag! });
     expect(again.status).toBe(304);
     expect(queries).toBe(before);
+  });
+});
+
+describe('issue 24: ETags are per caller and carry no moment of another account', () => {
+  it('two accounts of one policy share a cache entry but never a tag; one\'s tag is not current for the other', async () => {
+    const a = await h.key({ account: { id: 'tenant-a' } });
+    const b = await h.key({ account: { id: 'tenant-b' } });
+    const ra = await get('/v2/assets', {}, a);
+    const before = queries;
+    const rb = await get('/v2/assets', {}, b);
+    expect(queries, 'the second account is served from the shared entry').toBe(before);
+    expect(JSON.parse(rb.body).data.results).toEqual(JSON.parse(ra.body).data.results);
+    expect(rb.etag).not.toBe(ra.etag);
+    expect((await get('/v2/assets', { 'if-none-match': ra.etag! }, b)).status).toBe(200);
+    expect((await get('/v2/assets', { 'if-none-match': ra.etag! }, a)).status).toBe(304);
+  });
+
+  it('a tag does not depend on who filled the entry, nor when: the same content gives the same tag', async () => {
+    const a = await h.key({ account: { id: 'tenant-c' } });
+    const b = await h.key({ account: { id: 'tenant-d' } });
+    now = NOW + 20 * 60_000; // every entry of earlier tests has expired (10 minutes at most)
+    await get('/v2/traders', {}, b); // b fills the entry
+    now += 1000;
+    const first = await get('/v2/traders', {}, a);
+    now += 11 * 60_000; // expired: a fills it itself, later
+    const before = queries;
+    const second = await get('/v2/traders', {}, a);
+    expect(queries, 'read again from the store').toBeGreaterThan(before);
+    expect(second.etag).toBe(first.etag);
+    // The tag is opaque: no fill time rides on it (the old tags ended in `.<fill time in base 36>`).
+    expect(first.etag).toMatch(/^W\/"[A-Za-z0-9_-]{22}"$/);
+    now = NOW;
+  });
+
+  it('an answer the cache does not hold: the same content gives each account its own tag', async () => {
+    const a = await h.key({ account: { id: 'tenant-e' } });
+    const b = await h.key({ account: { id: 'tenant-f' } });
+    const url = `/v2/traders/stats?traderIds=1&startTime=${iso(NOW - 10 * DAY)}&endTime=${iso(NOW - HOUR)}`;
+    const ra = await get(url, {}, a);
+    const rb = await get(url, {}, b);
+    expect(ra.status).toBe(200);
+    expect(rb.etag).not.toBe(ra.etag);
+    expect((await get(url, { 'if-none-match': ra.etag! }, a)).status).toBe(304);
+    expect((await get(url, { 'if-none-match': ra.etag! }, b)).status).toBe(200);
   });
 });

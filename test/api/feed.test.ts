@@ -290,3 +290,29 @@ describe('issue 24: removedIds names only groups the caller could have read (bot
     } finally { await c.close(); }
   });
 });
+
+describe('issue 24: dataComputedAt is the start of the caller\'s own read, never another account\'s', () => {
+  it('accounts of one policy: each first page says when that account\'s answer was computed, and reuses it for itself', async () => {
+    let now = NOW;
+    const c = await createHarness({ clock: () => now });
+    try {
+      await c.given([build.source('src-1'), build.trader(1), build.asset(1), build.message('m1', 'src-1', iso(NOW - DAY)),
+        ev(1, 'm1', { positionId: 1, timeOfEvent: iso(NOW - DAY) })]);
+      const a = await c.key({ account: { id: 'partner-a' } });
+      const b = await c.key({ account: { id: 'partner-b' } });
+      const meta = async (k: string, q = '') => { const res = await c.get(`/v2/feed${q}`, k); expect(res.status).toBe(200); return res.body.data.meta; };
+      expect((await meta(a)).dataComputedAt).toBe(iso(NOW));
+      now = NOW + 3 * MIN;
+      // b's first read: its own moment, not the one a computed (which would tell b when a polled).
+      expect((await meta(b)).dataComputedAt).toBe(iso(now));
+      now = NOW + 5 * MIN;
+      expect((await meta(a)).dataComputedAt, 'a reuses its own answer').toBe(iso(NOW));
+      expect((await meta(b)).dataComputedAt, 'b reuses its own answer').toBe(iso(NOW + 3 * MIN));
+      // Filtered pages and since-polls too.
+      expect((await meta(b, '?traderIds=1')).dataComputedAt).toBe(iso(now));
+      now = NOW + 6 * MIN;
+      expect((await meta(a, '?traderIds=1')).dataComputedAt).toBe(iso(now));
+      expect((await meta(a, '?since=0')).dataComputedAt).toBe(iso(now));
+    } finally { await c.close(); }
+  });
+});
