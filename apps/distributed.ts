@@ -13,7 +13,7 @@ import { parseRateLimits, type RateLimits } from './api/rate-limit.ts';
 import { ReadCache } from './api/read-cache.ts';
 import { buildApi, type ApiDeps } from './api/server.ts';
 import { ApiKeyAuthenticator } from './auth/keys.ts';
-import { RedisCache, RedisLagBoard, RedisWatermarks } from './cache/redis.ts';
+import { FailOpenCache, REDIS_COMMAND_TIMEOUT_MS, RedisCache, RedisFallback, RedisLagBoard, redisClientOptions, RedisWatermarks } from './cache/redis.ts';
 import { TokenVerifier, type AuthUrls } from './mcp/bearer.ts';
 import { metricsListen, parseOrigins, type MetricsListen } from './config.ts';
 import { Metrics, serveMetrics } from './metrics.ts';
@@ -64,6 +64,51 @@ export function distributedEnv(env: NodeJS.ProcessEnv, needs: { kafka?: boolean;
 
 type Say = (line: string) => void;
 
+/**
+ * A Redis client of a distributed process (apps/cache/redis.ts redisClientOptions): a command
+ * fails after REDIS_COMMAND_TIMEOUT_MS (250 ms, or REDIS_COMMAND_TIMEOUT_MS in the environment)
+ * instead of queueing while Redis is away, and the client reconnects by itself.
+ */
+export function connectRedis(url: string, env: NodeJS.ProcessEnv = {}): Redis {
+  return new Redis(url, redisClientOptions(Number(env.REDIS_COMMAND_TIMEOUT_MS) || REDIS_COMMAND_TIMEOUT_MS));
+}
+
+/** Resolves once the client is connected (its commands fail at once before that), saying every 30 s that it waits. */
+async function redisReady(redis: Redis, say: Say): Promise<void> {
+  for (let waited = 0; redis.status !== 'ready'; waited += 100) {
+    if (waited && waited % 30_000 === 0) say(`waiting for Redis (${redis.status}) for ${waited / 1000} s`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** `say` for a line that may repeat many times a second (a batch retried while Redis is away): one line per kind and `everyMs`. */
+function sayNowAndThen(say: Say, everyMs = 30_000): (kind: string, line: string) => void {
+  const last = new Map<string, { at: number; more: number }>();
+  return (kind, line) => {
+    const now = Date.now();
+    const l = last.get(kind);
+    if (l && now - l.at < everyMs) { l.more++; return; }
+    say(l?.more ? `${line} (and ${l.more} more like it in ${Math.round((now - l.at) / 1000)} s)` : line);
+    last.set(kind, { at: now, more: 0 });
+  };
+}
+
+/** Longest the health probe of a read replica waits for the store (ms). */
+export const STORE_PROBE_TIMEOUT_MS = 1_000;
+
+/** Whether the store answers a `SELECT 1` within STORE_PROBE_TIMEOUT_MS; one probe a second at most, however often /healthz is asked. */
+function storeProbe(store: Store): () => Promise<boolean> {
+  let last: { at: number; up: Promise<boolean> } | undefined;
+  return () => {
+    const now = Date.now();
+    if (!last || now - last.at >= 1_000) last = { at: now, up: store.query('SELECT 1', {}, { timeoutMs: STORE_PROBE_TIMEOUT_MS }).then(() => true, () => false) };
+    return last.up;
+  };
+}
+
+/** Longest a read replica's request to the ClickHouse server may take (ms; CLICKHOUSE_REQUEST_TIMEOUT_MS). */
+export const READ_STORE_TIMEOUT_MS = 12_000;
+
 /** Consumer groups start over from the earliest offsets (a read-model rebuild); the group must have no live member. */
 async function resetGroup(brokers: string[], prefix: string, group: string, say: Say): Promise<void> {
   const admin = new Kafka({ clientId: 'signalbase-migrate', brokers, logLevel: logLevel.NOTHING }).admin();
@@ -87,6 +132,10 @@ export function sharedProjector(store: Store, opts: {
 }): { log: KafkaLog; sub: LogSubscription; stop(): Promise<void> } {
   const { redis, keys } = opts;
   const cache = redis ? new RedisCache(redis, keys.cache) : undefined;
+  const versions = redis ? new RedisWatermarks(redis, keys.watermarks) : undefined;
+  const complain = sayNowAndThen(opts.say);
+  // The client reconnects by itself; without a listener ioredis prints each failed attempt.
+  redis?.on('error', (err: Error) => complain('redis', `projector: Redis: ${err.message} (batches wait for it: none is applied without an apply turn)`));
   const board = redis ? new RedisLagBoard(redis, keys.lag) : undefined;
   const log = new KafkaLog({
     brokers: opts.brokers, topicPrefix: opts.topicPrefix, clientId: opts.clientId ?? 'signalbase-projector', ...(opts.maxWaitMs ? { maxWaitMs: opts.maxWaitMs } : {}),
@@ -96,13 +145,19 @@ export function sharedProjector(store: Store, opts: {
     onCommit: async (info) => {
       opts.onCommit?.(info);
       opts.metrics?.committed(info);
-      if (redis) await redis.incr(`${keys.watermarks}${DATA_VERSION}`);
+      // Within the apply turn, before the offsets commit: if Redis fails here, the batch is applied again.
+      // Above the clock: the version never comes back to one that replicas cached answers under (a Redis restarted empty).
+      await versions?.bump(DATA_VERSION, Date.now() * 1000);
       await cache?.clear('auth:');
     },
-    onError: (err, topic) => opts.say(`projector: batch of ${topic} failed, retrying: ${(err as Error).message}`),
+    // While Redis or the store is away each batch fails every second: one line per topic and cause now and then.
+    onError: (err, topic) => complain(`${topic}:${(err as Error).message}`, `projector: batch of ${topic} failed, retrying: ${(err as Error).message}`),
   });
   // Every partition's position, also those no batch came from lately (reading the lag reports them).
-  const report = board ? setInterval(() => { sub.lag().catch(() => {}); }, 2000) : undefined;
+  // A Redis restarted without its data has no data version (replicas read uncached meanwhile): publish one above every earlier one.
+  const republish = () => versions?.find(DATA_VERSION).then((v) => (v === undefined ? versions.bump(DATA_VERSION, Date.now() * 1000) : v)).catch(() => {});
+  const report = board ? setInterval(() => { sub.lag().catch(() => {}); void republish(); }, 2000) : undefined;
+  void republish();
   return { log, sub, async stop() { clearInterval(report); await sub.stop(); await log.close(); } };
 }
 
@@ -112,8 +167,9 @@ export function sharedProjector(store: Store, opts: {
  */
 export async function runProjectorProcess(env: NodeJS.ProcessEnv, say: Say): Promise<{ stop(): Promise<void> }> {
   const cfg = distributedEnv(env, { kafka: true });
-  const redis = cfg.redisUrl ? new Redis(cfg.redisUrl) : undefined;
+  const redis = cfg.redisUrl ? connectRedis(cfg.redisUrl, env) : undefined;
   if (!redis) say('REDIS_URL is not set: run a single projector instance (the apply turns and the data version need Redis to be shared)');
+  if (redis) await redisReady(redis, say);
   const store = await new ClickHouseStore({ url: cfg.clickhouseUrl, database: cfg.clickhouseDatabase }).init();
   const keys = redisKeys(env.REDIS_PREFIX);
   const watermarks = redis ? new RedisWatermarks(redis, keys.watermarks) : undefined;
@@ -154,6 +210,10 @@ export interface ReadAppOptions {
   rateLimits?: Omit<RateLimits, 'redis'>;
   clock?: () => number;
   logger?: ApiDeps['logger'];
+  /** Where the Redis fallback's lines go (RedisFallback: when Redis fails, now and then while it stays away, when it is back). */
+  say?: Say;
+  /** After a Redis failure, how long Redis is not asked (ms; RedisFallback). */
+  redisCooldownMs?: number;
 }
 
 /**
@@ -163,26 +223,43 @@ export interface ReadAppOptions {
  */
 export function sharedReadApp(kind: 'api' | 'mcp', o: ReadAppOptions): FastifyInstance {
   const { store, redis, keys } = o;
-  const cache = new RedisCache(redis, keys.cache);
+  // Redis away: each use of it fails fast and open (a cache miss, an unknown data version, the last lag known), counted and said now and then.
+  const fallback = new RedisFallback(redis, {
+    say: o.say ?? (() => {}), onError: (operation) => metrics.redisErrors.inc({ operation }),
+    ...(o.redisCooldownMs !== undefined ? { cooldownMs: o.redisCooldownMs } : {}),
+  });
+  const cache = new FailOpenCache(new RedisCache(redis, keys.cache), fallback);
   const watermarks = new RedisWatermarks(redis, keys.watermarks);
   const auth = new ApiKeyAuthenticator(store, cache);
   // The projector clears the shared credentials' answers on each commit; this replica forgets its decoded copies when the data version moves.
   let seen = -1;
+  // NaN when Redis cannot tell it (away, or restarted empty until the next commit): the read cache
+  // then keeps nothing and reads the store, and the credentials' answers decoded here are forgotten
+  // on each read, so none outlives a commit this replica cannot see.
   const dataVersion = async () => {
-    const v = await watermarks.get(DATA_VERSION);
-    if (v !== seen) { seen = v; auth.forgetDecoded(); }
+    const v = (await fallback.run('data_version', () => watermarks.find(DATA_VERSION), undefined)) ?? Number.NaN;
+    if (!Object.is(v, seen)) { seen = v; auth.forgetDecoded(); }
     return v;
   };
   const board = new RedisLagBoard(redis, keys.lag);
-  const projectorLag = () => board.total();
-  const metrics = new Metrics({ dataVersion: () => watermarks.get(DATA_VERSION), projectorLag, consumerLag: () => board.partitions() });
+  let lag = { total: 0, partitions: [] as { topic: string; partition: number; lag: number }[] };
+  const lagBoard = async () => (lag = await fallback.run('lag_board', async () => {
+    const partitions = await board.partitions();
+    return { total: partitions.reduce((n, p) => n + p.lag, 0), partitions };
+  }, lag));
+  const projectorLag = async () => (await lagBoard()).total;
+  const metrics = new Metrics({ dataVersion, projectorLag, consumerLag: async () => (await lagBoard()).partitions });
+  const storeAnswers = storeProbe(store);
   const urls = o.mcp ? () => o.mcp! : undefined;
   const app = buildApi({
     store, auth, dataVersion, metrics, metricsRoute: !o.metricsListen, cursors: new CursorCodec(o.secret), clock: o.clock,
     readCache: new ReadCache(cache, o.clock), rest: kind === 'api',
     ...(o.rateLimits ? { rateLimits: { ...o.rateLimits, redis } } : {}),
     ...(urls ? { mcp: { verifier: new TokenVerifier({ store, cache, urls, clock: o.clock }), urls, allowedOrigins: o.allowedOrigins } } : {}),
-    health: async () => ({ status: 'ok', projectorLag: await projectorLag() }),
+    health: async () => {
+      const [up, lag] = await Promise.all([storeAnswers(), projectorLag()]);
+      return { status: up ? 'ok' : 'degraded', projectorLag: lag };
+    },
     logger: o.logger ?? false,
   });
   if (o.metricsListen) {
@@ -200,7 +277,7 @@ export function sharedReadApp(kind: 'api' | 'mcp', o: ReadAppOptions): FastifyIn
  */
 export async function runReadProcess(kind: 'api' | 'mcp', env: NodeJS.ProcessEnv, say: Say): Promise<{ url: string; stop(): Promise<void> }> {
   const cfg = distributedEnv(env, { redis: true });
-  const redis = new Redis(cfg.redisUrl!);
+  const redis = connectRedis(cfg.redisUrl!, env);
   const secret = env.CURSOR_SECRET;
   if (!secret || Buffer.byteLength(secret) < 32) throw new Error('CURSOR_SECRET is not set (32 bytes or more): every replica signs and checks cursors with the same secret');
   let mcp: ReadAppOptions['mcp'];
@@ -209,11 +286,12 @@ export async function runReadProcess(kind: 'api' | 'mcp', env: NodeJS.ProcessEnv
     const issuer = need(env, 'AUTH_ISSUER', 'the OAuth authorization server whose tokens /mcp accepts');
     mcp = { mcpUrl, issuer };
   }
-  const store = await new ClickHouseStore({ url: cfg.clickhouseUrl, database: cfg.clickhouseDatabase }).init();
+  // A read stops at its own deadline first (apps/reads/cost.ts); this bounds every other request to the server, e.g. a credential look-up.
+  const store = await new ClickHouseStore({ url: cfg.clickhouseUrl, database: cfg.clickhouseDatabase, requestTimeoutMs: Number(env.CLICKHOUSE_REQUEST_TIMEOUT_MS) || READ_STORE_TIMEOUT_MS }).init();
   const rateLimits = parseRateLimits(env.RATE_LIMITS);
   const metrics = metricsListen(env);
   const app = sharedReadApp(kind, {
-    store, redis, keys: redisKeys(env.REDIS_PREFIX), secret: Buffer.from(secret, 'utf8'), mcp,
+    store, redis, keys: redisKeys(env.REDIS_PREFIX), secret: Buffer.from(secret, 'utf8'), mcp, say: (line) => say(`${kind}: ${line}`),
     ...(kind === 'mcp' && env.MCP_ALLOWED_ORIGINS ? { allowedOrigins: parseOrigins(env.MCP_ALLOWED_ORIGINS) } : {}),
     ...(metrics ? { metricsListen: metrics } : {}),
     ...(rateLimits ? { rateLimits } : {}),

@@ -23,7 +23,7 @@ const UNCOUNTED_TOPICS = new Set(['accounts', 'api-keys']);
  * Prometheus metrics of one process (prom-client, a registry of its own), served at `/metrics`:
  * request latency per operation and status, read-cache hits and misses, records projected and
  * dead-lettered per topic, projector lag (and, distributed, consumer lag per Kafka partition), feed
- * watermark, data version, and Node's process metrics, all named `signalbase_*`.
+ * watermark, data version, Redis failures (distributed), and Node's process metrics, all named `signalbase_*`.
  */
 export class Metrics {
   readonly registry = new Registry();
@@ -46,6 +46,12 @@ export class Metrics {
     labelNames: ['topic', 'outcome'] as const,
     registers: [this.registry],
   });
+  readonly redisErrors = new Counter({
+    name: 'signalbase_redis_errors_total',
+    help: 'Redis operations that failed or were skipped while Redis did not answer (the process went on without it), by operation',
+    labelNames: ['operation'] as const,
+    registers: [this.registry],
+  });
 
   constructor(sources: MetricSources = {}) {
     collectDefaultMetrics({ register: this.registry, prefix: 'signalbase_' });
@@ -55,7 +61,7 @@ export class Metrics {
     };
     gauge('signalbase_projector_lag_records', 'Records on the log not yet projected', sources.projectorLag);
     gauge('signalbase_feed_watermark', 'The partner feed watermark: every group stamped at or below it is readable', sources.feedWatermark);
-    gauge('signalbase_data_version', 'Projector commits so far', sources.dataVersion);
+    gauge('signalbase_data_version', 'The data version: moves on every projector commit (NaN while Redis cannot tell it)', sources.dataVersion);
     const consumerLag = sources.consumerLag;
     if (consumerLag) {
       new Gauge({

@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, type ValidationDetail } from '../../schemas/api/errors.ts';
+import { readFailure } from '../reads/cost.ts';
 
 /** Ajv errors of a query schema as `[{ param, message }]`, with the schema's own wording for list formats. */
 export function validationDetails(err: FastifyError, querySchema: any, query: Record<string, unknown> = {}): ValidationDetail[] {
@@ -20,7 +21,7 @@ export function validationDetails(err: FastifyError, querySchema: any, query: Re
 
 export function sendError(reply: FastifyReply, request: FastifyRequest, err: ApiError): FastifyReply {
   reply.header('x-request-id', request.id); // also for what is refused before the onRequest hook runs
-  if (err.code === 'RATE_LIMITED' || err.code === 'OVERLOADED' || err.code === 'STORE_UNAVAILABLE') reply.header('retry-after', String((err.details as any)?.retryAfterSeconds ?? 1));
+  if (err.code === 'RATE_LIMITED' || err.code === 'OVERLOADED' || err.code === 'STORE_UNAVAILABLE' || err.code === 'AUTHENTICATION_UNAVAILABLE') reply.header('retry-after', String((err.details as any)?.retryAfterSeconds ?? 1));
   return reply.code(err.status).send({
     success: false,
     error: { code: err.code, message: err.message, details: err.details ?? null },
@@ -39,6 +40,9 @@ export function errorHandler(err: FastifyError | ApiError, request: FastifyReque
   if (status && status >= 400 && status < 500) {
     return sendError(reply, request, new ApiError(status === 404 ? 'NOT_FOUND' : 'VALIDATION_ERROR', err.message));
   }
+  // A store that does not answer outside a read's bounded store (a credential look-up): 503, not a fault of ours.
+  const failure = readFailure(err);
+  if (failure instanceof ApiError) return sendError(reply, request, failure);
   request.log.error({ err }, 'request failed');
   return sendError(reply, request, new ApiError('INTERNAL_ERROR', 'Internal error; quote the requestId when reporting it'));
 }

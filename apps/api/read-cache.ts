@@ -70,6 +70,12 @@ export function cacheKey(op: Operation, url: string, query: Record<string, unkno
   return `read:${dataVersion}:${op.tool}:${policy[own ? 1 : 0]}${url}`;
 }
 
+/**
+ * A key made while the data version was unknown (NaN: Redis did not answer in distributed mode):
+ * no entry can be told current, so its answer is read from the store and never kept.
+ */
+const unversioned = (key: string): boolean => key.startsWith('read:NaN:');
+
 /** The policy part of keys by principal (principals are reused while their key's answer is, apps/auth/keys.ts). */
 const policies = new WeakMap<Principal, [string, string]>();
 
@@ -222,6 +228,7 @@ export class ReadCache {
   /** The entry from this process, or else from the shared cache (decoded once, then kept here). */
   async get(key: string, now: number): Promise<Entry | undefined> {
     if (this.decoded.has(key)) return this.local(key, now); // the shared copy is the same answer
+    if (unversioned(key)) return undefined;
     const hit = await this.cache.get(sharedKey(key));
     if (hit === undefined) return undefined;
     const nl = hit.indexOf('\n');
@@ -258,7 +265,7 @@ export class ReadCache {
   async put(key: string, rule: CacheRule, data: { results: unknown[]; meta: ListMeta }, now: number, store: Store): Promise<Entry> {
     const facts = (data as { [PAGE_FACTS]?: PageFacts })[PAGE_FACTS];
     const { serverTime: _fresh, appliedTimeRange, nextCursor, ...stable } = data.meta;
-    const header: Header = { from: now, expires: await this.until(rule, data, facts, now, store) };
+    const header: Header = { from: now, expires: unversioned(key) ? now : await this.until(rule, data, facts, now, store) };
     if (facts?.window) header.window = facts.window;
     else if (appliedTimeRange) header.range = JSON.stringify(appliedTimeRange);
     if (facts?.next) header.next = facts.next;

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { Redis, RedisOptions } from 'ioredis';
 import type { Cache, Watermarks } from './port.ts';
 
 /**
@@ -82,6 +82,20 @@ export class RedisWatermarks implements Watermarks {
     return Number((await this.redis.get(this.namespace + name)) ?? 0);
   }
 
+  /** The mark, or undefined when Redis holds none (never set, or Redis restarted without its data). */
+  async find(name: string): Promise<number | undefined> {
+    const v = await this.redis.get(this.namespace + name);
+    return v === null ? undefined : Number(v);
+  }
+
+  /**
+   * Moves a counter up by one, to at least `floor` + 1: a counter kept above the clock (`floor` in
+   * microseconds) never comes back to a value it had before, even after Redis lost its data.
+   */
+  async bump(name: string, floor: number): Promise<number> {
+    return Number(await this.redis.eval(BUMP_SCRIPT, 1, this.namespace + name, String(floor)));
+  }
+
   async advance(name: string, value: number): Promise<number> {
     if (!Number.isSafeInteger(value) || value < 0) throw new RangeError(`a watermark is a non-negative safe integer, got ${value}`);
     return Number(await this.redis.eval(ADVANCE_SCRIPT, 1, this.namespace + name, String(value)));
@@ -94,6 +108,10 @@ const ADVANCE_SCRIPT = `local c = redis.call('GET', KEYS[1]) or '0'
 local v = ARGV[1]
 if #v > #c or (#v == #c and v > c) then redis.call('SET', KEYS[1], v) return v end
 return c`;
+
+const BUMP_SCRIPT = `local floor = tonumber(ARGV[1])
+if tonumber(redis.call('GET', KEYS[1]) or '0') < floor then redis.call('SET', KEYS[1], ARGV[1]) end
+return redis.call('INCR', KEYS[1])`;
 
 /**
  * The projector group's position on each partition, kept in one Redis hash for the processes
@@ -144,3 +162,104 @@ const MERGE_POSITIONS_SCRIPT = `for i = 2, #ARGV, 3 do
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
 return 1`;
+
+/** Longest a Redis command may take before it fails (ms): the bound a request waits on Redis. */
+export const REDIS_COMMAND_TIMEOUT_MS = 250;
+
+/**
+ * Client options of every distributed process: a command fails instead of waiting when Redis does
+ * not answer (no offline queue, no retry of a command sent before the connection broke, a timeout
+ * per command), and the client reconnects by itself with a backoff capped at 2 s, forever.
+ */
+export function redisClientOptions(commandTimeoutMs = REDIS_COMMAND_TIMEOUT_MS): RedisOptions {
+  return {
+    commandTimeout: commandTimeoutMs,
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    connectTimeout: 1_000,
+    retryStrategy: (times) => Math.min(100 * 2 ** Math.min(times, 5), 2_000),
+  };
+}
+
+export interface RedisFallbackOptions {
+  /** One line when Redis fails, at most one per `logEveryMs` while it stays down, one when it is back. */
+  say: (line: string) => void;
+  /** Counts each operation that failed or was skipped for Redis (signalbase_redis_errors_total). */
+  onError?: (operation: string) => void;
+  /** After a failure, Redis is not asked again for this long (ms): a request pays at most one timeout. */
+  cooldownMs?: number;
+  logEveryMs?: number;
+  clock?: () => number;
+}
+
+/**
+ * How a read replica uses Redis: fail fast and open. An operation runs only while the client is
+ * connected and no failure happened in the last `cooldownMs`; otherwise, or when it fails, the
+ * caller gets its fallback (a cache miss, an unknown data version, the last lag known) and the
+ * answer comes from the store. Redis coming back needs nothing: the client reconnects and the next
+ * operation after the cooldown uses it again.
+ */
+export class RedisFallback {
+  private downSince: number | undefined;
+  private retryAt = 0;
+  private lastLog = 0;
+  private suppressed = 0;
+  private readonly clock: () => number;
+
+  constructor(private readonly redis: Redis, private readonly opts: RedisFallbackOptions) {
+    this.clock = opts.clock ?? Date.now;
+    // Without a listener ioredis prints every failed reconnection attempt.
+    redis.on('error', (err: Error) => { opts.onError?.('connection'); this.failed('connection', err); });
+  }
+
+  /** Whether the last operation found Redis answering. */
+  get available(): boolean { return this.downSince === undefined; }
+
+  async run<T>(operation: string, fn: () => Promise<T>, fallback: T): Promise<T> {
+    if (this.redis.status !== 'ready' || this.clock() < this.retryAt) {
+      this.opts.onError?.(operation);
+      this.failed(operation, new Error(`not connected (${this.redis.status})`), false);
+      return fallback;
+    }
+    try {
+      const v = await fn();
+      if (this.downSince !== undefined) {
+        this.opts.say(`Redis is back after ${Math.round((this.clock() - this.downSince) / 1000)} s (${this.suppressed} more failed or skipped operations since the last line): shared cache, data version and lag board in use again`);
+        this.downSince = undefined;
+        this.suppressed = 0;
+      }
+      return v;
+    } catch (err) {
+      this.opts.onError?.(operation);
+      this.retryAt = this.clock() + (this.opts.cooldownMs ?? 1_000);
+      this.failed(operation, err as Error);
+      return fallback;
+    }
+  }
+
+  private failed(operation: string, err: Error, real = true): void {
+    const now = this.clock();
+    if (this.downSince === undefined) {
+      if (!real) return; // not connected yet at start, or skipped before any failure: nothing to say
+      this.downSince = now;
+      this.lastLog = now;
+      this.opts.say(`Redis unavailable (${operation}: ${err.message}): answering from the store, uncached, until it is back`);
+      return;
+    }
+    if (now - this.lastLog >= (this.opts.logEveryMs ?? 30_000)) {
+      this.opts.say(`Redis still unavailable for ${Math.round((now - this.downSince) / 1000)} s (${this.suppressed + 1} operations failed or skipped since the last line; last: ${operation}: ${err.message})`);
+      this.lastLog = now;
+      this.suppressed = 0;
+    } else {
+      this.suppressed++;
+    }
+  }
+}
+
+/** A cache through RedisFallback: a miss, and nothing stored, while Redis does not answer. */
+export class FailOpenCache implements Cache {
+  constructor(private readonly cache: Cache, private readonly fallback: RedisFallback) {}
+  get(key: string): Promise<string | undefined> { return this.fallback.run('cache_get', () => this.cache.get(key), undefined); }
+  set(key: string, value: string, ttlMs: number): Promise<void> { return this.fallback.run('cache_set', () => this.cache.set(key, value, ttlMs), undefined); }
+  clear(prefix: string): Promise<void> { return this.fallback.run('cache_clear', () => this.cache.clear(prefix), undefined); }
+}

@@ -89,7 +89,8 @@ export class RedisGate implements ApplyGate {
       const floor = BigInt(Math.floor((this.opts.clock ?? Date.now)())) * 1000n;
       // An integer reply (exact: numbers stay below 2^53 for centuries of microseconds).
       const [seq, last] = (await this.redis.eval(TAKE, 3, this.keys.lock, this.keys.seq, this.keys.last, this.member, floor.toString())) as [number, string];
-      const result = await apply({ seq: BigInt(seq), otherWrote: last !== '' && last !== this.member });
+      // No last writer known is not "nobody wrote": Redis may have restarted without its data after another member's turns.
+      const result = await apply({ seq: BigInt(seq), otherWrote: last !== this.member });
       if (lost) throw new Error('the apply turn was lost while the batch was applied (Redis unreachable or the member paused); the batch is applied again');
       return result;
     } finally {

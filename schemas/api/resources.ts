@@ -112,10 +112,13 @@ export const AssetRow = Type.Object({
 });
 export type AssetRow = Type.Static<typeof AssetRow>;
 
-/** DESIGN 6 Health: `starting` (HTTP 503) until the projector's first catch-up after start. */
+/**
+ * DESIGN 6 Health: `starting` (HTTP 503) until the projector's first catch-up after start,
+ * `degraded` (HTTP 503) while the store does not answer (distributed mode).
+ */
 export const Health = Type.Object({
-  status: StringEnum(['ok', 'starting']),
-  dataVersion: Type.Integer({ description: 'projector commits so far' }),
+  status: StringEnum(['ok', 'starting', 'degraded']),
+  dataVersion: Nullable(Type.Integer({ description: 'moves on every projector commit (embedded: commits so far); null while Redis cannot tell it (distributed mode)' })),
   projectorLag: Type.Integer({ description: 'records on the log not yet projected' }),
 });
 

@@ -13,13 +13,19 @@ import { Session } from 'chdb';
 /** URL parameters the client sends that are not settings of the statement. */
 const CLIENT_PARAMS = new Set(['query', 'query_id', 'database', 'default_format', 'enable_http_compression', 'wait_end_of_query', 'session_id', 'session_timeout', 'user', 'password']);
 
-export interface ClickHousePeer { url: string; requests: number; close(): Promise<void> }
+export interface ClickHousePeer {
+  url: string; requests: number; close(): Promise<void>;
+  /** The server goes away (outage tests): the port is closed and open connections are dropped; the data stays. */
+  stop(): Promise<void>;
+  /** Back on the same port, with the same data. */
+  restart(): Promise<void>;
+}
 
 /** Starts the peer on a free loopback port, on chdb at `path` (the process's one data directory). */
 export async function startClickHousePeer(path: string): Promise<ClickHousePeer> {
   const session = new Session(path);
   let chain: Promise<unknown> = Promise.resolve();
-  const peer = { url: '', requests: 0, close: async () => {} };
+  const peer: ClickHousePeer = { url: '', requests: 0, close: async () => {}, stop: async () => {}, restart: async () => {} };
   // URLs up to ClickHouse's own limit (http_max_uri_size, 1 MiB): a statement's bindings travel in its URL.
   const server = createServer({ maxHeaderSize: 1 << 20 }, (req, res) => {
     peer.requests++;
@@ -29,9 +35,21 @@ export async function startClickHousePeer(path: string): Promise<ClickHousePeer>
   // A keep-alive as short as older ClickHouse servers' (3 s): the client must not reuse a socket the peer closed.
   server.keepAliveTimeout = 3_000;
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  peer.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  peer.close = async () => {
+  const port = (server.address() as AddressInfo).port;
+  peer.url = `http://127.0.0.1:${port}`;
+  let listening = true;
+  peer.stop = async () => {
+    if (!listening) return;
+    listening = false;
     await new Promise<void>((resolve) => { server.close(() => resolve()); server.closeAllConnections(); });
+  };
+  peer.restart = async () => {
+    if (listening) return;
+    await new Promise<void>((resolve, reject) => { server.once('error', reject); server.listen(port, '127.0.0.1', () => { server.off('error', reject); resolve(); }); });
+    listening = true;
+  };
+  peer.close = async () => {
+    await peer.stop();
     await chain;
     session.close();
   };

@@ -44,3 +44,41 @@ export async function redisPeer(): Promise<RedisPeer> {
     stop: () => new Promise<void>((resolve) => { child.once('exit', () => resolve()); child.kill('SIGTERM'); }),
   };
 }
+
+/** A redis-server of the test's own, which it can stop and start again on the same port (outage tests). */
+export interface OwnRedis { url: string; port: number; stop(): Promise<void>; start(): Promise<void>; close(): Promise<void> }
+
+/**
+ * Starts Debian's redis-server on a free loopback port, also when REDIS_URL names a shared one (a
+ * test that stops Redis must not stop everyone's). Without redis-server: a failure under CI=true,
+ * a skip with the reason elsewhere.
+ */
+export async function ownRedisServer(): Promise<OwnRedis | { skip: string }> {
+  if (spawnSync('redis-server', ['--version']).error) {
+    const why = 'redis-server is not installed (.ci/run installs it: apt-get install -y redis-server)';
+    if (process.env.CI === 'true') throw new Error(why);
+    return { skip: why };
+  }
+  const port = await freePort();
+  const url = `redis://127.0.0.1:${port}`;
+  let child: ChildProcess | undefined;
+  const own: OwnRedis = {
+    url, port,
+    async start() {
+      if (child) return;
+      child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+      await ping(url, Date.now() + 10_000);
+    },
+    // SIGKILL: the server is gone at once, as when it crashes (and it keeps nothing: no persistence).
+    stop: () => new Promise<void>((resolve) => {
+      const c = child;
+      child = undefined;
+      if (!c || c.exitCode !== null) return resolve();
+      c.once('exit', () => resolve());
+      c.kill('SIGKILL');
+    }),
+    close: () => own.stop(),
+  };
+  await own.start();
+  return own;
+}

@@ -1,0 +1,278 @@
+// Issue 24 item 4: outages survived. API replicas built as `signalbase api` builds them (in this
+// process, on real sockets) and a projector built as `signalbase projector` builds it, over the
+// Kafka peer (librdkafka's mock cluster), the ClickHouse HTTP peer (chdb) and a redis-server of this
+// test's own, which it kills and starts again in the middle of a read load; then the same with the
+// ClickHouse peer. Expectations: no 500 and no request past BOUND_MS; while Redis is away the
+// replicas answer from the store what they answered before (and the projector, which cannot take an
+// apply turn, applies nothing), and when it is back the read models equal the embedded projection
+// of every record; while ClickHouse is away a read answers from the read cache or 503
+// STORE_UNAVAILABLE (AUTHENTICATION_UNAVAILABLE when its key's look-up found the store away) with Retry-After, /healthz says `degraded`, and everything answers again after.
+import { randomBytes } from 'node:crypto';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import type { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseRateLimits } from '../../apps/api/rate-limit.ts';
+import { generateApiKey } from '../../apps/auth/keys.ts';
+import { connectRedis, READ_STORE_TIMEOUT_MS, redisKeys, sharedProjector, sharedReadApp } from '../../apps/distributed.ts';
+import { KafkaAppender } from '../../projectors/log/kafka.ts';
+import { ensureSchema } from '../../projectors/runner.ts';
+import { ClickHouseStore } from '../../projectors/store/clickhouse.ts';
+import { SCOPES, TOPIC_NAMES, topicByName } from '../../schemas/topics/index.ts';
+import { startClickHousePeer, type ClickHousePeer } from '../helpers/clickhouse-peer.ts';
+import { pollUntil, sleep } from '../helpers/cli.ts';
+import { demoSlice } from '../helpers/demo-slice.ts';
+import { createHarness, type Harness, type TopicRecord } from '../helpers/harness.ts';
+import { kafkaMock, type KafkaMock } from '../helpers/kafka-mock.ts';
+import { ownRedisServer, type OwnRedis } from '../helpers/redis.ts';
+
+const DAY = 86_400_000;
+const NOW = Date.now() - 40 * DAY; // every window of the data has come of age: answers do not move with the clock
+const ALL = { mode: 'all' };
+/** No request may take longer, whatever is down (README, Distributed mode: Outages). */
+const BOUND_MS = 3_000;
+
+const start = new Date(NOW - 60 * DAY).toISOString();
+const end = new Date(NOW).toISOString();
+const READS = [
+  '/v2/traders?limit=50', '/v2/assets?limit=50', `/v2/events?limit=50&startTime=${start}&endTime=${end}`,
+  `/v2/positions?limit=50&startTime=${start}&endTime=${end}`, `/v2/messages?limit=50&startTime=${start}&endTime=${end}`,
+  `/v2/feed?limit=20&startTime=${start}&endTime=${end}`, `/v2/traders/stats?traderIds=1,2,3&startTime=${start}&endTime=${end}`,
+];
+/** Without what differs by design between answers: their time and the cursors (signed per deployment). */
+const canonical = (v: unknown): unknown => JSON.parse(JSON.stringify(v, (k, x) =>
+  (k === 'serverTime' || k === 'dataComputedAt' || k === 'nextCursor' ? null : typeof x === 'number' && !Number.isInteger(x) ? Number(x.toPrecision(12)) : x)));
+
+// The records in two parts: the second (the last trade events) reaches Kafka while Redis is away.
+const records = demoSlice({ seed: 11, now: NOW, traders: 8, assets: 5, priceDays: 70 });
+const events = records.filter((r) => r.topic === 'trade-events');
+const late = new Set(events.slice(Math.floor(events.length * 0.7)));
+const first = records.filter((r) => !late.has(r));
+const second = records.filter((r) => late.has(r));
+const key = generateApiKey();
+const credentials: TopicRecord[] = [
+  { topic: 'accounts', value: { id: 'acme', status: 'active', emailVerified: true, messageVisibility: ALL, signalVisibility: ALL, historyWindowDays: null, version: 1 } },
+  { topic: 'api-keys', value: { id: key.id, keyHash: key.keyHash, accountId: 'acme', scopes: [...SCOPES], revoked: false, createdAt: new Date(NOW).toISOString(), version: 1 } },
+];
+
+let redis: OwnRedis | { skip: string };
+let mock: KafkaMock | { skip: string };
+let peer: ClickHousePeer;
+let reference: Harness;
+let refKey: string;
+let appender: KafkaAppender;
+const clients: Redis[] = [];
+const stores: ClickHouseStore[] = [];
+let projector: ReturnType<typeof sharedProjector>;
+const replicas: { app: FastifyInstance; url: string }[] = [];
+const said: string[] = [];
+const skipped = () => 'skip' in redis || 'skip' in mock;
+
+async function append(recs: readonly TopicRecord[]): Promise<void> {
+  const byTopic = new Map<string, { key: string; value: unknown }[]>();
+  for (const r of recs) (byTopic.get(r.topic) ?? byTopic.set(r.topic, []).get(r.topic)!).push({ key: topicByName.get(r.topic)!.key(r.value), value: r.value });
+  for (const [topic, list] of byTopic) await appender.append(topic, list);
+}
+
+interface Sample { phase: string; path: string; status: number; ms: number; body: any; retryAfter: string | null }
+
+async function get(base: string, path: string, k = key.key): Promise<Omit<Sample, 'phase'>> {
+  const t0 = performance.now();
+  try {
+    const res = await fetch(`${base}${path}`, { headers: { 'x-api-key': k }, signal: AbortSignal.timeout(BOUND_MS * 3) });
+    const body = res.headers.get('content-type')?.includes('json') ? await res.json() : await res.text();
+    return { path, status: res.status, ms: performance.now() - t0, body, retryAfter: res.headers.get('retry-after') };
+  } catch (err) {
+    return { path, status: 0, ms: performance.now() - t0, body: String(err), retryAfter: null }; // no answer: a hang
+  }
+}
+
+/** A read load on both replicas (`workers` clients, each asking the next read in turn) until `stop`; samples tagged with the phase they started in. */
+function readLoad(phase: { name: string }, workers = 3) {
+  const samples: Sample[] = [];
+  let running = true;
+  let n = 0;
+  const loops = Array.from({ length: workers }, async () => {
+    while (running) {
+      const i = n++;
+      const name = phase.name;
+      samples.push({ ...(await get(replicas[i % replicas.length]!.url, READS[i % READS.length]!)), phase: name });
+      await sleep(5);
+    }
+  });
+  return { samples, async stop() { running = false; await Promise.all(loops); return samples; } };
+}
+
+const worst = (s: readonly Sample[]) => Math.round(Math.max(0, ...s.map((x) => x.ms)));
+const healthz = async (base: string) => { const r = await get(base, '/v2/healthz'); return { status: r.status, health: r.body?.data?.results?.[0] } as const; };
+/** What a read answers while the store is away: the read's query failed, or the look-up of its key (cached for seconds) did. */
+const UNAVAILABLE = ['STORE_UNAVAILABLE', 'AUTHENTICATION_UNAVAILABLE'];
+const counter = (text: string, line: RegExp) => Number(line.exec(text)?.[1] ?? 0);
+
+beforeAll(async () => {
+  redis = await ownRedisServer();
+  mock = await kafkaMock(1, Object.fromEntries(TOPIC_NAMES.map((t) => [t, 3])));
+  if (skipped()) return;
+  const redisUrl = (redis as OwnRedis).url;
+  const brokers = (mock as KafkaMock).brokers;
+  // The reference: the embedded projection of every record (its chdb directory is the one the peer serves).
+  reference = await createHarness();
+  peer = await startClickHousePeer(join(tmpdir(), `signalbase-test-${process.pid}`));
+  await reference.given(records);
+  refKey = await reference.key({ account: { id: 'acme' } });
+
+  const database = `outage_${process.pid}`;
+  const keys = redisKeys(`t${process.pid}`);
+  const projectorStore = await new ClickHouseStore({ url: peer.url, database }).init();
+  stores.push(projectorStore);
+  await ensureSchema(projectorStore);
+  appender = new KafkaAppender({ brokers, clientId: 'outage-ingest' });
+  await append([...first, ...credentials]);
+  const projectorRedis = connectRedis(redisUrl);
+  clients.push(projectorRedis);
+  await pollUntil(async () => projectorRedis.status, (s) => s === 'ready', 10_000, 20);
+  projector = sharedProjector(projectorStore, { brokers, redis: projectorRedis, keys, clientId: 'outage-projector', maxWaitMs: 20, say: (l) => said.push(l) });
+  await projector.sub.caughtUp();
+
+  // Two replicas as `signalbase api` builds them: each its own Redis client and ClickHouse client.
+  const secret = randomBytes(32);
+  for (let i = 0; i < 2; i++) {
+    const r = connectRedis(redisUrl);
+    const store = await new ClickHouseStore({ url: peer.url, database, requestTimeoutMs: READ_STORE_TIMEOUT_MS }).init();
+    clients.push(r);
+    stores.push(store);
+    // Rate limits counted in Redis (far above this load): they fail open too.
+    const app = sharedReadApp('api', { store, redis: r, keys, secret, rateLimits: parseRateLimits('default=1000000,address=1000000'), say: (l) => said.push(`replica ${i}: ${l}`) });
+    replicas.push({ app, url: await app.listen({ port: 0, host: '127.0.0.1' }) });
+  }
+  const ready = await pollUntil(() => Promise.all(replicas.map((r) => get(r.url, READS[0]!).then((x) => x.status))), (s) => s.every((x) => x === 200), 20_000, 100);
+  expect(ready.ok, JSON.stringify(ready.value)).toBe(true);
+}, 180_000);
+
+afterAll(async () => {
+  for (const r of replicas) await r.app.close();
+  await projector?.stop();
+  await appender?.close();
+  for (const c of clients) c.disconnect();
+  for (const s of stores) { await s.drop().catch(() => {}); await s.close(); }
+  await reference?.close();
+  await peer?.close();
+  if (mock && 'stop' in mock) await mock.stop();
+  if (redis && 'close' in redis) await redis.close();
+}, 60_000);
+
+describe('issue 24: outages survived', () => {
+  // Filled by the Redis test, the baseline of the ClickHouse one.
+  const answers = new Map<string, unknown>();
+
+  it('Redis killed during a read load: the replicas answer from the store what they answered before, within the bound; the projector applies nothing without its apply turn, then catches up when Redis is back: nothing lost', async (ctx) => {
+    if (skipped()) return ctx.skip();
+    const own = redis as OwnRedis;
+    const before = new Map<string, unknown>();
+    for (const path of READS) {
+      const r = await get(replicas[0]!.url, path);
+      expect(r.status, `${path}: ${JSON.stringify(r.body).slice(0, 300)}`).toBe(200);
+      before.set(path, canonical(r.body.data));
+    }
+    const phase = { name: 'up' };
+    const load = readLoad(phase);
+    await sleep(500);
+    await own.stop();
+    phase.name = 'redis-down';
+    await sleep(1_500);
+    // The second part reaches Kafka while Redis is away: the projector must not apply it without an apply turn.
+    await append(second);
+    await sleep(3_000);
+    const down = await Promise.all(replicas.map((r) => healthz(r.url)));
+    const metrics = await (await fetch(`${replicas[0]!.url}/metrics`)).text();
+    await own.start();
+    phase.name = 'redis-back';
+    await projector.sub.caughtUp();
+    await sleep(500);
+    const samples = await load.stop();
+
+    const bad = samples.filter((s) => s.status === 0 || s.status >= 500 || s.ms > BOUND_MS);
+    expect(bad.map((s) => `${s.phase} ${s.path} ${s.status} ${Math.round(s.ms)} ms ${JSON.stringify(s.body).slice(0, 200)}`)).toEqual([]);
+    const during = samples.filter((s) => s.phase === 'redis-down');
+    expect(during.length).toBeGreaterThan(20);
+    for (const s of during) {
+      expect(s.status, s.path).toBe(200);
+      // From the store, unchanged: not the second part, which the projector could not apply.
+      expect(canonical(s.body.data), s.path).toEqual(before.get(s.path));
+    }
+    // Healthy while Redis is away (the store answers), with no data version to tell; counted and said (not once per request).
+    for (const h of down) expect(h).toMatchObject({ status: 200, health: { status: 'ok', dataVersion: null } });
+    expect(counter(metrics, /^signalbase_redis_errors_total\{operation="data_version"\} (\d+)$/m)).toBeGreaterThan(0);
+    const lines = said.filter((l) => l.startsWith('replica 0: Redis'));
+    expect(lines.length, lines.join('\n')).toBeGreaterThanOrEqual(1);
+    expect(lines.length, lines.join('\n')).toBeLessThanOrEqual(3);
+    console.log(`Redis outage: ${during.length} reads while it was away, worst ${worst(during)} ms; ${samples.length} reads in all, worst ${worst(samples)} ms`);
+
+    // Back: the read models equal the embedded projection of every record, on both replicas.
+    for (const [i, path] of READS.entries()) {
+      const [a, b] = [await get(replicas[i % 2]!.url, path), await reference.get(path, refKey)];
+      expect(a.status, path).toBe(b.status);
+      expect(canonical(a.body.data), path).toEqual(canonical(b.body.data));
+      answers.set(path, canonical(a.body.data));
+    }
+    expect(answers.get(READS[2]!)).not.toEqual(before.get(READS[2]!)); // the second part is there
+    // And cached again: a data version is published anew (Redis restarted empty), and reads hit the shared cache.
+    const cached = await pollUntil(async () => {
+      const h = await healthz(replicas[1]!.url);
+      await get(replicas[0]!.url, READS[0]!);
+      await get(replicas[1]!.url, READS[0]!);
+      const text = await (await fetch(`${replicas[1]!.url}/metrics`)).text();
+      return { version: h.health?.dataVersion, hits: counter(text, /^signalbase_read_cache_requests_total\{result="hit"\} (\d+)$/m) };
+    }, (v) => typeof v.version === 'number' && v.hits > 0, 15_000, 250);
+    expect(cached.ok, JSON.stringify(cached.value)).toBe(true);
+  }, 60_000);
+
+  it('the ClickHouse server stopped during a read load: a read answers from the read cache or 503 STORE_UNAVAILABLE with Retry-After, within the bound; /healthz says degraded; all answers again when it is back', async (ctx) => {
+    if (skipped()) return ctx.skip();
+    if (!answers.size) for (const path of READS) answers.set(path, canonical((await get(replicas[0]!.url, path)).body.data));
+    const phase = { name: 'up' };
+    const load = readLoad(phase);
+    await sleep(500);
+    await peer.stop();
+    phase.name = 'store-down';
+    const degraded = await pollUntil(() => Promise.all(replicas.map((r) => healthz(r.url))), (hs) => hs.every((h) => h.status === 503 && h.health?.status === 'degraded'), 3_000, 100);
+    // A read the cache cannot answer (a parameter set not asked before).
+    const miss = await get(replicas[0]!.url, `/v2/events?limit=7&startTime=${start}&endTime=${end}`);
+    await sleep(2_500);
+    await peer.restart();
+    phase.name = 'store-back';
+    const ok = await pollUntil(() => Promise.all(replicas.map((r) => healthz(r.url))), (hs) => hs.every((h) => h.status === 200 && h.health?.status === 'ok'), 10_000, 100);
+    await sleep(1_000);
+    const samples = await load.stop();
+
+    expect(degraded.ok, JSON.stringify(degraded.value)).toBe(true);
+    expect(miss.status, JSON.stringify(miss.body)).toBe(503);
+    expect(UNAVAILABLE).toContain(miss.body.error.code);
+    expect(Number(miss.retryAfter)).toBeGreaterThan(0);
+    const bad = samples.filter((s) => s.status === 0 || s.ms > BOUND_MS || (s.status >= 500 && s.status !== 503));
+    expect(bad.map((s) => `${s.phase} ${s.path} ${s.status} ${Math.round(s.ms)} ms ${JSON.stringify(s.body).slice(0, 200)}`)).toEqual([]);
+    const during = samples.filter((s) => s.phase === 'store-down');
+    expect(during.length).toBeGreaterThan(10);
+    for (const s of during) {
+      if (s.status === 200) expect(canonical(s.body.data), s.path).toEqual(answers.get(s.path));
+      else {
+        expect(s.status, JSON.stringify(s.body)).toBe(503);
+        expect(UNAVAILABLE).toContain(s.body.error.code);
+        expect(Number(s.retryAfter)).toBeGreaterThan(0);
+      }
+    }
+    // The analytics read is not cached: it found the store away (or the key's look-up did, once its cached answer expired).
+    expect(during.some((s) => s.status === 503)).toBe(true);
+    const codes = (code: string) => during.filter((s) => s.body?.error?.code === code).length;
+    console.log(`ClickHouse outage: ${during.length} reads while it was away (503: ${codes('STORE_UNAVAILABLE')} STORE_UNAVAILABLE, ${codes('AUTHENTICATION_UNAVAILABLE')} AUTHENTICATION_UNAVAILABLE), worst ${worst(during)} ms; ${samples.length} reads in all, worst ${worst(samples)} ms; healthz degraded after ${degraded.ms} ms, ok again ${ok.ms} ms after the restart`);
+
+    expect(ok.ok, JSON.stringify(ok.value)).toBe(true);
+    expect(samples.filter((s) => s.phase === 'store-back').slice(-READS.length * 2).every((s) => s.status === 200)).toBe(true);
+    for (const [i, path] of READS.entries()) {
+      const r = await get(replicas[i % 2]!.url, path);
+      expect(r.status, path).toBe(200);
+      expect(canonical(r.body.data), path).toEqual(answers.get(path));
+    }
+  }, 60_000);
+});
