@@ -9,7 +9,7 @@ import { isDateTime } from '../../schemas/formats.ts';
 import type { Principal } from '../reads/context.ts';
 import { CursorCodec } from '../reads/cursor.ts';
 import { costOf, OPERATIONS, policyRefusal, type Operation } from '../registry.ts';
-import { Admission, admissionDefaults, boundedStore, MAX_ANSWER_BYTES, readFailure, tooLarge, withinDeadline } from '../reads/cost.ts';
+import { Admission, admissionDefaults, admitted, boundedStore, MAX_ANSWER_BYTES, tooLarge } from '../reads/cost.ts';
 import type { DevAuthorizationServer } from '../auth/dev-server.ts';
 import { agentGuide, llmsTxt } from '../mcp/agent-docs.ts';
 import type { AuthUrls, TokenVerifier } from '../mcp/bearer.ts';
@@ -65,10 +65,12 @@ declare module 'fastify' {
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /** After authentication: the policy's refusal, or the query's problems, or nothing (and the principal is on the request). */
-function admit(op: Operation, req: FastifyRequest, principal: Principal): ApiError | undefined {
+function admit(op: Operation, req: FastifyRequest, principal: Principal, admission: Admission): ApiError | undefined {
   const denied = policyRefusal(op, principal);
   if (denied) return new ApiError('FORBIDDEN', denied);
   req.principal = principal;
+  const busy = admission.refusal(principal.accountId);
+  if (busy) return busy;
   const problems = queryProblems(op.query, req.query as Record<string, string>);
   const first = problems[0];
   if (first) return new ApiError('VALIDATION_ERROR', first.param ? `Invalid query parameter ${first.param}: ${first.message}` : `Invalid query: ${first.message}`, problems);
@@ -125,13 +127,14 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
     const key = req.headers['x-api-key'] as string | undefined;
     let known: Principal | undefined;
     try { known = deps.auth.known?.(key); } catch (err) { return done(err as ApiError); }
-    if (known) return done(admit(op, req, known));
-    deps.auth.authenticate(key).then((p) => admit(op, req, p)).then(done, done);
+    if (known) return done(admit(op, req, known, admission));
+    deps.auth.authenticate(key).then((p) => admit(op, req, p, admission)).then(done, done);
   };
   /** A read's context: the caller's bounded view of the store, within the request's deadline (wall time, whatever clock the answers use). */
   const readContext = (op: Operation, principal: Principal, now: Date) => {
     const deadline = Date.now() + admission.opts.deadlineMs;
-    return { deadline, ctx: { store: boundedStore(deps.store, admission, principal.accountId, costOf(op), deadline), principal, now, cursors, dataVersion: deps.dataVersion } };
+    const ctx = { store: boundedStore(deps.store, costOf(op), deadline), principal, now, cursors, dataVersion: deps.dataVersion };
+    return { ctx, run: <T>(read: () => Promise<T>) => admitted(admission, principal.accountId, deadline, read) };
   };
   const app = Fastify({
     logger: deps.logger ?? false,
@@ -249,8 +252,8 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
         ...(limit ? { preHandler: limit } : {}),
         handler: async (req, reply) => {
           const query = req.query as Record<string, unknown>;
-          const { ctx, deadline } = readContext(op, req.principal!, req.startedAt);
-          const read = () => withinDeadline(deadline, () => op.handler(ctx, query)).catch((err) => { throw readFailure(err); });
+          const { ctx, run } = readContext(op, req.principal!, req.startedAt);
+          const read = () => run(() => op.handler(ctx, query));
           const cache = deps.readCache;
           // Conditional requests (pollers): a weak ETag on every answer; If-None-Match naming the current one -> 304.
           const ifNoneMatch = req.headers['if-none-match'];

@@ -11,7 +11,7 @@ import { SCOPES } from '../../schemas/topics/index.ts';
 import { validationDetails } from '../api/errors.ts';
 import { queryProblems } from '../api/query.ts';
 import type { Principal, ReadContext } from '../reads/context.ts';
-import { MAX_ANSWER_BYTES, readFailure, tooLarge, withinDeadline } from '../reads/cost.ts';
+import { MAX_ANSWER_BYTES, readFailure, tooLarge } from '../reads/cost.ts';
 import type { RateLimiter } from '../api/rate-limit.ts';
 import type { CursorCodec } from '../reads/cursor.ts';
 import { policyRefusal, type Operation } from '../registry.ts';
@@ -34,7 +34,7 @@ export interface McpDeps {
   /** Browser origins allowed on /mcp besides MCP_URL's own (MCP_ALLOWED_ORIGINS). */
   allowedOrigins?: readonly string[];
   /** A read's context as REST makes it: the caller's bounded, admitted view of the store and the request's deadline. */
-  readContext: (op: Operation, principal: Principal, now: Date) => { ctx: ReadContext; deadline: number };
+  readContext: (op: Operation, principal: Principal, now: Date) => { ctx: ReadContext; run: <T>(read: () => Promise<T>) => Promise<T> };
   /** Rate limits: per client address before the token is checked, per account for each tool call. */
   limiter?: RateLimiter;
 }
@@ -254,8 +254,8 @@ async function callTool(op: Operation, principal: Principal, args: Record<string
     const validate = req.compileValidationSchema(op.query, 'querystring');
     if (!problems.length && !validate(query)) problems.push(...validationDetails({ validation: validate.errors } as never, op.query, query));
     if (problems.length) throw new ApiError('VALIDATION_ERROR', `Invalid argument ${problems[0]!.param}: ${problems[0]!.message}`, problems);
-    const { ctx, deadline } = deps.readContext(op, principal, now);
-    const data = await withinDeadline(deadline, () => op.handler(ctx, query));
+    const { ctx, run } = deps.readContext(op, principal, now);
+    const data = await run(() => op.handler(ctx, query));
     const text = renderText(op, data);
     // The answer-size bound, as on REST (the text repeats the structured content).
     if (text.length > MAX_ANSWER_BYTES) throw tooLarge('answer');

@@ -3,11 +3,12 @@ import { storeFailure } from '../../projectors/store/port.ts';
 import { ApiError } from '../../schemas/api/errors.ts';
 
 /**
- * Cost bounds and admission control (issue 24, DESIGN 6 rows Cost and Overload): every store query
- * of a read runs under ClickHouse's own limits (time, memory, rows and bytes read, result size),
- * within the request's deadline, after taking one of a bounded number of slots; each account
- * holds at most its share of the slots and of the queue, and waiters are served account by
- * account in turn, so one account's burst cannot stand in front of everyone else's reads.
+ * Cost bounds and admission control (issue 24, DESIGN 6 rows Cost and Overload): a read that goes
+ * to the store (a cache miss) first takes one of a bounded number of slots; each account holds at
+ * most its share of the slots and of the queue, and waiters are served account by account in
+ * turn, so one account's burst cannot stand in front of everyone else's reads. Every store query
+ * of the read runs under ClickHouse's own limits (time, memory, rows and bytes read, result size)
+ * within the request's deadline.
  */
 
 /** A read's bounds per store query. */
@@ -73,6 +74,18 @@ export class Admission {
 
   get inFlight(): number { return this.running; }
   get waiting(): number { return this.queued; }
+
+  /**
+   * Whether a read of `account` would be refused now (its share taken and its queue full): checked
+   * right after authentication, so that an account flooding the server is refused before its
+   * request costs any more work.
+   */
+  refusal(account: string): ApiError | undefined {
+    const st = this.accounts.get(account);
+    if (!st || st.running < this.opts.perAccount || st.waiting.length < this.opts.perAccountQueue) return undefined;
+    this.refused.accountQueueFull++;
+    return overloaded(`This account already has ${st.running} reads running and ${st.waiting.length} waiting: send fewer concurrent requests`);
+  }
 
   /** Takes a slot for `account` (waiting at most until `deadline`, ms since the epoch); resolves to its release. */
   acquire(account: string, deadline: number): Promise<() => void> | (() => void) {
@@ -171,13 +184,11 @@ export function tooLarge(bound: 'time' | 'memory' | 'rows' | 'bytes' | 'result' 
 }
 
 /**
- * The store a read sees: each query takes an admission slot for the caller's account, runs under
- * the read's bounds capped by what is left of the request's deadline, and fails as an ApiError
- * when it hits a bound or the store is away.
+ * The store a read sees: each query runs under the read's bounds capped by what is left of the
+ * request's deadline, and fails as an ApiError when it hits a bound or the store is away.
  */
-export function boundedStore(store: Store, admission: Admission, account: string, cost: ReadCost, deadline: number): Store {
+export function boundedStore(store: Store, cost: ReadCost, deadline: number): Store {
   const query = async <T>(sql: string, params?: Params, opts?: QueryOptions): Promise<T[]> => {
-    const release = await admission.acquire(account, deadline);
     try {
       const left = deadline - Date.now();
       if (left <= 0) throw tooLarge('deadline');
@@ -195,8 +206,6 @@ export function boundedStore(store: Store, admission: Admission, account: string
       const failure = readFailure(err);
       if (failure instanceof ApiError && failure.code === 'QUERY_TOO_LARGE' && (failure.details as any)?.bound === 'time' && deadline - Date.now() < 50) throw tooLarge('deadline');
       throw failure;
-    } finally {
-      release();
     }
   };
   return {
@@ -210,8 +219,26 @@ export function boundedStore(store: Store, admission: Admission, account: string
   };
 }
 
+/**
+ * Runs a read that goes to the store: it takes an admission slot for the caller's account first
+ * (before any of the read's own work), holds it until the read is over, and must finish within
+ * the request's deadline (past it, QUERY_TOO_LARGE; the queries it started stop at their own
+ * bounds). What it throws is the caller's error: a store failure becomes QUERY_TOO_LARGE or
+ * STORE_UNAVAILABLE.
+ */
+export async function admitted<T>(admission: Admission, account: string, deadline: number, run: () => Promise<T>): Promise<T> {
+  const release = await admission.acquire(account, deadline);
+  try {
+    return await withinDeadline(deadline, run);
+  } catch (err) {
+    throw readFailure(err);
+  } finally {
+    release();
+  }
+}
+
 /** Runs a read within the request's deadline: past it, QUERY_TOO_LARGE (the queries it started stop at their own bounds). */
-export async function withinDeadline<T>(deadline: number, run: () => Promise<T>): Promise<T> {
+async function withinDeadline<T>(deadline: number, run: () => Promise<T>): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const left = deadline - Date.now();
   if (left <= 0) throw tooLarge('deadline');

@@ -24,7 +24,11 @@ export type ErrorCode = keyof typeof ERROR_STATUS;
 export class ApiError extends Error {
   readonly status: number;
   constructor(readonly code: ErrorCode, message: string, readonly details: unknown = null) {
+    // An answer, not a fault: no stack to capture (a flood of refusals should cost little).
+    const limit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
     super(message);
+    Error.stackTraceLimit = limit;
     this.status = ERROR_STATUS[code];
   }
 }

@@ -72,7 +72,7 @@ describe('issue 24: cost bounds', () => {
   }, 60_000);
   afterAll(async () => { await h?.close(); });
 
-  const bounded = (cost: Partial<typeof LIST_COST>) => boundedStore(h.store, new Admission(admissionDefaults(2)), 'acct', { ...LIST_COST, ...cost }, Date.now() + 10_000);
+  const bounded = (cost: Partial<typeof LIST_COST>) => boundedStore(h.store, { ...LIST_COST, ...cost }, Date.now() + 10_000);
 
   it('a query that reads more rows than its bound is QUERY_TOO_LARGE naming the bound', async () => {
     const err = await bounded({ rowsRead: 1000 }).query('SELECT count() AS n FROM numbers(100000)').catch((e) => e);
