@@ -31,11 +31,28 @@ export function putAccount(log: EmbeddedLog, a: Omit<AccountRecord, 'version'>):
   return rec;
 }
 
-export function createKey(log: EmbeddedLog, accountId: string, scopes: readonly Scope[]): { key: string; record: ApiKeyRecord } {
+/** The scopes an account may hold (DESIGN 6 "Account scopes"): a record without them holds all seven. */
+export const accountScopes = (a: Pick<AccountRecord, 'scopes'>): Scope[] => [...(a.scopes ?? SCOPES)];
+
+/** Scopes of `wanted` that the account does not hold, with the error that names them (null: none). */
+export function scopesBeyond(a: AccountRecord, wanted: readonly Scope[], what: string): Error | null {
+  const held = accountScopes(a);
+  const beyond = wanted.filter((s) => !held.includes(s));
+  return beyond.length
+    ? new Error(`account ${a.id} does not hold ${beyond.join(', ')}: ${what} may have only the account's scopes (${held.join(', ') || 'none'}); widen them first with \`signalbase accounts set ${a.id} --scopes ...\``)
+    : null;
+}
+
+/** A new key of the account; `scopes` (default: every scope the account holds) must be among the account's. */
+export function createKey(log: EmbeddedLog, accountId: string, scopes?: readonly Scope[]): { key: string; record: ApiKeyRecord } {
   const account = latest<AccountRecord>(log, 'accounts').get(accountId);
   if (!account || account.deleted) throw new Error(`no account "${accountId}": create it first with \`signalbase accounts create ${accountId}\``);
+  const wanted = scopes ?? accountScopes(account);
+  const beyond = scopesBeyond(account, wanted, 'its keys');
+  if (beyond) throw beyond;
+  if (!wanted.length) throw new Error(`account ${accountId} holds no scopes: a key would read nothing`);
   const { key, id, keyHash } = generateApiKey();
-  const record: ApiKeyRecord = { id, keyHash, accountId, scopes: [...new Set(scopes)], revoked: false, createdAt: new Date().toISOString(), version: 1 };
+  const record: ApiKeyRecord = { id, keyHash, accountId, scopes: [...new Set(wanted)], revoked: false, createdAt: new Date().toISOString(), version: 1 };
   log.appendSync('api-keys', [{ key: id, value: record }]);
   return { key, record };
 }

@@ -4,7 +4,7 @@ import { SingleBar, Presets } from 'cli-progress';
 import { EmbeddedLog } from '../projectors/log/embedded.ts';
 import { MAX_RECORD_BYTES } from '../projectors/log/port.ts';
 import { SCOPES, TOPIC_NAMES } from '../schemas/topics/index.ts';
-import { createKey, DEMO_ACCOUNT, listAccounts, listKeys, parseScopes, parseVisibility, putAccount, revokeKey } from './admin.ts';
+import { accountScopes, createKey, DEMO_ACCOUNT, listAccounts, listKeys, parseScopes, parseVisibility, putAccount, revokeKey, scopesBeyond } from './admin.ts';
 import { loadConfig } from './config.ts';
 
 // The engine, the projectors and the HTTP server load only for the commands that use them,
@@ -135,14 +135,13 @@ const COMMANDS: Record<string, Command> = {
   },
   keys: {
     usage: 'signalbase keys create [--account ID] [--scopes a,b] | keys list [--account ID] | keys revoke KEY_ID   [--data-dir DIR]',
-    help: `Manages API keys through the log (works while start runs). create prints the key on its last stdout line; it is shown only once. Scopes: ${SCOPES.join(', ')} (default: all).`,
+    help: `Manages API keys through the log (works while start runs). create prints the key on its last stdout line; it is shown only once. Scopes: ${SCOPES.join(', ')} (default: every scope the account holds; a scope the account does not hold is refused).`,
     options: { account: { type: 'string' }, scopes: { type: 'string' }, ...dataDirOption },
     async run(v, pos) {
       const log = new EmbeddedLog(dataDirOf(v));
       const [sub, arg] = pos;
       if (sub === 'create') {
-        const scopes = v.scopes ? parseScopes(v.scopes) : [...SCOPES];
-        const { key, record } = createKey(log, v.account ?? DEMO_ACCOUNT, scopes);
+        const { key, record } = createKey(log, v.account ?? DEMO_ACCOUNT, v.scopes ? parseScopes(v.scopes) : undefined);
         console.log(`created key ${record.id} for account ${record.accountId} with scopes ${record.scopes.join(',')}`);
         console.log(key);
       } else if (sub === 'list') {
@@ -217,7 +216,11 @@ const COMMANDS: Record<string, Command> = {
       const account = listAccounts(log).find((a) => a.id === accountId);
       if (!account) die(`no account ${accountId}; create it with \`signalbase accounts create ${accountId}\``);
       if (account!.status !== 'active' || !account!.emailVerified) die(`account ${accountId} is ${account!.status !== 'active' ? 'blocked' : 'not email-verified'}: MCP access needs an active, verified account`);
-      const scopes = v.scopes ? parseScopes(v.scopes) : [...SCOPES];
+      // Limited to the account's scopes (DESIGN 6 "Account scopes"); by default all of them.
+      const scopes = v.scopes ? parseScopes(v.scopes) : accountScopes(account!);
+      const beyond = scopesBeyond(account!, scopes, 'its tokens');
+      if (beyond) die(beyond.message);
+      if (!scopes.length) die(`account ${accountId} holds no scopes: a token would read nothing`);
       const { loadSigningKey, mintAccessToken } = await import('./auth/signing.ts');
       const token = await mintAccessToken(await loadSigningKey(dataDir), { issuer, audience: mcpUrl, accountId, scopes, clientId: 'signalbase-cli', ttlSeconds: minutes * 60 });
       console.error(`token for account ${accountId} with scopes ${scopes.join(',')}, valid ${minutes} min, for ${mcpUrl}`);
@@ -225,18 +228,19 @@ const COMMANDS: Record<string, Command> = {
     },
   },
   accounts: {
-    usage: 'signalbase accounts create ID | accounts set ID | accounts password ID | accounts list   [--status active|blocked] [--email-verified true|false] [--message-visibility V] [--signal-visibility V] [--history-days N|none] [--data-dir DIR]',
-    help: 'Manages accounts through the log. A visibility V is all, none, platforms:TELEGRAM,X or traders:1,2. New accounts default to active, verified, all visibility, unlimited history. `accounts password ID` sets the password the account signs in with on the MCP sign-in page (the dev authorization server): it reads the first line of stdin, or asks twice on a terminal; at least 8 characters; stored as a scrypt hash in DATA_DIR/auth.',
+    usage: 'signalbase accounts create ID | accounts set ID | accounts password ID | accounts list   [--status active|blocked] [--email-verified true|false] [--message-visibility V] [--signal-visibility V] [--history-days N|none] [--scopes a,b|all] [--data-dir DIR]',
+    help: `Manages accounts through the log. A visibility V is all, none, platforms:TELEGRAM,X or traders:1,2. --scopes lists the scopes the account may hold (${SCOPES.join(', ')}, or all): its API keys and MCP tokens are limited to them, and narrowing them takes effect on the keys and tokens it already has. New accounts default to active, verified, all visibility, unlimited history, every scope.`
+      + ' `accounts password ID` sets the password the account signs in with on the MCP sign-in page (the dev authorization server): it reads the first line of stdin, or asks twice on a terminal; at least 8 characters; stored as a scrypt hash in DATA_DIR/auth.',
     options: {
       status: { type: 'string' }, 'email-verified': { type: 'string' }, 'message-visibility': { type: 'string' },
-      'signal-visibility': { type: 'string' }, 'history-days': { type: 'string' }, ...dataDirOption,
+      'signal-visibility': { type: 'string' }, 'history-days': { type: 'string' }, scopes: { type: 'string' }, ...dataDirOption,
     },
     async run(v, pos) {
       const log = new EmbeddedLog(dataDirOf(v));
       const [sub, id] = pos;
       if (sub === 'list') {
         for (const a of listAccounts(log)) {
-          console.log(`${a.id}  status=${a.status}  emailVerified=${a.emailVerified}  messages=${JSON.stringify(a.messageVisibility)}  signals=${JSON.stringify(a.signalVisibility)}  historyDays=${a.historyWindowDays ?? 'unlimited'}`);
+          console.log(`${a.id}  status=${a.status}  emailVerified=${a.emailVerified}  messages=${JSON.stringify(a.messageVisibility)}  signals=${JSON.stringify(a.signalVisibility)}  historyDays=${a.historyWindowDays ?? 'unlimited'}  scopes=${accountScopes(a).join(',')}`);
         }
         return;
       }
@@ -267,6 +271,7 @@ const COMMANDS: Record<string, Command> = {
         messageVisibility: v['message-visibility'] ? parseVisibility(v['message-visibility']) : prev?.messageVisibility ?? { mode: 'all' },
         signalVisibility: v['signal-visibility'] ? parseVisibility(v['signal-visibility']) : prev?.signalVisibility ?? { mode: 'all' },
         historyWindowDays: days === undefined ? prev?.historyWindowDays ?? null : days === 'none' ? null : Number(days),
+        scopes: v.scopes === undefined ? accountScopes(prev ?? {}) : v.scopes === 'all' ? [...SCOPES] : [...new Set(parseScopes(v.scopes))],
       });
       console.log(`${sub === 'create' ? 'created' : 'updated'} account ${rec.id} (version ${rec.version})`);
     },

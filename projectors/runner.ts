@@ -47,8 +47,9 @@ export async function ensureSchema(store: Store, projections: readonly Projectio
  *      the previous one unfinished reads back what these hold of its positions and repairs them (issue 6)
  *  23: activity by trader and by source in compressed blocks of at most 16 KiB (issue 7)
  *  24: position_samples.assetLow, the low 16 bits of assetId (issue 7)
+ *  25: accounts.scopes, the scopes an account may hold (issue 24)
  */
-export const READ_MODEL_VERSION = 24;
+export const READ_MODEL_VERSION = 25;
 
 const VERSION_DDL = `CREATE TABLE IF NOT EXISTS $db.read_model_version (
   version UInt32, at DateTime64(3, 'UTC')

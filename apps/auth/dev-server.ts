@@ -293,8 +293,11 @@ export class DevAuthorizationServer implements OAuthServerProvider {
     if (row.status !== 'active') return again(403, 'This account is blocked: MCP access needs an active account with a verified email.');
     if (row.emailVerified !== 1) return again(403, 'This account has no verified email: MCP access needs an active account with a verified email.');
     const checked = new Set(Array.isArray(body.scope) ? body.scope : body.scope ? [body.scope] : []);
-    const scopes = s.scopes.filter((sc) => checked.has(sc));
-    if (!scopes.length) return again(400, 'Allow at least one kind of data, or deny the request.');
+    // An account grants only scopes it holds (DESIGN 6 "Account scopes").
+    const ticked = s.scopes.filter((sc) => checked.has(sc));
+    const scopes = ticked.filter((sc) => row.accountScopes.includes(sc));
+    if (!ticked.length) return again(400, 'Allow at least one kind of data, or deny the request.');
+    if (!scopes.length) return again(403, `This account may not share ${ticked.join(', ')}; it may share ${row.accountScopes.join(', ') || 'nothing'}.`);
     this.signIns.delete(id);
     const code = random();
     this.codes.set(code, {
@@ -344,6 +347,10 @@ export class DevAuthorizationServer implements OAuthServerProvider {
     let row;
     try { row = await accountById(this.opts.store, g.accountId); } catch { throw new TemporarilyUnavailableError('The account cannot be checked just now; retry shortly'); }
     if (!row || 'error' in accountAnswer(row, '', [], 'grant')) throw new InvalidGrantError('The account is blocked, unverified or gone');
+    // A grant keeps only the scopes its account still holds (a refresh after the account was narrowed).
+    const held = g.scopes.filter((sc) => row.accountScopes.includes(sc));
+    if (!held.length) throw new InvalidScopeError('The account no longer holds any of the scopes granted; sign in again');
+    g = { ...g, scopes: held };
     const { issuer } = this.opts.urls();
     const now = this.now();
     const access = await mintAccessToken(await this.signingKey(), {

@@ -23,24 +23,28 @@ export type CachedAnswer = { principal: Omit<Principal, 'scopes'> & { scopes: Sc
 /** The owner account's columns, as every credential's look-up (a key's, a token's) reads them from `accounts AS a`. */
 export const ACCOUNT_COLUMNS = `a.id != '' AS hasAccount, a.status AS status, a.emailVerified AS emailVerified, a.msgMode AS msgMode,
   a.msgPlatforms AS msgPlatforms, a.msgTraderIds AS msgTraderIds, a.sigMode AS sigMode, a.sigPlatforms AS sigPlatforms,
-  a.sigTraderIds AS sigTraderIds, a.historyWindowDays AS historyWindowDays`;
+  a.sigTraderIds AS sigTraderIds, a.historyWindowDays AS historyWindowDays, a.scopes AS accountScopes`;
 
 export interface AccountRow {
   accountId: string; hasAccount: number; status: string; emailVerified: number;
   msgMode: VisibilityPolicy['mode']; msgPlatforms: ('TELEGRAM' | 'X')[]; msgTraderIds: number[];
   sigMode: VisibilityPolicy['mode']; sigPlatforms: ('TELEGRAM' | 'X')[]; sigTraderIds: number[]; historyWindowDays: number | null;
+  /** The scopes the account may hold. */
+  accountScopes: Scope[];
 }
 interface KeyRow extends AccountRow { keyId: string; scopes: Scope[]; revoked: number }
 
 /**
  * A credential of an existing account, answered by the account's state (contract 5.4): refused
- * when the account is blocked or unverified, else the principal with the account's policy.
+ * when the account is blocked or unverified, else the principal with the account's policy. Its
+ * scopes are the credential's that the account still holds (DESIGN 6 "Account scopes"): narrowing
+ * an account takes effect on the keys and tokens it already has.
  */
 export function accountAnswer(r: AccountRow, keyId: string, scopes: Scope[], credential = 'key'): CachedAnswer {
   if (r.status !== 'active') return { error: 'FORBIDDEN', message: `The account that owns this ${credential} is blocked` };
   if (r.emailVerified !== 1) return { error: 'FORBIDDEN', message: `The account that owns this ${credential} has no verified email` };
   return { principal: {
-    accountId: r.accountId, keyId, scopes,
+    accountId: r.accountId, keyId, scopes: scopes.filter((s) => r.accountScopes.includes(s)),
     messageVisibility: { mode: r.msgMode, platforms: r.msgPlatforms, traderIds: r.msgTraderIds },
     signalVisibility: { mode: r.sigMode, platforms: r.sigPlatforms, traderIds: r.sigTraderIds },
     historyWindowDays: r.historyWindowDays,

@@ -1,4 +1,4 @@
-import type { AccountRecord, ApiKeyRecord } from '../../schemas/topics/index.ts';
+import { SCOPES, type AccountRecord, type ApiKeyRecord } from '../../schemas/topics/index.ts';
 import { del, iso, type Projection } from '../projection.ts';
 
 export const accountsProjection: Projection = {
@@ -9,13 +9,14 @@ export const accountsProjection: Projection = {
     id String, status LowCardinality(String), emailVerified UInt8,
     msgMode LowCardinality(String), msgPlatforms Array(String), msgTraderIds Array(UInt64),
     sigMode LowCardinality(String), sigPlatforms Array(String), sigTraderIds Array(UInt64),
-    historyWindowDays Nullable(UInt32), version UInt64, deleted UInt8
+    historyWindowDays Nullable(UInt32), scopes Array(LowCardinality(String)), version UInt64, deleted UInt8
   ) ENGINE = ReplacingMergeTree(version) ORDER BY id`],
   handle: (batch) => batch.map(({ value: a }: { value: AccountRecord }) => ({
     id: a.id, status: a.status, emailVerified: a.emailVerified ? 1 : 0,
     msgMode: a.messageVisibility.mode, msgPlatforms: a.messageVisibility.platforms ?? [], msgTraderIds: a.messageVisibility.traderIds ?? [],
     sigMode: a.signalVisibility.mode, sigPlatforms: a.signalVisibility.platforms ?? [], sigTraderIds: a.signalVisibility.traderIds ?? [],
-    historyWindowDays: a.historyWindowDays, version: a.version, deleted: del(a),
+    // A record without scopes (from before accounts had them) holds all seven.
+    historyWindowDays: a.historyWindowDays, scopes: a.scopes ?? [...SCOPES], version: a.version, deleted: del(a),
   })),
 };
 

@@ -1,5 +1,6 @@
 import Type from 'typebox';
 import { Count, Id, Nullable, Platform, Versioned } from './common.ts';
+import { Scope } from './api-keys.ts';
 
 /** all | none | only these platforms | only these traders. */
 export const VisibilityPolicy = Type.Object({
@@ -16,6 +17,8 @@ export const AccountRecord = Type.Object({
   messageVisibility: VisibilityPolicy,
   signalVisibility: VisibilityPolicy,
   historyWindowDays: Nullable(Count({ minimum: 1, description: 'null: unlimited history' })),
+  /** The scopes the account may hold (DESIGN 6 "Account scopes"): its keys and OAuth grants are limited to them. Omitted: all seven. */
+  scopes: Type.Optional(Type.Array(Scope, { uniqueItems: true })),
   ...Versioned,
 }, { additionalProperties: false });
 export type AccountRecord = Type.Static<typeof AccountRecord>;

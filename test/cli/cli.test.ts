@@ -221,6 +221,47 @@ describe('signalbase start (first start on a fresh DATA_DIR)', () => {
     expect((await get('/v2/messages', roKey)).status).toBe(200);
   });
 
+  it('issue 24: accounts create|set --scopes: keys and tokens beyond them are refused, and narrowing takes effect on existing keys and tokens', async () => {
+    const acc = await runCli(['accounts', 'create', 'narrow', '--scopes', 'events.read,positions.read'], env());
+    expect(acc.code, acc.stderr).toBe(0);
+    expect((await runCli(['accounts', 'list'], env())).stdout.split('\n').find((l) => l.startsWith('narrow '))).toMatch(/scopes=events\.read,positions\.read$/);
+    const bad = await runCli(['accounts', 'create', 'badscopes', '--scopes', 'events.read,nope'], env());
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toMatch(/--scopes takes a comma-separated list/);
+
+    const beyond = await runCli(['keys', 'create', '--account', 'narrow', '--scopes', 'events.read,messages.read'], env());
+    expect(beyond.code).not.toBe(0);
+    expect(beyond.stderr).toMatch(/account narrow does not hold messages\.read/);
+    const created = await runCli(['keys', 'create', '--account', 'narrow'], env()); // default: the account's scopes
+    expect(created.code, created.stderr).toBe(0);
+    expect(created.stdout).toMatch(/with scopes events\.read,positions\.read\n/);
+    const key = lastLine(created.stdout);
+    await expectStatusWithin('/v2/positions', key, 200);
+    expect((await get('/v2/messages', key)).status).toBe(403);
+
+    const tokenBeyond = await runCli(['tokens', 'create', '--account', 'narrow', '--scopes', 'feed.read'], env());
+    expect(tokenBeyond.code).not.toBe(0);
+    expect(tokenBeyond.stderr).toMatch(/account narrow does not hold feed\.read/);
+    const minted = await runCli(['tokens', 'create', '--account', 'narrow', '--minutes', '5'], env());
+    expect(minted.code, minted.stderr).toBe(0);
+    const tools = async () => {
+      const client = await connect(`http://127.0.0.1:${port}/mcp`, { token: lastLine(minted.stdout) });
+      try { return (await client.listTools()).tools.map((t) => t.name).sort(); } finally { await client.close(); }
+    };
+    expect(await tools()).toEqual(['list_events', 'list_open_positions', 'list_positions']);
+
+    // Narrowed: the existing key and token lose positions.read within seconds.
+    const set = await runCli(['accounts', 'set', 'narrow', '--scopes', 'events.read'], env());
+    expect(set.code, set.stderr).toBe(0);
+    const gone = await expectStatusWithin('/v2/positions', key, 403);
+    expect(gone.body.error.code).toBe('FORBIDDEN');
+    expect((await get('/v2/events', key)).status).toBe(200);
+    expect(await tools()).toEqual(['list_events']);
+    // --scopes all gives every scope back (the key had positions.read all along).
+    expect((await runCli(['accounts', 'set', 'narrow', '--scopes', 'all'], env())).code).toBe(0);
+    await expectStatusWithin('/v2/positions', key, 200);
+  });
+
   it('records a fixed-bounds event page set before the restart', async () => {
     idsBefore = await eventIdsIn(fixedStart, fixedEnd, demoKey);
     expect(idsBefore.length).toBeGreaterThan(0);
