@@ -454,7 +454,9 @@ export class DevAuthorizationServer implements OAuthServerProvider {
    */
   private admitRegistration(req: Request, res: Response, next: (err?: unknown) => void): void {
     if (req.method !== 'POST') return next(); // the SDK answers CORS preflights and 405
-    const refuse = (status: number, error: string, description: string) => void res.status(status).set('cache-control', 'no-store').json({ error, error_description: description });
+    // As the SDK's handler answers (cors()): a browser-based client can read why it was refused.
+    const refuse = (status: number, error: string, description: string) => void res.status(status)
+      .set({ 'cache-control': 'no-store', 'access-control-allow-origin': '*' }).json({ error, error_description: description });
     express.json({ limit: this.limits.maxBodyBytes })(req, res, (err?: unknown) => {
       if (err) {
         const tooLarge = (err as { type?: string }).type === 'entity.too.large';

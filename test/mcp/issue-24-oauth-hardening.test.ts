@@ -101,6 +101,7 @@ describe('issue 24: redirect URIs are https or loopback http, and errors never g
       const res = await register(origin, { redirect_uris: [uri], token_endpoint_auth_method: 'none' });
       expect(res.status, uri).toBe(400);
       expect(await res.json(), uri).toMatchObject({ error: 'invalid_redirect_uri' });
+      expect(res.headers.get('access-control-allow-origin'), uri).toBe('*'); // a browser-based client can read why
     }
     // One bad URI among good ones refuses the registration.
     const mixed = await register(origin, { redirect_uris: ['https://app.example/cb', 'http://example.com/cb'] });
@@ -420,7 +421,7 @@ describe('issue 24: Origin is checked on /mcp (DNS rebinding)', () => {
     expect((await rawMcp(mcpUrl, { authorization: `Bearer ${token}` }, tools)).status).toBe(200);
     expect((await rawMcp(mcpUrl, { authorization: `Bearer ${token}`, origin }, tools)).status).toBe(200);
     for (const o of ['https://evil.example', 'http://127.0.0.1:1', 'null', 'not a url']) {
-      for (const auth of [{ authorization: `Bearer ${token}` }, {}]) {
+      for (const auth of [{ authorization: `Bearer ${token}` }, {}] as Record<string, string>[]) {
         const r = await rawMcp(mcpUrl, { ...auth, origin: o }, tools);
         expect(r.status, o).toBe(403);
         expect(r.json).toMatchObject({ jsonrpc: '2.0', id: null, error: { code: -32000, message: expect.stringContaining('Origin') } });
