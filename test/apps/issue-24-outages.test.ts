@@ -11,6 +11,7 @@ import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
+import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseRateLimits } from '../../apps/api/rate-limit.ts';
@@ -21,7 +22,8 @@ import { ensureSchema } from '../../projectors/runner.ts';
 import { ClickHouseStore } from '../../projectors/store/clickhouse.ts';
 import { SCOPES, TOPIC_NAMES, topicByName } from '../../schemas/topics/index.ts';
 import { startClickHousePeer, type ClickHousePeer } from '../helpers/clickhouse-peer.ts';
-import { pollUntil, sleep } from '../helpers/cli.ts';
+import { freePort, pollUntil, sleep } from '../helpers/cli.ts';
+import { rawMcp, startTestIssuer } from '../helpers/mcp-client.ts';
 import { demoSlice } from '../helpers/demo-slice.ts';
 import { createHarness, type Harness, type TopicRecord } from '../helpers/harness.ts';
 import { kafkaMock, type KafkaMock } from '../helpers/kafka-mock.ts';
@@ -67,6 +69,23 @@ const stores: ClickHouseStore[] = [];
 let projector: ReturnType<typeof sharedProjector>;
 const replicas: { app: FastifyInstance; url: string }[] = [];
 const said: string[] = [];
+/** An MCP replica as `signalbase mcp` builds it, and a client with a token of the test's issuer. */
+let mcp: { app: FastifyInstance; url: string; token: string; issuer: Awaited<ReturnType<typeof startTestIssuer>> } | undefined;
+const TOOL = { name: 'list_events', arguments: { limit: 50, startTime: start, endTime: end } };
+/**
+ * A tool call over HTTP, timed: its result (structuredContent), or the tool error's code, or the
+ * HTTP refusal (503 `temporarily_unavailable` when the token's owner cannot be looked up) with its Retry-After.
+ */
+async function callTool(): Promise<{ ms: number; data?: unknown; error?: string; status: number; retryAfter?: string | null }> {
+  const t0 = performance.now();
+  const r = await rawMcp(mcp!.url, { authorization: `Bearer ${mcp!.token}` }, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: TOOL });
+  const ms = performance.now() - t0;
+  const json = r.json ?? JSON.parse(/^data: (.*)$/m.exec(r.text)?.[1] ?? 'null');
+  if (r.status !== 200) return { ms, status: r.status, error: json?.error, retryAfter: r.headers.get('retry-after') };
+  const result = json.result;
+  if (result.isError) return { ms, status: r.status, error: JSON.parse(result.content[0].text).error.code };
+  return { ms, status: r.status, data: canonical(result.structuredContent) };
+}
 const skipped = () => 'skip' in redis || 'skip' in mock;
 
 async function append(recs: readonly TopicRecord[]): Promise<void> {
@@ -105,6 +124,7 @@ function readLoad(phase: { name: string }, workers = 3) {
 }
 
 const worst = (s: readonly Sample[]) => Math.round(Math.max(0, ...s.map((x) => x.ms)));
+const slowest = (s: readonly Sample[]) => [...s].sort((x, y) => y.ms - x.ms).slice(0, 3).map((x) => `${x.phase} ${x.path.split('?')[0]} ${x.status} ${Math.round(x.ms)} ms`).join('; ');
 const healthz = async (base: string) => { const r = await get(base, '/v2/healthz'); return { status: r.status, health: r.body?.data?.results?.[0] } as const; };
 /** What a read answers while the store is away: the read's query failed, or the look-up of its key (cached for seconds) did. */
 const UNAVAILABLE = ['STORE_UNAVAILABLE', 'AUTHENTICATION_UNAVAILABLE'];
@@ -148,9 +168,25 @@ beforeAll(async () => {
   }
   const ready = await pollUntil(() => Promise.all(replicas.map((r) => get(r.url, READS[0]!).then((x) => x.status))), (s) => s.every((x) => x === 200), 20_000, 100);
   expect(ready.ok, JSON.stringify(ready.value)).toBe(true);
+
+  const signing = await generateKeyPair('ES256');
+  const jwk = { ...(await exportJWK(signing.publicKey)), kid: 'k1', alg: 'ES256' };
+  const issuer = await startTestIssuer(() => [jwk]);
+  const mcpUrl = `http://127.0.0.1:${await freePort()}/mcp`;
+  const r = connectRedis(redisUrl);
+  const store = await new ClickHouseStore({ url: peer.url, database, requestTimeoutMs: READ_STORE_TIMEOUT_MS }).init();
+  clients.push(r);
+  stores.push(store);
+  const app = sharedReadApp('mcp', { store, redis: r, keys, secret, mcp: { mcpUrl, issuer: issuer.issuer }, say: (l) => said.push(`mcp: ${l}`) });
+  await app.listen({ port: Number(new URL(mcpUrl).port), host: '127.0.0.1' });
+  const token = await new SignJWT({ scope: 'events.read' }).setProtectedHeader({ alg: 'ES256', kid: 'k1', typ: 'at+jwt' })
+    .setIssuer(issuer.issuer).setAudience(mcpUrl).setSubject('acme').setIssuedAt().setExpirationTime('10m').sign(signing.privateKey);
+  mcp = { app, issuer, url: mcpUrl, token };
 }, 180_000);
 
 afterAll(async () => {
+  await mcp?.app.close();
+  await mcp?.issuer.close();
   for (const r of replicas) await r.app.close();
   await projector?.stop();
   await appender?.close();
@@ -175,12 +211,15 @@ describe('issue 24: outages survived', () => {
       expect(r.status, `${path}: ${JSON.stringify(r.body).slice(0, 300)}`).toBe(200);
       before.set(path, canonical(r.body.data));
     }
+    const toolBefore = await callTool();
+    expect(toolBefore.error).toBeUndefined();
     const phase = { name: 'up' };
     const load = readLoad(phase);
     await sleep(500);
     await own.stop();
     phase.name = 'redis-down';
     await sleep(1_500);
+    const toolDown = await callTool();
     // The second part reaches Kafka while Redis is away: the projector must not apply it without an apply turn.
     await append(second);
     await sleep(3_000);
@@ -203,11 +242,15 @@ describe('issue 24: outages survived', () => {
     }
     // Healthy while Redis is away (the store answers), with no data version to tell; counted and said (not once per request).
     for (const h of down) expect(h).toMatchObject({ status: 200, health: { status: 'ok', dataVersion: null } });
+    // The MCP replica too: its token's owner looked up in the store, the tool's answer from the store.
+    expect(toolDown.error).toBeUndefined();
+    expect(toolDown.data).toEqual(toolBefore.data);
+    expect(toolDown.ms).toBeLessThan(BOUND_MS);
     expect(counter(metrics, /^signalbase_redis_errors_total\{operation="data_version"\} (\d+)$/m)).toBeGreaterThan(0);
     const lines = said.filter((l) => l.startsWith('replica 0: Redis'));
     expect(lines.length, lines.join('\n')).toBeGreaterThanOrEqual(1);
     expect(lines.length, lines.join('\n')).toBeLessThanOrEqual(3);
-    console.log(`Redis outage: ${during.length} reads while it was away, worst ${worst(during)} ms; ${samples.length} reads in all, worst ${worst(samples)} ms`);
+    console.log(`Redis outage: ${during.length} reads while it was away, worst ${worst(during)} ms; ${samples.length} reads in all, worst ${worst(samples)} ms; a tool call while it was away ${Math.round(toolDown.ms)} ms; slowest: ${slowest(samples)}`);
 
     // Back: the read models equal the embedded projection of every record, on both replicas.
     for (const [i, path] of READS.entries()) {
@@ -237,8 +280,9 @@ describe('issue 24: outages survived', () => {
     await peer.stop();
     phase.name = 'store-down';
     const degraded = await pollUntil(() => Promise.all(replicas.map((r) => healthz(r.url))), (hs) => hs.every((h) => h.status === 503 && h.health?.status === 'degraded'), 3_000, 100);
-    // A read the cache cannot answer (a parameter set not asked before).
+    // A read the cache cannot answer (a parameter set not asked before), and a tool call.
     const miss = await get(replicas[0]!.url, `/v2/events?limit=7&startTime=${start}&endTime=${end}`);
+    const toolDown = await callTool();
     await sleep(2_500);
     await peer.restart();
     phase.name = 'store-back';
@@ -250,6 +294,10 @@ describe('issue 24: outages survived', () => {
     expect(miss.status, JSON.stringify(miss.body)).toBe(503);
     expect(UNAVAILABLE).toContain(miss.body.error.code);
     expect(Number(miss.retryAfter)).toBeGreaterThan(0);
+    expect(toolDown.ms).toBeLessThan(BOUND_MS);
+    // A tool error STORE_UNAVAILABLE, or the token's owner not looked up: 503 temporarily_unavailable; both with Retry-After.
+    if (toolDown.status === 200) expect(toolDown.data ?? toolDown.error).toBe('STORE_UNAVAILABLE');
+    else expect(toolDown).toMatchObject({ status: 503, error: 'temporarily_unavailable', retryAfter: expect.stringMatching(/^\d+$/) });
     const bad = samples.filter((s) => s.status === 0 || s.ms > BOUND_MS || (s.status >= 500 && s.status !== 503));
     expect(bad.map((s) => `${s.phase} ${s.path} ${s.status} ${Math.round(s.ms)} ms ${JSON.stringify(s.body).slice(0, 200)}`)).toEqual([]);
     const during = samples.filter((s) => s.phase === 'store-down');
@@ -274,5 +322,6 @@ describe('issue 24: outages survived', () => {
       expect(r.status, path).toBe(200);
       expect(canonical(r.body.data), path).toEqual(answers.get(path));
     }
+    expect((await callTool()).error).toBeUndefined();
   }, 60_000);
 });

@@ -57,10 +57,14 @@ export async function startClickHousePeer(path: string): Promise<ClickHousePeer>
 }
 
 async function handle(session: Session, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  // A request whose connection was dropped while it waited its turn (the peer stopped) fires no more events: skip it.
+  if (req.destroyed) return;
   const body = await new Promise<Buffer>((resolve, reject) => {
     const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c)).on('end', () => resolve(Buffer.concat(chunks))).on('error', reject);
-  });
+    req.on('data', (c: Buffer) => chunks.push(c)).on('end', () => resolve(Buffer.concat(chunks))).on('error', reject)
+      .on('close', () => reject(new Error('the connection closed before the request was read')));
+  }).catch(() => undefined);
+  if (body === undefined) return;
   try {
     const url = new URL(req.url ?? '/', 'http://peer');
     const settings: Record<string, string> = {};

@@ -4,7 +4,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MemoryCache, MemoryWatermarks } from '../../../apps/cache/memory.ts';
 import type { Cache, Watermarks } from '../../../apps/cache/port.ts';
-import { RedisCache, RedisLagBoard, RedisWatermarks } from '../../../apps/cache/redis.ts';
+import { FailOpenCache, RedisCache, RedisFallback, RedisLagBoard, redisClientOptions, RedisWatermarks } from '../../../apps/cache/redis.ts';
 import { redisPeer } from '../../helpers/redis.ts';
 
 const peer = await redisPeer();
@@ -154,5 +154,48 @@ describe.skipIf('skip' in peer)('Redis', () => {
     expect(await projectorB.total()).toBe(0);
     await projectorB.clear();
     expect(await projectorA.partitions()).toEqual([]);
+  });
+});
+
+describe.skipIf('skip' in peer)('issue 24: Redis away (the read replicas fail fast and open)', () => {
+  it('the data version: find tells "none" from 0, and bump stays above the clock floor, so a Redis restarted empty never gives an earlier version again', async () => {
+    const w = new RedisWatermarks(client(), ns());
+    expect(await w.find('data-version')).toBeUndefined();
+    const floor = Date.now() * 1000;
+    const first = await w.bump('data-version', floor);
+    expect(first).toBe(floor + 1);
+    expect(await w.bump('data-version', floor - 5_000_000)).toBe(first + 1); // a floor below: one more
+    expect(await w.find('data-version')).toBe(first + 1);
+  });
+
+  it('RedisFallback: while the client is not connected each operation gets its fallback at once, counted, with one line said; when Redis answers, one line says it is back', async () => {
+    // A client of a port where nothing listens: refused, reconnecting.
+    const away = new Redis('redis://127.0.0.1:1', redisClientOptions());
+    clients.push(away);
+    const said: string[] = [];
+    const errors: string[] = [];
+    const fallback = new RedisFallback(away, { say: (l) => said.push(l), onError: (op) => errors.push(op) });
+    const cache = new FailOpenCache(new RedisCache(away, ns()), fallback);
+    await sleep(100);
+    const t0 = performance.now();
+    for (let i = 0; i < 50; i++) {
+      expect(await cache.get('auth:k')).toBeUndefined();
+      await cache.set('auth:k', 'v', 1000);
+    }
+    expect(performance.now() - t0).toBeLessThan(100);
+    expect(errors.filter((e) => e === 'cache_get')).toHaveLength(50);
+    expect(said.length, said.join('\n')).toBe(1);
+    expect(said[0]).toMatch(/^Redis unavailable/);
+    expect(fallback.available).toBe(false);
+
+    // A connected client: the operation runs (the next line says Redis is back once one succeeds after a failure).
+    const here = client();
+    await sleep(50);
+    const back: string[] = [];
+    const ok = new RedisFallback(here, { say: (l) => back.push(l), cooldownMs: 0 });
+    expect(await ok.run('data_version', () => here.ping(), 'fallback')).toBe('PONG');
+    expect(await ok.run('data_version', () => Promise.reject(new Error('boom')), 'fallback')).toBe('fallback');
+    expect(await ok.run('data_version', () => here.ping(), 'fallback')).toBe('PONG');
+    expect(back.map((l) => l.split(' ').slice(0, 3).join(' '))).toEqual(['Redis unavailable (data_version:', 'Redis is back']);
   });
 });
