@@ -6,8 +6,12 @@ import { buildApi } from '../../apps/api/server.ts';
 import { ApiKeyAuthenticator } from '../../apps/auth/keys.ts';
 import { MemoryCache } from '../../apps/cache/memory.ts';
 import { loadConfig, metricsListen } from '../../apps/config.ts';
+import { redisKeys, sharedReadApp } from '../../apps/distributed.ts';
 import { Metrics, serveMetrics } from '../../apps/metrics.ts';
+import { Redis } from 'ioredis';
+import { freePort } from '../helpers/cli.ts';
 import { build, createHarness, type Harness } from '../helpers/harness.ts';
+import { redisPeer } from '../helpers/redis.ts';
 
 let h: Harness;
 beforeAll(async () => { h = await createHarness({ metrics: ({ lag }) => new Metrics({ projectorLag: lag }) }); }, 60_000);
@@ -57,5 +61,39 @@ describe('issue 24: /metrics on a port of its own', () => {
       await served.close();
       await app.close();
     }
+  });
+});
+
+describe('issue 24: distributed read replicas take METRICS_PORT and MCP_ALLOWED_ORIGINS', () => {
+  it('signalbase api with METRICS_PORT: /metrics on its own port while the app runs, not on the app; signalbase mcp checks Origin against its list', async (ctx) => {
+    const peer = await redisPeer();
+    if ('skip' in peer) return ctx.skip(peer.skip);
+    const redis = new Redis(peer.url);
+    const secret = Buffer.alloc(32, 7);
+    const port = await freePort();
+    const api = sharedReadApp('api', { store: h.store, redis, keys: redisKeys('issue24-metrics'), secret, metricsListen: { port, host: '127.0.0.1' } });
+    const mcp = sharedReadApp('mcp', {
+      store: h.store, redis, keys: redisKeys('issue24-metrics'), secret,
+      mcp: { mcpUrl: 'https://mcp.example/mcp', issuer: 'https://issuer.example' }, allowedOrigins: ['https://app.example'],
+    });
+    try {
+      await api.listen({ port: 0, host: '127.0.0.1' });
+      const res = await fetch(`http://127.0.0.1:${port}/metrics`);
+      expect(res.status).toBe(200);
+      expect(await res.text()).toContain('signalbase_data_version');
+      expect((await api.inject({ method: 'GET', url: '/metrics' })).statusCode).toBe(404);
+      const post = (origin?: string) => mcp.inject({ method: 'POST', url: '/mcp', headers: { 'content-type': 'application/json', ...(origin ? { origin } : {}) }, payload: { jsonrpc: '2.0', id: 1, method: 'tools/list' } });
+      expect((await post('https://evil.example')).statusCode).toBe(403);
+      expect((await post('https://app.example')).statusCode).toBe(401); // past the Origin check: no token
+      expect((await post('https://mcp.example')).statusCode).toBe(401);
+      expect((await post()).statusCode).toBe(401);
+    } finally {
+      await api.close();
+      await mcp.close();
+      redis.disconnect();
+      await peer.stop();
+    }
+    // Closed with the app.
+    expect(await fetch(`http://127.0.0.1:${port}/metrics`).then(() => 'open', () => 'closed')).toBe('closed');
   });
 });
