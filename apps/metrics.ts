@@ -22,8 +22,9 @@ const UNCOUNTED_TOPICS = new Set(['accounts', 'api-keys']);
 /**
  * Prometheus metrics of one process (prom-client, a registry of its own), served at `/metrics`:
  * request latency per operation and status, read-cache hits and misses, records projected and
- * dead-lettered per topic, projector lag (and, distributed, consumer lag per Kafka partition), feed
- * watermark, data version, Redis failures (distributed), and Node's process metrics, all named `signalbase_*`.
+ * dead-lettered per topic (but accounts and API keys), projector lag (and, distributed, consumer
+ * lag per Kafka partition), feed watermark, data version, Redis failures (distributed), and Node's
+ * process metrics, all named `signalbase_*`.
  */
 export class Metrics {
   readonly registry = new Registry();
