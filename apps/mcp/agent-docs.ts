@@ -69,7 +69,7 @@ export function agentGuide(origin: string): string {
     '',
     '## Defaults that apply to several tools',
     '',
-    `- Events, messages and positions without startTime and endTime cover the last ${DEFAULT_WINDOW_MS / DAY_MS} days up to serverTime (not for id hydration: \`ids\`, \`positionIds\`). An account's history window moves startTime forward.`,
+    `- Events, messages and positions without startTime and endTime cover the last ${DEFAULT_WINDOW_MS / DAY_MS} days up to serverTime (not for id hydration: \`ids\`, \`positionIds\`). An account's history window moves startTime forward; it also bounds list_open_positions and list_assets with traderIds (positions opened within it), with no appliedTimeRange.`,
     '- List tools return at most `limit` rows (default 50, 1 to 200; the feed counts groups, default 20, at most 100). When `meta.hasMore` is true, call again with `cursor` set to `meta.nextCursor` and the same other arguments.',
     '- rank_traders: endTime defaults to serverTime, startTime to 1 January 00:00 UTC of endTime\'s year; limit 1 to 50 (default 10).',
     '- summarize_message_activity: endTime defaults to serverTime, startTime to 7 days before it; at most 168 buckets per group.',
