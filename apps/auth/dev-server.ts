@@ -436,7 +436,8 @@ export class DevAuthorizationServer implements OAuthServerProvider {
     const signInLimit = rateLimit({ windowMs: 60_000, limit: 20, standardHeaders: 'draft-7', legacyHeaders: false });
     app.use('/authorize', authorizationHandler({ provider: this }));
     app.use('/token', tokenHandler({ provider: this }));
-    app.use('/register', (req, res, next) => this.admitRegistration(req, res, next), clientRegistrationHandler({ clientsStore: this.clientsStore }));
+    const registrationBody = express.json({ limit: this.limits.maxBodyBytes });
+    app.use('/register', (req, res, next) => this.admitRegistration(registrationBody, req, res, next), clientRegistrationHandler({ clientsStore: this.clientsStore }));
     app.use('/revoke', revocationHandler({ provider: this }));
     app.post('/consent', signInLimit, express.urlencoded({ extended: false, limit: '16kb' }), (req, res, next) => { this.consent(req, res).catch(next); });
     app.all('/consent', (_req, res) => { res.status(405).set('allow', 'POST').end(); });
@@ -452,12 +453,12 @@ export class DevAuthorizationServer implements OAuthServerProvider {
    * Before the SDK's registration handler: a bounded body (RFC 7591 errors for what is too large
    * or not allowed), and room under the cap on registrations.
    */
-  private admitRegistration(req: Request, res: Response, next: (err?: unknown) => void): void {
+  private admitRegistration(parse: express.RequestHandler, req: Request, res: Response, next: (err?: unknown) => void): void {
     if (req.method !== 'POST') return next(); // the SDK answers CORS preflights and 405
     // As the SDK's handler answers (cors()): a browser-based client can read why it was refused.
     const refuse = (status: number, error: string, description: string) => void res.status(status)
       .set({ 'cache-control': 'no-store', 'access-control-allow-origin': '*' }).json({ error, error_description: description });
-    express.json({ limit: this.limits.maxBodyBytes })(req, res, (err?: unknown) => {
+    void parse(req, res, (err?: unknown) => {
       if (err) {
         const tooLarge = (err as { type?: string }).type === 'entity.too.large';
         return refuse(tooLarge ? 413 : 400, 'invalid_client_metadata', tooLarge ? `A registration is at most ${this.limits.maxBodyBytes} bytes` : 'The registration is not valid JSON');
