@@ -233,9 +233,9 @@ export function sharedReadApp(kind: 'api' | 'mcp', o: ReadAppOptions): FastifyIn
   const auth = new ApiKeyAuthenticator(store, cache);
   // The projector clears the shared credentials' answers on each commit; this replica forgets its decoded copies when the data version moves.
   let seen = -1;
-  // NaN when Redis cannot tell it (away, or restarted empty until the next commit): the read cache
-  // then keeps nothing and reads the store, and the credentials' answers decoded here are forgotten
-  // on each read, so none outlives a commit this replica cannot see.
+  // NaN when Redis cannot tell it (away, or restarted empty until a version is published again):
+  // the read cache then keeps nothing and reads the store, and the credentials' answers decoded
+  // here are forgotten once and then live their own few seconds, looked up in the store again.
   const dataVersion = async () => {
     const v = (await fallback.run('data_version', () => watermarks.find(DATA_VERSION), undefined)) ?? Number.NaN;
     if (!Object.is(v, seen)) { seen = v; auth.forgetDecoded(); }
