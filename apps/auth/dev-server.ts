@@ -188,7 +188,7 @@ export class DevAuthorizationServer implements OAuthServerProvider {
       getClient: (id) => {
         const c = this.liveClient(id);
         // A registration from before redirect URIs were checked, with one that would now be refused, is not a validated client.
-        if (!c || !c.redirect_uris.every(allowedRedirectUri)) return undefined;
+        if (!c || !Array.isArray(c.redirect_uris) || !c.redirect_uris.every(allowedRedirectUri)) return undefined;
         if (c.last_used_at === undefined || this.now() - c.last_used_at > TOUCH_MS) this.clients.set(id, { ...c, last_used_at: this.now() });
         const { registration_access_token_hash: _h, last_used_at: _u, ...client } = c;
         return client;
