@@ -55,7 +55,7 @@ export function openApiDocument(version: Version, serverUrl = ''): Record<string
   paths['/healthz'] = {
     get: {
       operationId: 'healthz', summary: 'Health check (no key needed)', security: [],
-      responses: { 200: { description: 'ok', ...health }, 503: { description: 'starting: read models are still catching up with the log', ...health } },
+      responses: { 200: { description: 'ok', ...health }, 503: { description: 'starting: read models are still catching up with the log; degraded: the store does not answer (distributed mode)', ...health } },
     },
   };
   return {
