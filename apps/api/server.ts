@@ -133,8 +133,9 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
   /** A read's context: the caller's bounded view of the store, within the request's deadline (wall time, whatever clock the answers use). */
   const readContext = (op: Operation, principal: Principal, now: Date) => {
     const deadline = Date.now() + admission.opts.deadlineMs;
-    const ctx = { store: boundedStore(deps.store, costOf(op), deadline), principal, now, cursors, dataVersion: deps.dataVersion };
-    return { ctx, run: <T>(read: () => Promise<T>) => admitted(admission, principal.accountId, deadline, read) };
+    const slot = { priority: 1 };
+    const ctx = { store: boundedStore(deps.store, costOf(op), deadline, slot), principal, now, cursors, dataVersion: deps.dataVersion };
+    return { ctx, run: <T>(read: () => Promise<T>) => admitted(admission, principal.accountId, deadline, read, slot) };
   };
   const app = Fastify({
     logger: deps.logger ?? false,

@@ -55,6 +55,13 @@ export function admissionDefaults(slots = 4): AdmissionOptions {
 }
 
 interface Waiter { grant: () => void; fail: (err: ApiError) => void; timer: NodeJS.Timeout }
+
+/**
+ * A slot: `release` gives it back; `priority` is ClickHouse's query priority for the read's
+ * queries (1 is the highest): 1 plus the other reads its account had running or waiting when it
+ * was granted, so the store pauses a busy account's queries while a quieter account's run.
+ */
+export interface Slot { release: () => void; priority: number }
 interface AccountState { running: number; waiting: Waiter[] }
 
 export function overloaded(message: string, retryAfterSeconds = 1): ApiError {
@@ -88,7 +95,7 @@ export class Admission {
   }
 
   /** Takes a slot for `account` (waiting at most until `deadline`, ms since the epoch); resolves to its release. */
-  acquire(account: string, deadline: number): Promise<() => void> | (() => void) {
+  acquire(account: string, deadline: number): Promise<Slot> | Slot {
     const st = this.state(account);
     if (st.running < this.opts.perAccount && this.running < this.opts.slots && !st.waiting.length) return this.grant(st, account);
     if (this.queued >= this.opts.queue) {
@@ -132,11 +139,12 @@ export class Admission {
     if (!st.waiting.length) { const i = this.turn.indexOf(account); if (i >= 0) this.turn.splice(i, 1); }
   }
 
-  private grant(st: AccountState, account: string): () => void {
+  private grant(st: AccountState, account: string): Slot {
+    const priority = 1 + Math.min(99, st.running + st.waiting.length);
     st.running++;
     this.running++;
     let done = false;
-    return () => {
+    const release = () => {
       if (done) return;
       done = true;
       st.running--;
@@ -144,6 +152,7 @@ export class Admission {
       this.forget(account, st);
       this.dispatch();
     };
+    return { release, priority };
   }
 
   /** Hands free slots to waiting accounts in turn, each up to its share. */
@@ -187,7 +196,7 @@ export function tooLarge(bound: 'time' | 'memory' | 'rows' | 'bytes' | 'result' 
  * The store a read sees: each query runs under the read's bounds capped by what is left of the
  * request's deadline, and fails as an ApiError when it hits a bound or the store is away.
  */
-export function boundedStore(store: Store, cost: ReadCost, deadline: number): Store {
+export function boundedStore(store: Store, cost: ReadCost, deadline: number, slot: { priority: number } = { priority: 1 }): Store {
   const query = async <T>(sql: string, params?: Params, opts?: QueryOptions): Promise<T[]> => {
     try {
       const left = deadline - Date.now();
@@ -198,6 +207,7 @@ export function boundedStore(store: Store, cost: ReadCost, deadline: number): St
         max_memory_usage: cost.memoryBytes,
         max_rows_to_read: cost.rowsRead, max_bytes_to_read: cost.bytesRead, read_overflow_mode: 'throw',
         max_result_rows: MAX_RESULT_ROWS, result_overflow_mode: 'throw',
+        priority: slot.priority,
         ...opts?.settings,
       };
       return await store.query<T>(sql, params, { settings, timeoutMs: timeMs + 2_000 });
@@ -226,8 +236,9 @@ export function boundedStore(store: Store, cost: ReadCost, deadline: number): St
  * bounds). What it throws is the caller's error: a store failure becomes QUERY_TOO_LARGE or
  * STORE_UNAVAILABLE.
  */
-export async function admitted<T>(admission: Admission, account: string, deadline: number, run: () => Promise<T>): Promise<T> {
-  const release = await admission.acquire(account, deadline);
+export async function admitted<T>(admission: Admission, account: string, deadline: number, run: () => Promise<T>, slot?: { priority: number }): Promise<T> {
+  const { release, priority } = await admission.acquire(account, deadline);
+  if (slot) slot.priority = priority;
   try {
     return await withinDeadline(deadline, run);
   } catch (err) {

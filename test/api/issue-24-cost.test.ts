@@ -17,14 +17,14 @@ const codeOf = async (p: unknown): Promise<string> => { try { await p; return 'g
 describe('issue 24: admission control', () => {
   it('gives an account at most its share of the slots: another account still gets one at once', async () => {
     const a = new Admission(opts({ slots: 2, perAccount: 1 }));
-    const releaseA = await a.acquire('noisy', later());
+    const slotA = await a.acquire('noisy', later());
     const waiting = a.acquire('noisy', later());
     expect(waiting).toBeInstanceOf(Promise); // the noisy account waits for its own slot...
-    const releaseB = a.acquire('quiet', later());
-    expect(typeof releaseB).toBe('function'); // ...while another account is admitted without waiting
-    (releaseB as () => void)();
-    releaseA();
-    (await waiting)();
+    const slotB = a.acquire('quiet', later());
+    expect(slotB).not.toBeInstanceOf(Promise); // ...while another account is admitted without waiting
+    (slotB as { release: () => void }).release();
+    slotA.release();
+    (await waiting).release();
     expect(a.inFlight).toBe(0);
   });
 
@@ -33,17 +33,17 @@ describe('issue 24: admission control', () => {
     const first = await a.acquire('noisy', later());
     const order: string[] = [];
     const queued = [
-      ...[1, 2, 3].map((i) => Promise.resolve(a.acquire('noisy', later())).then((r) => { order.push(`noisy${i}`); r(); })),
-      Promise.resolve(a.acquire('quiet', later())).then((r) => { order.push('quiet'); r(); }),
+      ...[1, 2, 3].map((i) => Promise.resolve(a.acquire('noisy', later())).then((s) => { order.push(`noisy${i}`); s.release(); })),
+      Promise.resolve(a.acquire('quiet', later())).then((s) => { order.push('quiet'); s.release(); }),
     ];
-    first();
+    first.release();
     await Promise.all(queued);
     expect(order.indexOf('quiet')).toBeLessThanOrEqual(1); // behind at most one of the noisy account's queries
   });
 
   it('refuses with OVERLOADED past the account\'s queue, past the whole queue, and past the longest wait', async () => {
     const a = new Admission(opts({ slots: 1, perAccount: 1, queue: 2, perAccountQueue: 1, maxWaitMs: 50 }));
-    const held = await a.acquire('x', later());
+    const held = (await a.acquire('x', later())).release;
     const queuedX = a.acquire('x', later());
     expect(await codeOf(a.acquire('x', later()))).toBe('OVERLOADED'); // its own queue is full
     const queuedY = a.acquire('y', later());
@@ -53,6 +53,19 @@ describe('issue 24: admission control', () => {
     held();
     try { await a.acquire('x', later()); } catch { /* */ }
     expect(a.waiting).toBe(0);
+  });
+
+  it('a busy account\'s reads run at a lower store priority than a quiet account\'s', async () => {
+    const a = new Admission(opts({ slots: 4, perAccount: 2 }));
+    const quiet = await a.acquire('quiet', later());
+    const busy = [await a.acquire('busy', later()), await a.acquire('busy', later())];
+    const queued = a.acquire('busy', later());
+    busy[0]!.release();
+    const third = await queued;
+    expect(quiet.priority).toBe(1); // the highest
+    expect(busy[1]!.priority).toBeGreaterThan(quiet.priority);
+    expect(third.priority).toBeGreaterThan(quiet.priority);
+    for (const s of [quiet, busy[1]!, third]) s.release();
   });
 
   it('an OVERLOADED refusal says when to retry', async () => {
