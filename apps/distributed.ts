@@ -106,8 +106,12 @@ function storeProbe(store: Store): () => Promise<boolean> {
   };
 }
 
-/** Longest a read replica's request to the ClickHouse server may take (ms; CLICKHOUSE_REQUEST_TIMEOUT_MS). */
-export const READ_STORE_TIMEOUT_MS = 12_000;
+/**
+ * Longest a read replica's request to the ClickHouse server may go without an answer (ms;
+ * CLICKHOUSE_REQUEST_TIMEOUT_MS): the read deadline, so a credential look-up on a server that hangs
+ * fails within it too (a read's own queries stop earlier, at their bounds).
+ */
+export const READ_STORE_TIMEOUT_MS = 10_000;
 
 /** Consumer groups start over from the earliest offsets (a read-model rebuild); the group must have no live member. */
 async function resetGroup(brokers: string[], prefix: string, group: string, say: Say): Promise<void> {
