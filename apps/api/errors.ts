@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, type ValidationDetail } from '../../schemas/api/errors.ts';
+import { tooLarge } from '../reads/cost.ts';
 import { readFailure } from '../reads/cost.ts';
 
 /** Ajv errors of a query schema as `[{ param, message }]`, with the schema's own wording for list formats. */
@@ -36,6 +37,8 @@ export function errorHandler(err: FastifyError | ApiError, request: FastifyReque
     const first = details[0];
     return sendError(reply, request, new ApiError('VALIDATION_ERROR', first ? `Invalid query parameter ${first.param}: ${first.message}` : 'Invalid request', details));
   }
+  // fastify's handlerTimeout: the read's deadline passed (its queries stop at their own bounds).
+  if ((err as FastifyError).code === 'FST_ERR_HANDLER_TIMEOUT') return sendError(reply, request, tooLarge('deadline'));
   const status = (err as FastifyError).statusCode;
   if (status && status >= 400 && status < 500) {
     return sendError(reply, request, new ApiError(status === 404 ? 'NOT_FOUND' : 'VALIDATION_ERROR', err.message));

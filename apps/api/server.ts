@@ -145,6 +145,10 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
     },
     http: { maxHeaderSize: MAX_HEADER_BYTES },
+    // A request must arrive whole within 30 s (slow senders hold no socket for long), and every
+    // route answers within the reads' deadline plus a margin: fastify's own backstop behind it.
+    requestTimeout: 30_000,
+    handlerTimeout: (deps.admission?.opts.deadlineMs ?? admissionDefaults().deadlineMs) + 2_000,
     clientErrorHandler,
     // Every operation is a GET: HEAD and the rest get 405 with `Allow: GET`.
     exposeHeadRoutes: false,

@@ -32,8 +32,9 @@ export const ANALYTICS_COST: ReadCost = { timeMs: 8_000, memoryBytes: 1024 * 2 *
 
 /** The largest answer (JSON bytes) a read may send; a larger one is QUERY_TOO_LARGE (no read within the contract's limits comes near). */
 export const MAX_ANSWER_BYTES = 8 * 2 ** 20;
-/** Rows a query may return (the store side of the answer bound). */
+/** Rows and bytes a query may return (the store side of the answer bound: what the process parses of one query). */
 const MAX_RESULT_ROWS = 2_000_000;
+export const MAX_RESULT_BYTES = 64 * 2 ** 20;
 
 export interface AdmissionOptions {
   /** Store queries in flight in this process. */
@@ -206,7 +207,7 @@ export function boundedStore(store: Store, cost: ReadCost, deadline: number, slo
         max_execution_time: Math.max(0.001, timeMs / 1000), timeout_overflow_mode: 'throw',
         max_memory_usage: cost.memoryBytes,
         max_rows_to_read: cost.rowsRead, max_bytes_to_read: cost.bytesRead, read_overflow_mode: 'throw',
-        max_result_rows: MAX_RESULT_ROWS, result_overflow_mode: 'throw',
+        max_result_rows: MAX_RESULT_ROWS, max_result_bytes: MAX_RESULT_BYTES, result_overflow_mode: 'throw',
         priority: slot.priority,
         ...opts?.settings,
       };

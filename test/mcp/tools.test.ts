@@ -79,8 +79,10 @@ describe('tools/list', () => {
       expect(r.json?.jsonrpc, body).toBe('2.0');
       expect(r.json?.error?.code, body).toEqual(expect.any(Number));
     }
-    // An empty batch holds no request: accepted, nothing to answer.
-    expect((await rawMcp(h.urls().mcpUrl, { authorization: `Bearer ${token}` }, '[]')).status).toBe(202);
+    // Issue 24: batches left MCP in its 2025-06-18 revision; any array, even an empty one, is refused with a JSON-RPC error.
+    const batch = await rawMcp(h.urls().mcpUrl, { authorization: `Bearer ${token}` }, '[]');
+    expect(batch.status).toBe(400);
+    expect(batch.json).toMatchObject({ jsonrpc: '2.0', error: { code: -32600 } });
   });
 });
 
