@@ -1,12 +1,14 @@
-// Issue 24 item 4: outages survived. API replicas built as `signalbase api` builds them (in this
-// process, on real sockets) and a projector built as `signalbase projector` builds it, over the
-// Kafka peer (librdkafka's mock cluster), the ClickHouse HTTP peer (chdb) and a redis-server of this
-// test's own, which it kills and starts again in the middle of a read load; then the same with the
-// ClickHouse peer. Expectations: no 500 and no request past BOUND_MS; while Redis is away the
-// replicas answer from the store what they answered before (and the projector, which cannot take an
-// apply turn, applies nothing), and when it is back the read models equal the embedded projection
-// of every record; while ClickHouse is away a read answers from the read cache or 503
-// STORE_UNAVAILABLE (AUTHENTICATION_UNAVAILABLE when its key's look-up found the store away) with Retry-After, /healthz says `degraded`, and everything answers again after.
+// Issue 24 item 4: outages survived. Two API replicas and an MCP replica built as `signalbase api`
+// and `signalbase mcp` build them (in this process, on real sockets) and a projector built as
+// `signalbase projector` builds it, over the Kafka peer (librdkafka's mock cluster), the ClickHouse
+// HTTP peer (chdb) and a redis-server of this test's own, which it kills and starts again in the
+// middle of a read load; then the same with the ClickHouse peer. Expectations: no 500 and no
+// request past BOUND_MS; while Redis is away the replicas answer from the store what they answered
+// before (and the projector, which cannot take an apply turn, applies nothing), and when it is back
+// the read models equal the embedded projection of every record; while ClickHouse is away a read
+// answers from the read cache or 503 STORE_UNAVAILABLE (AUTHENTICATION_UNAVAILABLE when its key's
+// look-up found the store away) with Retry-After, /healthz says `degraded`, and everything answers
+// again after.
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
