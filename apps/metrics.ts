@@ -54,6 +54,25 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly readRefusals = new Counter({
+    name: 'signalbase_read_refusals_total',
+    help: 'Reads refused by admission control (503 OVERLOADED), by reason: queue_full, account_queue_full, waited_too_long',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+  readonly rateLimitFailOpen = new Counter({
+    name: 'signalbase_rate_limit_fail_open_total',
+    help: 'Requests answered without being counted because the shared rate-limit counts (Redis) did not answer',
+    registers: [this.registry],
+  });
+
+  /** Store reads in flight and waiting for a slot (apps/reads/cost.ts), read when scraped. */
+  watchAdmission(a: { inFlight: number; waiting: number }): void {
+    for (const name of ['signalbase_reads_in_flight', 'signalbase_reads_waiting']) this.registry.removeSingleMetric(name); // the latest app's
+    new Gauge({ name: 'signalbase_reads_in_flight', help: 'Reads holding a store slot', registers: [this.registry], collect() { this.set(a.inFlight); } });
+    new Gauge({ name: 'signalbase_reads_waiting', help: 'Reads waiting for a store slot', registers: [this.registry], collect() { this.set(a.waiting); } });
+  }
+
   constructor(sources: MetricSources = {}) {
     collectDefaultMetrics({ register: this.registry, prefix: 'signalbase_' });
     const gauge = (name: string, help: string, read: (() => number | Promise<number>) | undefined) => {

@@ -58,7 +58,7 @@ export class RateLimiter {
   /** Requests answered without counting because the shared counts did not answer. */
   failedOpen = 0;
 
-  constructor(private readonly limits: RateLimits, private readonly log: (msg: string) => void = () => {}) {
+  constructor(private readonly limits: RateLimits, private readonly log: (msg: string) => void = () => {}, private readonly failOpen: () => void = () => {}) {
     if (limits.perAddress) this.address = new RateLimiterMemory({ keyPrefix: 'addr', points: limits.perAddress, duration: WINDOW_SECONDS });
   }
 
@@ -101,6 +101,7 @@ export class RateLimiter {
         };
       }
       this.failedOpen++;
+      this.failOpen();
       if (Date.now() - this.lastComplaint > 30_000) {
         this.lastComplaint = Date.now();
         this.log(`rate limits: the ${kind} counts did not answer (${(err as Error).message}); answering without counting until they do`);

@@ -122,7 +122,12 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
   const cursors = deps.cursors ?? CursorCodec.random();
   const health = deps.health ?? (() => ({ status: 'ok' as const, projectorLag: 0 }));
   const admission = deps.admission ?? new Admission(admissionDefaults());
-  const limiter = deps.rateLimits ? new RateLimiter(deps.rateLimits, (msg) => app.log.warn(msg)) : undefined;
+  const limiter = deps.rateLimits ? new RateLimiter(deps.rateLimits, (msg) => app.log.warn(msg), () => deps.metrics?.rateLimitFailOpen.inc()) : undefined;
+  if (deps.metrics) {
+    const m = deps.metrics;
+    m.watchAdmission(admission);
+    admission.onRefusal = (reason) => m.readRefusals.inc({ reason });
+  }
   const authenticateRead = (op: Operation, req: FastifyRequest, done: (err?: Error) => void) => {
     const key = req.headers['x-api-key'] as string | undefined;
     let known: Principal | undefined;

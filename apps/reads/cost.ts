@@ -75,8 +75,9 @@ export class Admission {
   private readonly accounts = new Map<string, AccountState>();
   /** Accounts with waiters, in the order they are served (round robin). */
   private readonly turn: string[] = [];
-  /** Counters for /metrics and the bench. */
+  /** Counters for the bench; `onRefusal` for /metrics. */
   readonly refused = { queueFull: 0, accountQueueFull: 0, waitedTooLong: 0 };
+  onRefusal: (reason: 'queue_full' | 'account_queue_full' | 'waited_too_long') => void = () => {};
 
   constructor(readonly opts: AdmissionOptions) {}
 
@@ -91,7 +92,7 @@ export class Admission {
   refusal(account: string): ApiError | undefined {
     const st = this.accounts.get(account);
     if (!st || st.running < this.opts.perAccount || st.waiting.length < this.opts.perAccountQueue) return undefined;
-    this.refused.accountQueueFull++;
+    this.refused.accountQueueFull++; this.onRefusal('account_queue_full');
     return overloaded(`This account already has ${st.running} reads running and ${st.waiting.length} waiting: send fewer concurrent requests`);
   }
 
@@ -100,15 +101,15 @@ export class Admission {
     const st = this.state(account);
     if (st.running < this.opts.perAccount && this.running < this.opts.slots && !st.waiting.length) return this.grant(st, account);
     if (this.queued >= this.opts.queue) {
-      this.refused.queueFull++;
+      this.refused.queueFull++; this.onRefusal('queue_full');
       return Promise.reject(overloaded(`The server is answering as many reads as it can (${this.opts.slots} at once, ${this.opts.queue} waiting): retry shortly`));
     }
     if (st.waiting.length >= this.opts.perAccountQueue) {
-      this.refused.accountQueueFull++;
+      this.refused.accountQueueFull++; this.onRefusal('account_queue_full');
       return Promise.reject(overloaded(`This account already has ${st.running} reads running and ${st.waiting.length} waiting: send fewer concurrent requests`));
     }
     const wait = Math.min(this.opts.maxWaitMs, deadline - Date.now());
-    if (wait <= 0) { this.refused.waitedTooLong++; return Promise.reject(overloaded('No slot for this read before its deadline: retry shortly')); }
+    if (wait <= 0) { this.refused.waitedTooLong++; this.onRefusal('waited_too_long'); return Promise.reject(overloaded('No slot for this read before its deadline: retry shortly')); }
     return new Promise((resolve, reject) => {
       const w: Waiter = {
         grant: () => resolve(this.grant(st, account)),
@@ -118,7 +119,7 @@ export class Admission {
           if (i < 0) return;
           st.waiting.splice(i, 1);
           this.queued--;
-          this.refused.waitedTooLong++;
+          this.refused.waitedTooLong++; this.onRefusal('waited_too_long');
           this.forget(account, st);
           reject(overloaded(`Waited ${wait} ms for a store slot: the server is busy; retry shortly`));
         }, wait),

@@ -124,3 +124,28 @@ describe.skipIf('skip' in peer)('per-account rate limits shared by two API repli
     }
   });
 });
+
+describe('issue 24: rate limits fail open when Redis does not answer', () => {
+  it('answers at once without counting, logs once, and counts the fail-open', async () => {
+    const { RateLimiter } = await import('../../apps/api/rate-limit.ts');
+    // A Redis that is not there: nothing listens on port 1.
+    const redis = new Redis({ port: 1, host: '127.0.0.1', lazyConnect: false, maxRetriesPerRequest: 0, retryStrategy: () => 1000 });
+    redis.on('error', () => {});
+    const lines: string[] = [];
+    let counted = 0;
+    const limiter = new RateLimiter({ perMinute: 1, perAccount: new Map(), redis }, (l) => lines.push(l), () => counted++);
+    try {
+      for (let i = 0; i < 5; i++) {
+        const t0 = performance.now();
+        const d = await limiter.account('acme');
+        expect(d.limited).toBe(false); // over its limit of 1, yet answered: the counts are not there to say no
+        expect(performance.now() - t0).toBeLessThan(500);
+      }
+      expect(counted).toBe(5);
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toMatch(/did not answer/);
+    } finally {
+      redis.disconnect();
+    }
+  });
+});
