@@ -273,6 +273,31 @@ describe('issue 24: outages survived', () => {
     expect(cached.ok, JSON.stringify(cached.value)).toBe(true);
   }, 60_000);
 
+  it('Redis hung (SIGSTOP: connected, no answers) during a read load: each Redis command gives up after its timeout, the replicas answer from the store, within the bound', async (ctx) => {
+    if (skipped()) return ctx.skip();
+    const own = redis as OwnRedis;
+    if (!answers.size) for (const path of READS) answers.set(path, canonical((await get(replicas[0]!.url, path)).body.data));
+    const phase = { name: 'up' };
+    const load = readLoad(phase);
+    await sleep(500);
+    own.pause();
+    phase.name = 'redis-hung';
+    await sleep(3_000);
+    const metrics = await (await fetch(`${replicas[1]!.url}/metrics`)).text();
+    own.resume();
+    phase.name = 'redis-answers';
+    await sleep(1_500);
+    const samples = await load.stop();
+
+    const bad = samples.filter((s) => s.status !== 200 || s.ms > BOUND_MS);
+    expect(bad.map((s) => `${s.phase} ${s.path} ${s.status} ${Math.round(s.ms)} ms ${JSON.stringify(s.body).slice(0, 200)}`)).toEqual([]);
+    const during = samples.filter((s) => s.phase === 'redis-hung');
+    expect(during.length).toBeGreaterThan(10);
+    for (const s of during) expect(canonical(s.body.data), s.path).toEqual(answers.get(s.path));
+    expect(counter(metrics, /^signalbase_redis_errors_total\{operation="data_version"\} (\d+)$/m)).toBeGreaterThan(0);
+    console.log(`Redis hung: ${during.length} reads while it did not answer, worst ${worst(during)} ms; ${samples.length} reads in all, worst ${worst(samples)} ms; slowest: ${slowest(samples)}`);
+  }, 60_000);
+
   it('the ClickHouse server stopped during a read load: a read answers from the read cache or 503 STORE_UNAVAILABLE with Retry-After, within the bound; /healthz says degraded; all answers again when it is back', async (ctx) => {
     if (skipped()) return ctx.skip();
     if (!answers.size) for (const path of READS) answers.set(path, canonical((await get(replicas[0]!.url, path)).body.data));

@@ -46,7 +46,12 @@ export async function redisPeer(): Promise<RedisPeer> {
 }
 
 /** A redis-server of the test's own, which it can stop and start again on the same port (outage tests). */
-export interface OwnRedis { url: string; port: number; stop(): Promise<void>; start(): Promise<void>; close(): Promise<void> }
+export interface OwnRedis {
+  url: string; port: number; stop(): Promise<void>; start(): Promise<void>; close(): Promise<void>;
+  /** SIGSTOP: connections stay open and nothing is answered (a hung server), until `resume`. */
+  pause(): void;
+  resume(): void;
+}
 
 /**
  * Starts Debian's redis-server on a free loopback port, also when REDIS_URL names a shared one (a
@@ -77,7 +82,9 @@ export async function ownRedisServer(): Promise<OwnRedis | { skip: string }> {
       c.once('exit', () => resolve());
       c.kill('SIGKILL');
     }),
-    close: () => own.stop(),
+    close: () => { own.resume(); return own.stop(); },
+    pause: () => { child?.kill('SIGSTOP'); },
+    resume: () => { child?.kill('SIGCONT'); },
   };
   await own.start();
   return own;
