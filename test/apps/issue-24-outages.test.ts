@@ -34,8 +34,13 @@ import { ownRedisServer, type OwnRedis } from '../helpers/redis.ts';
 const DAY = 86_400_000;
 const NOW = Date.now() - 40 * DAY; // every window of the data has come of age: answers do not move with the clock
 const ALL = { mode: 'all' };
-/** No request may take longer, whatever is down (README, Distributed mode: Outages). */
-const BOUND_MS = 3_000;
+/**
+ * No request may take longer, whatever is down: its waits on Redis (250 ms a command, README,
+ * Distributed mode: Outages) and on the test's ClickHouse peer, which runs one statement at a time
+ * for every client (the projector's catch-up included), on a machine other suites share. A client
+ * that queued its commands while Redis was away (ioredis' default) waited longer than this.
+ */
+const BOUND_MS = 5_000;
 
 const start = new Date(NOW - 60 * DAY).toISOString();
 const end = new Date(NOW).toISOString();
