@@ -122,7 +122,7 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
   const cursors = deps.cursors ?? CursorCodec.random();
   const health = deps.health ?? (() => ({ status: 'ok' as const, projectorLag: 0 }));
   const admission = deps.admission ?? new Admission(admissionDefaults());
-  const limiter = deps.rateLimits ? new RateLimiter(deps.rateLimits, (msg) => app.log.warn(msg), () => deps.metrics?.rateLimitFailOpen.inc()) : undefined;
+  const limiter = deps.rateLimits ? new RateLimiter(deps.rateLimits, (msg) => app.log.warn(msg), () => { deps.metrics?.rateLimitFailOpen.inc(); if (deps.rateLimits?.redis) deps.metrics?.redisErrors.inc({ operation: 'rate_limit' }); }) : undefined;
   if (deps.metrics) {
     const m = deps.metrics;
     m.watchAdmission(admission);

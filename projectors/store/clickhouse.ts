@@ -1,4 +1,4 @@
-import { createClient, type ClickHouseClient } from '@clickhouse/client';
+import { ClickHouseLogLevel, createClient, type ClickHouseClient, type Logger } from '@clickhouse/client';
 import { bindDatabase, checkIdentifier, INSERT_SETTINGS, type Params, type QueryOptions, type Store } from './port.ts';
 import { parseRows } from './rows.ts';
 
@@ -23,6 +23,28 @@ export interface ClickHouseStoreOptions {
   requestTimeoutMs?: number;
 }
 
+/**
+ * The client's own log: it logs every failed request (with all its settings), which the caller
+ * also gets as an error; during an outage that is thousands of lines. At most one line per 30 s,
+ * saying how many were left out.
+ */
+class SparseLogger implements Logger {
+  private static last = 0;
+  private static skipped = 0;
+  trace(): void {}
+  debug(): void {}
+  info(): void {}
+  warn(p: { message: string; err?: Error }): void { SparseLogger.write('warn', p); }
+  error(p: { message: string; err?: Error }): void { SparseLogger.write('error', p); }
+  private static write(level: string, p: { message: string; err?: Error }): void {
+    if (Date.now() - SparseLogger.last < 30_000) { SparseLogger.skipped++; return; }
+    SparseLogger.last = Date.now();
+    const more = SparseLogger.skipped ? ` (${SparseLogger.skipped} more in the last 30 s)` : '';
+    SparseLogger.skipped = 0;
+    console.error(`clickhouse client ${level}: ${p.message}${p.err ? `: ${p.err.message.split('\n')[0]}` : ''}${more}`);
+  }
+}
+
 export class ClickHouseStore implements Store {
   readonly database: string;
   private readonly client: ClickHouseClient;
@@ -37,6 +59,7 @@ export class ClickHouseStore implements Store {
       password: decodeURIComponent(url.password),
       request_timeout: opts.requestTimeoutMs ?? 300_000,
       keep_alive: { enabled: true, idle_socket_ttl: IDLE_SOCKET_TTL_MS },
+      log: { LoggerClass: SparseLogger, level: ClickHouseLogLevel.WARN },
       // Plain answers: reads are small, and a compressed answer costs the server and us CPU on loopback.
       compression: { request: false, response: false },
       // Progress headers every 10 s keep a long statement's connection (a rebuild's INSERT ... SELECT) alive through load balancers.
