@@ -30,8 +30,23 @@ export function sendError(reply: FastifyReply, request: FastifyRequest, err: Api
   });
 }
 
+/**
+ * Refusals of a flood (OVERLOADED, RATE_LIMITED) are answered after REFUSAL_PACE_MS: a client that
+ * does not wait its Retry-After would otherwise turn each refusal straight into its next request
+ * and keep the process busy answering refusals; a client that does wait loses nothing. At most
+ * MAX_PACED are held at once (past that, answered at once).
+ */
+export const REFUSAL_PACE_MS = 500;
+const MAX_PACED = 4096;
+let paced = 0;
+export function paceRefusal<T>(code: string, answer: () => T): T | Promise<T> {
+  if ((code !== 'OVERLOADED' && code !== 'RATE_LIMITED') || paced >= MAX_PACED) return answer();
+  paced++;
+  return new Promise((resolve) => setTimeout(() => { paced--; resolve(answer()); }, REFUSAL_PACE_MS));
+}
+
 export function errorHandler(err: FastifyError | ApiError, request: FastifyRequest, reply: FastifyReply) {
-  if (err instanceof ApiError) return sendError(reply, request, err);
+  if (err instanceof ApiError) return paceRefusal(err.code, () => sendError(reply, request, err));
   if ((err as FastifyError).validation) {
     const details = validationDetails(err as FastifyError, request.routeOptions.schema?.querystring, request.query as Record<string, unknown>);
     const first = details[0];

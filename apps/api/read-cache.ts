@@ -136,7 +136,16 @@ export function etagOf(tool: string, e: Entry, accountId: string): string {
 
 /** The weak ETag of an answer that is not cached: its content, without what each response has afresh, for this caller. */
 export function contentEtag(tool: string, data: unknown, accountId: string): string {
-  const json = JSON.stringify(data, (k, v) => (k === 'serverTime' || k === 'dataComputedAt' ? undefined : v));
+  // A read's answer is { results, meta }: the per-request fields are meta's, so only meta is copied
+  // without them (a replacer function over a large answer cost the event loop tens of ms).
+  const d = data as { results?: unknown; meta?: Record<string, unknown> } | null;
+  let json: string;
+  if (d && typeof d === 'object' && 'results' in d && d.meta && typeof d.meta === 'object') {
+    const { serverTime: _s, dataComputedAt: _d, ...meta } = d.meta;
+    json = `${JSON.stringify(d.results)}\n${JSON.stringify(meta)}`;
+  } else {
+    json = JSON.stringify(data, (k, v) => (k === 'serverTime' || k === 'dataComputedAt' ? undefined : v));
+  }
   return callerTag(createHash('sha256').update(tool).update('\n').update(json).digest('base64url'), accountId);
 }
 

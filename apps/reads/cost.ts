@@ -210,6 +210,8 @@ export function boundedStore(store: Store, cost: ReadCost, deadline: number, slo
         max_rows_to_read: cost.rowsRead, max_bytes_to_read: cost.bytesRead, read_overflow_mode: 'throw',
         max_result_rows: MAX_RESULT_ROWS, max_result_bytes: MAX_RESULT_BYTES, result_overflow_mode: 'throw',
         priority: slot.priority,
+        // A busy account's queries also yield the machine's cores: one thread each, at the highest nice.
+        ...(slot.priority > 1 ? { os_thread_priority: 19, max_threads: 1 } : {}),
         ...opts?.settings,
       };
       return await store.query<T>(sql, params, { settings, timeoutMs: timeMs + 2_000 });
