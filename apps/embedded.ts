@@ -138,7 +138,9 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
   // The API reads through a session of its own (projectors/store/chdb.ts): one session runs one
   // statement at a time, and the projector's inserts would hold reads back.
   // READ_SLOTS sessions of its own, so reads run side by side (an admission slot per session, apps/reads/cost.ts).
-  const reads = await openChdbStore(storePath(cfg.dataDir), undefined, { ownSession: true, sessions: READ_SLOTS });
+  // Four more for what reads without a slot (credentials, the facts loaded once per data version,
+  // the planner's background counts), so that they never hold up a read that has one.
+  const reads = await openChdbStore(storePath(cfg.dataDir), undefined, { ownSession: true, sessions: READ_SLOTS + 4 });
   // Compaction too (OPTIMIZE ... FINAL runs for seconds on the large seed): live batches do not wait behind it.
   const maintenance = await openChdbStore(storePath(cfg.dataDir), undefined, { ownSession: true });
   // One cache of credential answers (API keys and token owners): every projector commit clears it.
@@ -172,7 +174,7 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
   const readCache = new ReadCache(new MemoryCache());
   const app = buildApi({
     store: reads, auth, readCache, cursors: cursorCodec(cfg.dataDir), rateLimits: cfg.rateLimits, metrics,
-    admission: new Admission(admissionDefaults(reads.concurrency)),
+    admission: new Admission(admissionDefaults(READ_SLOTS)),
     dataVersion: () => watermarks.get(DATA_VERSION),
     health: async () => ({ status: caughtUp ? 'ok' : 'starting', projectorLag: await projector.lag() }),
     logger: cfg.logLevel === 'silent' ? false : { level: cfg.logLevel },

@@ -101,6 +101,7 @@ try {
 
   // The quiet client: an uncached one-trader events page (each request its own startTime, so no cache hit), at `rate` per second.
   let q = 0;
+  const quietRefused = new Map<number, number>();
   const quietLeg = async (): Promise<number[]> => {
     const times: number[] = [];
     const end = performance.now() + legMs;
@@ -108,7 +109,9 @@ try {
     while (performance.now() < end) {
       const t = traderIds[q % traderIds.length]!;
       const start = new Date(Date.UTC(2020, 0, 1) + (q++ % 86_400) * 1000).toISOString();
-      pending.push(get(`/v2/events?traderIds=${t}&limit=1&startTime=${start}`, quietKey).then((r) => { if (r.status === 200) times.push(r.ms); }));
+      pending.push(get(`/v2/events?traderIds=${t}&limit=1&startTime=${start}`, quietKey).then((r) => {
+        if (r.status === 200) times.push(r.ms); else quietRefused.set(r.status, (quietRefused.get(r.status) ?? 0) + 1);
+      }));
       await new Promise((r) => setTimeout(r, 1000 / rate));
     }
     await Promise.all(pending);
@@ -164,6 +167,7 @@ try {
     ['alone', String(alone.length), fmtMs(pct(alone, 50)), fmtMs(a99), '1.00x'],
     ['with the noisy account', String(loaded.length), fmtMs(pct(loaded, 50)), fmtMs(l99), `${(l99 / a99).toFixed(2)}x${l99 / a99 > 2 ? ' !' : ''}`],
   ]);
+  if (quietRefused.size) console.log(`quiet client not answered 200: ${[...quietRefused].map(([s, n]) => `${n} x ${s || 'no answer'}`).join(', ')}`);
   const sortedNoisy = sortNum(noisyTimes);
   console.log(`noisy account: ${[...noisyStatus].map(([s, n]) => `${n} x ${s || 'no answer'}`).join(', ')}; answered p50 ${fmtMs(pct(sortedNoisy, 50))} ms, p99 ${fmtMs(pct(sortedNoisy, 99))} ms, ${(ok / ((legMs + 1000) / 1000)).toFixed(1)}/s`);
   console.log(`heavy query (traders/stats, ${traderIds.length} traders, 1970..2299): ${single.status}, ${fmtMs(single.ms)} ms, ${(single.bytes / 1024).toFixed(0)} KiB`);

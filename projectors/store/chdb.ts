@@ -22,17 +22,18 @@ function openSession(path: string, own: boolean): Session {
   return session;
 }
 
-/** Settings a SET left on a session, and what its next statement must reset or set. */
-function settingsPrefix(sticky: Map<string, string>, wanted: Readonly<Record<string, string | number>> | undefined): string {
+/** The SET that gives a session the settings `wanted` (resetting what an earlier SET left and is not wanted), or '' when it has them. */
+function settingsStatement(sticky: Map<string, string>, wanted: Readonly<Record<string, string | number>> | undefined): string {
   const parts: string[] = [];
   for (const name of sticky.keys()) if (!wanted || !(name in wanted)) { parts.push(`${checkIdentifier(name)} = DEFAULT`); sticky.delete(name); }
   for (const [name, value] of Object.entries(wanted ?? {})) {
+    // Values are the server's own constants (apps/reads/cost.ts), never a caller's.
     const text = typeof value === 'number' ? String(value) : `'${String(value).replace(/[\\']/g, '')}'`;
     if (sticky.get(name) === text) continue;
     parts.push(`${checkIdentifier(name)} = ${text}`);
     sticky.set(name, text);
   }
-  return parts.length ? `SET ${parts.join(', ')}; ` : '';
+  return parts.length ? `SET ${parts.join(', ')}` : '';
 }
 
 interface Lane { session: Session; sticky: Map<string, string> }
@@ -87,11 +88,21 @@ export class ChdbStore implements Store {
 
   private async run(sql: string, params: Params, format: string, settings: QueryOptions['settings']): Promise<string> {
     const lane = await this.take();
-    // chdb takes no settings per call: a SET in the same statement batch, which stays on the
-    // session, so a lane's next statement resets what it does not want.
-    const prefix = settingsPrefix(lane.sticky, settings);
+    // chdb takes no settings per call: a SET, which stays on the session, so a lane's next
+    // statement resets what it does not want.
+    const set = settingsStatement(lane.sticky, settings);
     try {
-      return (await lane.session.queryBindAsync(prefix + bindDatabase(sql, this.database), params, { format })).text();
+      if (set) await lane.session.queryAsync(set, { format: 'Null' });
+      const bound = bindDatabase(sql, this.database);
+      // A session shared with other stores (tests, the projector's) may have another store's stream open: the chained path.
+      if (format === 'Null' || !this.own) return (await lane.session.queryBindAsync(bound, params, { format })).text();
+      // On sessions of its own, answers are read through chdb's streaming path, which binds each
+      // query's parameters on its own: queryBindAsync runs one parameterised query at a time in the whole process (chdb
+      // chains them, its parameter state not being per connection), which put every read of
+      // every session in one queue behind the slowest.
+      let text = '';
+      for await (const chunk of lane.session.queryStreamBind(bound, params, { format })) text += chunk.text();
+      return text;
     } catch (err) {
       // Whether the SET took effect is not known: set (or reset) those names again next time.
       for (const name of Object.keys(settings ?? {})) lane.sticky.set(name, '?');

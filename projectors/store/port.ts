@@ -79,7 +79,9 @@ export function storeFailure(err: unknown): StoreFailure | undefined {
   if (!err || typeof err !== 'object') return undefined;
   const e = err as { code?: unknown; clickhouseCode?: unknown; message?: unknown; cause?: unknown; name?: unknown };
   // chdb: ChdbQueryError.clickhouseCode (a number); @clickhouse/client: ClickHouseError.code (a numeric string).
-  const numeric = Number(e.clickhouseCode ?? (typeof e.code === 'string' && /^\d+$/.test(e.code) ? e.code : NaN));
+  // chdb's streaming path says the code only in its message ("Code: 158. DB::Exception: ...").
+  const inMessage = typeof e.message === 'string' ? /^Code: (\d+)\./.exec(e.message)?.[1] : undefined;
+  const numeric = Number(e.clickhouseCode ?? (typeof e.code === 'string' && /^\d+$/.test(e.code) ? e.code : inMessage ?? NaN));
   if (Number.isFinite(numeric)) {
     const bound = BOUND_CODES[numeric];
     if (bound) return { kind: 'too_large', bound };
