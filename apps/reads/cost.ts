@@ -59,16 +59,11 @@ interface Waiter { grant: () => void; fail: (err: ApiError) => void; timer: Node
 
 /**
  * A slot: `release` gives it back; `priority` is ClickHouse's query priority for the read's
- * queries (1 is the highest): 1 plus the number of accounts reading now that have used less of
- * the store lately, so the store pauses the heavier users' queries while a lighter one's run.
+ * queries (1 is the highest): 1 plus the number of accounts reading now with fewer reads running
+ * or waiting, so the store pauses the queries of the account asking most while another's run.
  */
 export interface Slot { release: () => void; priority: number }
 interface AccountState { running: number; waiting: Waiter[] }
-
-/** Slot time an account held lately (ms), decaying by half every USAGE_HALF_LIFE_MS. */
-const USAGE_HALF_LIFE_MS = 10_000;
-const MAX_USAGE_ENTRIES = 10_000;
-interface Usage { ms: number; at: number }
 
 export function overloaded(message: string, retryAfterSeconds = 1): ApiError {
   return new ApiError('OVERLOADED', message, { retryAfterSeconds });
@@ -78,7 +73,6 @@ export class Admission {
   private running = 0;
   private queued = 0;
   private readonly accounts = new Map<string, AccountState>();
-  private readonly usage = new Map<string, Usage>();
   /** Accounts with waiters, in the order they are served (round robin). */
   private readonly turn: string[] = [];
   /** Counters for the bench; `onRefusal` for /metrics. */
@@ -147,38 +141,22 @@ export class Admission {
     if (!st.waiting.length) { const i = this.turn.indexOf(account); if (i >= 0) this.turn.splice(i, 1); }
   }
 
-  /** An account's recent slot time, decayed to now. */
-  private usageOf(account: string, now: number): number {
-    const u = this.usage.get(account);
-    return u ? u.ms * 0.5 ** ((now - u.at) / USAGE_HALF_LIFE_MS) : 0;
-  }
-
-  private charge(account: string, ms: number, now: number): void {
-    const value = this.usageOf(account, now) + ms;
-    this.usage.delete(account); // re-inserted last: the map's order is least recently charged first
-    this.usage.set(account, { ms: value, at: now });
-    if (this.usage.size > MAX_USAGE_ENTRIES) this.usage.delete(this.usage.keys().next().value!);
-  }
-
-  /** 1 plus the accounts reading now (running or waiting) that used less of the store lately. */
-  private priorityOf(account: string, now: number): number {
-    const own = this.usageOf(account, now);
-    let lighter = 0;
-    for (const other of this.accounts.keys()) if (other !== account && this.usageOf(other, now) < own) lighter++;
-    return 1 + Math.min(99, lighter);
+  /** 1 plus the accounts reading now that have fewer reads running or waiting than `st`. */
+  private priorityOf(st: AccountState): number {
+    const own = st.running + st.waiting.length;
+    let fewer = 0;
+    for (const other of this.accounts.values()) if (other !== st && other.running + other.waiting.length < own) fewer++;
+    return 1 + Math.min(99, fewer);
   }
 
   private grant(st: AccountState, account: string): Slot {
-    const started = Date.now();
-    const priority = this.priorityOf(account, started);
+    const priority = this.priorityOf(st);
     st.running++;
     this.running++;
     let done = false;
     const release = () => {
       if (done) return;
       done = true;
-      const now = Date.now();
-      this.charge(account, now - started, now);
       st.running--;
       this.running--;
       this.forget(account, st);
