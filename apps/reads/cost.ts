@@ -52,7 +52,7 @@ export interface AdmissionOptions {
 }
 
 export function admissionDefaults(slots = 4): AdmissionOptions {
-  return { slots, queue: 64, perAccount: Math.max(1, Math.floor(slots / 2)), perAccountQueue: 16, maxWaitMs: 2_000, deadlineMs: 10_000 };
+  return { slots, queue: 64, perAccount: Math.max(1, Math.floor(slots / 4)), perAccountQueue: 16, maxWaitMs: 2_000, deadlineMs: 10_000 };
 }
 
 interface Waiter { grant: () => void; fail: (err: ApiError) => void; timer: NodeJS.Timeout }
@@ -222,7 +222,7 @@ export function boundedStore(store: Store, cost: ReadCost, deadline: number, slo
         ...(slot.priority > 1 ? { os_thread_priority: 19, max_threads: 1 } : {}),
         ...opts?.settings,
       };
-      return await store.query<T>(sql, params, { settings, timeoutMs: timeMs + 2_000 });
+      return await store.query<T>(sql, params, { settings, timeoutMs: timeMs + 2_000, short: cost === LIST_COST });
     } catch (err) {
       // A timeout that is the deadline's, not the read's own bound, says so.
       const failure = readFailure(err);

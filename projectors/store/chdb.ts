@@ -79,14 +79,14 @@ export class ChdbStore implements Store {
   }
 
   async query<T>(sql: string, params: Params = {}, opts?: QueryOptions): Promise<T[]> {
-    return parseRows<T>(await this.run(sql, params, 'JSONCompactEachRowWithNames', opts?.settings));
+    return parseRows<T>(await this.run(sql, params, 'JSONCompactEachRowWithNames', opts?.settings, opts?.short === true));
   }
 
   async exec(sql: string, params: Params = {}): Promise<void> {
-    await this.run(sql, params, 'Null', undefined);
+    await this.run(sql, params, 'Null', undefined, false);
   }
 
-  private async run(sql: string, params: Params, format: string, settings: QueryOptions['settings']): Promise<string> {
+  private async run(sql: string, params: Params, format: string, settings: QueryOptions['settings'], short: boolean): Promise<string> {
     const lane = await this.take();
     // chdb takes no settings per call: a SET, which stays on the session, so a lane's next
     // statement resets what it does not want.
@@ -94,12 +94,12 @@ export class ChdbStore implements Store {
     try {
       if (set) await lane.session.queryAsync(set, { format: 'Null' });
       const bound = bindDatabase(sql, this.database);
-      // A session shared with other stores (tests, the projector's) may have another store's stream open: the chained path.
-      if (format === 'Null' || !this.own) return (await lane.session.queryBindAsync(bound, params, { format })).text();
-      // On sessions of its own, answers are read through chdb's streaming path, which binds each
-      // query's parameters on its own: queryBindAsync runs one parameterised query at a time in the whole process (chdb
-      // chains them, its parameter state not being per connection), which put every read of
-      // every session in one queue behind the slowest.
+      // chdb runs queryBindAsync one parameterised query at a time in the whole process (it chains
+      // them: its parameter state is not per connection), so a short read on a session of this
+      // store's own goes through the streaming path instead, which binds per query and runs beside
+      // the others; it plans the query on the event loop, so long reads (whose planning is long)
+      // keep the chained path. A session shared with other stores may have another's stream open.
+      if (format === 'Null' || !short || !this.own) return (await lane.session.queryBindAsync(bound, params, { format })).text();
       let text = '';
       for await (const chunk of lane.session.queryStreamBind(bound, params, { format })) text += chunk.text();
       return text;
