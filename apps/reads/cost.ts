@@ -52,7 +52,7 @@ export interface AdmissionOptions {
 }
 
 export function admissionDefaults(slots = 4): AdmissionOptions {
-  return { slots, queue: 64, perAccount: Math.max(1, Math.floor(slots / 4)), perAccountQueue: 16, maxWaitMs: 2_000, deadlineMs: 10_000 };
+  return { slots, queue: 64, perAccount: Math.max(1, Math.floor(slots / 4)), perAccountQueue: 16, maxWaitMs: 5_000, deadlineMs: 10_000 };
 }
 
 interface Waiter { grant: () => void; fail: (err: ApiError) => void; timer: NodeJS.Timeout }
