@@ -36,7 +36,7 @@ export function sendError(reply: FastifyReply, request: FastifyRequest, err: Api
  * and keep the process busy answering refusals; a client that does wait loses nothing. At most
  * MAX_PACED are held at once (past that, answered at once).
  */
-export const REFUSAL_PACE_MS = 500;
+export const REFUSAL_PACE_MS = 1_000;
 const MAX_PACED = 4096;
 let paced = 0;
 export function paceRefusal<T>(code: string, answer: () => T): T | Promise<T> {

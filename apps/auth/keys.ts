@@ -136,7 +136,7 @@ export class ApiKeyAuthenticator {
         SELECT k.id AS keyId, k.scopes AS scopes, k.revoked AS revoked, k.accountId AS accountId, ${ACCOUNT_COLUMNS}
         FROM (SELECT * FROM $db.api_keys FINAL WHERE keyHash = {hash:String} AND deleted = 0) AS k
         LEFT JOIN (SELECT * FROM $db.accounts FINAL WHERE deleted = 0) AS a ON a.id = k.accountId
-        LIMIT 1`, { hash });
+        LIMIT 1`, { hash }, { short: true });
     } catch {
       throw new ApiError('AUTHENTICATION_UNAVAILABLE', 'Authentication is temporarily unavailable; retry shortly');
     }
@@ -151,7 +151,7 @@ export async function accountById(store: Store, id: string): Promise<AccountRow 
   try {
     const rows = await store.query<AccountRow>(`
       SELECT a.id AS accountId, ${ACCOUNT_COLUMNS}
-      FROM (SELECT * FROM $db.accounts FINAL WHERE id = {id:String} AND deleted = 0) AS a LIMIT 1`, { id });
+      FROM (SELECT * FROM $db.accounts FINAL WHERE id = {id:String} AND deleted = 0) AS a LIMIT 1`, { id }, { short: true });
     return rows[0] ?? null;
   } catch {
     throw new ApiError('AUTHENTICATION_UNAVAILABLE', 'Authentication is temporarily unavailable; retry shortly');

@@ -6,7 +6,8 @@ import { ApiError } from '../../schemas/api/errors.ts';
  * Cost bounds and admission control (issue 24, DESIGN 6 rows Cost and Overload): a read that goes
  * to the store (a cache miss) first takes one of a bounded number of slots; each account holds at
  * most its share of the slots and of the queue, and waiters are served account by account in
- * turn, so one account's burst cannot stand in front of everyone else's reads. Every store query
+ * turn, so one account's burst cannot stand in front of everyone else's reads; while others read,
+ * an account keeps its slots busy at most its share of the time. Every store query
  * of the read runs under ClickHouse's own limits (time, memory, rows and bytes read, result size)
  * within the request's deadline.
  */
@@ -49,21 +50,36 @@ export interface AdmissionOptions {
   maxWaitMs: number;
   /** The whole request's deadline (every query and the wait for slots). */
   deadlineMs: number;
+  /**
+   * Slot time (ms per second) one account may use while other accounts are reading: past it, its
+   * next read waits until it is back under, so an account that keeps its slot busy leaves the
+   * machine's cores to the others half the time. Alone, an account is not held back.
+   */
+  shareMsPerSecond: number;
+  /** The most slot time an account may save up (or owe) against its share, ms. */
+  shareBurstMs: number;
 }
 
 export function admissionDefaults(slots = 4): AdmissionOptions {
-  return { slots, queue: 64, perAccount: Math.max(1, Math.floor(slots / 4)), perAccountQueue: 16, maxWaitMs: 5_000, deadlineMs: 10_000 };
+  const perAccount = Math.max(1, Math.floor(slots / 4));
+  return { slots, queue: 64, perAccount, perAccountQueue: 16, maxWaitMs: 5_000, deadlineMs: 10_000, shareMsPerSecond: 500 * perAccount, shareBurstMs: 1_000 };
 }
+
+/** How long after its last read an account counts as reading (for the others' share). */
+const ACTIVE_MS = 1_000;
 
 interface Waiter { grant: () => void; fail: (err: ApiError) => void; timer: NodeJS.Timeout }
 
 /**
  * A slot: `release` gives it back; `priority` is ClickHouse's query priority for the read's
  * queries (1 is the highest): 1 plus the number of accounts reading now with fewer reads running
- * or waiting, so the store pauses the queries of the account asking most while another's run.
+ * or waiting, and at least 2 for an account that has spent over half its saved-up share while
+ * others read, so the store favours the others' queries over those of the account asking most.
  */
 export interface Slot { release: () => void; priority: number }
 interface AccountState { running: number; waiting: Waiter[] }
+/** An account's slot-time credit against its share (ms; negative: owed), as of `at`, and when it last started a read. */
+interface Share { credit: number; at: number; lastStart: number }
 
 export function overloaded(message: string, retryAfterSeconds = 1): ApiError {
   return new ApiError('OVERLOADED', message, { retryAfterSeconds });
@@ -78,8 +94,10 @@ export class Admission {
   /** Counters for the bench; `onRefusal` for /metrics. */
   readonly refused = { queueFull: 0, accountQueueFull: 0, waitedTooLong: 0 };
   onRefusal: (reason: 'queue_full' | 'account_queue_full' | 'waited_too_long') => void = () => {};
+  private readonly shares = new Map<string, Share>();
+  private wake: NodeJS.Timeout | undefined;
 
-  constructor(readonly opts: AdmissionOptions) {}
+  constructor(readonly opts: AdmissionOptions, private readonly clock: () => number = Date.now) {}
 
   get inFlight(): number { return this.running; }
   get waiting(): number { return this.queued; }
@@ -99,7 +117,7 @@ export class Admission {
   /** Takes a slot for `account` (waiting at most until `deadline`, ms since the epoch); resolves to its release. */
   acquire(account: string, deadline: number): Promise<Slot> | Slot {
     const st = this.state(account);
-    if (st.running < this.opts.perAccount && this.running < this.opts.slots && !st.waiting.length) return this.grant(st, account);
+    if (st.running < this.opts.perAccount && this.running < this.opts.slots && !st.waiting.length && this.owes(account) === 0) return this.grant(st, account);
     if (this.queued >= this.opts.queue) {
       this.refused.queueFull++; this.onRefusal('queue_full');
       return Promise.reject(overloaded(`The server is answering as many reads as it can (${this.opts.slots} at once, ${this.opts.queue} waiting): retry shortly`));
@@ -127,7 +145,31 @@ export class Admission {
       st.waiting.push(w);
       this.queued++;
       if (!this.turn.includes(account)) this.turn.push(account);
+      this.dispatch(); // a read held back only by its share is granted when the share allows
     });
+  }
+
+  /** The share of `account` brought up to now (credit refilled since it was last looked at). */
+  private share(account: string, now: number): Share {
+    let sh = this.shares.get(account);
+    if (!sh) { sh = { credit: this.opts.shareBurstMs, at: now, lastStart: -Infinity }; this.shares.set(account, sh); }
+    sh.credit = Math.min(this.opts.shareBurstMs, sh.credit + ((now - sh.at) * this.opts.shareMsPerSecond) / 1000);
+    sh.at = now;
+    return sh;
+  }
+
+  /** How long `account` must wait before its share allows another read (0: now): only while another account is reading. */
+  private owes(account: string): number {
+    const now = this.clock();
+    const sh = this.share(account, now);
+    if (sh.credit >= 0 || !this.othersActive(account, now)) return 0;
+    return Math.ceil((-sh.credit * 1000) / this.opts.shareMsPerSecond);
+  }
+
+  /** Whether an account other than `account` is reading now or started a read within ACTIVE_MS. */
+  private othersActive(account: string, now: number): boolean {
+    for (const [other, o] of this.shares) if (other !== account && (now - o.lastStart < ACTIVE_MS || this.accounts.get(other)?.running)) return true;
+    return false;
   }
 
   private state(account: string): AccountState {
@@ -150,13 +192,20 @@ export class Admission {
   }
 
   private grant(st: AccountState, account: string): Slot {
-    const priority = this.priorityOf(st);
+    const started = this.clock();
+    // An account that has used much of its share while others read runs at a lower priority than theirs.
+    const priority = Math.max(this.priorityOf(st), this.share(account, started).credit < this.opts.shareBurstMs / 2 && this.othersActive(account, started) ? 2 : 1);
     st.running++;
     this.running++;
+    this.share(account, started).lastStart = started;
+    this.pruneShares(started);
     let done = false;
     const release = () => {
       if (done) return;
       done = true;
+      const now = this.clock();
+      const sh = this.share(account, now);
+      sh.credit = Math.max(-this.opts.shareBurstMs, sh.credit - (now - started));
       st.running--;
       this.running--;
       this.forget(account, st);
@@ -165,20 +214,35 @@ export class Admission {
     return { release, priority };
   }
 
+  /** Forgets the shares of accounts idle long enough to have their whole credit back. */
+  private pruneShares(now: number): void {
+    if (this.shares.size < 1_000) return;
+    const idle = ACTIVE_MS + (this.opts.shareBurstMs * 2 * 1000) / this.opts.shareMsPerSecond;
+    for (const [account, sh] of this.shares) if (now - sh.lastStart > idle && !this.accounts.has(account)) this.shares.delete(account);
+  }
+
   /** Hands free slots to waiting accounts in turn, each up to its share. */
   private dispatch(): void {
     let scanned = 0;
+    let soonest = Infinity;
     while (this.running < this.opts.slots && this.turn.length && scanned < this.turn.length) {
       const account = this.turn.shift()!;
       const st = this.accounts.get(account);
       if (!st || !st.waiting.length) { continue; }
       if (st.running >= this.opts.perAccount) { this.turn.push(account); scanned++; continue; }
+      const owes = this.owes(account);
+      if (owes > 0) { soonest = Math.min(soonest, owes); this.turn.push(account); scanned++; continue; }
       const w = st.waiting.shift()!;
       this.queued--;
       clearTimeout(w.timer);
       if (st.waiting.length) this.turn.push(account);
       scanned = 0;
       w.grant();
+    }
+    // Nothing else frees a slot for an account held back by its share: look again when it is due.
+    if (soonest < Infinity && !this.wake) {
+      this.wake = setTimeout(() => { this.wake = undefined; this.dispatch(); }, soonest);
+      this.wake.unref?.();
     }
   }
 }

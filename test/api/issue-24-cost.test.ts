@@ -1,7 +1,7 @@
 // Issue 24: cost bounds on every read, admission control with a fair share per account, rate
 // limits before authentication and per MCP tool call, JSON-RPC batches refused, malformed keys
 // refused without a look-up. Expectations come from the issue and DESIGN 6 (rows Cost, Overload).
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ApiKeyAuthenticator } from '../../apps/auth/keys.ts';
 import { MemoryCache } from '../../apps/cache/memory.ts';
 import { Admission, admissionDefaults, boundedStore, LIST_COST, type AdmissionOptions } from '../../apps/reads/cost.ts';
@@ -71,6 +71,60 @@ describe('issue 24: admission control', () => {
     const alone = await a.acquire('busy', later());
     expect(alone.priority).toBe(1);
     alone.release();
+  });
+
+  describe('share of slot time (500 ms per second, 1 s saved up at most)', () => {
+    const share = () => new Admission(opts({ slots: 2, perAccount: 1, shareMsPerSecond: 500, shareBurstMs: 1_000 }));
+    const deadline = () => Date.now() + 10_000;
+    /** Takes a slot, keeps it `ms` (fake time), gives it back. */
+    const hold = async (a: Admission, account: string, ms: number) => { const s = await a.acquire(account, deadline()); vi.advanceTimersByTime(ms); s.release(); return s; };
+    beforeAll(() => { vi.useFakeTimers(); });
+    afterAll(() => { vi.useRealTimers(); });
+
+    it('alone, an account is never held back, however long it keeps its slot', async () => {
+      const a = share();
+      await hold(a, 'noisy', 3_000);
+      const next = a.acquire('noisy', deadline());
+      expect(next).not.toBeInstanceOf(Promise);
+      (next as { release: () => void }).release();
+    });
+
+    it('a quiet account reading at its usual pace is admitted at once beside one that keeps its slot busy', async () => {
+      const a = share();
+      let noisy: { release: () => void } | undefined;
+      let noisyWaited = 0;
+      for (let i = 0; i < 100; i++) {
+        if (!noisy) {
+          const next = a.acquire('noisy', deadline()); // held back by its share at times: then it waits
+          if (next instanceof Promise) { noisyWaited++; void next.then((s) => { noisy = s; }); } else noisy = next;
+        }
+        const quiet = a.acquire('quiet', deadline());
+        expect(quiet).not.toBeInstanceOf(Promise);
+        await vi.advanceTimersByTimeAsync(12);
+        (quiet as { release: () => void }).release();
+        await vi.advanceTimersByTimeAsync(38);
+        if (noisy) { noisy.release(); noisy = undefined; }
+      }
+      expect(noisyWaited).toBeGreaterThan(0); // the noisy account did go past its share
+    });
+
+    it('an account past its share waits while another reads until it is back under, then reads below the other\'s priority', async () => {
+      const a = share();
+      await hold(a, 'noisy', 2_000); // a second more than it had saved up: it owes 1 s, 2 s at 500 ms/s
+      const quiet = await a.acquire('quiet', deadline());
+      expect(quiet.priority).toBe(1);
+      let granted: { priority: number; release: () => void } | undefined;
+      const held = a.acquire('noisy', deadline());
+      expect(held).toBeInstanceOf(Promise);
+      void Promise.resolve(held).then((s) => { granted = s; });
+      await vi.advanceTimersByTimeAsync(1_900);
+      expect(granted).toBeUndefined();
+      await vi.advanceTimersByTimeAsync(200);
+      expect(granted).toBeDefined();
+      expect(granted!.priority).toBeGreaterThan(quiet.priority);
+      granted!.release();
+      quiet.release();
+    });
   });
 
   it('an OVERLOADED refusal says when to retry', async () => {
