@@ -22,7 +22,7 @@ class UsageError extends Error {}
 async function projectNow(dataDir: string, total?: number): Promise<void> {
   const { runningServerPid, storePath } = await embedded();
   const { migrateReadModels, PROJECTOR_GROUP, runProjector } = await import('../projectors/runner.ts');
-  const { openChdbStore } = await import('../projectors/store/chdb.ts');
+  const { openChdbStore } = await import('../storage/chdb.ts');
   const pid = runningServerPid(dataDir);
   if (pid) { console.error(`signalbase start (pid ${pid}) is running on ${dataDir}: it projects the new records itself.`); return; }
   const log = new EmbeddedLog(dataDir, 50);

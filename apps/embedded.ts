@@ -5,8 +5,8 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { EmbeddedLog } from '../projectors/log/embedded.ts';
 import { migrateReadModels, PROJECTOR_GROUP, runProjector } from '../projectors/runner.ts';
-import { compactStatements } from '../projectors/compaction.ts';
-import { openChdbStore, type ChdbStore } from '../projectors/store/chdb.ts';
+import { compactStatements } from '../storage/compaction.ts';
+import { openChdbStore, type ChdbStore } from '../storage/chdb.ts';
 import type { LogSubscription } from '../projectors/log/port.ts';
 import { SCOPES } from '../schemas/topics/index.ts';
 import { ALL, createKey, DEMO_ACCOUNT, listAccounts, putAccount } from './admin.ts';
@@ -17,10 +17,10 @@ import { TokenVerifier, type AuthUrls } from './mcp/bearer.ts';
 import { buildApi } from './api/server.ts';
 import { ApiKeyAuthenticator } from './auth/keys.ts';
 import type { Config } from './config.ts';
-import { appendDemo } from './seed.ts';
+import { appendDemo } from '../projectors/demo/append.ts';
 import { MemoryCache, MemoryWatermarks } from './cache/memory.ts';
 import { Metrics, serveMetrics } from './metrics.ts';
-import { feedWatermark } from '../projectors/feed/projection.ts';
+import { feedWatermark } from '../storage/tables/feed-groups.ts';
 import { ReadCache } from './api/read-cache.ts';
 import { CursorCodec } from './reads/cursor.ts';
 
@@ -135,7 +135,7 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
   const store = await openChdbStore(storePath(cfg.dataDir));
   // Read models of another layout version are rebuilt from the log, never served as they are.
   await migrateReadModels(store, () => log.writeOffsets(PROJECTOR_GROUP, {}), say);
-  // The API reads through a session of its own (projectors/store/chdb.ts): one session runs one
+  // The API reads through a session of its own (storage/chdb.ts): one session runs one
   // statement at a time, and the projector's inserts would hold reads back.
   // READ_SLOTS sessions of its own, so reads run side by side (an admission slot per session, apps/reads/cost.ts).
   // Four more for what reads without a slot (credentials, the facts loaded once per data version,

@@ -9,8 +9,9 @@ import {
 import { FeedResponse, ListEnvelope } from '../schemas/api/envelope.ts';
 import { AggregateSummary, AssetRow, ChannelSummary, Event, FeedItem, LegacyTraderRow, Message, OpenPosition, Position, TraderDirectoryRow } from '../schemas/api/resources.ts';
 import type { Scope } from '../schemas/topics/index.ts';
-import type { Principal, ReadContext } from './reads/context.ts';
-import type { CacheRule } from './api/read-cache.ts';
+import type { ReadContext } from './reads/context.ts';
+import type { Principal } from './reads/principal.ts';
+import type { CacheRule } from './reads/cache-rule.ts';
 import { ANALYTICS_COST, LIST_COST, type ReadCost } from './reads/cost.ts';
 import { untilNextStatusChange } from './reads/performance.ts';
 import { listAssets } from './reads/assets.ts';

@@ -6,11 +6,11 @@
 import { Session } from 'chdb';
 import { benchArgs, benchCleanup, benchDataDir, handlerQuery, machineLine, printTable, progress, reportFailure, sortNum, pct, startBenchService } from './args.ts';
 import { storePath, type Embedded } from '../apps/embedded.ts';
-import type { Principal } from '../apps/reads/context.ts';
+import type { Principal } from '../apps/reads/principal.ts';
 import { ANALYTICS_COST, LIST_COST, type ReadCost } from '../apps/reads/cost.ts';
 import { CursorCodec } from '../apps/reads/cursor.ts';
 import { costOf, OPERATIONS, type Operation } from '../apps/registry.ts';
-import { bindDatabase, storeFailure, type Params, type Store } from '../projectors/store/port.ts';
+import { bindDatabase, storeFailure, type Params, type Store } from '../storage/port.ts';
 import { ApiError } from '../schemas/api/errors.ts';
 import { MAX_BUCKETS } from '../schemas/api/queries.ts';
 import { SCOPES } from '../schemas/topics/index.ts';

@@ -14,14 +14,15 @@ import { buildApi } from '../apps/api/server.ts';
 import { ApiKeyAuthenticator } from '../apps/auth/keys.ts';
 import { MemoryCache } from '../apps/cache/memory.ts';
 import { cursorCodec, type Embedded } from '../apps/embedded.ts';
-import type { Principal, ReadContext } from '../apps/reads/context.ts';
+import type { ReadContext } from '../apps/reads/context.ts';
+import type { Principal } from '../apps/reads/principal.ts';
 import { fingerprint, type CursorCodec } from '../apps/reads/cursor.ts';
 import { factsOf, sourceKey } from '../apps/reads/facts.ts';
 import { OPERATIONS, type Operation } from '../apps/registry.ts';
-import { curateFeedEvents, decodeFeedEvents } from '../projectors/feed/curate.ts';
-import { feedWatermark } from '../projectors/feed/projection.ts';
-import type { ChdbStore } from '../projectors/store/chdb.ts';
-import type { Params } from '../projectors/store/port.ts';
+import { curateFeedEvents, decodeFeedEvents } from '../storage/tables/feed-groups.ts';
+import { feedWatermark } from '../storage/tables/feed-groups.ts';
+import type { ChdbStore } from '../storage/chdb.ts';
+import type { Params } from '../storage/port.ts';
 
 const USAGE = `Usage: npx tsx bench/feed.ts [options]
 

@@ -16,13 +16,13 @@ import { buildApi } from '../apps/api/server.ts';
 import { ApiKeyAuthenticator } from '../apps/auth/keys.ts';
 import { MemoryCache } from '../apps/cache/memory.ts';
 import { storePath, type Embedded } from '../apps/embedded.ts';
-import type { Principal } from '../apps/reads/context.ts';
+import type { Principal } from '../apps/reads/principal.ts';
 import { CursorCodec } from '../apps/reads/cursor.ts';
 import { OPERATIONS, type Operation } from '../apps/registry.ts';
 import { EmbeddedLog } from '../projectors/log/embedded.ts';
 import { ensureSchema, MAX_BATCH, runProjector, validateBatch } from '../projectors/runner.ts';
-import { openChdbStore, type ChdbStore } from '../projectors/store/chdb.ts';
-import { checkIdentifier, type Params } from '../projectors/store/port.ts';
+import { openChdbStore, type ChdbStore } from '../storage/chdb.ts';
+import { checkIdentifier, type Params } from '../storage/port.ts';
 import { SCOPES, TOPIC_NAMES, type VisibilityPolicy } from '../schemas/topics/index.ts';
 
 const USAGE = `Usage: npx tsx bench/lists.ts [options]

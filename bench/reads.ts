@@ -12,9 +12,9 @@ import { join } from 'node:path';
 import { benchArgs, benchDataDir } from './args.ts';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { demoKeyFile, startEmbedded, type Embedded } from '../apps/embedded.ts';
-import type { Principal } from '../apps/reads/context.ts';
+import type { Principal } from '../apps/reads/principal.ts';
 import { OPERATIONS, type Operation } from '../apps/registry.ts';
-import type { Params, Store } from '../projectors/store/port.ts';
+import type { Params, Store } from '../storage/port.ts';
 import { SCOPES } from '../schemas/topics/index.ts';
 
 const USAGE = `Usage: npx tsx bench/reads.ts [options]

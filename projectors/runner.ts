@@ -5,7 +5,7 @@ import { PROJECTIONS } from './index.ts';
 import { forgetFeedState } from './feed/projection.ts';
 import { forgetPerformanceState } from './performance/projection.ts';
 import { forgetTradingState } from './trading/projection.ts';
-import { checkIdentifier, type Store } from './store/port.ts';
+import { checkIdentifier, type Store } from '../storage/port.ts';
 import { oversizeReason, validateRecord } from './validate.ts';
 
 const DEAD_LETTERS_DDL = `CREATE TABLE IF NOT EXISTS $db.dead_letters (

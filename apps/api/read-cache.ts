@@ -1,10 +1,11 @@
 import { createHash } from 'node:crypto';
-import { checkIdentifier, type Store } from '../../projectors/store/port.ts';
+import { checkIdentifier, type Store } from '../../storage/port.ts';
 import type { Cache } from '../cache/port.ts';
-import type { Principal } from '../reads/context.ts';
+import type { Principal } from '../reads/principal.ts';
 import type { CursorCodec, Key } from '../reads/cursor.ts';
 import { PAGE_FACTS, type ListMeta, type PageFacts } from '../reads/list.ts';
 import { leavesAt, slides, windowAt, type WindowRule } from '../reads/window.ts';
+import type { CacheRule } from '../reads/cache-rule.ts';
 import type { Operation } from '../registry.ts';
 
 /**
@@ -29,19 +30,6 @@ import type { Operation } from '../registry.ts';
  *   window of their own (open positions, `/assets?traderIds=`) end when their oldest row leaves it;
  * - and never more than MAX_TTL_MS.
  */
-export interface CacheRule {
-  /** Historical list: the read's table and time column, which rows enter a window ending at serverTime by. */
-  window?: { table: string; column: string };
-  /** The answer changes when the clock reaches a time of this column in this table, e.g. a price sample's `at`. */
-  inForce?: { table: string; column: string };
-  /** A shorter lifetime computed from the answer (ms from `now`); 0 means do not cache it. */
-  ttlMs?: (data: { results: any[] }, now: number) => number;
-  /**
-   * Entries of one account only: the answer states when it was computed (the feed's
-   * `dataComputedAt`), and that moment must be the caller's own read, never another account's.
-   */
-  perAccount?: boolean;
-}
 
 export const MAX_TTL_MS = 10 * 60_000;
 

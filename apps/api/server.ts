@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify';
-import type { Store } from '../../projectors/store/port.ts';
+import type { Store } from '../../storage/port.ts';
 import { ApiError } from '../../schemas/api/errors.ts';
 import type { ApiKeyAuthenticator } from '../auth/keys.ts';
 import type { Metrics } from '../metrics.ts';
 import { isDateTime } from '../../schemas/formats.ts';
-import type { Principal } from '../reads/context.ts';
+import type { Principal } from '../reads/principal.ts';
 import { CursorCodec } from '../reads/cursor.ts';
 import { costOf, OPERATIONS, policyRefusal, type Operation } from '../registry.ts';
 import { Admission, admissionDefaults, admitted, boundedStore, MAX_ANSWER_BYTES, tooLarge } from '../reads/cost.ts';

@@ -15,7 +15,7 @@ import { tokenHandler } from '@modelcontextprotocol/sdk/server/auth/handlers/tok
 import type { AuthorizationParams, OAuthServerProvider } from '@modelcontextprotocol/sdk/server/auth/provider.js';
 import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
 import type { OAuthClientInformationFull, OAuthTokenRevocationRequest, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
-import type { Store } from '../../projectors/store/port.ts';
+import type { Store } from '../../storage/port.ts';
 import { SCOPES, type Scope } from '../../schemas/topics/index.ts';
 import type { AuthUrls } from '../mcp/bearer.ts';
 import { accountAnswer, accountById } from './keys.ts';

@@ -1,8 +1,8 @@
 import { createHash, randomBytes } from 'node:crypto';
-import type { Store } from '../../projectors/store/port.ts';
+import type { Store } from '../../storage/port.ts';
 import { ApiError } from '../../schemas/api/errors.ts';
 import type { Scope, VisibilityPolicy } from '../../schemas/topics/index.ts';
-import type { Principal } from '../reads/context.ts';
+import type { Principal } from '../reads/principal.ts';
 import type { Cache } from '../cache/port.ts';
 
 /** Keys are `sb_<16 hex id>_<43 chars of 32 random bytes>`; only the SHA-256 of the whole key is stored. */

@@ -1,10 +1,10 @@
 import { createRemoteJWKSet, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
-import type { Store } from '../../projectors/store/port.ts';
+import type { Store } from '../../storage/port.ts';
 import { ApiError } from '../../schemas/api/errors.ts';
 import { SCOPES, type Scope } from '../../schemas/topics/index.ts';
 import { accountAnswer, accountById, type CachedAnswer } from '../auth/keys.ts';
 import type { Cache } from '../cache/port.ts';
-import type { Principal } from '../reads/context.ts';
+import type { Principal } from '../reads/principal.ts';
 
 /** Where the MCP endpoint lives (the tokens' audience) and who issues its tokens. */
 export interface AuthUrls { mcpUrl: string; issuer: string }

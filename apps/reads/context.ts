@@ -1,16 +1,6 @@
-import { baseStore, type Store } from '../../projectors/store/port.ts';
-import type { Scope, VisibilityPolicy } from '../../schemas/topics/index.ts';
+import { baseStore, type Store } from '../../storage/port.ts';
 import type { CursorCodec } from './cursor.ts';
-
-/** Who is reading, after authentication: scopes and the account's access policy. */
-export interface Principal {
-  accountId: string;
-  keyId: string;
-  scopes: ReadonlySet<Scope>;
-  messageVisibility: VisibilityPolicy;
-  signalVisibility: VisibilityPolicy;
-  historyWindowDays: number | null;
-}
+import type { Principal } from './principal.ts';
 
 export interface ReadContext {
   store: Store;

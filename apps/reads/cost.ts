@@ -1,5 +1,5 @@
-import type { Params, QueryOptions, Store } from '../../projectors/store/port.ts';
-import { storeFailure } from '../../projectors/store/port.ts';
+import type { Params, QueryOptions, Store } from '../../storage/port.ts';
+import { storeFailure } from '../../storage/port.ts';
 import { ApiError } from '../../schemas/api/errors.ts';
 
 /**

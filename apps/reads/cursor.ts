@@ -1,7 +1,7 @@
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { ApiError } from '../../schemas/api/errors.ts';
 import { MAX_DATE_TIME_MS, MIN_DATE_TIME_MS } from '../../schemas/formats.ts';
-import type { Principal } from './context.ts';
+import type { Principal } from './principal.ts';
 
 /**
  * Keyset cursors (DESIGN 6): `base64url(JSON payload) "." base64url(HMAC-SHA256)`, signed with a

@@ -1,8 +1,9 @@
-import type { Store } from '../../projectors/store/port.ts';
+import type { Store } from '../../storage/port.ts';
 import type { VisibilityPolicy } from '../../schemas/topics/index.ts';
 import type { AssetRow } from '../../schemas/api/resources.ts';
 import { splitIds, splitList } from '../../schemas/api/common-params.ts';
-import { perDataVersion, type Principal, type ReadContext } from './context.ts';
+import { perDataVersion, type ReadContext } from './context.ts';
+import type { Principal } from './principal.ts';
 import type { Where } from './list.ts';
 
 /**

@@ -134,11 +134,11 @@ export function beforeSql(timeCol: string, idCol: string, idType: 'UInt64' | 'St
 export const pageSettings = (selective: boolean): string =>
   `SETTINGS max_threads = 1${selective ? '' : ', optimize_use_projections = 0'}`;
 
-/** What a statement-table page query returns besides the read's own columns (projectors/statements.ts). */
+/** What a statement-table page query returns besides the read's own columns (storage/statements.ts). */
 export interface StatementRow { t: number | string; id: number | string; live: number; tomb: number; seq: number }
 
 /**
- * A page from a statement table (projectors/statements.ts): `fetch(before, n)` returns up to n rows
+ * A page from a statement table (storage/statements.ts): `fetch(before, n)` returns up to n rows
  * with the page's filters in key order, newest first, strictly before `before`; the rows of one
  * key are adjacent, so versions resolve here (the newest row of each key) and rows that are not
  * live are dropped. Fetches again past what it has seen while the page is short and rows remain;

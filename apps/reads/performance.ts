@@ -1,7 +1,7 @@
+import { WINDOW_MS } from '../../schemas/api/resources.ts';
 import type { PerformanceStatus, PositionTimeBasedPerformance, WindowName } from '../../schemas/api/resources.ts';
 import { WINDOWS } from '../../schemas/api/resources.ts';
-import { WINDOW_MS } from '../../projectors/performance/evaluate.ts';
-import type { Store } from '../../projectors/store/port.ts';
+import type { Store } from '../../storage/port.ts';
 
 /** Milliseconds until the first `too_young` window of a page of positions comes of age (Infinity: none will). */
 export function untilNextStatusChange(data: { results: { openAt: string; timeBasedPerformances: Record<WindowName, PositionTimeBasedPerformance | null> }[] }, now: number): number {

@@ -1,4 +1,4 @@
-import { baseStore, type Store } from '../../projectors/store/port.ts';
+import { baseStore, type Store } from '../../storage/port.ts';
 
 /**
  * Planner statistics: how many rows of a statement table each trader and each asset has. A page

@@ -1,7 +1,7 @@
 import { ApiError } from '../../schemas/api/errors.ts';
 import type { AppliedTimeRange } from '../../schemas/api/envelope.ts';
 import { parseDateTime } from '../../schemas/formats.ts';
-import type { Principal } from './context.ts';
+import type { Principal } from './principal.ts';
 
 export const DAY_MS = 86_400_000;
 export const DEFAULT_WINDOW_MS = 90 * DAY_MS;

@@ -2,7 +2,7 @@
 // of `workerData.dataDir` and posts its progress, so that the seed's projector (on the main
 // thread) projects what is written while the rest is being generated.
 import { parentPort, workerData } from 'node:worker_threads';
-import { appendDemo } from '../../apps/seed.ts';
+import { appendDemo } from './append.ts';
 import { EmbeddedLog } from '../log/embedded.ts';
 import type { Scale } from './generate.ts';
 

@@ -1,15 +1,15 @@
 import type { SourceIdentityRecord, TraderRecord, AssetRecord } from '../../schemas/topics/index.ts';
 import type { Projection, ValidRecord } from '../projection.ts';
-import { batchSeq, inJsonIds, newestById, sameFields, statementRows, STATEMENT_COLUMNS_DDL, type Statement } from '../statements.ts';
-import type { Store } from '../store/port.ts';
-import { statementEngine } from '../compaction.ts';
-import { decodeFeedEvents, encodeFeedEvents, type FeedEventState } from './curate.ts';
+import { batchSeq, inJsonIds, newestById, sameFields, statementRows, STATEMENT_COLUMNS_DDL, type Statement } from '../../storage/statements.ts';
+import type { Store } from '../../storage/port.ts';
+import { statementEngine } from '../../storage/compaction.ts';
+import { decodeFeedEvents, encodeFeedEvents, type FeedEventState } from '../../storage/tables/feed-groups.ts';
 
 /**
  * The partner feed's read models (DESIGN 5): a group per source message with the message's live
  * trade events, and a stamp per change of a group for `since` polling.
  *
- * feed_groups is a statement table (projectors/statements.ts) ordered for the feed's pages,
+ * feed_groups is a statement table (storage/statements.ts) ordered for the feed's pages,
  * newest first by (writtenAt, id), then the source (a trader's groups are those of its assigned
  * source). A row holds the message (sanitized as in `messages`) and every live event linked to it,
  * uncurated (`events`, JSON): curation, eligibility and visibility apply when a page is read, so a
@@ -142,12 +142,6 @@ async function locked<T>(store: Store, step: () => Promise<T>): Promise<T> {
   const run = s.lock.then(step);
   s.lock = run.then(() => undefined, () => undefined);
   return run;
-}
-
-/** The feed's watermark: every stamp up to it has its group row written (0: nothing yet). */
-export async function feedWatermark(store: Store): Promise<number> {
-  const [r] = await store.query<{ w: number }>('SELECT max(fseq) AS w FROM $db.feed_watermark');
-  return Number(r?.w ?? 0);
 }
 
 /**

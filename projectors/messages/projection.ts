@@ -2,13 +2,14 @@ import type { MessageRecord } from '../../schemas/topics/index.ts';
 import { parseDateTime } from '../../schemas/formats.ts';
 import { bool, type Projection, type ValidRecord } from '../projection.ts';
 import { httpUrl, plainTextOrNull } from '../sanitize.ts';
-import { applyVersioned, canonicalDateTime, currentViewDdl, sameFields, STATEMENT_COLUMNS_DDL, type Statement, type VersionedStatements } from '../statements.ts';
-import { ACTIVITY_MESSAGES_BY_SOURCE_DDL, ACTIVITY_MESSAGES_DDL, ACTIVITY_ROLLUP_DDL, rollUpActivity } from '../activity/rollup.ts';
-import type { Store } from '../store/port.ts';
-import { statementEngine } from '../compaction.ts';
+import { applyVersioned, canonicalDateTime, currentViewDdl, sameFields, STATEMENT_COLUMNS_DDL, type Statement, type VersionedStatements } from '../../storage/statements.ts';
+import { ACTIVITY_MESSAGES_BY_SOURCE_DDL, ACTIVITY_MESSAGES_DDL, ACTIVITY_ROLLUP_DDL } from '../../storage/tables/activity.ts';
+import { rollUpActivity } from '../activity/rollup.ts';
+import type { Store } from '../../storage/port.ts';
+import { statementEngine } from '../../storage/compaction.ts';
 
 /**
- * Messages as a statement table (projectors/statements.ts) ordered for the list read, newest
+ * Messages as a statement table (storage/statements.ts) ordered for the list read, newest
  * first by (writtenAt, id), with a projection ordered by source identity (a trader's messages are
  * those of its assigned source) and one by id (hydration by ids, and the previous statement).
  */

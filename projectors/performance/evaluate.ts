@@ -1,9 +1,4 @@
-import type { PerformanceStatus, PositionTimeBasedPerformance, WindowName } from '../../schemas/api/resources.ts';
-
-const HOUR = 3_600_000;
-/** Window lengths (1D = 24 h, 7D = 168 h, 30D = 720 h) and forward-price tolerances (DESIGN 5). */
-export const WINDOW_MS: Record<WindowName, number> = { '1D': 24 * HOUR, '7D': 168 * HOUR, '30D': 720 * HOUR };
-export const TOLERANCE_MS: Record<WindowName, number> = { '1D': HOUR, '7D': 6 * HOUR, '30D': 24 * HOUR };
+import { TOLERANCE_MS, WINDOW_MS, type PerformanceStatus, type PositionTimeBasedPerformance, type WindowName } from '../../schemas/api/resources.ts';
 
 export interface PositionForEvaluation { assetId: number; openAt: number; openPrice: number | null; direction: 'long' | 'short' }
 export interface ForwardSample { price: number; at: number }

@@ -2,9 +2,10 @@ import { PERFORMANCE_STATUSES, WINDOWS } from '../../schemas/api/resources.ts';
 import type { PriceRecord } from '../../schemas/topics/index.ts';
 import { parseDateTime } from '../../schemas/formats.ts';
 import type { Projection, ValidRecord } from '../projection.ts';
-import { newestById } from '../statements.ts';
-import type { Store } from '../store/port.ts';
-import { evaluateWindow, firstSampleFrom, TOLERANCE_MS, WINDOW_MS, type PriceSeries } from './evaluate.ts';
+import { newestById } from '../../storage/statements.ts';
+import type { Store } from '../../storage/port.ts';
+import { TOLERANCE_MS, WINDOW_MS } from '../../schemas/api/resources.ts';
+import { evaluateWindow, firstSampleFrom, type PriceSeries } from './evaluate.ts';
 
 /**
  * Time-based performance as a read model (DESIGN 5): one evaluation row per position and window,

@@ -1,11 +1,11 @@
 import type { AggregateSummaryRecord, ChannelSummaryRecord } from '../../schemas/topics/index.ts';
 import { parseDateTime } from '../../schemas/formats.ts';
 import type { Projection } from '../projection.ts';
-import { applyVersioned, currentViewDdl, sameFields, STATEMENT_COLUMNS_DDL, type Statement, type VersionedStatements } from '../statements.ts';
-import { statementEngine } from '../compaction.ts';
+import { applyVersioned, currentViewDdl, sameFields, STATEMENT_COLUMNS_DDL, type Statement, type VersionedStatements } from '../../storage/statements.ts';
+import { statementEngine } from '../../storage/compaction.ts';
 
 /**
- * Generated summaries as statement tables (projectors/statements.ts) ordered for their list
+ * Generated summaries as statement tables (storage/statements.ts) ordered for their list
  * reads, newest Source Window first by (windowStart, id), then the columns the reads filter on
  * (windowEnd for the overlap, status for includeLowSignal, and a channel summary's traderId for
  * visibility). The narrative itself (overview, insights, assets...) is kept as the JSON `body`.

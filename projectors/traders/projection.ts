@@ -1,9 +1,9 @@
 import type { SourceIdentityRecord, TraderRecord, TraderTagsRecord } from '../../schemas/topics/index.ts';
 import { del, type Projection } from '../projection.ts';
 import { httpUrl } from '../sanitize.ts';
-import { statementEngine } from '../compaction.ts';
-import { batchSeq, newestById, sameFields, statementRows, STATEMENT_COLUMNS_DDL, type Statement } from '../statements.ts';
-import type { Store } from '../store/port.ts';
+import { statementEngine } from '../../storage/compaction.ts';
+import { batchSeq, newestById, sameFields, statementRows, STATEMENT_COLUMNS_DDL, type Statement } from '../../storage/statements.ts';
+import type { Store } from '../../storage/port.ts';
 
 export const tradersProjection: Projection = {
   name: 'traders',
@@ -49,7 +49,7 @@ export const traderTagsProjection: Projection = {
 };
 
 /**
- * The trader directory as a statement table (projectors/statements.ts) ordered for its read,
+ * The trader directory as a statement table (storage/statements.ts) ordered for its read,
  * (name, id) ascending, with the source platform (a visibility filter) in the key and the
  * assigned source identity denormalized. Restated when a trader changes and when the identity
  * assigned to it does; both come from the traders and source_identities tables, which the batch

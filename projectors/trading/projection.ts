@@ -1,15 +1,16 @@
 import type { TradeEventRecord } from '../../schemas/topics/index.ts';
 import { parseDateTime } from '../../schemas/formats.ts';
 import type { Projection, ValidRecord } from '../projection.ts';
-import { batchSeq, canonicalDateTime, currentViewDdl, firstStatement, newestById, newestVersions, sameFields, statementRows, STATEMENT_COLUMNS_DDL, type Statement } from '../statements.ts';
-import { ACTIVITY_EVENTS_BY_TRADER_DDL, ACTIVITY_EVENTS_DDL, ACTIVITY_ROLLUP_DDL, rollUpActivity } from '../activity/rollup.ts';
-import type { Store } from '../store/port.ts';
-import { statementEngine } from '../compaction.ts';
+import { batchSeq, canonicalDateTime, currentViewDdl, firstStatement, newestById, newestVersions, sameFields, statementRows, STATEMENT_COLUMNS_DDL, type Statement } from '../../storage/statements.ts';
+import { ACTIVITY_EVENTS_BY_TRADER_DDL, ACTIVITY_EVENTS_DDL, ACTIVITY_ROLLUP_DDL } from '../../storage/tables/activity.ts';
+import { rollUpActivity } from '../activity/rollup.ts';
+import type { Store } from '../../storage/port.ts';
+import { statementEngine } from '../../storage/compaction.ts';
 import { countedSampleKeys, EVALUATED_FIELDS, writePerformances, type PositionState } from '../performance/projection.ts';
 import { applyFeedTouches, type FeedTouch } from '../feed/projection.ts';
 
 /**
- * Trade events and the positions folded from them, as statement tables (projectors/statements.ts)
+ * Trade events and the positions folded from them, as statement tables (storage/statements.ts)
  * ordered for their list reads, newest first: events by (timeOfEvent, id), positions by
  * (openAt, id), each with projections ordered by trader and by asset for one-trader and
  * one-asset pages. A batch is applied per position: the events of every position it touches are

@@ -45,6 +45,10 @@ export type Message = Type.Static<typeof Message>;
 
 export const WINDOWS = ['1D', '7D', '30D'] as const;
 export type WindowName = (typeof WINDOWS)[number];
+const HOUR = 3_600_000;
+/** Window lengths (1D = 24 h, 7D = 168 h, 30D = 720 h) and forward-price tolerances (DESIGN 5). */
+export const WINDOW_MS: Record<WindowName, number> = { '1D': 24 * HOUR, '7D': 168 * HOUR, '30D': 720 * HOUR };
+export const TOLERANCE_MS: Record<WindowName, number> = { '1D': HOUR, '7D': 6 * HOUR, '30D': 24 * HOUR };
 export const PERFORMANCE_STATUSES = ['ready', 'too_young', 'missing_forward_price', 'missing_entry_price', 'zero_entry_price', 'calculation_error'] as const;
 export type PerformanceStatus = (typeof PERFORMANCE_STATUSES)[number];
 

@@ -9,7 +9,7 @@ import { buildApi } from '../../apps/api/server.ts';
 import { ApiKeyAuthenticator } from '../../apps/auth/keys.ts';
 import { MemoryCache } from '../../apps/cache/memory.ts';
 import { ReadCache } from '../../apps/api/read-cache.ts';
-import type { Store } from '../../projectors/store/port.ts';
+import type { Store } from '../../storage/port.ts';
 import { build, createHarness, type Harness } from '../helpers/harness.ts';
 import type { FastifyInstance } from 'fastify';
 

@@ -13,7 +13,7 @@ import { buildApi } from '../../apps/api/server.ts';
 import { ApiKeyAuthenticator } from '../../apps/auth/keys.ts';
 import { MemoryCache } from '../../apps/cache/memory.ts';
 import { CursorCodec } from '../../apps/reads/cursor.ts';
-import type { Store } from '../../projectors/store/port.ts';
+import type { Store } from '../../storage/port.ts';
 import { topicByName } from '../../schemas/topics/index.ts';
 import { build, createHarness, type Harness, type TopicRecord } from '../helpers/harness.ts';
 import { prng } from '../helpers/prng.ts';

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ApiKeyAuthenticator } from '../../apps/auth/keys.ts';
 import { MemoryCache } from '../../apps/cache/memory.ts';
 import { Admission, admissionDefaults, boundedStore, LIST_COST, type AdmissionOptions } from '../../apps/reads/cost.ts';
-import type { Store } from '../../projectors/store/port.ts';
+import type { Store } from '../../storage/port.ts';
 import { ApiError } from '../../schemas/api/errors.ts';
 import { createHarness, type Harness } from '../helpers/harness.ts';
 import { rawMcp } from '../helpers/mcp-client.ts';

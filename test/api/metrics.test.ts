@@ -2,7 +2,7 @@
 // contract's section 4 tool names; record counts come from the records given.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Metrics } from '../../apps/metrics.ts';
-import { feedWatermark } from '../../projectors/feed/projection.ts';
+import { feedWatermark } from '../../storage/tables/feed-groups.ts';
 import { build, createHarness, type Harness } from '../helpers/harness.ts';
 
 /** The value of one sample of the text exposition, by metric name and labels (0 when absent). */

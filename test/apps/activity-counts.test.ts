@@ -9,7 +9,7 @@ import { activitySummaries } from '../../apps/reads/analytics/activity.ts';
 import { CursorCodec } from '../../apps/reads/cursor.ts';
 import type { ReadContext } from '../../apps/reads/context.ts';
 import { applyBatch } from '../../projectors/runner.ts';
-import type { ChdbStore } from '../../projectors/store/chdb.ts';
+import type { ChdbStore } from '../../storage/chdb.ts';
 import { SCOPES } from '../../schemas/topics/index.ts';
 import { build, type TopicRecord } from '../helpers/harness.ts';
 import { openSchemaStore } from '../helpers/spec.ts';

@@ -21,7 +21,7 @@ import { generateApiKey } from '../../apps/auth/keys.ts';
 import { connectRedis, READ_STORE_TIMEOUT_MS, redisKeys, sharedProjector, sharedReadApp } from '../../apps/distributed.ts';
 import { KafkaAppender } from '../../projectors/log/kafka.ts';
 import { ensureSchema } from '../../projectors/runner.ts';
-import { ClickHouseStore } from '../../projectors/store/clickhouse.ts';
+import { ClickHouseStore } from '../../storage/clickhouse.ts';
 import { SCOPES, TOPIC_NAMES, topicByName } from '../../schemas/topics/index.ts';
 import { startClickHousePeer, type ClickHousePeer } from '../helpers/clickhouse-peer.ts';
 import { freePort, pollUntil, sleep } from '../helpers/cli.ts';

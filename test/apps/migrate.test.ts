@@ -7,7 +7,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { startEmbedded, storePath } from '../../apps/embedded.ts';
 import { EmbeddedLog } from '../../projectors/log/embedded.ts';
 import { ensureSchema, PROJECTOR_GROUP, READ_MODEL_VERSION } from '../../projectors/runner.ts';
-import { openChdbStore } from '../../projectors/store/chdb.ts';
+import { openChdbStore } from '../../storage/chdb.ts';
 import { build } from '../helpers/harness.ts';
 
 const dataDir = mkdtempSync(join(tmpdir(), 'signalbase-migrate-'));

@@ -33,8 +33,8 @@
 // a go line: exit 0 without touching anything.
 import { EmbeddedLog } from '../../projectors/log/embedded.ts';
 import { applyBatch, migrateReadModels, PROJECTOR_GROUP } from '../../projectors/runner.ts';
-import { openChdbStore } from '../../projectors/store/chdb.ts';
-import type { Store } from '../../projectors/store/port.ts';
+import { openChdbStore } from '../../storage/chdb.ts';
+import type { Store } from '../../storage/port.ts';
 import { TOPIC_NAMES } from '../../schemas/topics/index.ts';
 
 function arg(name: string): string | undefined {

@@ -13,7 +13,7 @@ import { ReadCache } from '../../apps/api/read-cache.ts';
 import { ALL, createKey, putAccount } from '../../apps/admin.ts';
 import { EmbeddedLog } from '../../projectors/log/embedded.ts';
 import { ensureSchema, runProjector } from '../../projectors/runner.ts';
-import type { Store } from '../../projectors/store/port.ts';
+import type { Store } from '../../storage/port.ts';
 import { newTestDatabase, openTestStore, releaseTestDatabase, type TestStore } from './test-store.ts';
 import { createDistributedHarness } from './distributed-harness.ts';
 import { SCOPES, type AccountRecord, type Scope, type TopicName } from '../../schemas/topics/index.ts';

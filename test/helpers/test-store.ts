@@ -1,9 +1,9 @@
 import { rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ChdbStore } from '../../projectors/store/chdb.ts';
-import { ClickHouseStore } from '../../projectors/store/clickhouse.ts';
-import type { Store } from '../../projectors/store/port.ts';
+import { ChdbStore } from '../../storage/chdb.ts';
+import { ClickHouseStore } from '../../storage/clickhouse.ts';
+import type { Store } from '../../storage/port.ts';
 import { startClickHousePeer, type ClickHousePeer } from './clickhouse-peer.ts';
 
 /**

@@ -5,8 +5,8 @@
 // stops a batch between its inserts and its roll-up.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { applyBatch } from '../../projectors/runner.ts';
-import type { ChdbStore } from '../../projectors/store/chdb.ts';
-import type { Store } from '../../projectors/store/port.ts';
+import type { ChdbStore } from '../../storage/chdb.ts';
+import type { Store } from '../../storage/port.ts';
 import { build, type TopicRecord } from '../helpers/harness.ts';
 import { openSchemaStore, projectionSpec } from '../helpers/spec.ts';
 import * as O from '../oracle/oracle.ts';

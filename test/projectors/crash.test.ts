@@ -1,4 +1,4 @@
-// Issue 6: the read-model layout (statement tables, projectors/statements.ts) must stay idempotent
+// Issue 6: the read-model layout (statement tables, storage/statements.ts) must stay idempotent
 // under replay and lose and duplicate nothing when the projector is killed at any point.
 //
 // A seeded record set (test/projectors/crash-records.ts: a slice of the small demo data plus every
@@ -32,7 +32,7 @@ import { ApiKeyAuthenticator } from '../../apps/auth/keys.ts';
 import { MemoryCache } from '../../apps/cache/memory.ts';
 import { EmbeddedLog } from '../../projectors/log/embedded.ts';
 import { applyBatch, migrateReadModels, PROJECTOR_GROUP } from '../../projectors/runner.ts';
-import { openChdbStore, type ChdbStore } from '../../projectors/store/chdb.ts';
+import { openChdbStore, type ChdbStore } from '../../storage/chdb.ts';
 import { SCOPES, TOPIC_NAMES, topicByName, type TopicName } from '../../schemas/topics/index.ts';
 import { REPO_ROOT } from '../helpers/cli.ts';
 import type { Harness } from '../helpers/harness.ts';

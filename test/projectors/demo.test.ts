@@ -535,7 +535,8 @@ describe('demo data through the log', () => {
     const { tmpdir } = await import('node:os');
     const { join } = await import('node:path');
     const { EmbeddedLog } = await import('../../projectors/log/embedded.ts');
-    const { appendDemo, appendDemoInWorker } = await import('../../apps/seed.ts');
+    const { appendDemo } = await import('../../projectors/demo/append.ts');
+    const { appendDemoInWorker } = await import('../../apps/seed.ts');
     const dirs = [0, 1, 2].map(() => mkdtempSync(join(tmpdir(), 'signalbase-demo-log-')));
     try {
       const n = await appendDemo(new EmbeddedLog(dirs[0]!), { scale: 'small', now: NOW });

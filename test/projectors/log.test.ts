@@ -5,7 +5,7 @@ import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { EmbeddedLog } from '../../projectors/log/embedded.ts';
 import { MAX_RECORD_BYTES, OVERSIZE_PREFIX_BYTES, type LogBatch, type LogSubscription } from '../../projectors/log/port.ts';
 import { ensureSchema, runProjector } from '../../projectors/runner.ts';
-import { ChdbStore } from '../../projectors/store/chdb.ts';
+import { ChdbStore } from '../../storage/chdb.ts';
 import { event, eventText, message } from './records.ts';
 
 /**

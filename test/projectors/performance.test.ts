@@ -11,7 +11,7 @@ import { rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { applyBatch, ensureSchema } from '../../projectors/runner.ts';
-import { ChdbStore } from '../../projectors/store/chdb.ts';
+import { ChdbStore } from '../../storage/chdb.ts';
 import { timeBasedPerformances } from '../../apps/reads/performance.ts';
 import { build, type TopicRecord } from '../helpers/harness.ts';
 import { prng } from '../helpers/prng.ts';

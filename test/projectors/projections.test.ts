@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { applyBatch } from '../../projectors/runner.ts';
-import type { ChdbStore } from '../../projectors/store/chdb.ts';
+import type { ChdbStore } from '../../storage/chdb.ts';
 import { build } from '../helpers/harness.ts';
 import { openSchemaStore, projectionSpec } from '../helpers/spec.ts';
 

@@ -17,10 +17,10 @@
 // filter) alike, and trader stats the analytics oracle's (test/oracle/analytics.ts).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { applyBatch, ensureSchema } from '../../projectors/runner.ts';
-import { ChdbStore } from '../../projectors/store/chdb.ts';
-import type { Store } from '../../projectors/store/port.ts';
+import { ChdbStore } from '../../storage/chdb.ts';
+import type { Store } from '../../storage/port.ts';
 import { OPERATIONS } from '../../apps/registry.ts';
-import type { Principal } from '../../apps/reads/context.ts';
+import type { Principal } from '../../apps/reads/principal.ts';
 import { CursorCodec } from '../../apps/reads/cursor.ts';
 import { SCOPES } from '../../schemas/topics/index.ts';
 import { build, type TopicRecord } from '../helpers/harness.ts';

@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LogBatch } from '../../projectors/log/port.ts';
 import { applyBatch, forgetProjectionState } from '../../projectors/runner.ts';
-import type { Store } from '../../projectors/store/port.ts';
+import type { Store } from '../../storage/port.ts';
 import { build, createHarness, type Harness, type TopicRecord } from '../helpers/harness.ts';
 
 const T = Date.parse('2026-03-01T00:00:00Z');

@@ -10,8 +10,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { LogBatch } from '../../projectors/log/port.ts';
 import { applyBatch, ensureSchema } from '../../projectors/runner.ts';
-import { ChdbStore } from '../../projectors/store/chdb.ts';
-import type { Store } from '../../projectors/store/port.ts';
+import { ChdbStore } from '../../storage/chdb.ts';
+import type { Store } from '../../storage/port.ts';
 import { event } from './records.ts';
 
 const dir = join(tmpdir(), `signalbase-bounds-${process.pid}`);

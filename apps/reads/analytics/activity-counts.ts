@@ -1,4 +1,4 @@
-import { DAY_MS, EVENT_COUNTS, HOUR_MS } from '../../../projectors/activity/rollup.ts';
+import { DAY_MS, EVENT_COUNTS, HOUR_MS } from '../../../storage/tables/activity.ts';
 import { perDataVersion, type ReadContext } from '../context.ts';
 import type { Facts } from '../facts.ts';
 import { currentStatements, FINAL_SETTINGS, forEachHeld, heldRows, mergedParts } from './sample.ts';

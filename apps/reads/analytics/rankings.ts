@@ -1,9 +1,9 @@
+import { WINDOW_MS } from '../../../schemas/api/resources.ts';
 import type { RankingRow, WindowNotElapsedDetails } from '../../../schemas/api/analytics.ts';
 import { splitIds } from '../../../schemas/api/common-params.ts';
 import { ApiError } from '../../../schemas/api/errors.ts';
 import { ACTIVITY_METRICS, DEFAULT_PERFORMANCE_WINDOW as DEFAULT_WINDOW, type RankingMetric, type RankingsQuery } from '../../../schemas/api/queries.ts';
 import { WINDOWS, type WindowName } from '../../../schemas/api/resources.ts';
-import { WINDOW_MS } from '../../../projectors/performance/evaluate.ts';
 import type { ReadContext } from '../context.ts';
 import { factsOf } from '../facts.ts';
 import { Where } from '../list.ts';

@@ -1,6 +1,7 @@
 import type { DirectionBias, TimeBasedPerformance } from '../../../schemas/api/analytics.ts';
 import { WINDOWS, type WindowName } from '../../../schemas/api/resources.ts';
-import { perDataVersion, type Principal, type ReadContext } from '../context.ts';
+import { perDataVersion, type ReadContext } from '../context.ts';
+import type { Principal } from '../principal.ts';
 import { permits, signalTraders, type Facts } from '../facts.ts';
 import { Where } from '../list.ts';
 import { DAY_MS, type Window } from '../window.ts';

@@ -9,7 +9,7 @@ import { KafkaLog } from '../../../projectors/log/kafka.ts';
 import type { LogBatch } from '../../../projectors/log/port.ts';
 import { Redis } from 'ioredis';
 import { RedisGate } from '../../../projectors/log/gate.ts';
-import type { Store } from '../../../projectors/store/port.ts';
+import type { Store } from '../../../storage/port.ts';
 import { applyBatch, forgetProjectionState, MAX_BATCH, validateBatchAsync, type Validated } from '../../../projectors/runner.ts';
 import { redisPeer, type RedisPeer } from '../../helpers/redis.ts';
 import { PROJECTIONS } from '../../../projectors/index.ts';

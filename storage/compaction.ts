@@ -1,7 +1,7 @@
-import { checkIdentifier, type Store } from './store/port.ts';
+import { checkIdentifier, type Store } from './port.ts';
 
 /**
- * Engine clause of a statement table (projectors/statements.ts): ReplacingMergeTree on `seq`, with
+ * Engine clause of a statement table (storage/statements.ts): ReplacingMergeTree on `seq`, with
  * `tomb` as its is-deleted column. Merges keep the newest row of each sorting key as before (a
  * tombstone included), and reads never use FINAL on these tables, so the is-deleted column changes
  * no read; it lets `compactStatements` drop tombstones with `OPTIMIZE ... FINAL CLEANUP`.

@@ -8,10 +8,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ChdbStore } from '../../../projectors/store/chdb.ts';
-import { ClickHouseStore } from '../../../projectors/store/clickhouse.ts';
-import type { Store } from '../../../projectors/store/port.ts';
-import { startClickHousePeer, type ClickHousePeer } from '../../helpers/clickhouse-peer.ts';
+import { ChdbStore } from '../../storage/chdb.ts';
+import { ClickHouseStore } from '../../storage/clickhouse.ts';
+import type { Store } from '../../storage/port.ts';
+import { startClickHousePeer, type ClickHousePeer } from '../helpers/clickhouse-peer.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'signalbase-chstore-'));
 let peer: ClickHousePeer | undefined;

@@ -2,10 +2,10 @@
 // key an entity left (a closed position, an edited event time, a moved message, a renamed trader); compaction drops
 // them once nothing is left for them to cancel, and no read changes, before or after a replay.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { compactStatements, MERGED_TABLES, STATEMENT_TABLES } from '../../projectors/compaction.ts';
+import { compactStatements, MERGED_TABLES, STATEMENT_TABLES } from '../../storage/compaction.ts';
 import { createHarness, type Harness } from '../helpers/harness.ts';
 import { prng } from '../helpers/prng.ts';
-import { buildRecords } from './crash-records.ts';
+import { buildRecords } from '../projectors/crash-records.ts';
 
 const NOW = Date.parse('2026-06-01T00:00:00.000Z');
 const ALL_TIME = '2000-01-01T00:00:00.000Z';

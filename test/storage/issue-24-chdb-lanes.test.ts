@@ -7,8 +7,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openChdbStore, type ChdbStore } from '../../../projectors/store/chdb.ts';
-import { storeFailure } from '../../../projectors/store/port.ts';
+import { openChdbStore, type ChdbStore } from '../../storage/chdb.ts';
+import { storeFailure } from '../../storage/port.ts';
 
 describe('issue 24: a chdb store with sessions of its own', () => {
   let dir: string;

@@ -1,4 +1,4 @@
-import type { Store } from './store/port.ts';
+import type { Store } from './port.ts';
 
 /**
  * Statement tables: the layout of the list read models (DESIGN 9).

@@ -1,0 +1,17 @@
+/**
+ * How long a read's answer may be cached (the read cache, apps/api/read-cache.ts, says how each
+ * part is used): every read with a rule may be cached.
+ */
+export interface CacheRule {
+  /** Historical list: the read's table and time column, which rows enter a window ending at serverTime by. */
+  window?: { table: string; column: string };
+  /** The answer changes when the clock reaches a time of this column in this table, e.g. a price sample's `at`. */
+  inForce?: { table: string; column: string };
+  /** A shorter lifetime computed from the answer (ms from `now`); 0 means do not cache it. */
+  ttlMs?: (data: { results: any[] }, now: number) => number;
+  /**
+   * Entries of one account only: the answer states when it was computed (the feed's
+   * `dataComputedAt`), and that moment must be the caller's own read, never another account's.
+   */
+  perAccount?: boolean;
+}
