@@ -8,7 +8,8 @@ import { estimateDemoRecords, type Scale } from '../projectors/demo/generate.ts'
  * `onProgress` gets the records written so far. Resolves with their number once all are written.
  */
 export function appendDemoInWorker(dataDir: string, opts: { scale: Scale; seed?: number; now: Date; onProgress?: (done: number) => void }): Promise<number> {
-  const entry = new URL('../projectors/demo/append-worker.ts', import.meta.url).href;
+  // The worker's entry in the same form as this module: TypeScript from the checkout, or compiled JavaScript.
+  const entry = new URL(`../projectors/demo/append-worker.${import.meta.url.endsWith('.ts') ? 'ts' : 'js'}`, import.meta.url).href;
   const data: AppendWorkerData = { dataDir, scale: opts.scale, seed: opts.seed, now: opts.now.toISOString() };
   // Under tsx (TypeScript run as it is), the worker registers the same loader before its entry.
   const tsx = import.meta.url.endsWith('.ts') ? import.meta.resolve('tsx/esm/api') : null;

@@ -1,4 +1,3 @@
-import { createRequire } from 'node:module';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
@@ -18,11 +17,12 @@ import type { CursorCodec } from '../reads/cursor.ts';
 import { policyRefusal, type Operation } from '../registry.ts';
 import { agentInstructions } from './agent-docs.ts';
 import { BearerError, resourceMetadataUrl, type AuthUrls, type TokenVerifier } from './bearer.ts';
+import { PACKAGE_VERSION } from '../package.ts';
 import { argumentsAsQuery, toolByName, TOOLS } from './tools.ts';
 
 /** The server's MCP `instructions`, made once (they derive from the registry). */
 const INSTRUCTIONS = agentInstructions();
-const VERSION = (createRequire(import.meta.url)('../../package.json') as { version: string }).version;
+const VERSION = PACKAGE_VERSION;
 
 export interface McpDeps {
   store: Store;
