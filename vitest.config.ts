@@ -25,6 +25,8 @@ export default defineConfig({
     projects: [
       { extends: true, test: { name: 'chdb', include: ['test/**/*.test.ts'] } },
       { extends: true, test: { name: 'distributed', include: DISTRIBUTED, env: { SIGNALBASE_TEST_WIRING: 'distributed' } } },
+      // The contract and MCP suites alone, embedded: what .ci/run runs again on the current Node.js LTS (not part of `npm test`).
+      { extends: true, test: { name: 'contract', include: [...DISTRIBUTED, 'test/mcp/**/*.test.ts'] } },
     ],
   },
 });
