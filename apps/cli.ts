@@ -5,15 +5,19 @@ import { EmbeddedLog } from '../projectors/log/embedded.ts';
 import { MAX_RECORD_BYTES } from '../projectors/log/port.ts';
 import { SCOPES, TOPIC_NAMES } from '../schemas/topics/index.ts';
 import { accountScopes, createKey, DEMO_ACCOUNT, listAccounts, listKeys, parseScopes, parseVisibility, putAccount, revokeKey, scopesBeyond } from './admin.ts';
-import { loadConfig } from './config.ts';
+import { ConfigError, dataDirOf as configuredDataDir, environmentHelp, loadConfig, readSettings, type ProcessKind } from './config.ts';
 
 // The engine, the projectors and the HTTP server load only for the commands that use them,
 // so `--help`, `keys` and `accounts` answer quickly.
 const embedded = () => import('./embedded.ts');
 
-const ENV_HELP = `Environment: PORT (default 8080), HOST (default 127.0.0.1), DATA_DIR (default ./.data), LOG_LEVEL (default info; silent turns request logs off),\nRATE_LIMITS (requests per minute per account and per client address, e.g. default=600,address=6000,ACCOUNT_ID=6000; default default=600,address=6000; off: none), CURSOR_SECRET (default: a key kept in DATA_DIR),\nMCP_URL (public address of /mcp, the audience of its tokens; default http://HOST:PORT/mcp), AUTH_ISSUER (authorization server of the MCP surface; default: the built-in dev one),\nMCP_ALLOWED_ORIGINS (browser origins allowed to call /mcp besides MCP_URL's own, comma-separated, e.g. https://app.example; default none; requests without Origin are allowed),\nMETRICS_PORT (serve /metrics on this port only, not on the API port; default: on the API port), METRICS_HOST (its listen address; default 127.0.0.1)`;
 
-interface Command { usage: string; help: string; options: NonNullable<ParseArgsConfig['options']>; run(values: any, positionals: string[]): Promise<number | void> }
+interface Command {
+  usage: string; help: string; options: NonNullable<ParseArgsConfig['options']>;
+  /** Whose settings the command reads (apps/config.ts): its --help lists them. */
+  env: ProcessKind;
+  run(values: any, positionals: string[]): Promise<number | void>;
+}
 
 const die = (msg: string): never => { throw new UsageError(msg); };
 class UsageError extends Error {}
@@ -43,10 +47,11 @@ async function projectNow(dataDir: string, total?: number): Promise<void> {
 }
 
 const dataDirOption = { 'data-dir': { type: 'string' as const } };
-const dataDirOf = (v: { 'data-dir'?: string }) => (v['data-dir'] ? loadConfig({ ...process.env, DATA_DIR: v['data-dir'] }).dataDir : loadConfig().dataDir);
+const dataDirOf = (v: { 'data-dir'?: string }) => configuredDataDir(v['data-dir']);
 
 const COMMANDS: Record<string, Command> = {
   start: {
+    env: 'start',
     usage: 'signalbase start [--port N] [--data-dir DIR] [--no-seed]',
     help: 'Runs the embedded service: log, projectors, chdb, the REST API, the MCP tool server at /mcp and its dev OAuth authorization server, in one process. Seeds the small demo data set on the first start and prints a demo API key with every scope and the demo account\'s sign-in password.',
     options: { port: { type: 'string' }, ...dataDirOption, 'no-seed': { type: 'boolean' } },
@@ -72,6 +77,7 @@ const COMMANDS: Record<string, Command> = {
     },
   },
   seed: {
+    env: 'admin',
     usage: 'signalbase seed [--scale small|large] [--seed N] [--data-dir DIR]',
     help: 'Writes the deterministic demo data set through the log and projects it meanwhile (unless a running `start` does). small: ~200 traders, ~50k events; large: >= 2M events, 500k positions, 1M messages.',
     options: { scale: { type: 'string', default: 'small' }, seed: { type: 'string', default: '42' }, ...dataDirOption },
@@ -99,6 +105,7 @@ const COMMANDS: Record<string, Command> = {
     },
   },
   ingest: {
+    env: 'ingest',
     usage: 'signalbase ingest FILE.ndjson [--data-dir DIR] [--to embedded|kafka]',
     help: `Appends records to the log, then projects them (unless a running \`start\` does). One JSON object per line: {"topic": "<topic>", "value": {...}} and no other member; blank lines are skipped. Topics: ${TOPIC_NAMES.join(', ')}. Every value is validated first, as the projector validates it: its topic's schema, no number out of the range of a 64-bit float (such as 1e400), ids up to 2^53-1, date-times in RFC 3339 with a real calendar date, no leap second, within 1970..2299, and at most ${MAX_RECORD_BYTES} bytes (16 MiB) of JSON. If any line is refused, nothing is appended: each refused line is listed with its number and reason, and the command exits with status 1. The value is appended exactly as written in the file (numbers, key order and spacing are kept). --to kafka appends to the topics on KAFKA_BROKERS instead (distributed mode; their names prefixed with KAFKA_TOPIC_PREFIX when set), each record keyed by the id that orders it; every record is acknowledged before the command ends.`,
     options: { ...dataDirOption, to: { type: 'string', default: 'embedded' } },
@@ -115,9 +122,10 @@ const COMMANDS: Record<string, Command> = {
         return 1;
       }
       if (v.to === 'kafka') {
-        const brokers = (process.env.KAFKA_BROKERS ?? die('--to kafka needs KAFKA_BROKERS (host:port,...)')).split(',').map((b: string) => b.trim()).filter(Boolean);
+        const cfg = readSettings('ingest');
+        const brokers = cfg.kafkaBrokers ?? die('--to kafka needs KAFKA_BROKERS (host:port,...)');
         const { KafkaAppender } = await import('../projectors/log/kafka.ts');
-        const appender = new KafkaAppender({ brokers, clientId: 'signalbase-ingest', topicPrefix: process.env.KAFKA_TOPIC_PREFIX ?? '' });
+        const appender = new KafkaAppender({ brokers, clientId: 'signalbase-ingest', topicPrefix: cfg.kafkaTopicPrefix! });
         try {
           let resent = 0;
           for (const [topic, recs] of byTopic) for (let i = 0; i < recs.length; i += 1000) resent += (await appender.append(topic, recs.slice(i, i + 1000))).resent;
@@ -134,6 +142,7 @@ const COMMANDS: Record<string, Command> = {
     },
   },
   keys: {
+    env: 'admin',
     usage: 'signalbase keys create [--account ID] [--scopes a,b] | keys list [--account ID] | keys revoke KEY_ID   [--data-dir DIR]',
     help: `Manages API keys through the log (works while start runs). create prints the key on its last stdout line; it is shown only once. Scopes: ${SCOPES.join(', ')} (default: every scope the account holds; a scope the account does not hold is refused).`,
     options: { account: { type: 'string' }, scopes: { type: 'string' }, ...dataDirOption },
@@ -155,8 +164,9 @@ const COMMANDS: Record<string, Command> = {
     },
   },
   projector: {
+    env: 'projector',
     usage: 'signalbase projector',
-    help: 'Distributed mode: consumes the ingest topics from Kafka in the consumer group "projector" and writes the read models to a ClickHouse server; run several to share the partitions (they take turns at the store through Redis). Rebuilds read models of another version from the start of the topics. Serves Prometheus metrics (records applied and dead-lettered per topic, consumer lag, feed watermark) on METRICS_PORT.\nEnvironment: KAFKA_BROKERS (required, host:port,...), KAFKA_TOPIC_PREFIX (prepended to every topic name, for deployments sharing a cluster; default none), CLICKHOUSE_URL (required, e.g. http://user:password@clickhouse:8123), CLICKHOUSE_DATABASE (default signalbase), REDIS_URL (needed for more than one instance), REDIS_PREFIX (default signalbase), REDIS_COMMAND_TIMEOUT_MS (default 250: a Redis command that takes longer fails, and the batch is applied again later), METRICS_PORT (default 9464), METRICS_HOST (default HOST, else 127.0.0.1), HOST (default 127.0.0.1).',
+    help: 'Distributed mode: consumes the ingest topics from Kafka in the consumer group "projector" and writes the read models to a ClickHouse server; run several to share the partitions (they take turns at the store through Redis). Rebuilds read models of another version from the start of the topics. Serves Prometheus metrics (records applied and dead-lettered per topic, consumer lag, feed watermark) on METRICS_PORT.',
     options: {},
     async run() {
       const { runProjectorProcess } = await import('./distributed.ts');
@@ -164,8 +174,9 @@ const COMMANDS: Record<string, Command> = {
     },
   },
   api: {
+    env: 'api',
     usage: 'signalbase api',
-    help: 'Distributed mode: the REST API (v1, v2) over the read models of a ClickHouse server; run several replicas behind a load balancer: they share the read cache, the data version, rate-limit counts and the cursor secret through Redis.\nEnvironment: CLICKHOUSE_URL (required), CLICKHOUSE_DATABASE (default signalbase), REDIS_URL (required), REDIS_PREFIX (default signalbase), REDIS_COMMAND_TIMEOUT_MS (default 250: the longest a request waits on a Redis command; while Redis is away reads are answered from the store), CLICKHOUSE_REQUEST_TIMEOUT_MS (default 10000: the longest a request to the ClickHouse server may go without an answer), CURSOR_SECRET (required, 32 bytes or more, the same for every replica), PORT (default 8080), HOST (default 127.0.0.1), RATE_LIMITS, LOG_LEVEL, METRICS_PORT (serve /metrics there only; default: on PORT), METRICS_HOST (default 127.0.0.1).',
+    help: 'Distributed mode: the REST API (v1, v2) over the read models of a ClickHouse server; run several replicas behind a load balancer: they share the read cache, the data version, rate-limit counts and the cursor secret through Redis.',
     options: {},
     async run() {
       const { runReadProcess } = await import('./distributed.ts');
@@ -173,8 +184,9 @@ const COMMANDS: Record<string, Command> = {
     },
   },
   mcp: {
+    env: 'mcp',
     usage: 'signalbase mcp',
-    help: 'Distributed mode: the MCP tool server at /mcp over the read models of a ClickHouse server, accepting the access tokens of AUTH_ISSUER for the audience MCP_URL (no dev authorization server). Also serves /llms.txt and /agent-guide.md.\nEnvironment: CLICKHOUSE_URL (required), CLICKHOUSE_DATABASE (default signalbase), REDIS_URL (required), REDIS_PREFIX (default signalbase), REDIS_COMMAND_TIMEOUT_MS and CLICKHOUSE_REQUEST_TIMEOUT_MS (as for api), CURSOR_SECRET (required, as for api), MCP_URL (required), AUTH_ISSUER (required), MCP_ALLOWED_ORIGINS (browser origins allowed on /mcp besides the origin of MCP_URL, comma-separated; default none), PORT (default 8081), HOST (default 127.0.0.1), LOG_LEVEL, METRICS_PORT (serve /metrics there only; default: on PORT), METRICS_HOST (default 127.0.0.1).',
+    help: 'Distributed mode: the MCP tool server at /mcp over the read models of a ClickHouse server, accepting the access tokens of AUTH_ISSUER for the audience MCP_URL (no dev authorization server). Also serves /llms.txt and /agent-guide.md.',
     options: {},
     async run() {
       const { runReadProcess } = await import('./distributed.ts');
@@ -182,6 +194,7 @@ const COMMANDS: Record<string, Command> = {
     },
   },
   topics: {
+    env: 'topics',
     usage: 'signalbase topics create [--partitions N] [--replication R]',
     help: `Deploy step of the distributed mode: creates the ingest topics that do not exist yet (${TOPIC_NAMES.join(', ')}, each prefixed with KAFKA_TOPIC_PREFIX when set) on KAFKA_BROKERS, with N partitions (default 12) and replication R (default 3). Skipped (exit 0) with SIGNALBASE_CREATE_TOPICS=false, where topics are managed elsewhere. Records are keyed by the id that orders them (a position's events by positionId, prices by assetId, ...).`,
     options: { partitions: { type: 'string', default: '12' }, replication: { type: 'string', default: '3' } },
@@ -196,6 +209,7 @@ const COMMANDS: Record<string, Command> = {
     },
   },
   tokens: {
+    env: 'admin',
     usage: 'signalbase tokens create [--account ID] [--scopes a,b] [--minutes N] [--data-dir DIR]',
     help: `Mints an MCP access token (a JWT of the built-in dev authorization server, signed with its key in DATA_DIR) for scripts: for the demo account unless --account says otherwise, with every scope unless --scopes (${SCOPES.join(', ')}), valid --minutes (default 60). Its audience is the MCP URL of the last start on DATA_DIR (or MCP_URL, or http://HOST:PORT/mcp). The token is the last stdout line; send it as "Authorization: Bearer <token>" to /mcp. With AUTH_ISSUER set to another server, tokens come from that server instead.`,
     options: { account: { type: 'string' }, scopes: { type: 'string' }, minutes: { type: 'string', default: '60' }, ...dataDirOption },
@@ -228,6 +242,7 @@ const COMMANDS: Record<string, Command> = {
     },
   },
   accounts: {
+    env: 'admin',
     usage: 'signalbase accounts create ID | accounts set ID | accounts password ID | accounts list   [--status active|blocked] [--email-verified true|false] [--message-visibility V] [--signal-visibility V] [--history-days N|none] [--scopes a,b|all] [--data-dir DIR]',
     help: `Manages accounts through the log. A visibility V is all, none, platforms:TELEGRAM,X or traders:1,2. --scopes lists the scopes the account may hold (${SCOPES.join(', ')}, or all): its API keys and MCP tokens are limited to them, and narrowing them takes effect on the keys and tokens it already has. New accounts default to active, verified, all visibility, unlimited history, every scope.`
       + ' `accounts password ID` sets the password the account signs in with on the MCP sign-in page (the dev authorization server): it reads the first line of stdin, or asks twice on a terminal; at least 8 characters; stored as a scrypt hash in DATA_DIR/auth.',
@@ -307,7 +322,7 @@ async function readPassword(): Promise<string> {
 }
 
 function mainHelp(): string {
-  return `signalbase: read-only trading-signal data service\n\nUsage:\n${Object.values(COMMANDS).map((c) => `  ${c.usage}`).join('\n')}\n\nRun signalbase COMMAND --help for details.\n${ENV_HELP}\n`;
+  return `signalbase: read-only trading-signal data service\n\nUsage:\n${Object.values(COMMANDS).map((c) => `  ${c.usage}`).join('\n')}\n\nRun signalbase COMMAND --help for details (each lists the environment it reads).\n${environmentHelp('start')}\n`;
 }
 
 async function main(argv: string[]): Promise<number> {
@@ -317,7 +332,7 @@ async function main(argv: string[]): Promise<number> {
   if (!name || name === '--help' || name === '-h' || name === 'help') { process.stdout.write(mainHelp()); return name ? 0 : 1; }
   const cmd = COMMANDS[name];
   if (!cmd) { process.stderr.write(`unknown command ${name}\n\n${mainHelp()}`); return 2; }
-  if (rest.includes('--help') || rest.includes('-h')) { process.stdout.write(`Usage: ${cmd.usage}\n\n${cmd.help}\n\n${ENV_HELP}\n`); return 0; }
+  if (rest.includes('--help') || rest.includes('-h')) { process.stdout.write(`Usage: ${cmd.usage}\n\n${cmd.help}\n\n${environmentHelp(cmd.env)}\n`); return 0; }
   let parsed;
   try {
     parsed = parseArgs({ args: rest, options: cmd.options, allowPositionals: true, strict: true });
@@ -326,6 +341,7 @@ async function main(argv: string[]): Promise<number> {
     return (await cmd.run(parsed.values, parsed.positionals)) ?? 0;
   } catch (e) {
     if (e instanceof UsageError) { process.stderr.write(`${e.message}\n\nUsage: ${cmd.usage}\n`); return 2; }
+    if (e instanceof ConfigError) { process.stderr.write(`signalbase ${name}: the environment is not usable:\n${e.problems.map((p) => `  ${p}\n`).join('')}(signalbase ${name} --help lists what it reads)\n`); return 2; }
     process.stderr.write(`signalbase ${name}: ${(e as Error).message}\n`);
     return 1;
   }

@@ -9,13 +9,13 @@ import { feedWatermark } from '../storage/tables/feed-groups.ts';
 import { migrateReadModels, PROJECTOR_GROUP, runProjector } from '../projectors/runner.ts';
 import { ClickHouseStore } from '../storage/clickhouse.ts';
 import { TOPIC_NAMES } from '../schemas/topics/index.ts';
-import { parseRateLimits, type RateLimits } from './api/rate-limit.ts';
+import type { RateLimits } from './api/rate-limit.ts';
 import { ReadCache } from './api/read-cache.ts';
 import { buildApi, type ApiDeps } from './api/server.ts';
 import { ApiKeyAuthenticator } from './auth/keys.ts';
 import { FailOpenCache, REDIS_COMMAND_TIMEOUT_MS, RedisCache, RedisFallback, RedisLagBoard, redisClientOptions, RedisWatermarks } from './cache/redis.ts';
 import { TokenVerifier, type AuthUrls } from './mcp/bearer.ts';
-import { metricsListen, parseOrigins, type MetricsListen } from './config.ts';
+import { ConfigError, readSettings, type MetricsListen } from './config.ts';
 import { Metrics, serveMetrics } from './metrics.ts';
 import { CursorCodec } from './reads/cursor.ts';
 
@@ -27,15 +27,6 @@ import { CursorCodec } from './reads/cursor.ts';
  * projector's lag, and the projectors' apply turns.
  */
 
-export interface DistributedEnv {
-  kafkaBrokers: string[];
-  /** KAFKA_TOPIC_PREFIX: prepended to every topic name on the cluster. */
-  kafkaTopicPrefix: string;
-  clickhouseUrl: string;
-  clickhouseDatabase: string;
-  redisUrl?: string;
-}
-
 /** Names of the shared marks in Redis (RedisWatermarks). */
 export const DATA_VERSION = 'data-version';
 
@@ -45,32 +36,15 @@ export function redisKeys(prefix = 'signalbase') {
 }
 export type RedisKeys = ReturnType<typeof redisKeys>;
 
-function need(env: NodeJS.ProcessEnv, name: string, what: string): string {
-  const v = env[name];
-  if (!v) throw new Error(`${name} is not set: ${what}`);
-  return v;
-}
-
-export function distributedEnv(env: NodeJS.ProcessEnv, needs: { kafka?: boolean; redis?: boolean } = {}): DistributedEnv {
-  const brokers = needs.kafka ? need(env, 'KAFKA_BROKERS', 'the Kafka bootstrap brokers, host:port,host:port') : env.KAFKA_BROKERS ?? '';
-  return {
-    kafkaBrokers: brokers.split(',').map((b) => b.trim()).filter(Boolean),
-    kafkaTopicPrefix: env.KAFKA_TOPIC_PREFIX ?? '',
-    clickhouseUrl: need(env, 'CLICKHOUSE_URL', 'the ClickHouse server, e.g. http://user:password@clickhouse:8123'),
-    clickhouseDatabase: env.CLICKHOUSE_DATABASE ?? 'signalbase',
-    ...(needs.redis || env.REDIS_URL ? { redisUrl: need(env, 'REDIS_URL', 'Redis, e.g. redis://redis:6379: the state API replicas and projectors share') } : {}),
-  };
-}
-
 type Say = (line: string) => void;
 
 /**
  * A Redis client of a distributed process (apps/cache/redis.ts redisClientOptions): a command
- * fails after REDIS_COMMAND_TIMEOUT_MS (250 ms, or REDIS_COMMAND_TIMEOUT_MS in the environment)
+ * fails after `commandTimeoutMs` (REDIS_COMMAND_TIMEOUT_MS, 250 ms by default)
  * instead of queueing while Redis is away, and the client reconnects by itself.
  */
-export function connectRedis(url: string, env: NodeJS.ProcessEnv = {}): Redis {
-  return new Redis(url, redisClientOptions(Number(env.REDIS_COMMAND_TIMEOUT_MS) || REDIS_COMMAND_TIMEOUT_MS));
+export function connectRedis(url: string, commandTimeoutMs = REDIS_COMMAND_TIMEOUT_MS): Redis {
+  return new Redis(url, redisClientOptions(commandTimeoutMs));
 }
 
 /** Resolves once the client is connected (its commands fail at once before that), saying every 30 s that it waits. */
@@ -106,12 +80,6 @@ function storeProbe(store: Store): () => Promise<boolean> {
   };
 }
 
-/**
- * Longest a read replica's request to the ClickHouse server may go without an answer (ms;
- * CLICKHOUSE_REQUEST_TIMEOUT_MS): the read deadline, so a credential look-up on a server that hangs
- * fails within it too (a read's own queries stop earlier, at their bounds).
- */
-export const READ_STORE_TIMEOUT_MS = 10_000;
 
 /** Consumer groups start over from the earliest offsets (a read-model rebuild); the group must have no live member. */
 async function resetGroup(brokers: string[], prefix: string, group: string, say: Say): Promise<void> {
@@ -170,16 +138,16 @@ export function sharedProjector(store: Store, opts: {
  * read models. Several instances share the partitions (and take turns at the store through Redis).
  */
 export async function runProjectorProcess(env: NodeJS.ProcessEnv, say: Say): Promise<{ stop(): Promise<void> }> {
-  const cfg = distributedEnv(env, { kafka: true });
-  const redis = cfg.redisUrl ? connectRedis(cfg.redisUrl, env) : undefined;
+  const cfg = readSettings('projector', env);
+  const redis = cfg.redisUrl ? connectRedis(cfg.redisUrl, cfg.redisCommandTimeoutMs) : undefined;
   if (!redis) say('REDIS_URL is not set: run a single projector instance (the apply turns and the data version need Redis to be shared)');
   if (redis) await redisReady(redis, say);
-  const store = await new ClickHouseStore({ url: cfg.clickhouseUrl, database: cfg.clickhouseDatabase }).init();
-  const keys = redisKeys(env.REDIS_PREFIX);
+  const store = await new ClickHouseStore({ url: cfg.clickhouseUrl!, database: cfg.clickhouseDatabase! }).init();
+  const keys = redisKeys(cfg.redisPrefix);
   const watermarks = redis ? new RedisWatermarks(redis, keys.watermarks) : undefined;
   const board = redis ? new RedisLagBoard(redis, keys.lag) : undefined;
   // Instances starting together migrate one at a time (the first rebuilds, the others find the version current).
-  const rebuild = async () => { await resetGroup(cfg.kafkaBrokers, cfg.kafkaTopicPrefix, PROJECTOR_GROUP, say); await board?.clear(); };
+  const rebuild = async () => { await resetGroup(cfg.kafkaBrokers!, cfg.kafkaTopicPrefix!, PROJECTOR_GROUP, say); await board?.clear(); };
   const migrate = () => migrateReadModels(store, rebuild, say);
   await (redis ? new RedisGate(redis, 'migrate', { prefix: keys.prefix }).run(migrate) : migrate());
   let commits = 0;
@@ -188,10 +156,10 @@ export async function runProjectorProcess(env: NodeJS.ProcessEnv, say: Say): Pro
     dataVersion: async () => (watermarks ? watermarks.get(DATA_VERSION) : commits),
     ...(board ? { consumerLag: () => board.partitions() } : {}),
   });
-  const projector = sharedProjector(store, { brokers: cfg.kafkaBrokers, topicPrefix: cfg.kafkaTopicPrefix, redis, keys, metrics, say, onCommit: () => { commits++; } });
+  const projector = sharedProjector(store, { brokers: cfg.kafkaBrokers!, topicPrefix: cfg.kafkaTopicPrefix!, redis, keys, metrics, say, onCommit: () => { commits++; } });
   // The projector has no other listener: its metrics are on METRICS_PORT (default 9464), on METRICS_HOST, else HOST.
-  const server = await serveMetrics(metrics, metricsListen({ METRICS_PORT: '9464', ...env }, env.HOST ?? '127.0.0.1')!);
-  say(`projector: consuming ${TOPIC_NAMES.length} topics${cfg.kafkaTopicPrefix ? ` (prefixed ${cfg.kafkaTopicPrefix})` : ''} from ${cfg.kafkaBrokers.join(',')} in group ${PROJECTOR_GROUP} into ${cfg.clickhouseUrl.replace(/\/\/[^@/]*@/, '//')} (database ${store.database}); metrics on ${server.url}`);
+  const server = await serveMetrics(metrics, { port: cfg.metricsPort!, host: cfg.metricsHost! });
+  say(`projector: consuming ${TOPIC_NAMES.length} topics${cfg.kafkaTopicPrefix ? ` (prefixed ${cfg.kafkaTopicPrefix})` : ''} from ${cfg.kafkaBrokers!.join(',')} in group ${PROJECTOR_GROUP} into ${cfg.clickhouseUrl!.replace(/\/\/[^@/]*@/, '//')} (database ${store.database}); metrics on ${server.url}`);
   return {
     async stop() {
       await server.close();
@@ -280,29 +248,21 @@ export function sharedReadApp(kind: 'api' | 'mcp', o: ReadAppOptions): FastifyIn
  * share the cache, the data version, rate limits and the cursor secret with the other replicas.
  */
 export async function runReadProcess(kind: 'api' | 'mcp', env: NodeJS.ProcessEnv, say: Say): Promise<{ url: string; stop(): Promise<void> }> {
-  const cfg = distributedEnv(env, { redis: true });
-  const redis = connectRedis(cfg.redisUrl!, env);
-  const secret = env.CURSOR_SECRET;
-  if (!secret || Buffer.byteLength(secret) < 32) throw new Error('CURSOR_SECRET is not set (32 bytes or more): every replica signs and checks cursors with the same secret');
-  let mcp: ReadAppOptions['mcp'];
-  if (kind === 'mcp') {
-    const mcpUrl = need(env, 'MCP_URL', 'the public address of /mcp (the audience of its tokens)');
-    const issuer = need(env, 'AUTH_ISSUER', 'the OAuth authorization server whose tokens /mcp accepts');
-    mcp = { mcpUrl, issuer };
-  }
+  const cfg = readSettings(kind, env);
+  const redis = connectRedis(cfg.redisUrl!, cfg.redisCommandTimeoutMs);
+  const mcp: ReadAppOptions['mcp'] = kind === 'mcp' ? { mcpUrl: cfg.mcpUrl!, issuer: cfg.authIssuer! } : undefined;
   // A read stops at its own deadline first (apps/reads/cost.ts); this bounds every other request to the server, e.g. a credential look-up.
-  const store = await new ClickHouseStore({ url: cfg.clickhouseUrl, database: cfg.clickhouseDatabase, requestTimeoutMs: Number(env.CLICKHOUSE_REQUEST_TIMEOUT_MS) || READ_STORE_TIMEOUT_MS }).init();
-  const rateLimits = parseRateLimits(env.RATE_LIMITS);
-  const metrics = metricsListen(env);
+  const store = await new ClickHouseStore({ url: cfg.clickhouseUrl!, database: cfg.clickhouseDatabase!, requestTimeoutMs: cfg.clickhouseRequestTimeoutMs! }).init();
+  const metrics = cfg.metricsPort !== undefined ? { port: cfg.metricsPort, host: cfg.metricsHost! } : undefined;
   const app = sharedReadApp(kind, {
-    store, redis, keys: redisKeys(env.REDIS_PREFIX), secret: Buffer.from(secret, 'utf8'), mcp, say: (line) => say(`${kind}: ${line}`),
-    ...(kind === 'mcp' && env.MCP_ALLOWED_ORIGINS ? { allowedOrigins: parseOrigins(env.MCP_ALLOWED_ORIGINS) } : {}),
+    store, redis, keys: redisKeys(cfg.redisPrefix), secret: Buffer.from(cfg.cursorSecret!, 'utf8'), mcp, say: (line) => say(`${kind}: ${line}`),
+    ...(cfg.mcpAllowedOrigins ? { allowedOrigins: cfg.mcpAllowedOrigins } : {}),
     ...(metrics ? { metricsListen: metrics } : {}),
-    ...(rateLimits ? { rateLimits } : {}),
-    logger: env.LOG_LEVEL === 'silent' ? false : { level: env.LOG_LEVEL ?? 'info' },
+    ...(cfg.rateLimits ? { rateLimits: cfg.rateLimits } : {}),
+    logger: cfg.logLevel === 'silent' ? false : { level: cfg.logLevel! },
   });
-  const address = await app.listen({ port: Number(env.PORT ?? (kind === 'api' ? 8080 : 8081)), host: env.HOST ?? '127.0.0.1' });
-  say(`${kind}: ${kind === 'api' ? 'REST v1 and v2' : `MCP at ${mcp!.mcpUrl} (tokens of ${mcp!.issuer})`} on ${address}${metrics ? ` (metrics on ${metrics.host}:${metrics.port}/metrics)` : ''}, reading ${store.database} at ${cfg.clickhouseUrl.replace(/\/\/[^@/]*@/, '//')}`);
+  const address = await app.listen({ port: cfg.port!, host: cfg.host! });
+  say(`${kind}: ${kind === 'api' ? 'REST v1 and v2' : `MCP at ${mcp!.mcpUrl} (tokens of ${mcp!.issuer})`} on ${address}${metrics ? ` (metrics on ${metrics.host}:${metrics.port}/metrics)` : ''}, reading ${store.database} at ${cfg.clickhouseUrl!.replace(/\/\/[^@/]*@/, '//')}`);
   return {
     url: address,
     async stop() { await app.close(); await store.close(); redis.disconnect(); },
@@ -311,9 +271,10 @@ export async function runReadProcess(kind: 'api' | 'mcp', env: NodeJS.ProcessEnv
 
 /** `signalbase topics create`: every ingest topic that is missing, with the given partitions and replication. */
 export async function createTopics(env: NodeJS.ProcessEnv, partitions: number, replication: number, say: Say): Promise<void> {
-  if (env.SIGNALBASE_CREATE_TOPICS === 'false') { say('SIGNALBASE_CREATE_TOPICS=false: topics are managed elsewhere; nothing done'); return; }
-  const brokers = need(env, 'KAFKA_BROKERS', 'the Kafka bootstrap brokers').split(',').map((b) => b.trim()).filter(Boolean);
-  await ensureTopics(brokers, env.KAFKA_TOPIC_PREFIX ?? '', partitions, replication, say);
+  const cfg = readSettings('topics', env);
+  if (!cfg.createTopics) { say('SIGNALBASE_CREATE_TOPICS=false: topics are managed elsewhere; nothing done'); return; }
+  if (!cfg.kafkaBrokers) throw new ConfigError(['KAFKA_BROKERS is not set: the Kafka bootstrap brokers, host:port,host:port']);
+  await ensureTopics(cfg.kafkaBrokers, cfg.kafkaTopicPrefix!, partitions, replication, say);
 }
 
 /** Creates the ingest topics (under `prefix`) that are missing. */

@@ -47,11 +47,10 @@ export type Say = (line: string) => void;
 
 /**
  * The key that signs cursors (DESIGN 6), created once per DATA_DIR and kept there (mode 0600),
- * so cursors stay valid across restarts. `CURSOR_SECRET` (distributed mode: shared by every API
- * process) takes precedence.
+ * so cursors stay valid across restarts. A `secret` (CURSOR_SECRET) takes precedence.
  */
-export function cursorCodec(dataDir: string, env: NodeJS.ProcessEnv = process.env): CursorCodec {
-  if (env.CURSOR_SECRET) return new CursorCodec(Buffer.from(env.CURSOR_SECRET, 'utf8'));
+export function cursorCodec(dataDir: string, secret?: string): CursorCodec {
+  if (secret) return new CursorCodec(Buffer.from(secret, 'utf8'));
   const file = join(dataDir, 'cursor-secret');
   if (!existsSync(file)) writeFileSync(file, randomBytes(32).toString('base64url'), { mode: 0o600, flag: 'wx' });
   return new CursorCodec(Buffer.from(readFileSync(file, 'utf8').trim(), 'base64url'));
@@ -173,7 +172,7 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
   let closing = false;
   const readCache = new ReadCache(new MemoryCache());
   const app = buildApi({
-    store: reads, auth, readCache, cursors: cursorCodec(cfg.dataDir), rateLimits: cfg.rateLimits, metrics,
+    store: reads, auth, readCache, cursors: cursorCodec(cfg.dataDir, cfg.cursorSecret), rateLimits: cfg.rateLimits, metrics,
     admission: new Admission(admissionDefaults(READ_SLOTS)),
     dataVersion: () => watermarks.get(DATA_VERSION),
     health: async () => ({ status: caughtUp ? 'ok' : 'starting', projectorLag: await projector.lag() }),

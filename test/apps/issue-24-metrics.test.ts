@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApi } from '../../apps/api/server.ts';
 import { ApiKeyAuthenticator } from '../../apps/auth/keys.ts';
 import { MemoryCache } from '../../apps/cache/memory.ts';
-import { loadConfig, metricsListen } from '../../apps/config.ts';
+import { loadConfig } from '../../apps/config.ts';
 import { redisKeys, sharedReadApp } from '../../apps/distributed.ts';
 import { Metrics, serveMetrics } from '../../apps/metrics.ts';
 import { Redis } from 'ioredis';
@@ -40,13 +40,13 @@ describe('issue 24: /metrics on a port of its own', () => {
     expect(loadConfig({ METRICS_PORT: '9464', HOST: '0.0.0.0' }).metrics).toEqual({ port: 9464, host: '127.0.0.1' });
     expect(loadConfig({ METRICS_PORT: '9464', METRICS_HOST: '0.0.0.0' }).metrics).toEqual({ port: 9464, host: '0.0.0.0' });
     expect(() => loadConfig({ METRICS_PORT: 'x' })).toThrow(/METRICS_PORT/);
-    expect(() => metricsListen({ METRICS_PORT: '70000' })).toThrow(/METRICS_PORT/);
+    expect(() => loadConfig({ METRICS_PORT: '70000' })).toThrow(/METRICS_PORT/);
   });
 
   it('served there (GET /metrics only), and not on the app when it is', async () => {
     const metrics = new Metrics();
     const app = buildApi({ store: h.store, auth: new ApiKeyAuthenticator(h.store, new MemoryCache()), dataVersion: () => 0, metrics, metricsRoute: false });
-    const served = await serveMetrics(metrics, metricsListen({ METRICS_PORT: '0' })!);
+    const served = await serveMetrics(metrics, loadConfig({ METRICS_PORT: '0' }).metrics!);
     try {
       expect(served.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/metrics$/);
       const res = await fetch(served.url);
