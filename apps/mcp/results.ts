@@ -23,7 +23,7 @@ export function idArgument(op: Operation): string | null {
 }
 
 /** What a shortened answer leaves for the next call. */
-export interface Cut { rows: number; budget: number; remainingIds?: { param: string; ids: string[] } }
+export interface Cut { rows: number; budget: number; limit?: number; remainingIds?: { param: string; ids: string[] } }
 
 // ---- The compact text rendering ---------------------------------------------------------------
 
@@ -94,7 +94,7 @@ export function renderText(op: Operation, data: Record<string, any>, cut?: Cut):
   const lines = [head.join('; ')];
   const other = otherMembers(data);
   if (other) lines.push(other);
-  if (cut) lines.push(`Shortened to ${cut.rows} row${cut.rows === 1 ? '' : 's'} to stay within ${cut.budget.toLocaleString('en-US')} tokens.`);
+  if (cut) lines.push(`Shortened to ${cut.rows} row${cut.rows === 1 ? '' : 's'}${cut.limit === undefined ? '' : ` (as with limit ${cut.limit})`} to stay within ${cut.budget.toLocaleString('en-US')} tokens.`);
   if (cut?.remainingIds) lines.push(`Not answered yet: call ${op.tool} again with the same arguments and ${cut.remainingIds.param} [${cut.remainingIds.ids.join(',')}].`);
   if (meta.hasMore) lines.push(`More: call ${op.tool} again with the same arguments and cursor "${meta.nextCursor}".`);
   lines.push(`Next: ${op.mcp.next}.`);

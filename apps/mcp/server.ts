@@ -295,7 +295,7 @@ async function callTool(op: Operation, principal: Principal, args: Record<string
         asked = { ...first, limit: Math.min(rowsThatFit(data, budget), data.results.length - 1) };
       }
       data = await read(asked);
-      cut = { rows: data.results.length, budget, ...(remainingIds ? { remainingIds } : {}) };
+      cut = { rows: data.results.length, budget, ...(remainingIds ? { remainingIds } : { limit: asked.limit as number }) };
       text = renderText(op, data, cut);
     }
     // The answer-size bound, as on REST.
