@@ -12,7 +12,7 @@ const USAGE = `Usage: npx tsx bench/mcp-tokens.ts --url MCP_URL --token TOKEN
 Calls every tool the token may see twice, with default arguments and with \`limit\` at the
 maximum of its inputSchema (the stats tools with the first 20 ids of the directory and, as their
 largest case, 200), and prints the characters and tokens (o200k_base) of the text content and of
-the JSON of structuredContent.
+the JSON of structuredContent, and the tokens of that JSON without nulls and false flags.
 
 Options:
   --url URL        the MCP endpoint, e.g. http://127.0.0.1:8080/mcp (required)
@@ -38,7 +38,9 @@ async function measure(name: string, args: Record<string, unknown>) {
   const text = (r.content as any[]).map((c) => c.text ?? '').join('');
   const structured = r.structuredContent === undefined ? '' : JSON.stringify(r.structuredContent);
   const rows = (r.structuredContent as any)?.results?.length ?? '';
-  return { isError: r.isError === true, rows, textChars: text.length, textTokens: countTokens(text), scChars: structured.length, scTokens: countTokens(structured) };
+  // Choice (a) of issue 27 at its leanest: the JSON without nulls and false flags (what the output schema would have to allow).
+  const lean = r.structuredContent === undefined ? '' : JSON.stringify(r.structuredContent, (_k, v) => (v === null || v === false ? undefined : v));
+  return { isError: r.isError === true, rows, textChars: text.length, textTokens: countTokens(text), scChars: structured.length, scTokens: countTokens(structured), leanTokens: countTokens(lean) };
 }
 
 const rows: string[][] = [];
@@ -53,8 +55,8 @@ for (const t of tools) {
   }
   for (const [label, args] of cases) {
     const m = await measure(t.name, args);
-    rows.push([t.name, label, String(m.rows), m.isError ? 'error' : '', String(m.textChars), String(m.textTokens), String(m.scChars), String(m.scTokens)]);
+    rows.push([t.name, label, String(m.rows), m.isError ? 'error' : '', String(m.textChars), String(m.textTokens), String(m.scChars), String(m.scTokens), String(m.leanTokens)]);
   }
 }
-printTable(['tool', 'arguments', 'rows', '', 'text chars', 'text tokens', 'structured chars', 'structured tokens'], rows);
+printTable(['tool', 'arguments', 'rows', '', 'text chars', 'text tokens', 'structured chars', 'structured tokens', 'lean JSON tokens'], rows);
 await client.close();
