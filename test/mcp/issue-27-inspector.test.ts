@@ -7,12 +7,12 @@ import { freePort, REPO_ROOT, runCli, startServer, type ServerProcess } from '..
 
 /**
  * Issue 27: a second real MCP client, independent of the SDK `Client` the other suites use: the
- * MCP Inspector's command-line mode (npm `@modelcontextprotocol/inspector`, pinned in
+ * MCP Inspector's command-line mode (npm `@modelcontextprotocol/inspector` 2.12.0, pinned in
  * package.json) against `signalbase start` (what `npm start` runs, seeding the small demo data
  * set), with a bearer token from `signalbase tokens create`, over Streamable HTTP.
  */
 
-const INSPECTOR = join(REPO_ROOT, 'node_modules/@modelcontextprotocol/inspector/cli/build/cli.js');
+const INSPECTOR = join(REPO_ROOT, 'node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js');
 
 let dataDir: string;
 let server: ServerProcess;
