@@ -53,6 +53,23 @@ export interface Operation {
   unprocessable?: { code: 'PERFORMANCE_WINDOW_NOT_ELAPSED' | 'BUCKET_LIMIT_EXCEEDED'; details: TSchema | null };
   /** The bounds of each of its store queries (issue 24): LIST_COST unless it says otherwise. */
   cost?: ReadCost;
+  /** How its MCP tool sizes answers for assistants (issue 27). */
+  mcp: McpSizing;
+}
+
+/**
+ * What an assistant pays for one tool result, in tokens (o200k_base): the text and the
+ * structuredContent of a result each stay within `MCP_BUDGET.default` when the call leaves `limit`
+ * out (and for the stats tools, which have none), within `MCP_BUDGET.asked` when it gives one.
+ * A page that would exceed it comes back with fewer rows (at least one) and a cursor for the rest.
+ */
+export const MCP_BUDGET = { default: 2_000, asked: 8_000 } as const;
+
+export interface McpSizing {
+  /** The MCP default of `limit`, where the read has one: a page an assistant can read whole (REST keeps the contract's). */
+  limit?: number;
+  /** Which other tool answers the follow-up question, and with what: the description and the result's text say it. */
+  next: string;
 }
 
 export const OPERATIONS: readonly Operation[] = [
@@ -64,6 +81,7 @@ export const OPERATIONS: readonly Operation[] = [
     response: ListEnvelope(TraderDirectoryRow, false),
     handler: listTraderDirectory,
     cache: {}, // no clock in the answer: only the data version (and MAX_TTL_MS) ends an entry
+    mcp: { limit: 15, next: 'list_trader_stats (traderIds) for a trader\'s figures, list_events or list_positions (traderIds) for what they traded' },
   },
   {
     tool: 'list_traders', path: '/traders', versions: ['v1'], scope: 'directory.read', visibility: 'either',
@@ -72,6 +90,7 @@ export const OPERATIONS: readonly Operation[] = [
     query: LegacyTradersQuery,
     response: ListEnvelope(LegacyTraderRow, true),
     handler: listLegacyTraders,
+    mcp: { limit: 15, next: 'list_trader_stats (traderIds) for a trader\'s figures, list_events or list_positions (traderIds) for what they traded' },
   },
   {
     tool: 'list_assets', path: '/assets', versions: ['v1', 'v2'], scope: 'directory.read', visibility: null,
@@ -81,6 +100,7 @@ export const OPERATIONS: readonly Operation[] = [
     response: ListEnvelope(AssetRow, false),
     handler: listAssets,
     cache: {}, // no clock in the answer: only the data version (and MAX_TTL_MS) ends an entry
+    mcp: { limit: 25, next: 'list_asset_stats (assetIds) for the long/short split, list_open_positions or list_events (assetIds) for the positions and trades' },
   },
   {
     tool: 'list_events', path: '/events', versions: ['v1', 'v2'], scope: 'events.read', visibility: 'sig',
@@ -90,6 +110,7 @@ export const OPERATIONS: readonly Operation[] = [
     response: ListEnvelope(Event, true),
     handler: listEvents,
     cache: { window: { table: 'events', column: 'timeOfEvent' } },
+    mcp: { limit: 15, next: 'list_messages (ids = messageId) for the source text, list_positions (positionIds) for the position and its returns' },
   },
   {
     tool: 'list_messages', path: '/messages', versions: ['v1', 'v2'], scope: 'messages.read', visibility: 'msg',
@@ -99,6 +120,7 @@ export const OPERATIONS: readonly Operation[] = [
     response: ListEnvelope(Message, true),
     handler: listMessages,
     cache: { window: { table: 'messages', column: 'writtenAt' } },
+    mcp: { limit: 8, next: 'list_events (traderIds, with the message\'s time) for the trades it announced, list_trader_directory for who wrote it' },
   },
   {
     tool: 'list_positions', path: '/positions', versions: ['v1', 'v2'], scope: 'positions.read', visibility: 'sig',
@@ -109,6 +131,7 @@ export const OPERATIONS: readonly Operation[] = [
     handler: listPositions,
     // too_young turns into another status as the clock passes openAt + window
     cache: { window: { table: 'positions', column: 'openAt' }, ttlMs: untilNextStatusChange },
+    mcp: { limit: 10, next: 'list_events (traderIds, assetIds) for the trades of a position, list_trader_stats for a trader\'s aggregate performance' },
   },
   {
     tool: 'list_open_positions', path: '/positions/open', versions: ['v1', 'v2'], scope: 'positions.read', visibility: 'sig',
@@ -119,6 +142,7 @@ export const OPERATIONS: readonly Operation[] = [
     handler: listOpenPositions,
     // live marks: the latest price sample at or before serverTime, so a later sample changes the answer when it comes into force
     cache: { inForce: { table: 'prices', column: 'at' } },
+    mcp: { limit: 15, next: 'list_asset_stats (assetIds) for the long/short skew, list_positions (positionIds) for a position\'s history' },
   },
   {
     tool: 'list_feed', path: '/feed', versions: ['v1', 'v2'], scope: 'feed.read', visibility: 'both',
@@ -130,6 +154,7 @@ export const OPERATIONS: readonly Operation[] = [
     // Pages, and since-polls, until the data changes; at most MAX_TTL_MS (10 minutes, contract 8). Per account:
     // a since-poll's watermark is signed for its caller, and dataComputedAt is the start of the caller's own read.
     cache: { window: { table: 'feed_groups', column: 'writtenAt' }, perAccount: true },
+    mcp: { limit: 3, next: 'list_messages (ids) for a message in full, list_positions (positionIds) for the positions behind the events' },
   },
   {
     tool: 'list_channel_summaries', path: '/channel-summaries', versions: ['v1', 'v2'], scope: 'summaries.read', visibility: 'msg',
@@ -138,6 +163,7 @@ export const OPERATIONS: readonly Operation[] = [
     query: SummariesQuery,
     response: ListEnvelope(ChannelSummary, true),
     handler: listChannelSummaries,
+    mcp: { limit: 8, next: 'list_messages (startTime, endTime) for what was actually written, summarize_message_activity for exact counts' },
   },
   {
     tool: 'list_aggregate_summaries', path: '/aggregate-summaries', versions: ['v1', 'v2'], scope: 'summaries.read', visibility: null,
@@ -146,6 +172,7 @@ export const OPERATIONS: readonly Operation[] = [
     query: SummariesQuery,
     response: ListEnvelope(AggregateSummary, true),
     handler: listAggregateSummaries,
+    mcp: { limit: 3, next: 'list_channel_summaries for single channels, summarize_message_activity and rank_traders for exact counts and rankings' },
   },
   // Analytics reads (README "Analytics reads"): answers move with the clock (too_young, default bounds), so none is cached yet.
   {
@@ -156,6 +183,7 @@ export const OPERATIONS: readonly Operation[] = [
     response: TraderActivityResponse,
     handler: traderActivity,
     cost: ANALYTICS_COST,
+    mcp: { next: 'list_trader_stats (traderIds) for their performance, list_positions (traderIds) for the positions counted' },
   },
   {
     tool: 'list_trader_stats', path: '/traders/stats', versions: ['v1', 'v2'], scope: 'stats.read', visibility: 'sig',
@@ -165,6 +193,7 @@ export const OPERATIONS: readonly Operation[] = [
     response: TraderStatsResponse,
     handler: traderStats,
     cost: ANALYTICS_COST,
+    mcp: { next: 'list_positions (traderIds) for the positions behind the figures, rank_traders to compare traders' },
   },
   {
     tool: 'list_asset_stats', path: '/assets/stats', versions: ['v1', 'v2'], scope: 'stats.read', visibility: 'sig',
@@ -174,6 +203,7 @@ export const OPERATIONS: readonly Operation[] = [
     response: AssetStatsResponse,
     handler: assetStats,
     cost: ANALYTICS_COST,
+    mcp: { next: 'list_open_positions (assetIds) for what is open now, list_trader_stats (traderIds) for the top traders' },
   },
   {
     tool: 'rank_traders', path: '/traders/rankings', versions: ['v1', 'v2'], scope: 'stats.read', visibility: 'sig',
@@ -184,6 +214,7 @@ export const OPERATIONS: readonly Operation[] = [
     handler: rankTraders,
     cost: ANALYTICS_COST,
     unprocessable: { code: 'PERFORMANCE_WINDOW_NOT_ELAPSED', details: WindowNotElapsedDetails },
+    mcp: { next: 'list_trader_stats (traderIds) for a ranked trader\'s full figures, list_positions (traderIds) for their positions' },
   },
   {
     tool: 'summarize_message_activity', path: '/activity-summaries', versions: ['v1', 'v2'], scope: 'stats.read', visibility: 'either',
@@ -194,6 +225,7 @@ export const OPERATIONS: readonly Operation[] = [
     handler: activitySummaries,
     cost: ANALYTICS_COST,
     unprocessable: { code: 'BUCKET_LIMIT_EXCEEDED', details: null },
+    mcp: { limit: 5, next: 'list_messages or list_events (traderIds, startTime, endTime of a bucket) for the items counted' },
   },
 ];
 

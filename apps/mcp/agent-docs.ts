@@ -1,7 +1,9 @@
 import { ERROR_RECOVERY, ERROR_STATUS, type ErrorCode } from '../../schemas/api/errors.ts';
 import { SCOPES } from '../../schemas/topics/index.ts';
 import { DAY_MS, DEFAULT_WINDOW_MS } from '../reads/window.ts';
-import { TOOLS } from './tools.ts';
+import { MCP_BUDGET } from '../registry.ts';
+import { renderText } from './results.ts';
+import { dataSchema, TOOLS } from './tools.ts';
 
 /**
  * Agent-facing documentation (issue 9), generated from the registry, the tools' schemas and the
@@ -29,6 +31,38 @@ const typeOf = (s: any): string => {
   if (s.type === 'integer' && (s.minimum !== undefined || s.maximum !== undefined)) return `integer ${s.minimum ?? ''}..${s.maximum ?? ''}`;
   return String(s.type ?? 'any');
 };
+/**
+ * A made-up value of a JSON Schema, for the example results: row `i` of a list (two rows, so the
+ * table shows what differs); the second row takes null where null is allowed and true for flags.
+ */
+function exampleOf(s: any, name: string, i: number): unknown {
+  if (s.anyOf) {
+    const values = s.anyOf.filter((b: any) => b.type !== 'null');
+    if (i === 1 && values.length < s.anyOf.length && name !== 'nextCursor') return null;
+    return exampleOf(values[i % values.length] ?? values[0], name, i);
+  }
+  if (s.const !== undefined) return s.const;
+  if (s.enum) return s.enum[i % s.enum.length];
+  switch (s.type) {
+    case 'object': return Object.fromEntries(Object.entries(s.properties ?? {}).map(([k, v]) => [k, exampleOf(v, k, i)]));
+    case 'array': return name === 'results' ? [0, 1].map((j) => exampleOf(s.items, name, j)) : [exampleOf(s.items, name, i)];
+    case 'boolean': return name === 'hasMore' || (i === 1 && name !== 'isEdited');
+    case 'integer': return /Ids?$|^id$/.test(name) ? 100 + i : 7 + i;
+    case 'number': return 1.5 + i;
+    case 'string':
+      if (s.format === 'date-time') return `2026-01-0${i + 1}T09:30:00.000Z`;
+      if (name === 'nextCursor') return 'CURSOR';
+      if (/url$/i.test(name)) return `https://example.com/${name}/${i + 1}`;
+      return `${name}-${i + 1}`;
+    default: return null;
+  }
+}
+
+/** One compact example result of a tool: its text as a call returns it, for made-up rows of its output schema. */
+export function exampleResult(t: (typeof TOOLS)[number]): string {
+  return renderText(t.op, exampleOf(dataSchema(t.op), 'data', 0) as Record<string, any>);
+}
+
 const cell = (s: string) => s.replaceAll('|', '\\|').replaceAll('\n', ' ');
 
 function toolSection(t: (typeof TOOLS)[number]): string {
@@ -50,6 +84,14 @@ function toolSection(t: (typeof TOOLS)[number]): string {
     '|---|---|---|---|',
     ...rows,
     '',
+    `**Follow-up.** ${op.mcp.next}.`,
+    '',
+    'Example result (the text; structuredContent is the same answer as JSON, as REST\'s `data`; values made up):',
+    '',
+    '```',
+    exampleResult(t),
+    '```',
+    '',
   ].join('\n');
 }
 
@@ -70,7 +112,9 @@ export function agentGuide(origin: string): string {
     '## Defaults that apply to several tools',
     '',
     `- Events, messages and positions without startTime and endTime cover the last ${DEFAULT_WINDOW_MS / DAY_MS} days up to serverTime (not for id hydration: \`ids\`, \`positionIds\`). An account's history window moves startTime forward; it also bounds list_open_positions and list_assets with traderIds (positions opened within it), with no appliedTimeRange.`,
-    '- List tools return at most `limit` rows (default 50, 1 to 200; the feed counts groups, default 20, at most 100). When `meta.hasMore` is true, call again with `cursor` set to `meta.nextCursor` and the same other arguments.',
+    `- List tools return at most \`limit\` rows (each tool's default is sized for an assistant: see its \`limit\`; 1 to 200, the feed counts groups, at most 100). When \`meta.hasMore\` is true, call again with \`cursor\` set to \`meta.nextCursor\` and the same other arguments.`,
+    `- Every result stays within ${MCP_BUDGET.default.toLocaleString('en-US')} tokens (${MCP_BUDGET.asked.toLocaleString('en-US')} when the call gives \`limit\`): a page that would be larger comes back with fewer rows, says so in its text, and carries \`meta.nextCursor\` for the rest; list_trader_stats and list_asset_stats answer the first ids and name the others to ask for next.`,
+    '- The text of a result is compact: a header (count, time range, what to call next), then the rows as a table (` | `-separated) with flags only when true and nulls left out; a value shared by every row is said once above the table. structuredContent carries the full answer as JSON, exactly as REST\'s `data`.',
     '- rank_traders: endTime defaults to serverTime, startTime to 1 January 00:00 UTC of endTime\'s year; limit 1 to 50 (default 10).',
     '- summarize_message_activity: endTime defaults to serverTime, startTime to 7 days before it; at most 168 buckets per group.',
     '- Bounds are inclusive ISO-8601 date-times with a time zone, e.g. `2026-01-31T00:00:00Z`. Ids are positive integers.',
@@ -110,7 +154,12 @@ export function llmsTxt(origin: string): string {
     '',
     '## Tools',
     '',
-    ...TOOLS.map(({ op }) => `- \`${op.tool}\` (${op.scope}): ${op.summary}`),
+    ...TOOLS.map(({ op }) => `- \`${op.tool}\` (${op.scope}): ${op.summary} Follow-up: ${op.mcp.next}.`),
     '',
+    '## Example results',
+    '',
+    'One per tool, as the text of a call returns it (values made up); structuredContent carries the same answer as JSON.',
+    '',
+    ...TOOLS.flatMap((t) => [`### ${t.op.tool}`, '', '```', exampleResult(t), '```', '']),
   ].join('\n');
 }

@@ -18,6 +18,7 @@ import { policyRefusal, type Operation } from '../registry.ts';
 import { agentInstructions } from './agent-docs.ts';
 import { BearerError, resourceMetadataUrl, type AuthUrls, type TokenVerifier } from './bearer.ts';
 import { PACKAGE_VERSION } from '../package.ts';
+import { budgetOf, idArgument, renderText, resultTokens, rowsThatFit, tokens, type Cut } from './results.ts';
 import { argumentsAsQuery, toolByName, TOOLS } from './tools.ts';
 
 /** The server's MCP `instructions`, made once (they derive from the registry). */
@@ -64,17 +65,6 @@ function argumentProblems(errors: ErrorObject[]): ValidationDetail[] {
 /** A tool error result (never a protocol error): the REST error's code, message and details, as JSON text. */
 function toolError(err: ApiError): CallToolResult {
   return { isError: true, content: [{ type: 'text', text: JSON.stringify({ error: { code: err.code, message: err.message, details: err.details ?? null } }) }] };
-}
-
-/** One line a reader (or a model) can act on, then the data itself as JSON (MCP: structured results repeat it as text). */
-export function renderText(op: Operation, data: any): string {
-  const results = Array.isArray(data?.results) ? data.results.length : 0;
-  const meta = data?.meta ?? {};
-  const parts = [`${op.tool}: ${results} result${results === 1 ? '' : 's'}`];
-  if (meta.hasMore) parts.push(`more available: call again with cursor "${meta.nextCursor}"`);
-  if (meta.appliedTimeRange) parts.push(`time range ${meta.appliedTimeRange.startTime ?? 'unbounded'} .. ${meta.appliedTimeRange.endTime ?? 'unbounded'}`);
-  if (meta.serverTime) parts.push(`serverTime ${meta.serverTime}`);
-  return `${parts.join('; ')}\n${JSON.stringify(data)}`;
 }
 
 /** The scopes the token would need for this body: each `tools/call` of a known tool needs its read's scope. */
@@ -239,28 +229,79 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpDeps): Promise<vo
   });
 }
 
-/** A tool call: the same policy, validation and read as the REST route of the operation; failures are tool errors. */
+/** Tool arguments as the read's validated query: the tool's inputSchema (JSON types) first, then exactly as REST checks its query string. */
+function readQuery(op: Operation, args: Record<string, unknown>, req: FastifyRequest): Record<string, unknown> {
+  const check = inputValidators.get(op.tool)!;
+  if (!check(args)) {
+    const details = argumentProblems(check.errors ?? []);
+    throw new ApiError('VALIDATION_ERROR', `Invalid argument ${details[0]?.param}: ${details[0]?.message}`, details);
+  }
+  const query: Record<string, unknown> = argumentsAsQuery(args);
+  const problems = queryProblems(op.query, query as Record<string, string>);
+  // REST's own validator for the read's query (the same ajv, coercion and defaults as the route).
+  const validate = req.compileValidationSchema(op.query, 'querystring');
+  if (!problems.length && !validate(query)) problems.push(...validationDetails({ validation: validate.errors } as never, op.query, query));
+  if (problems.length) throw new ApiError('VALIDATION_ERROR', `Invalid argument ${problems[0]!.param}: ${problems[0]!.message}`, problems);
+  return query;
+}
+
+/**
+ * The leading requested ids whose rows fit in `budget` (at least one), for the stats tools: their
+ * rows are answered per id, so the rest of the ids is what the next call asks for.
+ */
+function idsThatFit(data: Record<string, any>, requested: readonly unknown[], field: string, budget: number): number {
+  const rowOf = new Map<string, unknown>((data.results as any[]).map((r) => [String(r[field]), r]));
+  let used = tokens(JSON.stringify({ ...data, results: [] })) + 120;
+  let j = 0;
+  for (const id of requested) {
+    const row = rowOf.get(String(id));
+    used += (row ? tokens(JSON.stringify(row)) : 0) + 2;
+    if (used > budget) break;
+    j++;
+  }
+  return Math.max(1, j);
+}
+
+/**
+ * A tool call: the same policy, validation and read as the REST route of the operation; failures
+ * are tool errors. The tool's own default page size applies where the caller gives no `limit`, and
+ * a result over its token budget is read again with fewer rows (issue 27).
+ */
 async function callTool(op: Operation, principal: Principal, args: Record<string, unknown>, req: FastifyRequest, now: Date, deps: McpDeps): Promise<CallToolResult> {
   try {
     const denied = policyRefusal(op, principal, 'token');
     if (denied) throw new ApiError('FORBIDDEN', denied);
-    const check = inputValidators.get(op.tool)!;
-    if (!check(args)) {
-      const details = argumentProblems(check.errors ?? []);
-      throw new ApiError('VALIDATION_ERROR', `Invalid argument ${details[0]?.param}: ${details[0]?.message}`, details);
-    }
-    const query: Record<string, unknown> = argumentsAsQuery(args);
-    const problems = queryProblems(op.query, query as Record<string, string>);
-    // REST's own validator for the read's query (the same ajv, coercion and defaults as the route).
-    const validate = req.compileValidationSchema(op.query, 'querystring');
-    if (!problems.length && !validate(query)) problems.push(...validationDetails({ validation: validate.errors } as never, op.query, query));
-    if (problems.length) throw new ApiError('VALIDATION_ERROR', `Invalid argument ${problems[0]!.param}: ${problems[0]!.message}`, problems);
     const { ctx, run } = deps.readContext(op, principal, now);
-    const data = await run(() => op.handler(ctx, query));
-    const text = renderText(op, data);
-    // The answer-size bound, as on REST (the text repeats the structured content).
-    if (text.length > MAX_ANSWER_BYTES) throw tooLarge('answer');
-    return { structuredContent: data as Record<string, unknown>, content: [{ type: 'text', text }] };
+    const read = async (a: Record<string, unknown>) => {
+      const query = readQuery(op, a, req);
+      return await run(() => op.handler(ctx, query)) as Record<string, any>;
+    };
+    const first = op.mcp.limit !== undefined && args.limit === undefined ? { ...args, limit: op.mcp.limit } : args;
+    const budget = budgetOf(args);
+    let data = await read(first);
+    let cut: Cut | undefined;
+    let text = renderText(op, data);
+    const idParam = idArgument(op);
+    const allIds = idParam ? (first[idParam] as unknown[]) : [];
+    let asked = first;
+    // Each pass reads a page that fits by the row sizes just seen; another covers rows that grew meanwhile.
+    for (let pass = 0; pass < 3 && data.results.length > 1 && resultTokens(text, data) > budget; pass++) {
+      let remainingIds: Cut['remainingIds'];
+      if (idParam) {
+        const ids = asked[idParam] as unknown[];
+        const j = Math.min(idsThatFit(data, ids, idParam.replace(/s$/, ''), budget), ids.length - 1);
+        asked = { ...first, [idParam]: ids.slice(0, j) };
+        remainingIds = { param: idParam, ids: allIds.slice(j).map(String) };
+      } else {
+        asked = { ...first, limit: Math.min(rowsThatFit(data, budget), data.results.length - 1) };
+      }
+      data = await read(asked);
+      cut = { rows: data.results.length, budget, ...(remainingIds ? { remainingIds } : { limit: asked.limit as number }) };
+      text = renderText(op, data, cut);
+    }
+    // The answer-size bound, as on REST.
+    if (text.length + JSON.stringify(data).length > MAX_ANSWER_BYTES) throw tooLarge('answer');
+    return { structuredContent: data, content: [{ type: 'text', text }] };
   } catch (caught) {
     const err = readFailure(caught);
     if (err instanceof ApiError) return toolError(err);

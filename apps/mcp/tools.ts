@@ -1,5 +1,5 @@
 import type { TObject } from 'typebox';
-import { OPERATIONS, type Operation } from '../registry.ts';
+import { MCP_BUDGET, OPERATIONS, type Operation } from '../registry.ts';
 
 /** A tool as `tools/list` shows it (MCP 2025-06-18 and later). */
 export interface ToolDefinition {
@@ -38,12 +38,30 @@ export function toolParameter(schema: Record<string, any>): Record<string, unkno
   };
 }
 
-export function toolInputSchema(query: TObject): ToolDefinition['inputSchema'] {
+const n = (x: number) => x.toLocaleString('en-US');
+
+/** How a tool sizes its results (issue 27), as its `limit` description and the agent guide say it. */
+export function sizingNote(op: Operation): string {
+  const limit = (op.query as any).properties.limit;
+  const budget = `a result stays within ${n(MCP_BUDGET.default)} tokens${limit ? ` (${n(MCP_BUDGET.asked)} with an explicit limit)` : ''}`;
+  if (!limit) return `${budget}: past it, the rows of the first ids come back and the text names the ids to ask for next`;
+  return `${budget}: past it, fewer rows come back with meta.nextCursor for the rest${(op.query as any).properties.cursor ? '' : ' (no cursor here: narrow the question)'}`;
+}
+
+export function toolInputSchema(query: TObject, op?: Operation): ToolDefinition['inputSchema'] {
   const props = (query as any).properties as Record<string, any>;
   const required = ((query as any).required ?? []) as string[];
+  const param = (name: string, s: any) => {
+    const p = toolParameter(s);
+    // The MCP default page size: what an assistant can read whole (REST keeps the contract's default).
+    if (name === 'limit' && op?.mcp.limit !== undefined) {
+      return { ...p, default: op.mcp.limit, description: `page size, ${s.minimum} to ${s.maximum} (default ${op.mcp.limit} here, ${s.default} on REST); ${sizingNote(op)}` };
+    }
+    return p;
+  };
   return {
     type: 'object',
-    properties: Object.fromEntries(Object.entries(props).map(([name, s]) => [name, toolParameter(s)])),
+    properties: Object.fromEntries(Object.entries(props).map(([name, s]) => [name, param(name, s)])),
     ...(required.length ? { required } : {}),
     additionalProperties: false,
   };
@@ -61,8 +79,8 @@ export function toolDefinition(op: Operation): ToolDefinition {
   return {
     name: op.tool,
     title,
-    description: `${op.summary} ${op.guidance} Needs the ${op.scope} scope.${errors}`,
-    inputSchema: toolInputSchema(op.query),
+    description: `${op.summary} ${op.guidance} Follow-up: ${op.mcp.next}. Size: ${sizingNote(op)}. Needs the ${op.scope} scope.${errors}`,
+    inputSchema: toolInputSchema(op.query, op),
     outputSchema: dataSchema(op),
     annotations: { title, readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   };

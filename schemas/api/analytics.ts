@@ -100,7 +100,7 @@ export const RankingsResponse = SuccessEnvelope(Type.Object({
     metric: StringEnum(RANKING_METRICS),
     assetIds: Type.Array(Type.Integer()),
     direction: Nullable(Direction),
-    timeBasedPerformanceWindow: Nullable(StringEnum(WINDOWS)),
+    timeBasedPerformanceWindow: StringEnum(WINDOWS),
     minPositions: Count,
     windowEvaluability: StringEnum(WINDOW_EVALUABILITY),
     appliedTimeRange: AppliedTimeRange,

@@ -138,7 +138,7 @@ describe('GET /traders/rankings', () => {
   it('defaults: event_count, limit 10, startTime 1 January of the applied endTime\'s year, endTime serverTime', async () => {
     const { body } = await get('/v2/traders/rankings');
     expect(body.data.filtersApplied).toEqual({
-      metric: 'event_count', assetIds: [], direction: null, timeBasedPerformanceWindow: null, minPositions: 3, windowEvaluability: 'not_applicable',
+      metric: 'event_count', assetIds: [], direction: null, timeBasedPerformanceWindow: '30D', minPositions: 3, windowEvaluability: 'not_applicable',
       appliedTimeRange: { startTime: '2026-01-01T00:00:00.000Z', endTime: iso(NOW) },
     });
     expect(body.data.results.map((r: any) => [r.traderId, r.rank, r.metricValue])).toEqual([[1, 1, 5], [2, 2, 1]]);

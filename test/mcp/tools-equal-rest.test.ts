@@ -14,8 +14,9 @@ import { connect } from '../helpers/mcp-client.ts';
  * route with an API key of the same account. Success: structuredContent equals `data`. Failure:
  * the tool error carries the REST error's code and details (and its message, outside validation,
  * where REST says "query parameter" and the tool says "argument"). Pages after the first are
- * compared too, through the cursor each side handed out. The server clock is fixed, so both
- * answers are made at the same serverTime.
+ * compared too, through the cursor the tool handed out. The server clock is fixed, so both
+ * answers are made at the same serverTime. Issue 27: a tool page may be shorter than REST's (its
+ * own default page size, its token budget); then it is REST's answer for that many rows (see both).
  */
 
 const NOW = Date.parse('2026-06-01T00:00:00Z');
@@ -106,19 +107,51 @@ function restUrl(path: string, args: Record<string, unknown>): string {
   return `/v2${path}${qs.size ? `?${qs}` : ''}`;
 }
 
-async function both(op: (typeof OPERATIONS)[number], args: Record<string, unknown>) {
-  const path = op.versions.includes('v2') ? restUrl(op.path, args) : restUrl(op.path, args).replace('/v2', '/v1');
-  const rest = await h.get(path, key);
+/** The ids a shortened stats answer left for the next call, as its text names them (issue 27). */
+function notAnswered(text: string): { param: string; ids: string[] } | null {
+  const m = /Not answered yet: call \w+ again with the same arguments and (\w+) \[([^\]]*)\]/.exec(text);
+  return m ? { param: m[1]!, ids: m[2]!.split(',') } : null;
+}
+
+async function rest(op: (typeof OPERATIONS)[number], args: Record<string, unknown>) {
+  return h.get(op.versions.includes('v2') ? restUrl(op.path, args) : restUrl(op.path, args).replace('/v2', '/v1'), key);
+}
+
+/**
+ * One call on each surface. A tool page may be shorter than REST's (issue 27), never different: it
+ * is REST's answer with `limit` at the tool's advertised default (inputSchema) when the call gives
+ * none, or at the limit its text says it was shortened to (its token budget), meta and nextCursor
+ * included, so its cursor continues exactly where REST's would; and its rows are the first rows of
+ * the REST page for the same arguments. A stats tool may answer the first of the requested ids
+ * only: then it is REST's answer for those ids, and its text names the others.
+ */
+async function both(op: (typeof OPERATIONS)[number], args: Record<string, unknown>, input?: any) {
+  const r = await rest(op, args);
   const tool = await client.callTool({ name: op.tool, arguments: args });
-  if (rest.status === 200) {
-    expect(tool.isError, `${op.tool} ${JSON.stringify(args)}: ${JSON.stringify(tool.content).slice(0, 300)}`).toBeFalsy();
-    expectSame(tool.structuredContent, rest.body.data);
-    return rest.body.data as any;
+  if (r.status === 200) {
+    const text = (tool.content as any)[0].text as string;
+    expect(tool.isError, `${op.tool} ${JSON.stringify(args)}: ${text.slice(0, 300)}`).toBeFalsy();
+    const sc = tool.structuredContent as any;
+    const left = notAnswered(text);
+    if (left) {
+      const asked = (args[left.param] as unknown[]).map(String);
+      expect(left.ids.length).toBeGreaterThan(0);
+      expect(asked.slice(asked.length - left.ids.length), `${op.tool}: the ids left are the last ones asked`).toEqual(left.ids);
+      expectSame(sc, (await rest(op, { ...args, [left.param]: asked.slice(0, asked.length - left.ids.length) })).body.data);
+      return sc;
+    }
+    const shortened = /\(as with limit (\d+)\)/.exec(text)?.[1];
+    const advertised = input?.properties?.limit?.default;
+    const limit = shortened !== undefined ? Number(shortened) : args.limit ?? advertised;
+    expectSame(sc, limit === undefined || limit === args.limit ? r.body.data : (await rest(op, { ...args, limit })).body.data);
+    // A since-poll's limit counts changes, not rows; every other page is the start of REST's page.
+    if (args.since === undefined) expectSame(sc.results, (r.body.data.results as unknown[]).slice(0, sc.results.length), 'data.results (the start of the REST page)');
+    return sc;
   }
-  expect(tool.isError, `${op.tool} ${JSON.stringify(args)}: REST ${rest.status} ${JSON.stringify(rest.body.error)}`).toBe(true);
+  expect(tool.isError, `${op.tool} ${JSON.stringify(args)}: REST ${r.status} ${JSON.stringify(r.body.error)}`).toBe(true);
   const { error } = JSON.parse((tool.content as any)[0].text);
-  expect({ code: error.code, details: error.details }).toEqual({ code: rest.body.error.code, details: rest.body.error.details });
-  if (error.code !== 'VALIDATION_ERROR') expect(error.message).toBe(rest.body.error.message);
+  expect({ code: error.code, details: error.details }).toEqual({ code: r.body.error.code, details: r.body.error.details });
+  if (error.code !== 'VALIDATION_ERROR') expect(error.message).toBe(r.body.error.message);
   return null;
 }
 
@@ -129,10 +162,10 @@ describe('every tool answers what its REST read answers', () => {
       let pages = 0;
       let withRows = 0;
       await fc.assert(fc.asyncProperty(argsArb(input), async (args) => {
-        const first = await both(op, args);
+        const first = await both(op, args, input);
         if (first?.results?.length) withRows++;
         const cursor = first?.meta?.nextCursor;
-        if (cursor) { pages++; await both(op, { ...args, cursor }); }
+        if (cursor) { pages++; await both(op, { ...args, cursor }, input); }
       }), { numRuns: RUNS, seed: 20261123 });
       // Answers with rows were compared, not only refusals and empty answers.
       expect(withRows, `${op.tool}: no answer with rows compared`).toBeGreaterThan(RUNS / 4);
@@ -147,6 +180,28 @@ describe('every tool answers what its REST read answers', () => {
     expect(rest.status).toBe(422);
     expect(rest.body.error.details.alternatives.length).toBeGreaterThan(0);
     await both(OPERATIONS.find((o) => o.tool === 'rank_traders')!, args);
+  });
+
+  it('a page over the token budget: fewer rows, the first of the REST page, with a cursor that continues exactly', async () => {
+    const op = OPERATIONS.find((o) => o.tool === 'list_events')!;
+    const args = { limit: 200, startTime: new Date(NOW - 200 * DAY).toISOString() };
+    const restPage = (await rest(op, args)).body.data;
+    const first = await both(op, args);
+    expect(first.results.length).toBeLessThan(restPage.results.length);
+    const second = await both(op, { ...args, cursor: first.meta.nextCursor });
+    // Together the two tool pages are the REST page's rows, in order, without a gap or a repeat.
+    const joined = [...first.results, ...second.results].slice(0, restPage.results.length);
+    expectSame(joined, restPage.results.slice(0, joined.length));
+  });
+
+  it('trader stats over the budget: the first ids answered, the rest named for the next call', async () => {
+    const op = OPERATIONS.find((o) => o.tool === 'list_trader_stats')!;
+    const ids = pools.traderIds.slice(0, 20);
+    const tool = await client.callTool({ name: op.tool, arguments: { traderIds: ids } });
+    const left = notAnswered((tool.content as any)[0].text);
+    expect(left?.param).toBe('traderIds');
+    expect(left!.ids.length).toBeGreaterThan(0);
+    await both(op, { traderIds: ids });
   });
 
   it('too many buckets: BUCKET_LIMIT_EXCEEDED as a tool error, as REST answers it', async () => {

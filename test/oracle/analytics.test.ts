@@ -265,7 +265,7 @@ describe('GET /traders/rankings (section R, serverTime 2026-03-01T00:00Z)', () =
     expect(ev.results[4].positionCount).toBe(1);
     expect('timeBasedPerformance' in ev.results[0]).toBe(false);
     same(ev.filtersApplied, {
-      metric: 'event_count', assetIds: [10], direction: null, timeBasedPerformanceWindow: null, minPositions: 3, windowEvaluability: 'not_applicable',
+      metric: 'event_count', assetIds: [10], direction: null, timeBasedPerformanceWindow: '1D', minPositions: 3, windowEvaluability: 'not_applicable',
       appliedTimeRange: { startTime: '2026-01-01T00:00:00.000Z', endTime: '2026-03-01T00:00:00.000Z' },
     });
     const pc = ok(A.rankings(recs, { assetIds: '10', metric: 'position_count', limit: '2' }, OPEN, N));

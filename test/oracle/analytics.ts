@@ -33,7 +33,8 @@
 //     `[]`; the service echoes the default, which fits the contract's defaults table better);
 //     `direction` null when omitted;
 //     rankings echo `minPositions` as applied (default 3) also for activity metrics, and
-//     `timeBasedPerformanceWindow` null for activity metrics.
+//     `timeBasedPerformanceWindow` as applied (default 30D) for every metric, also the activity
+//     metrics that ignore it (issue 27: the contract gives it the default 30D).
 //  A7 Trader stats `source` is the assigned source identity record as on /traders (null when the
 //     trader has none or its identity record does not exist). Tags are lowercased (JS
 //     toLowerCase), duplicates kept, ordered thematic first, then category and name in byte order.
@@ -406,7 +407,7 @@ export function rankings(records: readonly TopicRec[], q: Query, p: Policy, serv
     data: {
       results,
       filtersApplied: {
-        metric, assetIds: assetIds ?? [], direction: direction ?? null, timeBasedPerformanceWindow: activity ? null : win,
+        metric, assetIds: assetIds ?? [], direction: direction ?? null, timeBasedPerformanceWindow: win,
         minPositions, windowEvaluability, appliedTimeRange: range(start, end),
       },
       meta: { totalCandidates: candidates.length, serverTime: iso(serverTime) },

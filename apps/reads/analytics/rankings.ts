@@ -117,7 +117,7 @@ export async function rankTraders(ctx: ReadContext, q: RankingsQuery) {
   return {
     results,
     filtersApplied: {
-      metric: q.metric, assetIds: assetIds ?? [], direction: q.direction ?? null, timeBasedPerformanceWindow: performance ? w : null,
+      metric: q.metric, assetIds: assetIds ?? [], direction: q.direction ?? null, timeBasedPerformanceWindow: w,
       minPositions: q.minPositions, windowEvaluability: evaluability, appliedTimeRange: appliedTimeRange(bounds),
     },
     meta: { totalCandidates: candidates.length, serverTime: ctx.now.toISOString() },
