@@ -333,7 +333,7 @@ async function main(argv: string[]): Promise<number> {
   const cmd = COMMANDS[name];
   if (!cmd) { process.stderr.write(`unknown command ${name}\n\n${mainHelp()}`); return 2; }
   if (rest.includes('--help') || rest.includes('-h')) { process.stdout.write(`Usage: ${cmd.usage}\n\n${cmd.help}\n\n${environmentHelp(cmd.env)}\n`); return 0; }
-  let parsed;
+  let parsed: ReturnType<typeof parseArgs>;
   try {
     parsed = parseArgs({ args: rest, options: cmd.options, allowPositionals: true, strict: true });
   } catch (e) { process.stderr.write(`${(e as Error).message}\n\nUsage: ${cmd.usage}\n`); return 2; }

@@ -344,7 +344,7 @@ export class DevAuthorizationServer implements OAuthServerProvider {
 
   /** Tokens for a grant, if its account may still sign in (active, verified). */
   private async issue(g: Grant, family: string): Promise<OAuthTokens> {
-    let row;
+    let row: Awaited<ReturnType<typeof accountById>>;
     try { row = await accountById(this.opts.store, g.accountId); } catch { throw new TemporarilyUnavailableError('The account cannot be checked just now; retry shortly'); }
     if (!row || 'error' in accountAnswer(row, '', [], 'grant')) throw new InvalidGrantError('The account is blocked, unverified or gone');
     // A grant keeps only the scopes its account still holds (a refresh after the account was narrowed).
@@ -454,7 +454,7 @@ export class DevAuthorizationServer implements OAuthServerProvider {
    * or not allowed), and room under the cap on registrations.
    */
   private admitRegistration(parse: express.RequestHandler, req: Request, res: Response, next: (err?: unknown) => void): void {
-    if (req.method !== 'POST') return next(); // the SDK answers CORS preflights and 405
+    if (req.method !== 'POST') { next(); return; } // the SDK answers CORS preflights and 405
     // As the SDK's handler answers (cors()): a browser-based client can read why it was refused.
     const refuse = (status: number, error: string, description: string) => void res.status(status)
       .set({ 'cache-control': 'no-store', 'access-control-allow-origin': '*' }).json({ error, error_description: description });

@@ -181,7 +181,7 @@ export class EmbeddedLog implements Log {
 
   /** Number of newlines in [from, to) of a topic, read asynchronously (lag counting must not block the server). */
   async countLines(topic: string, from: number, to: number): Promise<number> {
-    let fh;
+    let fh: Awaited<ReturnType<typeof open>>;
     try { fh = await open(this.topicFile(topic), 'r'); } catch { return 0; }
     try {
       const buf = Buffer.allocUnsafe(Math.min(CHUNK, Math.max(to - from, 1)));

@@ -285,7 +285,7 @@ class KafkaSubscription implements LogSubscription {
 
   /** Records on the log this group has not committed yet, over every partition of its topics. */
   async lag(): Promise<number> {
-    let positions;
+    let positions: Awaited<ReturnType<typeof this.positions>>;
     // A broker away for a moment: the last figure known (the next scrape asks again).
     try { positions = await this.positions(); } catch (err) { if (this.lastLag === undefined) throw err; return this.lastLag; }
     const known = positions.map((p) => ({ ...p, committed: p.committed < 0n ? 0n : p.committed }));

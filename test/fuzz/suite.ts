@@ -708,6 +708,7 @@ export async function collectCursors(server: FuzzServer, routes: Route[]): Promi
     if (!route.names.includes('cursor')) continue;
     for (const a of ACCOUNTS) {
       if (!authorized(route, a.name)) continue;
+      // biome-ignore lint/suspicious/useIterableCallbackReturn: the count push returns is not used
       route.filterSets.forEach((filters, filterIdx) => jobs.push(async () => {
         const base = [...filters, ...(route.names.includes('limit') ? [param('limit', { ...enc('x', '2'), validity: 'valid' })] : [])];
         let cursor: string | null = null;

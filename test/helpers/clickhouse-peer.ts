@@ -168,7 +168,7 @@ function decodeValue(type: string, text: string): unknown {
   }
   if (/^U?Int(8|16|32|64|128|256)$/.test(type)) return integer(text);
   if (/^Float(32|64)$/.test(type)) return text === 'nan' ? Number.NaN : text === '+inf' || text === 'inf' ? Number.POSITIVE_INFINITY : text === '-inf' ? Number.NEGATIVE_INFINITY : Number(text);
-  if (/^(String|FixedString\(\d+\)|Enum\d*\(.*\)|Date.*|UUID|IPv[46]|Decimal.*)$/.test(type)) return unescape(text);
+  if (/^(String|FixedString\(\d+\)|Enum\d*\(.*\)|Date.*|UUID|IPv[46]|Decimal.*)$/.test(type)) return unescapeLiteral(text);
   throw peerError(`the peer cannot decode parameters of type ${type}`);
 }
 
@@ -179,7 +179,7 @@ const integer = (text: string): number | bigint => {
 };
 
 const ESCAPES: Record<string, string> = { n: '\n', t: '\t', r: '\r', b: '\b', f: '\f', 0: '\0' };
-const unescape = (s: string) => s.replace(/\\(.)/gs, (_, c: string) => ESCAPES[c] ?? c);
+const unescapeLiteral = (s: string) => s.replace(/\\(.)/gs, (_, c: string) => ESCAPES[c] ?? c);
 
 /** A value of ClickHouse's literal syntax as the client writes array parameters: [..], '..', numbers, NULL. */
 function literal(p: { s: string; i: number }): unknown {

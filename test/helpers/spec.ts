@@ -22,6 +22,7 @@ export function projectionSpec(store: Store) {
   return {
     given: (records: readonly (TopicRecord | { topic: string; raw: string })[]) => ({
       when: <T>(read: () => Promise<T>) => ({
+        // biome-ignore lint/suspicious/noThenProperty: the spec reads given(...).when(...).then(rows), as Emmett's do; it is awaited by no one
         then: async (expected: T | ((actual: T) => void)) => {
           const batches = toBatches(records);
           await apply(batches);

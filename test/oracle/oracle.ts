@@ -27,6 +27,7 @@ const isoOf = (t: number): string => new Date(t).toISOString();
 // ---------------------------------------------------------------------------------------------------
 // Ordering helpers
 
+// biome-ignore lint/suspicious/noControlCharactersInRegex: every ASCII character, control ones included
 const ASCII = /^[\x00-\x7f]*$/;
 /** ClickHouse String order: byte-wise on the UTF-8 encoding. */
 export function cmpBytes(a: string, b: string): number {

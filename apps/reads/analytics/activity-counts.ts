@@ -180,7 +180,7 @@ async function counts(ctx: ReadContext, jobs: readonly (Job | null)[]): Promise<
   if (rolled.length > 1) {
     const rows = await ctx.store.query<Omit<Row<never>, 'g'> & { k: number; gn: number; gs: string }>(`${rolled.map((p, i) => p!.rolled!.sql(i)).join('\nUNION ALL\n')} ${FINAL_SETTINGS}`,
       Object.assign({}, ...rolled.map((p) => p!.rolled!.params)));
-    rolled.forEach((p, i) => shared.set(p!, rows.filter((r) => Number(r.k) === i).map((r) => ({ g: p!.rolled!.text ? r.gs : r.gn, b: r.b, n: r.n, s: r.s }))));
+    rolled.forEach((p, i) => { shared.set(p!, rows.filter((r) => Number(r.k) === i).map((r) => ({ g: p!.rolled!.text ? r.gs : r.gn, b: r.b, n: r.n, s: r.s }))); });
   }
   // One query after the other: the embedded store runs one at a time.
   const out: Count<number | string>[][] = [];
