@@ -8,8 +8,15 @@ import { defineConfig } from 'vitest/config';
  * runs them on the ClickHouse server store alone, with the embedded log and no Redis.
  */
 const DISTRIBUTED = [
-  'test/api/contract.test.ts', 'test/api/analytics-contract.test.ts', 'test/api/reads-oracle.test.ts', 'test/api/analytics-oracle.test.ts',
-  'test/api/oracle-policies.test.ts', 'test/api/v1.test.ts', 'test/api/feed.test.ts', 'test/api/summaries.test.ts', 'test/api/pagination.test.ts',
+  'test/api/contract.test.ts',
+  'test/api/analytics-contract.test.ts',
+  'test/api/reads-oracle.test.ts',
+  'test/api/analytics-oracle.test.ts',
+  'test/api/oracle-policies.test.ts',
+  'test/api/v1.test.ts',
+  'test/api/feed.test.ts',
+  'test/api/summaries.test.ts',
+  'test/api/pagination.test.ts',
   'test/api/hardening.test.ts',
 ];
 

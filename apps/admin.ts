@@ -1,6 +1,5 @@
-import { TOPIC_NAMES, type AccountRecord, type ApiKeyRecord, type Scope, type VisibilityPolicy } from '../schemas/topics/index.ts';
-import { SCOPES } from '../schemas/topics/index.ts';
 import type { EmbeddedLog } from '../projectors/log/embedded.ts';
+import { type AccountRecord, type ApiKeyRecord, SCOPES, type Scope, TOPIC_NAMES, type VisibilityPolicy } from '../schemas/topics/index.ts';
 import { generateApiKey } from './auth/keys.ts';
 
 /**
@@ -39,20 +38,31 @@ export function scopesBeyond(a: AccountRecord, wanted: readonly Scope[], what: s
   const held = accountScopes(a);
   const beyond = wanted.filter((s) => !held.includes(s));
   return beyond.length
-    ? new Error(`account ${a.id} does not hold ${beyond.join(', ')}: ${what} may have only the account's scopes (${held.join(', ') || 'none'}); widen them first with \`signalbase accounts set ${a.id} --scopes ...\``)
+    ? new Error(
+        `account ${a.id} does not hold ${beyond.join(', ')}: ${what} may have only the account's scopes (${held.join(', ') || 'none'}); widen them first with \`signalbase accounts set ${a.id} --scopes ...\``,
+      )
     : null;
 }
 
 /** A new key of the account; `scopes` (default: every scope the account holds) must be among the account's. */
 export function createKey(log: EmbeddedLog, accountId: string, scopes?: readonly Scope[]): { key: string; record: ApiKeyRecord } {
   const account = latest<AccountRecord>(log, 'accounts').get(accountId);
-  if (!account || account.deleted) throw new Error(`no account "${accountId}": create it first with \`signalbase accounts create ${accountId}\``);
+  if (!account || account.deleted)
+    throw new Error(`no account "${accountId}": create it first with \`signalbase accounts create ${accountId}\``);
   const wanted = scopes ?? accountScopes(account);
   const beyond = scopesBeyond(account, wanted, 'its keys');
   if (beyond) throw beyond;
   if (!wanted.length) throw new Error(`account ${accountId} holds no scopes: a key would read nothing`);
   const { key, id, keyHash } = generateApiKey();
-  const record: ApiKeyRecord = { id, keyHash, accountId, scopes: [...new Set(wanted)], revoked: false, createdAt: new Date().toISOString(), version: 1 };
+  const record: ApiKeyRecord = {
+    id,
+    keyHash,
+    accountId,
+    scopes: [...new Set(wanted)],
+    revoked: false,
+    createdAt: new Date().toISOString(),
+    version: 1,
+  };
   log.appendSync('api-keys', [{ key: id, value: record }]);
   return { key, record };
 }
@@ -66,7 +76,10 @@ export function revokeKey(log: EmbeddedLog, id: string): ApiKeyRecord {
 }
 
 export function parseScopes(s: string): Scope[] {
-  const list = s.split(',').map((x) => x.trim()).filter(Boolean);
+  const list = s
+    .split(',')
+    .map((x) => x.trim())
+    .filter(Boolean);
   const bad = list.filter((x) => !(SCOPES as readonly string[]).includes(x));
   if (bad.length || !list.length) throw new Error(`--scopes takes a comma-separated list of: ${SCOPES.join(', ')} (got ${s})`);
   return list as Scope[];

@@ -1,25 +1,39 @@
 import { existsSync, readFileSync, rmSync } from 'node:fs';
-import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { SingleBar, Presets } from 'cli-progress';
+import { type ParseArgsConfig, parseArgs } from 'node:util';
+import { Presets, SingleBar } from 'cli-progress';
 import { EmbeddedLog } from '../projectors/log/embedded.ts';
 import { MAX_RECORD_BYTES } from '../projectors/log/port.ts';
 import { SCOPES, TOPIC_NAMES } from '../schemas/topics/index.ts';
-import { accountScopes, createKey, DEMO_ACCOUNT, listAccounts, listKeys, parseScopes, parseVisibility, putAccount, revokeKey, scopesBeyond } from './admin.ts';
-import { ConfigError, dataDirOf as configuredDataDir, environmentHelp, loadConfig, readSettings, type ProcessKind } from './config.ts';
+import {
+  accountScopes,
+  createKey,
+  DEMO_ACCOUNT,
+  listAccounts,
+  listKeys,
+  parseScopes,
+  parseVisibility,
+  putAccount,
+  revokeKey,
+  scopesBeyond,
+} from './admin.ts';
+import { ConfigError, dataDirOf as configuredDataDir, environmentHelp, loadConfig, type ProcessKind, readSettings } from './config.ts';
 
 // The engine, the projectors and the HTTP server load only for the commands that use them,
 // so `--help`, `keys` and `accounts` answer quickly.
 const embedded = () => import('./embedded.ts');
 
-
 interface Command {
-  usage: string; help: string; options: NonNullable<ParseArgsConfig['options']>;
+  usage: string;
+  help: string;
+  options: NonNullable<ParseArgsConfig['options']>;
   /** Whose settings the command reads (apps/config.ts): its --help lists them. */
   env: ProcessKind;
   run(values: any, positionals: string[]): Promise<number | void>;
 }
 
-const die = (msg: string): never => { throw new UsageError(msg); };
+const die = (msg: string): never => {
+  throw new UsageError(msg);
+};
 class UsageError extends Error {}
 
 /** Projects the log into the store when no server runs on DATA_DIR (otherwise the server does it). */
@@ -28,17 +42,40 @@ async function projectNow(dataDir: string, total?: number): Promise<void> {
   const { migrateReadModels, PROJECTOR_GROUP, runProjector } = await import('../projectors/runner.ts');
   const { openChdbStore } = await import('../storage/chdb.ts');
   const pid = runningServerPid(dataDir);
-  if (pid) { console.error(`signalbase start (pid ${pid}) is running on ${dataDir}: it projects the new records itself.`); return; }
+  if (pid) {
+    console.error(`signalbase start (pid ${pid}) is running on ${dataDir}: it projects the new records itself.`);
+    return;
+  }
   const log = new EmbeddedLog(dataDir, 50);
   // A crash mid-append may have left a torn last line: end it, so it is dead-lettered on its own.
-  for (const topic of log.sealTornTails()) console.error(`${topic}: a torn last line (an interrupted append) goes to the dead-letter table`);
+  for (const topic of log.sealTornTails())
+    console.error(`${topic}: a torn last line (an interrupted append) goes to the dead-letter table`);
   const store = await openChdbStore(storePath(dataDir));
-  await migrateReadModels(store, () => log.writeOffsets(PROJECTOR_GROUP, {}), (l) => console.error(l));
-  const bar = new SingleBar({ format: 'project |{bar}| {percentage}% {value}/{total} records {eta_formatted} left', noTTYOutput: true, notTTYSchedule: 5000, stream: process.stderr }, Presets.shades_classic);
+  await migrateReadModels(
+    store,
+    () => log.writeOffsets(PROJECTOR_GROUP, {}),
+    (l) => console.error(l),
+  );
+  const bar = new SingleBar(
+    {
+      format: 'project |{bar}| {percentage}% {value}/{total} records {eta_formatted} left',
+      noTTYOutput: true,
+      notTTYSchedule: 5000,
+      stream: process.stderr,
+    },
+    Presets.shades_classic,
+  );
   let done = 0;
   let dead = 0;
   bar.start(total ?? 0, 0);
-  const sub = runProjector(log, store, { onCommit: (c) => { done += c.applied + c.dead; dead += c.dead; bar.setTotal(Math.max(total ?? 0, done)); bar.update(done); } });
+  const sub = runProjector(log, store, {
+    onCommit: (c) => {
+      done += c.applied + c.dead;
+      dead += c.dead;
+      bar.setTotal(Math.max(total ?? 0, done));
+      bar.update(done);
+    },
+  });
   await sub.caughtUp();
   bar.stop();
   await sub.stop();
@@ -53,10 +90,14 @@ const COMMANDS: Record<string, Command> = {
   start: {
     env: 'start',
     usage: 'signalbase start [--port N] [--data-dir DIR] [--no-seed]',
-    help: 'Runs the embedded service: log, projectors, chdb, the REST API, the MCP tool server at /mcp and its dev OAuth authorization server, in one process. Seeds the small demo data set on the first start and prints a demo API key with every scope and the demo account\'s sign-in password.',
+    help: "Runs the embedded service: log, projectors, chdb, the REST API, the MCP tool server at /mcp and its dev OAuth authorization server, in one process. Seeds the small demo data set on the first start and prints a demo API key with every scope and the demo account's sign-in password.",
     options: { port: { type: 'string' }, ...dataDirOption, 'no-seed': { type: 'boolean' } },
     async run(v) {
-      const cfg = loadConfig({ ...process.env, ...(v.port ? { PORT: v.port } : {}), ...(v['data-dir'] ? { DATA_DIR: v['data-dir'] } : {}) });
+      const cfg = loadConfig({
+        ...process.env,
+        ...(v.port ? { PORT: v.port } : {}),
+        ...(v['data-dir'] ? { DATA_DIR: v['data-dir'] } : {}),
+      });
       const say = (l: string) => console.log(`[signalbase] ${l}`);
       const { demoKeyFile, demoPasswordFile, startEmbedded } = await embedded();
       const emb = await startEmbedded(cfg, { seed: !v['no-seed'], say });
@@ -65,12 +106,18 @@ const COMMANDS: Record<string, Command> = {
       const password = read(demoPasswordFile(cfg.dataDir));
       say(`REST v2:  ${emb.url}/v2   (v1: ${emb.url}/v1)`);
       say(`OpenAPI:  ${emb.url}/v2/openapi.json   docs: ${emb.url}/docs   health: ${emb.url}/healthz`);
-      say(`MCP:      ${emb.mcp.mcpUrl}   (OAuth: ${emb.mcp.dev ? `built-in dev authorization server at ${emb.mcp.issuer}` : `tokens of ${emb.mcp.issuer}`})   agents: ${emb.url}/llms.txt`);
+      say(
+        `MCP:      ${emb.mcp.mcpUrl}   (OAuth: ${emb.mcp.dev ? `built-in dev authorization server at ${emb.mcp.issuer}` : `tokens of ${emb.mcp.issuer}`})   agents: ${emb.url}/llms.txt`,
+      );
       if (emb.metricsUrl) say(`metrics:  ${emb.metricsUrl}   (not on the API port)`);
       if (key) say(`demo API key (every scope, also in ${demoKeyFile(cfg.dataDir)}):\n${key}`);
       if (password && emb.mcp.dev) say(`MCP sign-in: account demo, password ${password} (also in ${demoPasswordFile(cfg.dataDir)})`);
       say(`try: curl -H "x-api-key: $(cat ${demoKeyFile(cfg.dataDir)})" "${emb.url}/v2/events?limit=5"`);
-      const stop = async () => { say('stopping'); await emb.close(); process.exit(0); };
+      const stop = async () => {
+        say('stopping');
+        await emb.close();
+        process.exit(0);
+      };
       process.once('SIGINT', stop);
       process.once('SIGTERM', stop);
       return new Promise<number>(() => {}); // runs until a signal
@@ -89,18 +136,34 @@ const COMMANDS: Record<string, Command> = {
       const { demoKeyFile } = await embedded();
       const { seedDemo } = await import('./seed.ts');
       // One bar: the projector follows the log while the generator writes it (on a worker thread).
-      const bar = new SingleBar({ format: 'seed    |{bar}| {percentage}% {value}/{total} records {eta_formatted} left ({written} written)', noTTYOutput: true, notTTYSchedule: 5000, stream: process.stderr }, Presets.shades_classic);
+      const bar = new SingleBar(
+        {
+          format: 'seed    |{bar}| {percentage}% {value}/{total} records {eta_formatted} left ({written} written)',
+          noTTYOutput: true,
+          notTTYSchedule: 5000,
+          stream: process.stderr,
+        },
+        Presets.shades_classic,
+      );
       bar.start(1, 0, { written: 0 });
       const t0 = Date.now();
       const r = await seedDemo(dataDir, {
-        scale: v.scale, seed, now: new Date(), say: (l) => console.error(l),
-        onProgress: (p) => { bar.setTotal(p.total); bar.update(p.done, { written: p.written }); },
+        scale: v.scale,
+        seed,
+        now: new Date(),
+        say: (l) => console.error(l),
+        onProgress: (p) => {
+          bar.setTotal(p.total);
+          bar.update(p.done, { written: p.written });
+        },
       });
       const done = r.serverPid === null ? r.projected : r.records;
       bar.setTotal(done);
       bar.update(done, { written: r.records });
       bar.stop();
-      console.error(`wrote ${r.records} demo records to ${dataDir}/log${r.serverPid === null ? ` and projected them${r.dead ? ` (${r.dead} went to the dead-letter table)` : ''}` : ''}`);
+      console.error(
+        `wrote ${r.records} demo records to ${dataDir}/log${r.serverPid === null ? ` and projected them${r.dead ? ` (${r.dead} went to the dead-letter table)` : ''}` : ''}`,
+      );
       console.error(`seed done in ${((Date.now() - t0) / 1000).toFixed(1)} s; demo API key in ${demoKeyFile(dataDir)}`);
     },
   },
@@ -128,9 +191,14 @@ const COMMANDS: Record<string, Command> = {
         const appender = new KafkaAppender({ brokers, clientId: 'signalbase-ingest', topicPrefix: cfg.kafkaTopicPrefix! });
         try {
           let resent = 0;
-          for (const [topic, recs] of byTopic) for (let i = 0; i < recs.length; i += 1000) resent += (await appender.append(topic, recs.slice(i, i + 1000))).resent;
-          console.error(`appended ${count} records from ${file} to Kafka (${brokers.join(',')})${resent ? `; ${resent} partition sends repeated after leader moves` : ''}`);
-        } finally { await appender.close(); }
+          for (const [topic, recs] of byTopic)
+            for (let i = 0; i < recs.length; i += 1000) resent += (await appender.append(topic, recs.slice(i, i + 1000))).resent;
+          console.error(
+            `appended ${count} records from ${file} to Kafka (${brokers.join(',')})${resent ? `; ${resent} partition sends repeated after leader moves` : ''}`,
+          );
+        } finally {
+          await appender.close();
+        }
         return;
       }
       if (v.to !== 'embedded') die(`--to is embedded or kafka (got ${v.to})`);
@@ -155,7 +223,9 @@ const COMMANDS: Record<string, Command> = {
         console.log(key);
       } else if (sub === 'list') {
         for (const k of listKeys(log).filter((k) => !v.account || k.accountId === v.account)) {
-          console.log(`${k.id}  account=${k.accountId}  scopes=${k.scopes.join(',')}  ${k.revoked ? 'REVOKED' : 'active'}  created=${k.createdAt}`);
+          console.log(
+            `${k.id}  account=${k.accountId}  scopes=${k.scopes.join(',')}  ${k.revoked ? 'REVOKED' : 'active'}  created=${k.createdAt}`,
+          );
         }
       } else if (sub === 'revoke') {
         const r = revokeKey(log, arg ?? die('keys revoke needs a key id (see keys list)'));
@@ -222,45 +292,68 @@ const COMMANDS: Record<string, Command> = {
       const { authUrlsFile } = await embedded();
       const { authUrls, originOf } = await import('./config.ts');
       const derived = authUrls(cfg, originOf(cfg.host, cfg.port));
-      const last = existsSync(authUrlsFile(dataDir)) && !cfg.mcpUrl && !cfg.authIssuer ? JSON.parse(readFileSync(authUrlsFile(dataDir), 'utf8')) as { mcpUrl: string; issuer: string } : null;
+      const last =
+        existsSync(authUrlsFile(dataDir)) && !cfg.mcpUrl && !cfg.authIssuer
+          ? (JSON.parse(readFileSync(authUrlsFile(dataDir), 'utf8')) as { mcpUrl: string; issuer: string })
+          : null;
       if (!last && !derived.dev) die(`AUTH_ISSUER names another authorization server (${derived.issuer}): get tokens from it`);
       const { mcpUrl, issuer } = last ?? derived;
       const accountId = v.account ?? DEMO_ACCOUNT;
       const log = new EmbeddedLog(dataDir);
       const account = listAccounts(log).find((a) => a.id === accountId);
       if (!account) die(`no account ${accountId}; create it with \`signalbase accounts create ${accountId}\``);
-      if (account!.status !== 'active' || !account!.emailVerified) die(`account ${accountId} is ${account!.status !== 'active' ? 'blocked' : 'not email-verified'}: MCP access needs an active, verified account`);
+      if (account!.status !== 'active' || !account!.emailVerified)
+        die(
+          `account ${accountId} is ${account!.status !== 'active' ? 'blocked' : 'not email-verified'}: MCP access needs an active, verified account`,
+        );
       // Limited to the account's scopes (DESIGN 6 "Account scopes"); by default all of them.
       const scopes = v.scopes ? parseScopes(v.scopes) : accountScopes(account!);
       const beyond = scopesBeyond(account!, scopes, 'its tokens');
       if (beyond) die(beyond.message);
       if (!scopes.length) die(`account ${accountId} holds no scopes: a token would read nothing`);
       const { loadSigningKey, mintAccessToken } = await import('./auth/signing.ts');
-      const token = await mintAccessToken(await loadSigningKey(dataDir), { issuer, audience: mcpUrl, accountId, scopes, clientId: 'signalbase-cli', ttlSeconds: minutes * 60 });
+      const token = await mintAccessToken(await loadSigningKey(dataDir), {
+        issuer,
+        audience: mcpUrl,
+        accountId,
+        scopes,
+        clientId: 'signalbase-cli',
+        ttlSeconds: minutes * 60,
+      });
       console.error(`token for account ${accountId} with scopes ${scopes.join(',')}, valid ${minutes} min, for ${mcpUrl}`);
       console.log(token);
     },
   },
   accounts: {
     env: 'admin',
-    usage: 'signalbase accounts create ID | accounts set ID | accounts password ID | accounts list   [--status active|blocked] [--email-verified true|false] [--message-visibility V] [--signal-visibility V] [--history-days N|none] [--scopes a,b|all] [--data-dir DIR]',
-    help: `Manages accounts through the log. A visibility V is all, none, platforms:TELEGRAM,X or traders:1,2. --scopes lists the scopes the account may hold (${SCOPES.join(', ')}, or all): its API keys and MCP tokens are limited to them, and narrowing them takes effect on the keys and tokens it already has. New accounts default to active, verified, all visibility, unlimited history, every scope.`
-      + ' `accounts password ID` sets the password the account signs in with on the MCP sign-in page (the dev authorization server): it reads the first line of stdin, or asks twice on a terminal; at least 8 characters; stored as a scrypt hash in DATA_DIR/auth.',
+    usage:
+      'signalbase accounts create ID | accounts set ID | accounts password ID | accounts list   [--status active|blocked] [--email-verified true|false] [--message-visibility V] [--signal-visibility V] [--history-days N|none] [--scopes a,b|all] [--data-dir DIR]',
+    help:
+      `Manages accounts through the log. A visibility V is all, none, platforms:TELEGRAM,X or traders:1,2. --scopes lists the scopes the account may hold (${SCOPES.join(', ')}, or all): its API keys and MCP tokens are limited to them, and narrowing them takes effect on the keys and tokens it already has. New accounts default to active, verified, all visibility, unlimited history, every scope.` +
+      ' `accounts password ID` sets the password the account signs in with on the MCP sign-in page (the dev authorization server): it reads the first line of stdin, or asks twice on a terminal; at least 8 characters; stored as a scrypt hash in DATA_DIR/auth.',
     options: {
-      status: { type: 'string' }, 'email-verified': { type: 'string' }, 'message-visibility': { type: 'string' },
-      'signal-visibility': { type: 'string' }, 'history-days': { type: 'string' }, scopes: { type: 'string' }, ...dataDirOption,
+      status: { type: 'string' },
+      'email-verified': { type: 'string' },
+      'message-visibility': { type: 'string' },
+      'signal-visibility': { type: 'string' },
+      'history-days': { type: 'string' },
+      scopes: { type: 'string' },
+      ...dataDirOption,
     },
     async run(v, pos) {
       const log = new EmbeddedLog(dataDirOf(v));
       const [sub, id] = pos;
       if (sub === 'list') {
         for (const a of listAccounts(log)) {
-          console.log(`${a.id}  status=${a.status}  emailVerified=${a.emailVerified}  messages=${JSON.stringify(a.messageVisibility)}  signals=${JSON.stringify(a.signalVisibility)}  historyDays=${a.historyWindowDays ?? 'unlimited'}  scopes=${accountScopes(a).join(',')}`);
+          console.log(
+            `${a.id}  status=${a.status}  emailVerified=${a.emailVerified}  messages=${JSON.stringify(a.messageVisibility)}  signals=${JSON.stringify(a.signalVisibility)}  historyDays=${a.historyWindowDays ?? 'unlimited'}  scopes=${accountScopes(a).join(',')}`,
+          );
         }
         return;
       }
       if (sub === 'password') {
-        if (!id || !listAccounts(log).some((a) => a.id === id)) die(`accounts password needs an existing account id${id ? ` (no account ${id})` : ''}`);
+        if (!id || !listAccounts(log).some((a) => a.id === id))
+          die(`accounts password needs an existing account id${id ? ` (no account ${id})` : ''}`);
         const password = await readPassword();
         const { setPassword, MIN_PASSWORD_LENGTH } = await import('./auth/passwords.ts');
         if (password.length < MIN_PASSWORD_LENGTH) die(`a password has at least ${MIN_PASSWORD_LENGTH} characters`);
@@ -278,14 +371,17 @@ const COMMANDS: Record<string, Command> = {
       if (v.status && v.status !== 'active' && v.status !== 'blocked') die('--status is active or blocked');
       if (v['email-verified'] && !['true', 'false'].includes(v['email-verified'])) die('--email-verified is true or false');
       const days = v['history-days'];
-      if (days && days !== 'none' && !(Number.isInteger(Number(days)) && Number(days) > 0)) die('--history-days is a positive integer or none');
+      if (days && days !== 'none' && !(Number.isInteger(Number(days)) && Number(days) > 0))
+        die('--history-days is a positive integer or none');
       const rec = putAccount(log, {
         id,
         status: v.status ?? prev?.status ?? 'active',
-        emailVerified: v['email-verified'] ? v['email-verified'] === 'true' : prev?.emailVerified ?? true,
-        messageVisibility: v['message-visibility'] ? parseVisibility(v['message-visibility']) : prev?.messageVisibility ?? { mode: 'all' },
-        signalVisibility: v['signal-visibility'] ? parseVisibility(v['signal-visibility']) : prev?.signalVisibility ?? { mode: 'all' },
-        historyWindowDays: days === undefined ? prev?.historyWindowDays ?? null : days === 'none' ? null : Number(days),
+        emailVerified: v['email-verified'] ? v['email-verified'] === 'true' : (prev?.emailVerified ?? true),
+        messageVisibility: v['message-visibility']
+          ? parseVisibility(v['message-visibility'])
+          : (prev?.messageVisibility ?? { mode: 'all' }),
+        signalVisibility: v['signal-visibility'] ? parseVisibility(v['signal-visibility']) : (prev?.signalVisibility ?? { mode: 'all' }),
+        historyWindowDays: days === undefined ? (prev?.historyWindowDays ?? null) : days === 'none' ? null : Number(days),
         scopes: v.scopes === undefined ? accountScopes(prev ?? {}) : v.scopes === 'all' ? [...SCOPES] : [...new Set(parseScopes(v.scopes))],
       });
       console.log(`${sub === 'create' ? 'created' : 'updated'} account ${rec.id} (version ${rec.version})`);
@@ -296,7 +392,11 @@ const COMMANDS: Record<string, Command> = {
 /** Runs until SIGINT or SIGTERM, then stops the process's work. */
 function serveUntilSignal(p: { stop(): Promise<void> }): Promise<number> {
   return new Promise<number>((resolve) => {
-    const stop = async () => { await p.stop().catch(() => {}); resolve(0); process.exit(0); };
+    const stop = async () => {
+      await p.stop().catch(() => {});
+      resolve(0);
+      process.exit(0);
+    };
     process.once('SIGINT', stop);
     process.once('SIGTERM', stop);
   });
@@ -307,41 +407,73 @@ async function readPassword(): Promise<string> {
   const { createInterface } = await import('node:readline');
   if (!process.stdin.isTTY) {
     const rl = createInterface({ input: process.stdin });
-    for await (const line of rl) { rl.close(); return line; }
+    for await (const line of rl) {
+      rl.close();
+      return line;
+    }
     return '';
   }
-  const ask = (prompt: string) => new Promise<string>((resolve) => {
-    const rl = createInterface({ input: process.stdin, output: process.stderr, terminal: true });
-    const out = rl as unknown as { _writeToOutput: (s: string) => void };
-    out._writeToOutput = (s: string) => { if (s.startsWith(prompt)) process.stderr.write(prompt); };
-    rl.question(prompt, (answer) => { rl.close(); process.stderr.write('\n'); resolve(answer); });
-  });
+  const ask = (prompt: string) =>
+    new Promise<string>((resolve) => {
+      const rl = createInterface({ input: process.stdin, output: process.stderr, terminal: true });
+      const out = rl as unknown as { _writeToOutput: (s: string) => void };
+      out._writeToOutput = (s: string) => {
+        if (s.startsWith(prompt)) process.stderr.write(prompt);
+      };
+      rl.question(prompt, (answer) => {
+        rl.close();
+        process.stderr.write('\n');
+        resolve(answer);
+      });
+    });
   const first = await ask('new password: ');
   if ((await ask('again: ')) !== first) die('the two passwords differ');
   return first;
 }
 
 function mainHelp(): string {
-  return `signalbase: read-only trading-signal data service\n\nUsage:\n${Object.values(COMMANDS).map((c) => `  ${c.usage}`).join('\n')}\n\nRun signalbase COMMAND --help for details (each lists the environment it reads).\n${environmentHelp('start')}\n`;
+  return `signalbase: read-only trading-signal data service\n\nUsage:\n${Object.values(COMMANDS)
+    .map((c) => `  ${c.usage}`)
+    .join('\n')}\n\nRun signalbase COMMAND --help for details (each lists the environment it reads).\n${environmentHelp('start')}\n`;
 }
 
 async function main(argv: string[]): Promise<number> {
   // What any command creates under DATA_DIR (chdb's own files too) is the owner's alone.
   process.umask(0o077);
   const [name, ...rest] = argv;
-  if (!name || name === '--help' || name === '-h' || name === 'help') { process.stdout.write(mainHelp()); return name ? 0 : 1; }
+  if (!name || name === '--help' || name === '-h' || name === 'help') {
+    process.stdout.write(mainHelp());
+    return name ? 0 : 1;
+  }
   const cmd = COMMANDS[name];
-  if (!cmd) { process.stderr.write(`unknown command ${name}\n\n${mainHelp()}`); return 2; }
-  if (rest.includes('--help') || rest.includes('-h')) { process.stdout.write(`Usage: ${cmd.usage}\n\n${cmd.help}\n\n${environmentHelp(cmd.env)}\n`); return 0; }
+  if (!cmd) {
+    process.stderr.write(`unknown command ${name}\n\n${mainHelp()}`);
+    return 2;
+  }
+  if (rest.includes('--help') || rest.includes('-h')) {
+    process.stdout.write(`Usage: ${cmd.usage}\n\n${cmd.help}\n\n${environmentHelp(cmd.env)}\n`);
+    return 0;
+  }
   let parsed: ReturnType<typeof parseArgs>;
   try {
     parsed = parseArgs({ args: rest, options: cmd.options, allowPositionals: true, strict: true });
-  } catch (e) { process.stderr.write(`${(e as Error).message}\n\nUsage: ${cmd.usage}\n`); return 2; }
+  } catch (e) {
+    process.stderr.write(`${(e as Error).message}\n\nUsage: ${cmd.usage}\n`);
+    return 2;
+  }
   try {
     return (await cmd.run(parsed.values, parsed.positionals)) ?? 0;
   } catch (e) {
-    if (e instanceof UsageError) { process.stderr.write(`${e.message}\n\nUsage: ${cmd.usage}\n`); return 2; }
-    if (e instanceof ConfigError) { process.stderr.write(`signalbase ${name}: the environment is not usable:\n${e.problems.map((p) => `  ${p}\n`).join('')}(signalbase ${name} --help lists what it reads)\n`); return 2; }
+    if (e instanceof UsageError) {
+      process.stderr.write(`${e.message}\n\nUsage: ${cmd.usage}\n`);
+      return 2;
+    }
+    if (e instanceof ConfigError) {
+      process.stderr.write(
+        `signalbase ${name}: the environment is not usable:\n${e.problems.map((p) => `  ${p}\n`).join('')}(signalbase ${name} --help lists what it reads)\n`,
+      );
+      return 2;
+    }
     process.stderr.write(`signalbase ${name}: ${(e as Error).message}\n`);
     return 1;
   }

@@ -40,20 +40,28 @@ const text = (v: string): string => v;
 /** An absolute http(s) URL. */
 export function absoluteUrl(v: string): string {
   let u: URL;
-  try { u = new URL(v); } catch { throw new Error(`must be an absolute http(s) URL, got ${v}`); }
+  try {
+    u = new URL(v);
+  } catch {
+    throw new Error(`must be an absolute http(s) URL, got ${v}`);
+  }
   if (u.protocol !== 'https:' && u.protocol !== 'http:') throw new Error(`must be an absolute http(s) URL, got ${v}`);
   return u.href;
 }
 
 /** MCP_ALLOWED_ORIGINS: comma-separated http(s) origins (`https://app.example`, `http://localhost:3000`). */
 export function parseOrigins(v: string): string[] {
-  return v.split(',').map((s) => s.trim()).filter(Boolean).map((s) => {
-    const u = new URL(absoluteUrl(s));
-    if (u.pathname !== '/' || u.search || u.hash || u.username || u.password) throw new Error(`lists origins (scheme://host[:port]) only, got ${s}`);
-    return u.origin;
-  });
+  return v
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)
+    .map((s) => {
+      const u = new URL(absoluteUrl(s));
+      if (u.pathname !== '/' || u.search || u.hash || u.username || u.password)
+        throw new Error(`lists origins (scheme://host[:port]) only, got ${s}`);
+      return u.origin;
+    });
 }
-
 
 /**
  * Longest a read replica's request to the ClickHouse server may go without an answer (ms;
@@ -63,59 +71,184 @@ export function parseOrigins(v: string): string[] {
 export const READ_STORE_TIMEOUT_MS = 10_000;
 
 export const SETTINGS = [
-  setting({ name: 'PORT', key: 'port', help: 'HTTP port', in: { start: { default: '8080' }, api: { default: '8080' }, mcp: { default: '8081' } }, parse: port }),
-  setting({ name: 'HOST', key: 'host', help: 'listen address (0.0.0.0 to expose it)', in: { start: { default: '127.0.0.1' }, api: { default: '127.0.0.1' }, mcp: { default: '127.0.0.1' }, projector: { default: '127.0.0.1' } }, parse: text }),
-  setting({ name: 'DATA_DIR', key: 'dataDir', help: 'log, offsets, chdb data, demo key, auth files', in: { start: { default: './.data' }, ingest: { default: './.data' }, admin: { default: './.data' } }, parse: (v) => resolve(v) }),
   setting({
-    name: 'LOG_LEVEL', key: 'logLevel', help: `request log level (${LOG_LEVELS.join(', ')}; silent turns request logs off)`,
-    in: { start: { default: 'info' }, api: { default: 'info' }, mcp: { default: 'info' } },
-    parse: (v) => { if (!LOG_LEVELS.includes(v)) throw new Error(`must be one of ${LOG_LEVELS.join(', ')}, got ${v}`); return v; },
+    name: 'PORT',
+    key: 'port',
+    help: 'HTTP port',
+    in: { start: { default: '8080' }, api: { default: '8080' }, mcp: { default: '8081' } },
+    parse: port,
   }),
   setting({
-    name: 'RATE_LIMITS', key: 'rateLimits', help: 'requests per minute per account and per client address, e.g. default=600,address=6000,ACCOUNT_ID=6000; off: none',
+    name: 'HOST',
+    key: 'host',
+    help: 'listen address (0.0.0.0 to expose it)',
+    in: {
+      start: { default: '127.0.0.1' },
+      api: { default: '127.0.0.1' },
+      mcp: { default: '127.0.0.1' },
+      projector: { default: '127.0.0.1' },
+    },
+    parse: text,
+  }),
+  setting({
+    name: 'DATA_DIR',
+    key: 'dataDir',
+    help: 'log, offsets, chdb data, demo key, auth files',
+    in: { start: { default: './.data' }, ingest: { default: './.data' }, admin: { default: './.data' } },
+    parse: (v) => resolve(v),
+  }),
+  setting({
+    name: 'LOG_LEVEL',
+    key: 'logLevel',
+    help: `request log level (${LOG_LEVELS.join(', ')}; silent turns request logs off)`,
+    in: { start: { default: 'info' }, api: { default: 'info' }, mcp: { default: 'info' } },
+    parse: (v) => {
+      if (!LOG_LEVELS.includes(v)) throw new Error(`must be one of ${LOG_LEVELS.join(', ')}, got ${v}`);
+      return v;
+    },
+  }),
+  setting({
+    name: 'RATE_LIMITS',
+    key: 'rateLimits',
+    help: 'requests per minute per account and per client address, e.g. default=600,address=6000,ACCOUNT_ID=6000; off: none',
     in: { start: { default: DEFAULT_RATE_LIMITS }, api: { default: DEFAULT_RATE_LIMITS }, mcp: { default: DEFAULT_RATE_LIMITS } },
     parse: (v): RateLimits | undefined => parseRateLimits(v),
   }),
   setting({
-    name: 'CURSOR_SECRET', key: 'cursorSecret', help: 'key (32 bytes or more) that signs pagination cursors; the same for every API replica',
+    name: 'CURSOR_SECRET',
+    key: 'cursorSecret',
+    help: 'key (32 bytes or more) that signs pagination cursors; the same for every API replica',
     in: { start: { defaultHelp: 'a key kept in DATA_DIR' }, api: { required: true }, mcp: { required: true } },
-    parse: (v) => { if (Buffer.byteLength(v) < 32) throw new Error('must be 32 bytes or more'); return v; },
+    parse: (v) => {
+      if (Buffer.byteLength(v) < 32) throw new Error('must be 32 bytes or more');
+      return v;
+    },
   }),
   setting({
-    name: 'MCP_URL', key: 'mcpUrl', help: 'public address of /mcp, the audience of its tokens',
-    in: { start: { defaultHelp: 'http://HOST:PORT/mcp' }, mcp: { required: true } }, parse: (v) => absoluteUrl(v),
+    name: 'MCP_URL',
+    key: 'mcpUrl',
+    help: 'public address of /mcp, the audience of its tokens',
+    in: { start: { defaultHelp: 'http://HOST:PORT/mcp' }, mcp: { required: true } },
+    parse: (v) => absoluteUrl(v),
   }),
   setting({
-    name: 'AUTH_ISSUER', key: 'authIssuer', help: 'the OAuth authorization server whose tokens /mcp accepts',
-    in: { start: { defaultHelp: 'the built-in dev one, at the origin of MCP_URL' }, mcp: { required: true } }, parse: (v) => absoluteUrl(v).replace(/\/$/, ''),
+    name: 'AUTH_ISSUER',
+    key: 'authIssuer',
+    help: 'the OAuth authorization server whose tokens /mcp accepts',
+    in: { start: { defaultHelp: 'the built-in dev one, at the origin of MCP_URL' }, mcp: { required: true } },
+    parse: (v) => absoluteUrl(v).replace(/\/$/, ''),
   }),
   setting({
-    name: 'MCP_ALLOWED_ORIGINS', key: 'mcpAllowedOrigins', help: "browser origins allowed to call /mcp besides MCP_URL's own, comma-separated, e.g. https://app.example; requests without Origin are allowed",
-    in: { start: { defaultHelp: 'none' }, mcp: { defaultHelp: 'none' } }, parse: parseOrigins,
+    name: 'MCP_ALLOWED_ORIGINS',
+    key: 'mcpAllowedOrigins',
+    help: "browser origins allowed to call /mcp besides MCP_URL's own, comma-separated, e.g. https://app.example; requests without Origin are allowed",
+    in: { start: { defaultHelp: 'none' }, mcp: { defaultHelp: 'none' } },
+    parse: parseOrigins,
   }),
   setting({
-    name: 'METRICS_PORT', key: 'metricsPort', help: 'serve /metrics on this port only (not on the API port)',
-    in: { start: { defaultHelp: 'on the API port' }, api: { defaultHelp: 'on PORT' }, mcp: { defaultHelp: 'on PORT' }, projector: { default: '9464' } }, parse: port,
+    name: 'METRICS_PORT',
+    key: 'metricsPort',
+    help: 'serve /metrics on this port only (not on the API port)',
+    in: {
+      start: { defaultHelp: 'on the API port' },
+      api: { defaultHelp: 'on PORT' },
+      mcp: { defaultHelp: 'on PORT' },
+      projector: { default: '9464' },
+    },
+    parse: port,
   }),
   setting({
-    name: 'METRICS_HOST', key: 'metricsHost', help: 'the listen address of METRICS_PORT',
-    in: { start: { default: '127.0.0.1' }, api: { default: '127.0.0.1' }, mcp: { default: '127.0.0.1' }, projector: { defaultHelp: 'HOST' } }, parse: text,
+    name: 'METRICS_HOST',
+    key: 'metricsHost',
+    help: 'the listen address of METRICS_PORT',
+    in: {
+      start: { default: '127.0.0.1' },
+      api: { default: '127.0.0.1' },
+      mcp: { default: '127.0.0.1' },
+      projector: { defaultHelp: 'HOST' },
+    },
+    parse: text,
   }),
   setting({
-    name: 'KAFKA_BROKERS', key: 'kafkaBrokers', help: 'the Kafka bootstrap brokers, host:port,host:port',
-    in: { projector: { required: true }, topics: { defaultHelp: 'none; needed unless SIGNALBASE_CREATE_TOPICS=false' }, ingest: { defaultHelp: 'none; needed by --to kafka' } },
-    parse: (v) => { const b = v.split(',').map((s) => s.trim()).filter(Boolean); if (!b.length) throw new Error('names no broker'); return b; },
+    name: 'KAFKA_BROKERS',
+    key: 'kafkaBrokers',
+    help: 'the Kafka bootstrap brokers, host:port,host:port',
+    in: {
+      projector: { required: true },
+      topics: { defaultHelp: 'none; needed unless SIGNALBASE_CREATE_TOPICS=false' },
+      ingest: { defaultHelp: 'none; needed by --to kafka' },
+    },
+    parse: (v) => {
+      const b = v
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean);
+      if (!b.length) throw new Error('names no broker');
+      return b;
+    },
   }),
-  setting({ name: 'KAFKA_TOPIC_PREFIX', key: 'kafkaTopicPrefix', help: 'prepended to every topic name, for deployments sharing a cluster', in: { projector: { default: '' }, topics: { default: '' }, ingest: { default: '' } }, parse: text }),
-  setting({ name: 'SIGNALBASE_CREATE_TOPICS', key: 'createTopics', help: 'false: topics are managed elsewhere, `topics create` does nothing', in: { topics: { default: 'true' } }, parse: (v) => { if (v !== 'true' && v !== 'false') throw new Error(`must be true or false, got ${v}`); return v === 'true'; } }),
-  setting({ name: 'CLICKHOUSE_URL', key: 'clickhouseUrl', help: 'the ClickHouse server, e.g. http://user:password@clickhouse:8123', in: { projector: { required: true }, api: { required: true }, mcp: { required: true } }, parse: (v) => absoluteUrl(v) }),
-  setting({ name: 'CLICKHOUSE_DATABASE', key: 'clickhouseDatabase', help: 'the database of the read models', in: { projector: { default: 'signalbase' }, api: { default: 'signalbase' }, mcp: { default: 'signalbase' } }, parse: text }),
-  setting({ name: 'CLICKHOUSE_REQUEST_TIMEOUT_MS', key: 'clickhouseRequestTimeoutMs', help: 'the longest a request to the ClickHouse server may go without an answer', in: { api: { default: String(READ_STORE_TIMEOUT_MS) }, mcp: { default: String(READ_STORE_TIMEOUT_MS) } }, parse: positiveMs }),
-  setting({ name: 'REDIS_URL', key: 'redisUrl', help: 'Redis, e.g. redis://redis:6379: the state API replicas and projectors share', in: { projector: { defaultHelp: 'none; needed for more than one instance' }, api: { required: true }, mcp: { required: true } }, parse: text }),
-  setting({ name: 'REDIS_PREFIX', key: 'redisPrefix', help: 'prefix of every Redis key, for deployments sharing a Redis', in: { projector: { default: 'signalbase' }, api: { default: 'signalbase' }, mcp: { default: 'signalbase' } }, parse: text }),
   setting({
-    name: 'REDIS_COMMAND_TIMEOUT_MS', key: 'redisCommandTimeoutMs', help: 'a Redis command that takes longer fails (reads are then answered from the store; a batch is applied again later)',
-    in: { projector: { default: String(REDIS_COMMAND_TIMEOUT_MS) }, api: { default: String(REDIS_COMMAND_TIMEOUT_MS) }, mcp: { default: String(REDIS_COMMAND_TIMEOUT_MS) } }, parse: positiveMs,
+    name: 'KAFKA_TOPIC_PREFIX',
+    key: 'kafkaTopicPrefix',
+    help: 'prepended to every topic name, for deployments sharing a cluster',
+    in: { projector: { default: '' }, topics: { default: '' }, ingest: { default: '' } },
+    parse: text,
+  }),
+  setting({
+    name: 'SIGNALBASE_CREATE_TOPICS',
+    key: 'createTopics',
+    help: 'false: topics are managed elsewhere, `topics create` does nothing',
+    in: { topics: { default: 'true' } },
+    parse: (v) => {
+      if (v !== 'true' && v !== 'false') throw new Error(`must be true or false, got ${v}`);
+      return v === 'true';
+    },
+  }),
+  setting({
+    name: 'CLICKHOUSE_URL',
+    key: 'clickhouseUrl',
+    help: 'the ClickHouse server, e.g. http://user:password@clickhouse:8123',
+    in: { projector: { required: true }, api: { required: true }, mcp: { required: true } },
+    parse: (v) => absoluteUrl(v),
+  }),
+  setting({
+    name: 'CLICKHOUSE_DATABASE',
+    key: 'clickhouseDatabase',
+    help: 'the database of the read models',
+    in: { projector: { default: 'signalbase' }, api: { default: 'signalbase' }, mcp: { default: 'signalbase' } },
+    parse: text,
+  }),
+  setting({
+    name: 'CLICKHOUSE_REQUEST_TIMEOUT_MS',
+    key: 'clickhouseRequestTimeoutMs',
+    help: 'the longest a request to the ClickHouse server may go without an answer',
+    in: { api: { default: String(READ_STORE_TIMEOUT_MS) }, mcp: { default: String(READ_STORE_TIMEOUT_MS) } },
+    parse: positiveMs,
+  }),
+  setting({
+    name: 'REDIS_URL',
+    key: 'redisUrl',
+    help: 'Redis, e.g. redis://redis:6379: the state API replicas and projectors share',
+    in: { projector: { defaultHelp: 'none; needed for more than one instance' }, api: { required: true }, mcp: { required: true } },
+    parse: text,
+  }),
+  setting({
+    name: 'REDIS_PREFIX',
+    key: 'redisPrefix',
+    help: 'prefix of every Redis key, for deployments sharing a Redis',
+    in: { projector: { default: 'signalbase' }, api: { default: 'signalbase' }, mcp: { default: 'signalbase' } },
+    parse: text,
+  }),
+  setting({
+    name: 'REDIS_COMMAND_TIMEOUT_MS',
+    key: 'redisCommandTimeoutMs',
+    help: 'a Redis command that takes longer fails (reads are then answered from the store; a batch is applied again later)',
+    in: {
+      projector: { default: String(REDIS_COMMAND_TIMEOUT_MS) },
+      api: { default: String(REDIS_COMMAND_TIMEOUT_MS) },
+      mcp: { default: String(REDIS_COMMAND_TIMEOUT_MS) },
+    },
+    parse: positiveMs,
   }),
 ] as const;
 
@@ -125,7 +258,9 @@ export type ProcessSettings = { [S in Settings[number] as S['key']]: ReturnType<
 
 /** An environment that does not give a process what it needs, or gives a value that is not allowed; `problems` are all of them. */
 export class ConfigError extends Error {
-  constructor(readonly problems: string[]) { super(`configuration: ${problems.join('; ')}`); }
+  constructor(readonly problems: string[]) {
+    super(`configuration: ${problems.join('; ')}`);
+  }
 }
 
 /** Reads and checks every setting `kind` uses from `env`; throws a ConfigError naming every problem at once. */
@@ -141,7 +276,9 @@ export function readSettings(kind: ProcessKind, env: NodeJS.ProcessEnv = process
       if (use.required) problems.push(`${s.name} is not set: ${s.help}`);
       continue;
     }
-    try { out[s.key] = s.parse(value, env); } catch (err) {
+    try {
+      out[s.key] = s.parse(value, env);
+    } catch (err) {
       const message = (err as Error).message;
       problems.push(message.startsWith(`${s.name}:`) ? message : `${s.name} ${message}`);
     }
@@ -158,14 +295,24 @@ export function environmentHelp(kind: ProcessKind): string {
   const width = Math.max(...used.map((s) => s.name.length));
   const lines = used.map((s) => {
     const use = s.in[kind]!;
-    const d = use.required ? 'required' : use.defaultHelp ? `default: ${use.defaultHelp}` : use.default ? `default ${use.default}` : 'default none';
+    const d = use.required
+      ? 'required'
+      : use.defaultHelp
+        ? `default: ${use.defaultHelp}`
+        : use.default
+          ? `default ${use.default}`
+          : 'default none';
     return `  ${s.name.padEnd(width)}  ${s.help} (${d})`;
   });
   return `Environment:\n${lines.join('\n')}`;
 }
 
 export interface Config {
-  port: number; host: string; dataDir: string; logLevel: string; rateLimits?: RateLimits;
+  port: number;
+  host: string;
+  dataDir: string;
+  logLevel: string;
+  rateLimits?: RateLimits;
   /** MCP_URL: the public address of /mcp, the audience of its tokens (default: this server's /mcp). */
   mcpUrl?: string;
   /** AUTH_ISSUER: the authorization server of the MCP surface (default: the dev one of the embedded mode, at MCP_URL's origin). */
@@ -179,13 +326,19 @@ export interface Config {
 }
 
 /** A listen address of its own for /metrics. */
-export interface MetricsListen { port: number; host: string }
+export interface MetricsListen {
+  port: number;
+  host: string;
+}
 
 /** The embedded mode's configuration (`signalbase start`; flags override the environment in the CLI). */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const s = readSettings('start', env);
   return {
-    port: s.port!, host: s.host!, dataDir: s.dataDir!, logLevel: s.logLevel!,
+    port: s.port!,
+    host: s.host!,
+    dataDir: s.dataDir!,
+    logLevel: s.logLevel!,
     ...(s.rateLimits ? { rateLimits: s.rateLimits } : {}),
     ...(s.mcpUrl ? { mcpUrl: s.mcpUrl } : {}),
     ...(s.authIssuer ? { authIssuer: s.authIssuer } : {}),
@@ -209,4 +362,5 @@ export function authUrls(cfg: Pick<Config, 'mcpUrl' | 'authIssuer'>, origin: str
 }
 
 /** This machine's origin for a listen address (a wildcard address is reached as localhost). */
-export const originOf = (host: string, port: number) => `http://${host === '0.0.0.0' || host === '::' ? 'localhost' : host.includes(':') ? `[${host}]` : host}:${port}`;
+export const originOf = (host: string, port: number) =>
+  `http://${host === '0.0.0.0' || host === '::' ? 'localhost' : host.includes(':') ? `[${host}]` : host}:${port}`;

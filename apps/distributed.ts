@@ -1,21 +1,29 @@
-import { Kafka, logLevel } from 'kafkajs';
-import { Redis } from 'ioredis';
 import type { FastifyInstance } from 'fastify';
-import type { LogSubscription } from '../projectors/log/port.ts';
-import type { Store } from '../storage/port.ts';
+import { Redis } from 'ioredis';
+import { Kafka, logLevel } from 'kafkajs';
 import { RedisGate } from '../projectors/log/gate.ts';
 import { KafkaLog, type PartitionPosition } from '../projectors/log/kafka.ts';
-import { feedWatermark } from '../storage/tables/feed-groups.ts';
+import type { LogSubscription } from '../projectors/log/port.ts';
 import { migrateReadModels, PROJECTOR_GROUP, runProjector } from '../projectors/runner.ts';
-import { ClickHouseStore } from '../storage/clickhouse.ts';
 import { TOPIC_NAMES } from '../schemas/topics/index.ts';
+import { ClickHouseStore } from '../storage/clickhouse.ts';
+import type { Store } from '../storage/port.ts';
+import { feedWatermark } from '../storage/tables/feed-groups.ts';
 import type { RateLimits } from './api/rate-limit.ts';
 import { ReadCache } from './api/read-cache.ts';
-import { buildApi, type ApiDeps } from './api/server.ts';
+import { type ApiDeps, buildApi } from './api/server.ts';
 import { ApiKeyAuthenticator } from './auth/keys.ts';
-import { FailOpenCache, REDIS_COMMAND_TIMEOUT_MS, RedisCache, RedisFallback, RedisLagBoard, redisClientOptions, RedisWatermarks } from './cache/redis.ts';
-import { TokenVerifier, type AuthUrls } from './mcp/bearer.ts';
-import { ConfigError, readSettings, type MetricsListen } from './config.ts';
+import {
+  FailOpenCache,
+  REDIS_COMMAND_TIMEOUT_MS,
+  RedisCache,
+  RedisFallback,
+  RedisLagBoard,
+  RedisWatermarks,
+  redisClientOptions,
+} from './cache/redis.ts';
+import { ConfigError, type MetricsListen, readSettings } from './config.ts';
+import { type AuthUrls, TokenVerifier } from './mcp/bearer.ts';
 import { Metrics, serveMetrics } from './metrics.ts';
 import { CursorCodec } from './reads/cursor.ts';
 
@@ -61,7 +69,10 @@ function sayNowAndThen(say: Say, everyMs = 30_000): (kind: string, line: string)
   return (kind, line) => {
     const now = Date.now();
     const l = last.get(kind);
-    if (l && now - l.at < everyMs) { l.more++; return; }
+    if (l && now - l.at < everyMs) {
+      l.more++;
+      return;
+    }
     say(l?.more ? `${line} (and ${l.more} more like it in ${Math.round((now - l.at) / 1000)} s)` : line);
     last.set(kind, { at: now, more: 0 });
   };
@@ -75,11 +86,17 @@ function storeProbe(store: Store): () => Promise<boolean> {
   let last: { at: number; up: Promise<boolean> } | undefined;
   return () => {
     const now = Date.now();
-    if (!last || now - last.at >= 1_000) last = { at: now, up: store.query('SELECT 1', {}, { timeoutMs: STORE_PROBE_TIMEOUT_MS }).then(() => true, () => false) };
+    if (!last || now - last.at >= 1_000)
+      last = {
+        at: now,
+        up: store.query('SELECT 1', {}, { timeoutMs: STORE_PROBE_TIMEOUT_MS }).then(
+          () => true,
+          () => false,
+        ),
+      };
     return last.up;
   };
 }
-
 
 /** Consumer groups start over from the earliest offsets (a read-model rebuild); the group must have no live member. */
 async function resetGroup(brokers: string[], prefix: string, group: string, say: Say): Promise<void> {
@@ -88,7 +105,9 @@ async function resetGroup(brokers: string[], prefix: string, group: string, say:
   try {
     for (const topic of TOPIC_NAMES) await admin.resetOffsets({ groupId: group, topic: prefix + topic, earliest: true });
     say(`consumer group ${group}: offsets reset to the start of every topic`);
-  } finally { await admin.disconnect(); }
+  } finally {
+    await admin.disconnect();
+  }
 }
 
 /**
@@ -98,20 +117,37 @@ async function resetGroup(brokers: string[], prefix: string, group: string, say:
  * group's position per partition goes on the lag board for the APIs' /healthz and /metrics (they
  * have no Kafka client). Without Redis: a lone projector.
  */
-export function sharedProjector(store: Store, opts: {
-  brokers: string[]; topicPrefix?: string; redis?: Redis; keys: RedisKeys; say: Say; metrics?: Metrics; clientId?: string; maxWaitMs?: number;
-  onCommit?: (info: { topic: string; applied: number; dead: number }) => void;
-}): { log: KafkaLog; sub: LogSubscription; stop(): Promise<void> } {
+export function sharedProjector(
+  store: Store,
+  opts: {
+    brokers: string[];
+    topicPrefix?: string;
+    redis?: Redis;
+    keys: RedisKeys;
+    say: Say;
+    metrics?: Metrics;
+    clientId?: string;
+    maxWaitMs?: number;
+    onCommit?: (info: { topic: string; applied: number; dead: number }) => void;
+  },
+): { log: KafkaLog; sub: LogSubscription; stop(): Promise<void> } {
   const { redis, keys } = opts;
   const cache = redis ? new RedisCache(redis, keys.cache) : undefined;
   const versions = redis ? new RedisWatermarks(redis, keys.watermarks) : undefined;
   const complain = sayNowAndThen(opts.say);
   // The client reconnects by itself; without a listener ioredis prints each failed attempt.
-  redis?.on('error', (err: Error) => complain('redis', `projector: Redis: ${err.message} (batches wait for it: none is applied without an apply turn)`));
+  redis?.on('error', (err: Error) =>
+    complain('redis', `projector: Redis: ${err.message} (batches wait for it: none is applied without an apply turn)`),
+  );
   const board = redis ? new RedisLagBoard(redis, keys.lag) : undefined;
   const log = new KafkaLog({
-    brokers: opts.brokers, topicPrefix: opts.topicPrefix, clientId: opts.clientId ?? 'signalbase-projector', ...(opts.maxWaitMs ? { maxWaitMs: opts.maxWaitMs } : {}),
-    ...(redis ? { gate: (g: string) => new RedisGate(redis, g, { prefix: keys.prefix }), onPositions: (p: PartitionPosition[]) => board!.record(p) } : {}),
+    brokers: opts.brokers,
+    topicPrefix: opts.topicPrefix,
+    clientId: opts.clientId ?? 'signalbase-projector',
+    ...(opts.maxWaitMs ? { maxWaitMs: opts.maxWaitMs } : {}),
+    ...(redis
+      ? { gate: (g: string) => new RedisGate(redis, g, { prefix: keys.prefix }), onPositions: (p: PartitionPosition[]) => board!.record(p) }
+      : {}),
   });
   const sub = runProjector(log, store, {
     onCommit: async (info) => {
@@ -123,14 +159,32 @@ export function sharedProjector(store: Store, opts: {
       await cache?.clear('auth:');
     },
     // While Redis or the store is away each batch fails every second: one line per topic and cause now and then.
-    onError: (err, topic) => complain(`${topic}:${(err as Error).message}`, `projector: batch of ${topic} failed, retrying: ${(err as Error).message}`),
+    onError: (err, topic) =>
+      complain(`${topic}:${(err as Error).message}`, `projector: batch of ${topic} failed, retrying: ${(err as Error).message}`),
   });
   // Every partition's position, also those no batch came from lately (reading the lag reports them).
   // A Redis restarted without its data has no data version (replicas read uncached meanwhile): publish one above every earlier one.
-  const republish = () => versions?.find(DATA_VERSION).then((v) => (v === undefined ? versions.bump(DATA_VERSION, Date.now() * 1000) : v)).catch(() => {});
-  const report = board ? setInterval(() => { sub.lag().catch(() => {}); void republish(); }, 2000) : undefined;
+  const republish = () =>
+    versions
+      ?.find(DATA_VERSION)
+      .then((v) => (v === undefined ? versions.bump(DATA_VERSION, Date.now() * 1000) : v))
+      .catch(() => {});
+  const report = board
+    ? setInterval(() => {
+        sub.lag().catch(() => {});
+        void republish();
+      }, 2000)
+    : undefined;
   void republish();
-  return { log, sub, async stop() { clearInterval(report); await sub.stop(); await log.close(); } };
+  return {
+    log,
+    sub,
+    async stop() {
+      clearInterval(report);
+      await sub.stop();
+      await log.close();
+    },
+  };
 }
 
 /**
@@ -147,19 +201,35 @@ export async function runProjectorProcess(env: NodeJS.ProcessEnv, say: Say): Pro
   const watermarks = redis ? new RedisWatermarks(redis, keys.watermarks) : undefined;
   const board = redis ? new RedisLagBoard(redis, keys.lag) : undefined;
   // Instances starting together migrate one at a time (the first rebuilds, the others find the version current).
-  const rebuild = async () => { await resetGroup(cfg.kafkaBrokers!, cfg.kafkaTopicPrefix!, PROJECTOR_GROUP, say); await board?.clear(); };
+  const rebuild = async () => {
+    await resetGroup(cfg.kafkaBrokers!, cfg.kafkaTopicPrefix!, PROJECTOR_GROUP, say);
+    await board?.clear();
+  };
   const migrate = () => migrateReadModels(store, rebuild, say);
   await (redis ? new RedisGate(redis, 'migrate', { prefix: keys.prefix }).run(migrate) : migrate());
   let commits = 0;
   const metrics = new Metrics({
-    projectorLag: () => projector.sub.lag(), feedWatermark: () => feedWatermark(store),
+    projectorLag: () => projector.sub.lag(),
+    feedWatermark: () => feedWatermark(store),
     dataVersion: async () => (watermarks ? watermarks.get(DATA_VERSION) : commits),
     ...(board ? { consumerLag: () => board.partitions() } : {}),
   });
-  const projector = sharedProjector(store, { brokers: cfg.kafkaBrokers!, topicPrefix: cfg.kafkaTopicPrefix!, redis, keys, metrics, say, onCommit: () => { commits++; } });
+  const projector = sharedProjector(store, {
+    brokers: cfg.kafkaBrokers!,
+    topicPrefix: cfg.kafkaTopicPrefix!,
+    redis,
+    keys,
+    metrics,
+    say,
+    onCommit: () => {
+      commits++;
+    },
+  });
   // The projector has no other listener: its metrics are on METRICS_PORT (default 9464), on METRICS_HOST, else HOST.
   const server = await serveMetrics(metrics, { port: cfg.metricsPort!, host: cfg.metricsHost! });
-  say(`projector: consuming ${TOPIC_NAMES.length} topics${cfg.kafkaTopicPrefix ? ` (prefixed ${cfg.kafkaTopicPrefix})` : ''} from ${cfg.kafkaBrokers!.join(',')} in group ${PROJECTOR_GROUP} into ${cfg.clickhouseUrl!.replace(/\/\/[^@/]*@/, '//')} (database ${store.database}); metrics on ${server.url}`);
+  say(
+    `projector: consuming ${TOPIC_NAMES.length} topics${cfg.kafkaTopicPrefix ? ` (prefixed ${cfg.kafkaTopicPrefix})` : ''} from ${cfg.kafkaBrokers!.join(',')} in group ${PROJECTOR_GROUP} into ${cfg.clickhouseUrl!.replace(/\/\/[^@/]*@/, '//')} (database ${store.database}); metrics on ${server.url}`,
+  );
   return {
     async stop() {
       await server.close();
@@ -171,7 +241,9 @@ export async function runProjectorProcess(env: NodeJS.ProcessEnv, say: Say): Pro
 }
 
 export interface ReadAppOptions {
-  store: Store; redis: Redis; keys: RedisKeys;
+  store: Store;
+  redis: Redis;
+  keys: RedisKeys;
   /** The cursor-signing secret every replica shares. */
   secret: Buffer;
   mcp?: AuthUrls;
@@ -197,7 +269,8 @@ export function sharedReadApp(kind: 'api' | 'mcp', o: ReadAppOptions): FastifyIn
   const { store, redis, keys } = o;
   // Redis away: each use of it fails fast and open (a cache miss, an unknown data version, the last lag known), counted and said now and then.
   const fallback = new RedisFallback(redis, {
-    say: o.say ?? (() => {}), onError: (operation) => metrics.redisErrors.inc({ operation }),
+    say: o.say ?? (() => {}),
+    onError: (operation) => metrics.redisErrors.inc({ operation }),
     ...(o.redisCooldownMs !== undefined ? { cooldownMs: o.redisCooldownMs } : {}),
   });
   const cache = new FailOpenCache(new RedisCache(redis, keys.cache), fallback);
@@ -210,24 +283,41 @@ export function sharedReadApp(kind: 'api' | 'mcp', o: ReadAppOptions): FastifyIn
   // here are forgotten once and then live their own few seconds, looked up in the store again.
   const dataVersion = async () => {
     const v = (await fallback.run('data_version', () => watermarks.find(DATA_VERSION), undefined)) ?? Number.NaN;
-    if (!Object.is(v, seen)) { seen = v; auth.forgetDecoded(); }
+    if (!Object.is(v, seen)) {
+      seen = v;
+      auth.forgetDecoded();
+    }
     return v;
   };
   const board = new RedisLagBoard(redis, keys.lag);
   let lag = { total: 0, partitions: [] as { topic: string; partition: number; lag: number }[] };
-  const lagBoard = async () => (lag = await fallback.run('lag_board', async () => {
-    const partitions = await board.partitions();
-    return { total: partitions.reduce((n, p) => n + p.lag, 0), partitions };
-  }, lag));
+  const lagBoard = async () =>
+    (lag = await fallback.run(
+      'lag_board',
+      async () => {
+        const partitions = await board.partitions();
+        return { total: partitions.reduce((n, p) => n + p.lag, 0), partitions };
+      },
+      lag,
+    ));
   const projectorLag = async () => (await lagBoard()).total;
   const metrics = new Metrics({ dataVersion, projectorLag, consumerLag: async () => (await lagBoard()).partitions });
   const storeAnswers = storeProbe(store);
   const urls = o.mcp ? () => o.mcp! : undefined;
   const app = buildApi({
-    store, auth, dataVersion, metrics, metricsRoute: !o.metricsListen, cursors: new CursorCodec(o.secret), clock: o.clock,
-    readCache: new ReadCache(cache, o.clock), rest: kind === 'api',
+    store,
+    auth,
+    dataVersion,
+    metrics,
+    metricsRoute: !o.metricsListen,
+    cursors: new CursorCodec(o.secret),
+    clock: o.clock,
+    readCache: new ReadCache(cache, o.clock),
+    rest: kind === 'api',
     ...(o.rateLimits ? { rateLimits: { ...o.rateLimits, redis } } : {}),
-    ...(urls ? { mcp: { verifier: new TokenVerifier({ store, cache, urls, clock: o.clock }), urls, allowedOrigins: o.allowedOrigins } } : {}),
+    ...(urls
+      ? { mcp: { verifier: new TokenVerifier({ store, cache, urls, clock: o.clock }), urls, allowedOrigins: o.allowedOrigins } }
+      : {}),
     health: async () => {
       const [up, lag] = await Promise.all([storeAnswers(), projectorLag()]);
       return { status: up ? 'ok' : 'degraded', projectorLag: lag };
@@ -237,8 +327,12 @@ export function sharedReadApp(kind: 'api' | 'mcp', o: ReadAppOptions): FastifyIn
   if (o.metricsListen) {
     const listen = o.metricsListen;
     let served: Awaited<ReturnType<typeof serveMetrics>> | undefined;
-    app.addHook('onReady', async () => { served = await serveMetrics(metrics, listen); });
-    app.addHook('onClose', async () => { await served?.close(); });
+    app.addHook('onReady', async () => {
+      served = await serveMetrics(metrics, listen);
+    });
+    app.addHook('onClose', async () => {
+      await served?.close();
+    });
   }
   return app;
 }
@@ -247,32 +341,54 @@ export function sharedReadApp(kind: 'api' | 'mcp', o: ReadAppOptions): FastifyIn
  * `signalbase api` (REST) and `signalbase mcp` (the MCP tool server): read the ClickHouse store;
  * share the cache, the data version, rate limits and the cursor secret with the other replicas.
  */
-export async function runReadProcess(kind: 'api' | 'mcp', env: NodeJS.ProcessEnv, say: Say): Promise<{ url: string; stop(): Promise<void> }> {
+export async function runReadProcess(
+  kind: 'api' | 'mcp',
+  env: NodeJS.ProcessEnv,
+  say: Say,
+): Promise<{ url: string; stop(): Promise<void> }> {
   const cfg = readSettings(kind, env);
   const redis = connectRedis(cfg.redisUrl!, cfg.redisCommandTimeoutMs);
   const mcp: ReadAppOptions['mcp'] = kind === 'mcp' ? { mcpUrl: cfg.mcpUrl!, issuer: cfg.authIssuer! } : undefined;
   // A read stops at its own deadline first (apps/reads/cost.ts); this bounds every other request to the server, e.g. a credential look-up.
-  const store = await new ClickHouseStore({ url: cfg.clickhouseUrl!, database: cfg.clickhouseDatabase!, requestTimeoutMs: cfg.clickhouseRequestTimeoutMs! }).init();
+  const store = await new ClickHouseStore({
+    url: cfg.clickhouseUrl!,
+    database: cfg.clickhouseDatabase!,
+    requestTimeoutMs: cfg.clickhouseRequestTimeoutMs!,
+  }).init();
   const metrics = cfg.metricsPort !== undefined ? { port: cfg.metricsPort, host: cfg.metricsHost! } : undefined;
   const app = sharedReadApp(kind, {
-    store, redis, keys: redisKeys(cfg.redisPrefix), secret: Buffer.from(cfg.cursorSecret!, 'utf8'), mcp, say: (line) => say(`${kind}: ${line}`),
+    store,
+    redis,
+    keys: redisKeys(cfg.redisPrefix),
+    secret: Buffer.from(cfg.cursorSecret!, 'utf8'),
+    mcp,
+    say: (line) => say(`${kind}: ${line}`),
     ...(cfg.mcpAllowedOrigins ? { allowedOrigins: cfg.mcpAllowedOrigins } : {}),
     ...(metrics ? { metricsListen: metrics } : {}),
     ...(cfg.rateLimits ? { rateLimits: cfg.rateLimits } : {}),
     logger: cfg.logLevel === 'silent' ? false : { level: cfg.logLevel! },
   });
   const address = await app.listen({ port: cfg.port!, host: cfg.host! });
-  say(`${kind}: ${kind === 'api' ? 'REST v1 and v2' : `MCP at ${mcp!.mcpUrl} (tokens of ${mcp!.issuer})`} on ${address}${metrics ? ` (metrics on ${metrics.host}:${metrics.port}/metrics)` : ''}, reading ${store.database} at ${cfg.clickhouseUrl!.replace(/\/\/[^@/]*@/, '//')}`);
+  say(
+    `${kind}: ${kind === 'api' ? 'REST v1 and v2' : `MCP at ${mcp!.mcpUrl} (tokens of ${mcp!.issuer})`} on ${address}${metrics ? ` (metrics on ${metrics.host}:${metrics.port}/metrics)` : ''}, reading ${store.database} at ${cfg.clickhouseUrl!.replace(/\/\/[^@/]*@/, '//')}`,
+  );
   return {
     url: address,
-    async stop() { await app.close(); await store.close(); redis.disconnect(); },
+    async stop() {
+      await app.close();
+      await store.close();
+      redis.disconnect();
+    },
   };
 }
 
 /** `signalbase topics create`: every ingest topic that is missing, with the given partitions and replication. */
 export async function createTopics(env: NodeJS.ProcessEnv, partitions: number, replication: number, say: Say): Promise<void> {
   const cfg = readSettings('topics', env);
-  if (!cfg.createTopics) { say('SIGNALBASE_CREATE_TOPICS=false: topics are managed elsewhere; nothing done'); return; }
+  if (!cfg.createTopics) {
+    say('SIGNALBASE_CREATE_TOPICS=false: topics are managed elsewhere; nothing done');
+    return;
+  }
   if (!cfg.kafkaBrokers) throw new ConfigError(['KAFKA_BROKERS is not set: the Kafka bootstrap brokers, host:port,host:port']);
   await ensureTopics(cfg.kafkaBrokers, cfg.kafkaTopicPrefix!, partitions, replication, say);
 }
@@ -284,8 +400,16 @@ export async function ensureTopics(brokers: string[], prefix: string, partitions
   try {
     const existing = new Set(await admin.listTopics());
     const missing = TOPIC_NAMES.map((t) => prefix + t).filter((t) => !existing.has(t));
-    if (!missing.length) { say(`all ${TOPIC_NAMES.length} topics exist`); return; }
-    await admin.createTopics({ waitForLeaders: true, topics: missing.map((topic) => ({ topic, numPartitions: partitions, replicationFactor: replication })) });
+    if (!missing.length) {
+      say(`all ${TOPIC_NAMES.length} topics exist`);
+      return;
+    }
+    await admin.createTopics({
+      waitForLeaders: true,
+      topics: missing.map((topic) => ({ topic, numPartitions: partitions, replicationFactor: replication })),
+    });
     say(`created ${missing.join(', ')} (${partitions} partitions, replication ${replication})`);
-  } finally { await admin.disconnect(); }
+  } finally {
+    await admin.disconnect();
+  }
 }

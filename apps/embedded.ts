@@ -1,27 +1,27 @@
-import { Admission, admissionDefaults } from './reads/cost.ts';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
-import { EmbeddedLog } from '../projectors/log/embedded.ts';
-import { migrateReadModels, PROJECTOR_GROUP, runProjector } from '../projectors/runner.ts';
-import { compactStatements } from '../storage/compaction.ts';
-import { openChdbStore, type ChdbStore } from '../storage/chdb.ts';
-import type { LogSubscription } from '../projectors/log/port.ts';
-import { SCOPES } from '../schemas/topics/index.ts';
-import { ALL, createKey, DEMO_ACCOUNT, listAccounts, putAccount } from './admin.ts';
-import { DevAuthorizationServer } from './auth/dev-server.ts';
-import { readPasswords, setPassword } from './auth/passwords.ts';
-import { authUrls, originOf } from './config.ts';
-import { TokenVerifier, type AuthUrls } from './mcp/bearer.ts';
-import { buildApi } from './api/server.ts';
-import { ApiKeyAuthenticator } from './auth/keys.ts';
-import type { Config } from './config.ts';
 import { appendDemo } from '../projectors/demo/append.ts';
-import { MemoryCache, MemoryWatermarks } from './cache/memory.ts';
-import { Metrics, serveMetrics } from './metrics.ts';
+import { EmbeddedLog } from '../projectors/log/embedded.ts';
+import type { LogSubscription } from '../projectors/log/port.ts';
+import { migrateReadModels, PROJECTOR_GROUP, runProjector } from '../projectors/runner.ts';
+import { SCOPES } from '../schemas/topics/index.ts';
+import { type ChdbStore, openChdbStore } from '../storage/chdb.ts';
+import { compactStatements } from '../storage/compaction.ts';
 import { feedWatermark } from '../storage/tables/feed-groups.ts';
+import { ALL, createKey, DEMO_ACCOUNT, listAccounts, putAccount } from './admin.ts';
 import { ReadCache } from './api/read-cache.ts';
+import { buildApi } from './api/server.ts';
+import { DevAuthorizationServer } from './auth/dev-server.ts';
+import { ApiKeyAuthenticator } from './auth/keys.ts';
+import { readPasswords, setPassword } from './auth/passwords.ts';
+import { MemoryCache, MemoryWatermarks } from './cache/memory.ts';
+import type { Config } from './config.ts';
+import { authUrls, originOf } from './config.ts';
+import { type AuthUrls, TokenVerifier } from './mcp/bearer.ts';
+import { Metrics, serveMetrics } from './metrics.ts';
+import { Admission, admissionDefaults } from './reads/cost.ts';
 import { CursorCodec } from './reads/cursor.ts';
 
 /** Watermark of committed projector batches: it changes exactly when a read's answer may change. */
@@ -40,7 +40,9 @@ export function runningServerPid(dataDir: string): number | null {
     const pid = Number(readFileSync(pidFile(dataDir), 'utf8'));
     process.kill(pid, 0);
     return pid;
-  } catch { return null; }
+  } catch {
+    return null;
+  }
 }
 
 export type Say = (line: string) => void;
@@ -59,7 +61,14 @@ export function cursorCodec(dataDir: string, secret?: string): CursorCodec {
 /** Creates the `demo` account and a key with every scope, once per DATA_DIR (the key file marks it). */
 export function ensureDemoAccess(dataDir: string, log: EmbeddedLog): void {
   if (existsSync(demoKeyFile(dataDir))) return;
-  putAccount(log, { id: DEMO_ACCOUNT, status: 'active', emailVerified: true, messageVisibility: ALL, signalVisibility: ALL, historyWindowDays: null });
+  putAccount(log, {
+    id: DEMO_ACCOUNT,
+    status: 'active',
+    emailVerified: true,
+    messageVisibility: ALL,
+    signalVisibility: ALL,
+    historyWindowDays: null,
+  });
   const { key } = createKey(log, DEMO_ACCOUNT, SCOPES);
   writeFileSync(demoKeyFile(dataDir), key + '\n', { mode: 0o600 });
 }
@@ -119,7 +128,11 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
   // DATA_DIR holds credentials (key and password files, the signing key, refresh tokens) and the
   // accounts' data: the owner's alone, also when it was made before (chmod), not only when new.
   mkdirSync(cfg.dataDir, { recursive: true, mode: 0o700 });
-  try { chmodSync(cfg.dataDir, 0o700); } catch (err) { say(`cannot make ${cfg.dataDir} private to its owner (mode 0700): ${(err as Error).message}`); }
+  try {
+    chmodSync(cfg.dataDir, 0o700);
+  } catch (err) {
+    say(`cannot make ${cfg.dataDir} private to its owner (mode 0700): ${(err as Error).message}`);
+  }
   const other = runningServerPid(cfg.dataDir);
   if (other && other !== process.pid) throw new Error(`another signalbase (pid ${other}) is already running on ${cfg.dataDir}`);
   writeFileSync(pidFile(cfg.dataDir), String(process.pid), { mode: 0o600 });
@@ -147,7 +160,11 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
   const auth = new ApiKeyAuthenticator(reads, authCache);
   // MCP: known once the server listens (its port may be chosen by the system).
   let urls: (AuthUrls & { dev: boolean }) | undefined;
-  const mcpUrls = () => urls ?? (() => { throw new Error('not listening yet'); })();
+  const mcpUrls = () =>
+    urls ??
+    (() => {
+      throw new Error('not listening yet');
+    })();
   const verifier = new TokenVerifier({ store: reads, cache: authCache, urls: mcpUrls });
   const dev = authUrls(cfg, originOf(cfg.host, cfg.port)).dev;
   const watermarks = new MemoryWatermarks();
@@ -155,7 +172,9 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
   let projected = 0;
   // The gauges read the projector when scraped (it is started just below).
   const metrics = new Metrics({
-    projectorLag: () => projector.lag(), feedWatermark: () => feedWatermark(reads), dataVersion: () => watermarks.get(DATA_VERSION),
+    projectorLag: () => projector.lag(),
+    feedWatermark: () => feedWatermark(reads),
+    dataVersion: () => watermarks.get(DATA_VERSION),
   });
   const projector = runProjector(log, store, {
     onCommit: async (info) => {
@@ -172,7 +191,12 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
   let closing = false;
   const readCache = new ReadCache(new MemoryCache());
   const app = buildApi({
-    store: reads, auth, readCache, cursors: cursorCodec(cfg.dataDir, cfg.cursorSecret), rateLimits: cfg.rateLimits, metrics,
+    store: reads,
+    auth,
+    readCache,
+    cursors: cursorCodec(cfg.dataDir, cfg.cursorSecret),
+    rateLimits: cfg.rateLimits,
+    metrics,
     admission: new Admission(admissionDefaults(READ_SLOTS)),
     dataVersion: () => watermarks.get(DATA_VERSION),
     health: async () => ({ status: caughtUp ? 'ok' : 'starting', projectorLag: await projector.lag() }),
@@ -195,23 +219,38 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
   // first catch-up and then every COMPACTION_INTERVAL_MS, and compacted past the policy.
   let compacting: Promise<void> = Promise.resolve();
   const compact = () => {
-    compacting = compacting.then(async () => {
-      if (closing) return;
-      for (const r of await compactStatements(maintenance)) {
-        if (r.compacted) say(`compacted ${r.table} (${r.rows} rows): ${r.why}`);
-      }
-    }).catch((err) => say(`compaction failed, retried later: ${(err as Error).message}`));
+    compacting = compacting
+      .then(async () => {
+        if (closing) return;
+        for (const r of await compactStatements(maintenance)) {
+          if (r.compacted) say(`compacted ${r.table} (${r.rows} rows): ${r.why}`);
+        }
+      })
+      .catch((err) => say(`compaction failed, retried later: ${(err as Error).message}`));
   };
   const compactor = setInterval(compact, COMPACTION_INTERVAL_MS);
-  const firstCatchUp = projector.caughtUp().then(() => {
-    if (closing) return; // stop() releases waiters without a catch-up
-    caughtUp = true;
-    say(`read models up to date (${projected} records projected in ${((Date.now() - t0) / 1000).toFixed(1)} s)`);
-    compact();
-  }).finally(() => clearInterval(ticker));
+  const firstCatchUp = projector
+    .caughtUp()
+    .then(() => {
+      if (closing) return; // stop() releases waiters without a catch-up
+      caughtUp = true;
+      say(`read models up to date (${projected} records projected in ${((Date.now() - t0) / 1000).toFixed(1)} s)`);
+      compact();
+    })
+    .finally(() => clearInterval(ticker));
   return {
-    app, store: reads, log, projector, url, firstCatchUp, mcp: urls, ...(metricsServer ? { metricsUrl: metricsServer.url } : {}),
-    async compacted() { await firstCatchUp; await compacting; },
+    app,
+    store: reads,
+    log,
+    projector,
+    url,
+    firstCatchUp,
+    mcp: urls,
+    ...(metricsServer ? { metricsUrl: metricsServer.url } : {}),
+    async compacted() {
+      await firstCatchUp;
+      await compacting;
+    },
     async close() {
       closing = true;
       clearInterval(ticker);

@@ -1,5 +1,5 @@
 import { createServer, type Server } from 'node:http';
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 
 /** What the gauges read when Prometheus scrapes (each optional: a process reports what it runs). */
 export interface MetricSources {
@@ -69,24 +69,51 @@ export class Metrics {
   /** Store reads in flight and waiting for a slot (apps/reads/cost.ts), read when scraped. */
   watchAdmission(a: { inFlight: number; waiting: number }): void {
     for (const name of ['signalbase_reads_in_flight', 'signalbase_reads_waiting']) this.registry.removeSingleMetric(name); // the latest app's
-    new Gauge({ name: 'signalbase_reads_in_flight', help: 'Reads holding a store slot', registers: [this.registry], collect() { this.set(a.inFlight); } });
-    new Gauge({ name: 'signalbase_reads_waiting', help: 'Reads waiting for a store slot', registers: [this.registry], collect() { this.set(a.waiting); } });
+    new Gauge({
+      name: 'signalbase_reads_in_flight',
+      help: 'Reads holding a store slot',
+      registers: [this.registry],
+      collect() {
+        this.set(a.inFlight);
+      },
+    });
+    new Gauge({
+      name: 'signalbase_reads_waiting',
+      help: 'Reads waiting for a store slot',
+      registers: [this.registry],
+      collect() {
+        this.set(a.waiting);
+      },
+    });
   }
 
   constructor(sources: MetricSources = {}) {
     collectDefaultMetrics({ register: this.registry, prefix: 'signalbase_' });
     const gauge = (name: string, help: string, read: (() => number | Promise<number>) | undefined) => {
       if (!read) return;
-      new Gauge({ name, help, registers: [this.registry], async collect() { this.set(Number(await read())); } });
+      new Gauge({
+        name,
+        help,
+        registers: [this.registry],
+        async collect() {
+          this.set(Number(await read()));
+        },
+      });
     };
     gauge('signalbase_projector_lag_records', 'Records on the log not yet projected', sources.projectorLag);
     gauge('signalbase_feed_watermark', 'The partner feed watermark: every group stamped at or below it is readable', sources.feedWatermark);
-    gauge('signalbase_data_version', 'The data version: moves on every projector commit (NaN while Redis cannot tell it)', sources.dataVersion);
+    gauge(
+      'signalbase_data_version',
+      'The data version: moves on every projector commit (NaN while Redis cannot tell it)',
+      sources.dataVersion,
+    );
     const consumerLag = sources.consumerLag;
     if (consumerLag) {
       new Gauge({
-        name: 'signalbase_consumer_lag_records', help: 'Records on a Kafka partition the projector group has not committed yet',
-        labelNames: ['topic', 'partition'] as const, registers: [this.registry],
+        name: 'signalbase_consumer_lag_records',
+        help: 'Records on a Kafka partition the projector group has not committed yet',
+        labelNames: ['topic', 'partition'] as const,
+        registers: [this.registry],
         async collect() {
           this.reset();
           for (const p of await consumerLag()) this.set({ topic: p.topic, partition: String(p.partition) }, p.lag);
@@ -107,15 +134,31 @@ export class Metrics {
  * /metrics on a listener of its own (METRICS_PORT, on METRICS_HOST: loopback by default), for a
  * scraper that reaches the process where its API callers cannot; anything else is 404.
  */
-export async function serveMetrics(metrics: Metrics, listen: { port: number; host: string }): Promise<{ url: string; close(): Promise<void> }> {
+export async function serveMetrics(
+  metrics: Metrics,
+  listen: { port: number; host: string },
+): Promise<{ url: string; close(): Promise<void> }> {
   const server: Server = createServer((req, res) => {
-    if (req.method !== 'GET' || req.url?.split('?')[0] !== '/metrics') { res.statusCode = 404; res.end(); return; }
-    metrics.registry.metrics().then((text) => {
-      res.setHeader('content-type', metrics.registry.contentType);
-      res.end(text);
-    }, () => { res.statusCode = 503; res.end(); });
+    if (req.method !== 'GET' || req.url?.split('?')[0] !== '/metrics') {
+      res.statusCode = 404;
+      res.end();
+      return;
+    }
+    metrics.registry.metrics().then(
+      (text) => {
+        res.setHeader('content-type', metrics.registry.contentType);
+        res.end(text);
+      },
+      () => {
+        res.statusCode = 503;
+        res.end();
+      },
+    );
   });
-  await new Promise<void>((resolve, reject) => { server.once('error', reject); server.listen(listen.port, listen.host, resolve); });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(listen.port, listen.host, resolve);
+  });
   const a = server.address() as import('node:net').AddressInfo;
   return {
     url: `http://${a.family === 'IPv6' ? `[${a.address}]` : a.address}:${a.port}/metrics`,

@@ -1,31 +1,59 @@
 import type { TObject, TSchema } from 'typebox';
 import {
-  ActivitySummariesQuery, AssetsQuery, LegacyTradersQuery, AssetStatsQuery, EventsQuery, MessagesQuery, OpenPositionsQuery, PositionsQuery, FeedQuery, RankingsQuery, SummariesQuery,
-  TraderActivityQuery, TraderDirectoryQuery, TraderStatsQuery,
-} from '../schemas/api/queries.ts';
-import {
-  ActivitySummariesResponse, AssetStatsResponse, RankingsResponse, TraderActivityResponse, TraderStatsResponse, WindowNotElapsedDetails,
+  ActivitySummariesResponse,
+  AssetStatsResponse,
+  RankingsResponse,
+  TraderActivityResponse,
+  TraderStatsResponse,
+  WindowNotElapsedDetails,
 } from '../schemas/api/analytics.ts';
 import { FeedResponse, ListEnvelope } from '../schemas/api/envelope.ts';
-import { AggregateSummary, AssetRow, ChannelSummary, Event, FeedItem, LegacyTraderRow, Message, OpenPosition, Position, TraderDirectoryRow } from '../schemas/api/resources.ts';
+import {
+  ActivitySummariesQuery,
+  AssetStatsQuery,
+  AssetsQuery,
+  EventsQuery,
+  FeedQuery,
+  LegacyTradersQuery,
+  MessagesQuery,
+  OpenPositionsQuery,
+  PositionsQuery,
+  RankingsQuery,
+  SummariesQuery,
+  TraderActivityQuery,
+  TraderDirectoryQuery,
+  TraderStatsQuery,
+} from '../schemas/api/queries.ts';
+import {
+  AggregateSummary,
+  AssetRow,
+  ChannelSummary,
+  Event,
+  FeedItem,
+  LegacyTraderRow,
+  Message,
+  OpenPosition,
+  Position,
+  TraderDirectoryRow,
+} from '../schemas/api/resources.ts';
 import type { Scope } from '../schemas/topics/index.ts';
-import type { ReadContext } from './reads/context.ts';
-import type { Principal } from './reads/principal.ts';
-import type { CacheRule } from './reads/cache-rule.ts';
-import { ANALYTICS_COST, LIST_COST, type ReadCost } from './reads/cost.ts';
-import { untilNextStatusChange } from './reads/performance.ts';
-import { listAssets } from './reads/assets.ts';
-import { listEvents } from './reads/events.ts';
-import { listFeed } from './reads/feed.ts';
-import { listMessages } from './reads/messages.ts';
-import { listOpenPositions, listPositions } from './reads/positions.ts';
-import { listAggregateSummaries, listChannelSummaries } from './reads/summaries.ts';
-import { listLegacyTraders, listTraderDirectory } from './reads/traders.ts';
 import { activitySummaries } from './reads/analytics/activity.ts';
 import { assetStats } from './reads/analytics/asset-stats.ts';
 import { rankTraders } from './reads/analytics/rankings.ts';
 import { traderActivity } from './reads/analytics/trader-activity.ts';
 import { traderStats } from './reads/analytics/trader-stats.ts';
+import { listAssets } from './reads/assets.ts';
+import type { CacheRule } from './reads/cache-rule.ts';
+import type { ReadContext } from './reads/context.ts';
+import { ANALYTICS_COST, LIST_COST, type ReadCost } from './reads/cost.ts';
+import { listEvents } from './reads/events.ts';
+import { listFeed } from './reads/feed.ts';
+import { listMessages } from './reads/messages.ts';
+import { untilNextStatusChange } from './reads/performance.ts';
+import { listOpenPositions, listPositions } from './reads/positions.ts';
+import type { Principal } from './reads/principal.ts';
+import { listAggregateSummaries, listChannelSummaries } from './reads/summaries.ts';
+import { listLegacyTraders, listTraderDirectory } from './reads/traders.ts';
 
 export type Version = 'v1' | 'v2';
 
@@ -74,80 +102,140 @@ export interface McpSizing {
 
 export const OPERATIONS: readonly Operation[] = [
   {
-    tool: 'list_trader_directory', path: '/traders', versions: ['v2'], scope: 'directory.read', visibility: 'either',
+    tool: 'list_trader_directory',
+    path: '/traders',
+    versions: ['v2'],
+    scope: 'directory.read',
+    visibility: 'either',
     summary: 'Trader identity directory: name, slug, avatar and the assigned source identity. Ordered by name, then id.',
-    guidance: 'Use to find traders by name or platform and to turn names into traderIds for the other tools. Directory rows say who a trader is, not what they traded: it grants no content and carries no counts.',
+    guidance:
+      'Use to find traders by name or platform and to turn names into traderIds for the other tools. Directory rows say who a trader is, not what they traded: it grants no content and carries no counts.',
     query: TraderDirectoryQuery,
     response: ListEnvelope(TraderDirectoryRow, false),
     handler: listTraderDirectory,
     cache: {}, // no clock in the answer: only the data version (and MAX_TTL_MS) ends an entry
-    mcp: { limit: 15, next: 'list_trader_stats (traderIds) for a trader\'s figures, list_events or list_positions (traderIds) for what they traded' },
+    mcp: {
+      limit: 15,
+      next: "list_trader_stats (traderIds) for a trader's figures, list_events or list_positions (traderIds) for what they traded",
+    },
   },
   {
-    tool: 'list_traders', path: '/traders', versions: ['v1'], scope: 'directory.read', visibility: 'either',
-    summary: 'Legacy trader discovery (v1): directory rows with tradeCount, the eligible visible positions opened within the bounds; at least minTrades (default 3, 0: the whole visible directory). Ordered by name, then id.',
-    guidance: 'Legacy form of trader discovery (REST v1) with a tradeCount per trader; prefer list_trader_directory to find traders and list_trader_activity or list_trader_stats for counts.',
+    tool: 'list_traders',
+    path: '/traders',
+    versions: ['v1'],
+    scope: 'directory.read',
+    visibility: 'either',
+    summary:
+      'Legacy trader discovery (v1): directory rows with tradeCount, the eligible visible positions opened within the bounds; at least minTrades (default 3, 0: the whole visible directory). Ordered by name, then id.',
+    guidance:
+      'Legacy form of trader discovery (REST v1) with a tradeCount per trader; prefer list_trader_directory to find traders and list_trader_activity or list_trader_stats for counts.',
     query: LegacyTradersQuery,
     response: ListEnvelope(LegacyTraderRow, true),
     handler: listLegacyTraders,
-    mcp: { limit: 15, next: 'list_trader_stats (traderIds) for a trader\'s figures, list_events or list_positions (traderIds) for what they traded' },
+    mcp: {
+      limit: 15,
+      next: "list_trader_stats (traderIds) for a trader's figures, list_events or list_positions (traderIds) for what they traded",
+    },
   },
   {
-    tool: 'list_assets', path: '/assets', versions: ['v1', 'v2'], scope: 'directory.read', visibility: null,
+    tool: 'list_assets',
+    path: '/assets',
+    versions: ['v1', 'v2'],
+    scope: 'directory.read',
+    visibility: null,
     summary: 'Asset discovery: assets with an active market, with raw and resolved asset class. Ordered by symbol, then id.',
-    guidance: 'Use to find assets by symbol, name or class and to turn symbols into assetIds for the other tools; traderIds lists the assets those traders hold positions in.',
+    guidance:
+      'Use to find assets by symbol, name or class and to turn symbols into assetIds for the other tools; traderIds lists the assets those traders hold positions in.',
     query: AssetsQuery,
     response: ListEnvelope(AssetRow, false),
     handler: listAssets,
     cache: {}, // no clock in the answer: only the data version (and MAX_TTL_MS) ends an entry
-    mcp: { limit: 25, next: 'list_asset_stats (assetIds) for the long/short split, list_open_positions or list_events (assetIds) for the positions and trades' },
+    mcp: {
+      limit: 25,
+      next: 'list_asset_stats (assetIds) for the long/short split, list_open_positions or list_events (assetIds) for the positions and trades',
+    },
   },
   {
-    tool: 'list_events', path: '/events', versions: ['v1', 'v2'], scope: 'events.read', visibility: 'sig',
+    tool: 'list_events',
+    path: '/events',
+    versions: ['v1', 'v2'],
+    scope: 'events.read',
+    visibility: 'sig',
     summary: 'Trade events, newest first by timeOfEvent (ties by id descending).',
-    guidance: 'Use to see individual trade events (open, close, increase, decrease) with their prices and times, for example to show what a trader did recently. Page with cursor; do not page through events to count them: exact counts come from summarize_message_activity, list_trader_stats and rank_traders.',
+    guidance:
+      'Use to see individual trade events (open, close, increase, decrease) with their prices and times, for example to show what a trader did recently. Page with cursor; do not page through events to count them: exact counts come from summarize_message_activity, list_trader_stats and rank_traders.',
     query: EventsQuery,
     response: ListEnvelope(Event, true),
     handler: listEvents,
     cache: { window: { table: 'events', column: 'timeOfEvent' } },
-    mcp: { limit: 15, next: 'list_messages (ids = messageId) for the source text, list_positions (positionIds) for the position and its returns' },
+    mcp: {
+      limit: 15,
+      next: 'list_messages (ids = messageId) for the source text, list_positions (positionIds) for the position and its returns',
+    },
   },
   {
-    tool: 'list_messages', path: '/messages', versions: ['v1', 'v2'], scope: 'messages.read', visibility: 'msg',
+    tool: 'list_messages',
+    path: '/messages',
+    versions: ['v1', 'v2'],
+    scope: 'messages.read',
+    visibility: 'msg',
     summary: 'Source messages, newest first by writtenAt. `ids` hydrates messages by Source Message ID (no default window then).',
-    guidance: 'Use to read what traders actually wrote (the source messages behind the signals), or to hydrate messages by id from events and the feed. Not evidence for trade counts.',
+    guidance:
+      'Use to read what traders actually wrote (the source messages behind the signals), or to hydrate messages by id from events and the feed. Not evidence for trade counts.',
     query: MessagesQuery,
     response: ListEnvelope(Message, true),
     handler: listMessages,
     cache: { window: { table: 'messages', column: 'writtenAt' } },
-    mcp: { limit: 8, next: 'list_events (traderIds, with the message\'s time) for the trades it announced, list_trader_directory for who wrote it' },
+    mcp: {
+      limit: 8,
+      next: "list_events (traderIds, with the message's time) for the trades it announced, list_trader_directory for who wrote it",
+    },
   },
   {
-    tool: 'list_positions', path: '/positions', versions: ['v1', 'v2'], scope: 'positions.read', visibility: 'sig',
+    tool: 'list_positions',
+    path: '/positions',
+    versions: ['v1', 'v2'],
+    scope: 'positions.read',
+    visibility: 'sig',
     summary: 'Position history (open and closed), newest openAt first, with 1D/7D/30D time-based performances.',
-    guidance: 'Use to see individual positions (open and closed) with their entry and fixed-window 1D/7D/30D returns; positionIds hydrates known positions. For aggregate performance use list_trader_stats or rank_traders instead of paging positions.',
+    guidance:
+      'Use to see individual positions (open and closed) with their entry and fixed-window 1D/7D/30D returns; positionIds hydrates known positions. For aggregate performance use list_trader_stats or rank_traders instead of paging positions.',
     query: PositionsQuery,
     response: ListEnvelope(Position, true),
     handler: listPositions,
     // too_young turns into another status as the clock passes openAt + window
     cache: { window: { table: 'positions', column: 'openAt' }, ttlMs: untilNextStatusChange },
-    mcp: { limit: 10, next: 'list_events (traderIds, assetIds) for the trades of a position, list_trader_stats for a trader\'s aggregate performance' },
+    mcp: {
+      limit: 10,
+      next: "list_events (traderIds, assetIds) for the trades of a position, list_trader_stats for a trader's aggregate performance",
+    },
   },
   {
-    tool: 'list_open_positions', path: '/positions/open', versions: ['v1', 'v2'], scope: 'positions.read', visibility: 'sig',
+    tool: 'list_open_positions',
+    path: '/positions/open',
+    versions: ['v1', 'v2'],
+    scope: 'positions.read',
+    visibility: 'sig',
     summary: 'Currently open positions with a best-effort live mark from the latest price.',
-    guidance: 'Use for what is open right now, with a best-effort current mark; the mark carries no timestamp. For the long/short skew of an asset use list_asset_stats.',
+    guidance:
+      'Use for what is open right now, with a best-effort current mark; the mark carries no timestamp. For the long/short skew of an asset use list_asset_stats.',
     query: OpenPositionsQuery,
     response: ListEnvelope(OpenPosition, false),
     handler: listOpenPositions,
     // live marks: the latest price sample at or before serverTime, so a later sample changes the answer when it comes into force
     cache: { inForce: { table: 'prices', column: 'at' } },
-    mcp: { limit: 15, next: 'list_asset_stats (assetIds) for the long/short skew, list_positions (positionIds) for a position\'s history' },
+    mcp: { limit: 15, next: "list_asset_stats (assetIds) for the long/short skew, list_positions (positionIds) for a position's history" },
   },
   {
-    tool: 'list_feed', path: '/feed', versions: ['v1', 'v2'], scope: 'feed.read', visibility: 'both',
-    summary: 'Partner feed: one group per source message with its curated trade events, newest writtenAt first; `since` polls the groups changed after a watermark (store every nextCursor).',
-    guidance: 'Use to follow new signals as they arrive: groups of one source message and its curated trade events. A partner polls with since and stores every nextCursor; an assistant usually wants the first page.',
+    tool: 'list_feed',
+    path: '/feed',
+    versions: ['v1', 'v2'],
+    scope: 'feed.read',
+    visibility: 'both',
+    summary:
+      'Partner feed: one group per source message with its curated trade events, newest writtenAt first; `since` polls the groups changed after a watermark (store every nextCursor).',
+    guidance:
+      'Use to follow new signals as they arrive: groups of one source message and its curated trade events. A partner polls with since and stores every nextCursor; an assistant usually wants the first page.',
     query: FeedQuery,
     response: FeedResponse(FeedItem),
     handler: listFeed,
@@ -157,28 +245,52 @@ export const OPERATIONS: readonly Operation[] = [
     mcp: { limit: 3, next: 'list_messages (ids) for a message in full, list_positions (positionIds) for the positions behind the events' },
   },
   {
-    tool: 'list_channel_summaries', path: '/channel-summaries', versions: ['v1', 'v2'], scope: 'summaries.read', visibility: 'msg',
-    summary: 'Generated narrative summaries of one trader channel each, newest windowStart first; only safe ones unless includeLowSignal. Narrative, not evidence for exact counts, rankings or open-position skew.',
-    guidance: 'Use for the narrative of one channel over a window (themes, bias, insights). Generated text: never evidence for exact counts, rankings or open-position skew.',
+    tool: 'list_channel_summaries',
+    path: '/channel-summaries',
+    versions: ['v1', 'v2'],
+    scope: 'summaries.read',
+    visibility: 'msg',
+    summary:
+      'Generated narrative summaries of one trader channel each, newest windowStart first; only safe ones unless includeLowSignal. Narrative, not evidence for exact counts, rankings or open-position skew.',
+    guidance:
+      'Use for the narrative of one channel over a window (themes, bias, insights). Generated text: never evidence for exact counts, rankings or open-position skew.',
     query: SummariesQuery,
     response: ListEnvelope(ChannelSummary, true),
     handler: listChannelSummaries,
-    mcp: { limit: 8, next: 'list_messages (startTime, endTime) for what was actually written, summarize_message_activity for exact counts' },
+    mcp: {
+      limit: 8,
+      next: 'list_messages (startTime, endTime) for what was actually written, summarize_message_activity for exact counts',
+    },
   },
   {
-    tool: 'list_aggregate_summaries', path: '/aggregate-summaries', versions: ['v1', 'v2'], scope: 'summaries.read', visibility: null,
-    summary: 'Generated narrative summaries across all channels, newest windowStart first, with coverage counts; only safe ones unless includeLowSignal. Narrative, not evidence for exact counts, rankings or open-position skew.',
-    guidance: 'Use for the market narrative across all channels over a window. Generated text: never evidence for exact counts, rankings or open-position skew.',
+    tool: 'list_aggregate_summaries',
+    path: '/aggregate-summaries',
+    versions: ['v1', 'v2'],
+    scope: 'summaries.read',
+    visibility: null,
+    summary:
+      'Generated narrative summaries across all channels, newest windowStart first, with coverage counts; only safe ones unless includeLowSignal. Narrative, not evidence for exact counts, rankings or open-position skew.',
+    guidance:
+      'Use for the market narrative across all channels over a window. Generated text: never evidence for exact counts, rankings or open-position skew.',
     query: SummariesQuery,
     response: ListEnvelope(AggregateSummary, true),
     handler: listAggregateSummaries,
-    mcp: { limit: 3, next: 'list_channel_summaries for single channels, summarize_message_activity and rank_traders for exact counts and rankings' },
+    mcp: {
+      limit: 3,
+      next: 'list_channel_summaries for single channels, summarize_message_activity and rank_traders for exact counts and rankings',
+    },
   },
   // Analytics reads (README "Analytics reads"): answers move with the clock (too_young, default bounds), so none is cached yet.
   {
-    tool: 'list_trader_activity', path: '/traders/activity', versions: ['v2'], scope: 'stats.read', visibility: 'sig',
-    summary: 'Traders with their count of eligible positions (open time within the bounds, optionally on given assets), at least minPositionCount. Ordered by name, then id.',
-    guidance: 'Use to list which traders opened at least minPositionCount eligible positions in a period (optionally on given assets), alphabetically with their exact positionCount.',
+    tool: 'list_trader_activity',
+    path: '/traders/activity',
+    versions: ['v2'],
+    scope: 'stats.read',
+    visibility: 'sig',
+    summary:
+      'Traders with their count of eligible positions (open time within the bounds, optionally on given assets), at least minPositionCount. Ordered by name, then id.',
+    guidance:
+      'Use to list which traders opened at least minPositionCount eligible positions in a period (optionally on given assets), alphabetically with their exact positionCount.',
     query: TraderActivityQuery,
     response: TraderActivityResponse,
     handler: traderActivity,
@@ -186,9 +298,15 @@ export const OPERATIONS: readonly Operation[] = [
     mcp: { next: 'list_trader_stats (traderIds) for their performance, list_positions (traderIds) for the positions counted' },
   },
   {
-    tool: 'list_trader_stats', path: '/traders/stats', versions: ['v1', 'v2'], scope: 'stats.read', visibility: 'sig',
-    summary: 'Stats of up to 200 traders: positions opened within the bounds, direction bias, and 1D/7D/30D time-based performance with coverage; tags and source identity.',
-    guidance: 'Use for exact per-trader figures over a period: position counts, long/short bias and fixed-window performance with coverage. Ids not found or not visible come back in meta.missingTraderIds.',
+    tool: 'list_trader_stats',
+    path: '/traders/stats',
+    versions: ['v1', 'v2'],
+    scope: 'stats.read',
+    visibility: 'sig',
+    summary:
+      'Stats of up to 200 traders: positions opened within the bounds, direction bias, and 1D/7D/30D time-based performance with coverage; tags and source identity.',
+    guidance:
+      'Use for exact per-trader figures over a period: position counts, long/short bias and fixed-window performance with coverage. Ids not found or not visible come back in meta.missingTraderIds.',
     query: TraderStatsQuery,
     response: TraderStatsResponse,
     handler: traderStats,
@@ -196,9 +314,15 @@ export const OPERATIONS: readonly Operation[] = [
     mcp: { next: 'list_positions (traderIds) for the positions behind the figures, rank_traders to compare traders' },
   },
   {
-    tool: 'list_asset_stats', path: '/assets/stats', versions: ['v1', 'v2'], scope: 'stats.read', visibility: 'sig',
-    summary: 'Stats of up to 200 assets: market positioning (long/short split of positions opened within the bounds) and the top traders per direction.',
-    guidance: 'Use for the exact long/short split of positions opened on given assets in a period and the top traders per direction. Ids not found come back in meta.missingAssetIds.',
+    tool: 'list_asset_stats',
+    path: '/assets/stats',
+    versions: ['v1', 'v2'],
+    scope: 'stats.read',
+    visibility: 'sig',
+    summary:
+      'Stats of up to 200 assets: market positioning (long/short split of positions opened within the bounds) and the top traders per direction.',
+    guidance:
+      'Use for the exact long/short split of positions opened on given assets in a period and the top traders per direction. Ids not found come back in meta.missingAssetIds.',
     query: AssetStatsQuery,
     response: AssetStatsResponse,
     handler: assetStats,
@@ -206,20 +330,32 @@ export const OPERATIONS: readonly Operation[] = [
     mcp: { next: 'list_open_positions (assetIds) for what is open now, list_trader_stats (traderIds) for the top traders' },
   },
   {
-    tool: 'rank_traders', path: '/traders/rankings', versions: ['v1', 'v2'], scope: 'stats.read', visibility: 'sig',
-    summary: 'Traders ranked by event count, position count, or a time-based performance metric (win rate, average or median return, Sharpe ratio) over positions opened within the bounds. No pagination.',
-    guidance: 'Use to answer who is the most active or best-performing trader. Exact and valid as evidence. Performance metrics need positions whose evaluation window has elapsed: otherwise the error PERFORMANCE_WINDOW_NOT_ELAPSED lists alternatives (a shorter window, or an earlier start) to retry with.',
+    tool: 'rank_traders',
+    path: '/traders/rankings',
+    versions: ['v1', 'v2'],
+    scope: 'stats.read',
+    visibility: 'sig',
+    summary:
+      'Traders ranked by event count, position count, or a time-based performance metric (win rate, average or median return, Sharpe ratio) over positions opened within the bounds. No pagination.',
+    guidance:
+      'Use to answer who is the most active or best-performing trader. Exact and valid as evidence. Performance metrics need positions whose evaluation window has elapsed: otherwise the error PERFORMANCE_WINDOW_NOT_ELAPSED lists alternatives (a shorter window, or an earlier start) to retry with.',
     query: RankingsQuery,
     response: RankingsResponse,
     handler: rankTraders,
     cost: ANALYTICS_COST,
     unprocessable: { code: 'PERFORMANCE_WINDOW_NOT_ELAPSED', details: WindowNotElapsedDetails },
-    mcp: { next: 'list_trader_stats (traderIds) for a ranked trader\'s full figures, list_positions (traderIds) for their positions' },
+    mcp: { next: "list_trader_stats (traderIds) for a ranked trader's full figures, list_positions (traderIds) for their positions" },
   },
   {
-    tool: 'summarize_message_activity', path: '/activity-summaries', versions: ['v1', 'v2'], scope: 'stats.read', visibility: 'either',
-    summary: 'Message and trade-event counts per trader (or overall) in UTC hour, day or ISO-week buckets; valid as evidence for counts, volumes and trends. No pagination.',
-    guidance: 'Use for exact counts and trends of messages and trade events per trader or overall, in hour, day or week buckets; valid as evidence for counts, volumes and trends. More than 168 buckets per group is BUCKET_LIMIT_EXCEEDED: use a larger interval or a shorter range.',
+    tool: 'summarize_message_activity',
+    path: '/activity-summaries',
+    versions: ['v1', 'v2'],
+    scope: 'stats.read',
+    visibility: 'either',
+    summary:
+      'Message and trade-event counts per trader (or overall) in UTC hour, day or ISO-week buckets; valid as evidence for counts, volumes and trends. No pagination.',
+    guidance:
+      'Use for exact counts and trends of messages and trade events per trader or overall, in hour, day or week buckets; valid as evidence for counts, volumes and trends. More than 168 buckets per group is BUCKET_LIMIT_EXCEEDED: use a larger interval or a shorter range.',
     query: ActivitySummariesQuery,
     response: ActivitySummariesResponse,
     handler: activitySummaries,
@@ -238,7 +374,9 @@ export function policyRefusal(op: Operation, p: Principal, credential = 'key'): 
   if (!p.scopes.has(op.scope)) return `This ${credential} lacks the ${op.scope} scope`;
   if (op.visibility === 'msg' && none(p.messageVisibility)) return 'This account has no message visibility';
   if (op.visibility === 'sig' && none(p.signalVisibility)) return 'This account has no signal visibility';
-  if (op.visibility === 'either' && none(p.messageVisibility) && none(p.signalVisibility)) return 'This account has neither message nor signal visibility';
-  if (op.visibility === 'both' && (none(p.messageVisibility) || none(p.signalVisibility))) return 'The feed needs both message and signal visibility';
+  if (op.visibility === 'either' && none(p.messageVisibility) && none(p.signalVisibility))
+    return 'This account has neither message nor signal visibility';
+  if (op.visibility === 'both' && (none(p.messageVisibility) || none(p.signalVisibility)))
+    return 'The feed needs both message and signal visibility';
   return null;
 }

@@ -7,15 +7,21 @@ import { estimateDemoRecords, type Scale } from '../projectors/demo/generate.ts'
  * generating the data set takes no time from a projector running on this thread meanwhile.
  * `onProgress` gets the records written so far. Resolves with their number once all are written.
  */
-export function appendDemoInWorker(dataDir: string, opts: { scale: Scale; seed?: number; now: Date; onProgress?: (done: number) => void }): Promise<number> {
+export function appendDemoInWorker(
+  dataDir: string,
+  opts: { scale: Scale; seed?: number; now: Date; onProgress?: (done: number) => void },
+): Promise<number> {
   // The worker's entry in the same form as this module: TypeScript from the checkout, or compiled JavaScript.
   const entry = new URL(`../projectors/demo/append-worker.${import.meta.url.endsWith('.ts') ? 'ts' : 'js'}`, import.meta.url).href;
   const data: AppendWorkerData = { dataDir, scale: opts.scale, seed: opts.seed, now: opts.now.toISOString() };
   // Under tsx (TypeScript run as it is), the worker registers the same loader before its entry.
   const tsx = import.meta.url.endsWith('.ts') ? import.meta.resolve('tsx/esm/api') : null;
-  const worker = new Worker(`const { workerData } = require('node:worker_threads');
+  const worker = new Worker(
+    `const { workerData } = require('node:worker_threads');
     (async () => { if (workerData.tsx) (await import(workerData.tsx)).register(); await import(workerData.entry); })()
-      .catch((err) => { setImmediate(() => { throw err; }); });`, { eval: true, workerData: { ...data, tsx, entry } });
+      .catch((err) => { setImmediate(() => { throw err; }); });`,
+    { eval: true, workerData: { ...data, tsx, entry } },
+  );
   return new Promise((resolve, reject) => {
     let done: number | undefined;
     worker.on('message', (m: AppendWorkerMessage) => {
@@ -28,7 +34,12 @@ export function appendDemoInWorker(dataDir: string, opts: { scale: Scale; seed?:
 }
 
 /** `done`: what a progress bar shows, the records projected (or written, when a running `start` projects them). */
-export interface SeedProgress { written: number; projected: number; done: number; total: number }
+export interface SeedProgress {
+  written: number;
+  projected: number;
+  done: number;
+  total: number;
+}
 
 /**
  * `signalbase seed`: writes the demo data set through the log on a worker thread while this
@@ -36,9 +47,16 @@ export interface SeedProgress { written: number; projected: number; done: number
  * account and key; resolves once everything written is projected. The projector starts at once
  * and follows the log as it grows, so the seed takes about as long as projecting does.
  */
-export async function seedDemo(dataDir: string, opts: {
-  scale: Scale; seed?: number; now: Date; onProgress?: (p: SeedProgress) => void; say?: (line: string) => void;
-}): Promise<{ records: number; projected: number; dead: number; serverPid: number | null }> {
+export async function seedDemo(
+  dataDir: string,
+  opts: {
+    scale: Scale;
+    seed?: number;
+    now: Date;
+    onProgress?: (p: SeedProgress) => void;
+    say?: (line: string) => void;
+  },
+): Promise<{ records: number; projected: number; dead: number; serverPid: number | null }> {
   const say = opts.say ?? (() => {});
   const { ensureDemoAccess, markSeeded, runningServerPid, storePath } = await import('./embedded.ts');
   const { EmbeddedLog } = await import('../projectors/log/embedded.ts');
@@ -48,7 +66,8 @@ export async function seedDemo(dataDir: string, opts: {
   let projected = 0;
   let dead = 0;
   const serverPid = runningServerPid(dataDir);
-  const report = () => opts.onProgress?.({ written, projected, done: serverPid === null ? projected : written, total: Math.max(total, written) });
+  const report = () =>
+    opts.onProgress?.({ written, projected, done: serverPid === null ? projected : written, total: Math.max(total, written) });
   let projector: { sub: import('../projectors/log/port.ts').LogSubscription; close(): Promise<void> } | null = null;
   if (serverPid === null) {
     const { migrateReadModels, PROJECTOR_GROUP, runProjector } = await import('../projectors/runner.ts');
@@ -57,11 +76,31 @@ export async function seedDemo(dataDir: string, opts: {
     for (const topic of log.sealTornTails()) say(`${topic}: a torn last line (an interrupted append) goes to the dead-letter table`);
     const store = await openChdbStore(storePath(dataDir));
     await migrateReadModels(store, () => log.writeOffsets(PROJECTOR_GROUP, {}), say);
-    const sub = runProjector(log, store, { onCommit: (c) => { projected += c.applied + c.dead; dead += c.dead; report(); } });
-    projector = { sub, close: async () => { await sub.stop(); await store.close(); } };
+    const sub = runProjector(log, store, {
+      onCommit: (c) => {
+        projected += c.applied + c.dead;
+        dead += c.dead;
+        report();
+      },
+    });
+    projector = {
+      sub,
+      close: async () => {
+        await sub.stop();
+        await store.close();
+      },
+    };
   } else say(`signalbase start (pid ${serverPid}) is running on ${dataDir}: it projects the new records itself.`);
   try {
-    const records = await appendDemoInWorker(dataDir, { scale: opts.scale, seed: opts.seed, now: opts.now, onProgress: (n) => { written = n; report(); } });
+    const records = await appendDemoInWorker(dataDir, {
+      scale: opts.scale,
+      seed: opts.seed,
+      now: opts.now,
+      onProgress: (n) => {
+        written = n;
+        report();
+      },
+    });
     written = records;
     ensureDemoAccess(dataDir, log);
     markSeeded(dataDir, opts.scale, records);

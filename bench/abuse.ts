@@ -9,7 +9,7 @@
 //   junk keys        a request with a malformed API key against one with a valid key
 //   memory           the server's peak resident memory (VmHWM) over the run
 // Usage: npx tsx bench/abuse.ts --help
-import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
@@ -33,7 +33,11 @@ Options:
 The server runs with RATE_LIMITS=default=100000000,address=100000000 (so what is measured is
 admission, not the rate limits) and LOG_LEVEL=silent. Results to stdout, progress to stderr.`;
 
-const { values: argv, die, posInt } = benchArgs('bench/abuse', USAGE, {
+const {
+  values: argv,
+  die,
+  posInt,
+} = benchArgs('bench/abuse', USAGE, {
   'data-dir': { type: 'string' },
   server: { type: 'string' },
   seconds: { type: 'string', default: '20' },
@@ -48,15 +52,38 @@ const legMs = posInt('seconds', argv.seconds) * 1000;
 const rate = posInt('rate', argv.rate);
 const noisyN = posInt('noisy', argv.noisy);
 
-const freePort = () => new Promise<number>((ok) => { const s = createServer(); s.listen(0, '127.0.0.1', () => { const p = (s.address() as { port: number }).port; s.close(() => ok(p)); }); });
+const freePort = () =>
+  new Promise<number>((ok) => {
+    const s = createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const p = (s.address() as { port: number }).port;
+      s.close(() => ok(p));
+    });
+  });
 const port = await freePort();
 const base = `http://127.0.0.1:${port}`;
-const env = { ...process.env, DATA_DIR: dataDir, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'silent', RATE_LIMITS: 'default=100000000,address=100000000' };
-const run = (...args: string[]) => execFileSync(process.execPath, [cli, ...args], { env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim().split('\n').at(-1)!;
+const env = {
+  ...process.env,
+  DATA_DIR: dataDir,
+  PORT: String(port),
+  HOST: '127.0.0.1',
+  LOG_LEVEL: 'silent',
+  RATE_LIMITS: 'default=100000000,address=100000000',
+};
+const run = (...args: string[]) =>
+  execFileSync(process.execPath, [cli, ...args], { env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] })
+    .trim()
+    .split('\n')
+    .at(-1)!;
 
 let server: ChildProcess | undefined;
-const stop = () => { server?.kill('SIGTERM'); };
-process.once('SIGINT', () => { stop(); process.exit(130); });
+const stop = () => {
+  server?.kill('SIGTERM');
+};
+process.once('SIGINT', () => {
+  stop();
+  process.exit(130);
+});
 
 /** The server's peak resident memory so far (VmHWM), MiB. */
 const peakMiB = () => {
@@ -79,7 +106,10 @@ try {
   progress(`starting ${cli} on ${dataDir}, port ${port}`);
   server = spawn(process.execPath, [cli, 'start', '--no-seed'], { env, stdio: ['ignore', 'ignore', 'inherit'] });
   for (let i = 0; ; i++) {
-    const h = await fetch(`${base}/healthz`).then((r) => r.status, () => 0);
+    const h = await fetch(`${base}/healthz`).then(
+      (r) => r.status,
+      () => 0,
+    );
     if (h === 200) break;
     if (i > 1200 || server.exitCode !== null) throw new Error('the server did not become healthy');
     await new Promise((r) => setTimeout(r, 500));
@@ -90,11 +120,17 @@ try {
   const quietKey = run('keys', 'create', '--account', `quiet${suffix}`);
   const noisyKey = run('keys', 'create', '--account', `noisy${suffix}`);
   const token = run('tokens', 'create', '--account', `noisy${suffix}`, '--scopes', 'stats.read');
-  for (let i = 0; (await get('/v2/assets?limit=1', quietKey)).status !== 200 || (await get('/v2/assets?limit=1', noisyKey)).status !== 200; i++) {
+  for (
+    let i = 0;
+    (await get('/v2/assets?limit=1', quietKey)).status !== 200 || (await get('/v2/assets?limit=1', noisyKey)).status !== 200;
+    i++
+  ) {
     if (i > 100) throw new Error('the new keys were not accepted');
     await new Promise((r) => setTimeout(r, 200));
   }
-  const dir = await fetch(`${base}/v2/traders?limit=200`, { headers: { 'x-api-key': quietKey } }).then((r) => r.json()) as { data: { results: { id: number }[] } };
+  const dir = (await fetch(`${base}/v2/traders?limit=200`, { headers: { 'x-api-key': quietKey } }).then((r) => r.json())) as {
+    data: { results: { id: number }[] };
+  };
   const traderIds = dir.data.results.map((t) => t.id);
   if (traderIds.length < 200) progress(`only ${traderIds.length} traders in the directory`);
   const heavy = `/v2/traders/stats?traderIds=${traderIds.join(',')}&startTime=1970-01-01T00:00:00Z&endTime=2299-12-31T00:00:00Z`;
@@ -109,9 +145,12 @@ try {
     while (performance.now() < end) {
       const t = traderIds[q % traderIds.length]!;
       const start = new Date(Date.UTC(2020, 0, 1) + (q++ % 86_400) * 1000).toISOString();
-      pending.push(get(`/v2/events?traderIds=${t}&limit=1&startTime=${start}`, quietKey).then((r) => {
-        if (r.status === 200) times.push(r.ms); else quietRefused.set(r.status, (quietRefused.get(r.status) ?? 0) + 1);
-      }));
+      pending.push(
+        get(`/v2/events?traderIds=${t}&limit=1&startTime=${start}`, quietKey).then((r) => {
+          if (r.status === 200) times.push(r.ms);
+          else quietRefused.set(r.status, (quietRefused.get(r.status) ?? 0) + 1);
+        }),
+      );
       await new Promise((r) => setTimeout(r, 1000 / rate));
     }
     await Promise.all(pending);
@@ -144,18 +183,28 @@ try {
   progress('heavy query, batch attack, junk keys');
   const single = await get(heavy, quietKey);
   const batch = Array.from({ length: 100 }, (_, i) => ({
-    jsonrpc: '2.0', id: i + 1, method: 'tools/call',
+    jsonrpc: '2.0',
+    id: i + 1,
+    method: 'tools/call',
     params: { name: 'list_trader_stats', arguments: { traderIds, startTime: '1970-01-01T00:00:00Z', endTime: '2299-12-31T00:00:00Z' } },
   }));
   const t0 = performance.now();
   const batchRes = await fetch(`${base}/mcp`, {
-    method: 'POST', body: JSON.stringify(batch),
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-06-18' },
+    method: 'POST',
+    body: JSON.stringify(batch),
+    headers: {
+      authorization: `Bearer ${token}`,
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': '2025-06-18',
+    },
   });
   const batchBytes = (await batchRes.arrayBuffer()).byteLength;
   const batchMs = performance.now() - t0;
   // Each junk key is new (an answer for a key seen before is cached): malformed ones, and well-formed unknown ones (a look-up each).
-  const junk: number[] = []; const unknown: number[] = []; const valid: number[] = [];
+  const junk: number[] = [];
+  const unknown: number[] = [];
+  const valid: number[] = [];
   const hex = (n: number) => Array.from({ length: n }, () => Math.floor(Math.random() * 16).toString(16)).join('');
   for (let i = 0; i < 200; i++) {
     junk.push((await get('/v2/assets?limit=1', `sb_${hex(16)}_${hex(20)}`)).ms);
@@ -163,19 +212,40 @@ try {
     valid.push((await get('/v2/assets?limit=1', quietKey)).ms);
   }
 
-  const a99 = pct(alone, 99); const l99 = pct(loaded, 99);
+  const a99 = pct(alone, 99);
+  const l99 = pct(loaded, 99);
   const ok = noisyStatus.get(200) ?? 0;
-  console.log(`\nnoisy neighbour (${noisyN} concurrent heavy traders/stats from one account; quiet client ${rate}/s, ${legMs / 1000} s per leg)`);
-  printTable(['quiet client', 'n', 'p50 ms', 'p99 ms', 'p99 / alone'], [
-    ['alone', String(alone.length), fmtMs(pct(alone, 50)), fmtMs(a99), '1.00x'],
-    ['with the noisy account', String(loaded.length), fmtMs(pct(loaded, 50)), fmtMs(l99), `${(l99 / a99).toFixed(2)}x${l99 / a99 > 2 ? ' !' : ''}`],
-  ]);
-  if (quietRefused.size) console.log(`quiet client not answered 200: ${[...quietRefused].map(([s, n]) => `${n} x ${s || 'no answer'}`).join(', ')}`);
+  console.log(
+    `\nnoisy neighbour (${noisyN} concurrent heavy traders/stats from one account; quiet client ${rate}/s, ${legMs / 1000} s per leg)`,
+  );
+  printTable(
+    ['quiet client', 'n', 'p50 ms', 'p99 ms', 'p99 / alone'],
+    [
+      ['alone', String(alone.length), fmtMs(pct(alone, 50)), fmtMs(a99), '1.00x'],
+      [
+        'with the noisy account',
+        String(loaded.length),
+        fmtMs(pct(loaded, 50)),
+        fmtMs(l99),
+        `${(l99 / a99).toFixed(2)}x${l99 / a99 > 2 ? ' !' : ''}`,
+      ],
+    ],
+  );
+  if (quietRefused.size)
+    console.log(`quiet client not answered 200: ${[...quietRefused].map(([s, n]) => `${n} x ${s || 'no answer'}`).join(', ')}`);
   const sortedNoisy = sortNum(noisyTimes);
-  console.log(`noisy account: ${[...noisyStatus].map(([s, n]) => `${n} x ${s || 'no answer'}`).join(', ')}; answered p50 ${fmtMs(pct(sortedNoisy, 50))} ms, p99 ${fmtMs(pct(sortedNoisy, 99))} ms, ${(ok / ((legMs + 1000) / 1000)).toFixed(1)}/s`);
-  console.log(`heavy query (traders/stats, ${traderIds.length} traders, 1970..2299): ${single.status}, ${fmtMs(single.ms)} ms, ${(single.bytes / 1024).toFixed(0)} KiB`);
-  console.log(`batch attack (POST /mcp, JSON-RPC batch of 100 list_trader_stats): ${batchRes.status}, ${(batchBytes / 1024).toFixed(1)} KiB answered in ${fmtMs(batchMs)} ms`);
-  console.log(`junk keys: a new malformed key p50 ${fmtMs(pct(sortNum(junk), 50))} ms, a new well-formed unknown key p50 ${fmtMs(pct(sortNum(unknown), 50))} ms, a valid key p50 ${fmtMs(pct(sortNum(valid), 50))} ms`);
+  console.log(
+    `noisy account: ${[...noisyStatus].map(([s, n]) => `${n} x ${s || 'no answer'}`).join(', ')}; answered p50 ${fmtMs(pct(sortedNoisy, 50))} ms, p99 ${fmtMs(pct(sortedNoisy, 99))} ms, ${(ok / ((legMs + 1000) / 1000)).toFixed(1)}/s`,
+  );
+  console.log(
+    `heavy query (traders/stats, ${traderIds.length} traders, 1970..2299): ${single.status}, ${fmtMs(single.ms)} ms, ${(single.bytes / 1024).toFixed(0)} KiB`,
+  );
+  console.log(
+    `batch attack (POST /mcp, JSON-RPC batch of 100 list_trader_stats): ${batchRes.status}, ${(batchBytes / 1024).toFixed(1)} KiB answered in ${fmtMs(batchMs)} ms`,
+  );
+  console.log(
+    `junk keys: a new malformed key p50 ${fmtMs(pct(sortNum(junk), 50))} ms, a new well-formed unknown key p50 ${fmtMs(pct(sortNum(unknown), 50))} ms, a valid key p50 ${fmtMs(pct(sortNum(valid), 50))} ms`,
+  );
   console.log(`server peak resident memory (VmHWM): ${peakMiB().toFixed(0)} MiB; server ${cli}`);
 } catch (err) {
   console.error(`bench/abuse: ${(err as Error).stack ?? err}`);

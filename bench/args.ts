@@ -4,10 +4,10 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, platform, release, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { parseArgs, type ParseArgsOptionsConfig } from 'node:util';
-import { demoKeyFile, runningServerPid, startEmbedded, type Embedded } from '../apps/embedded.ts';
-import type { Operation } from '../apps/registry.ts';
+import { type ParseArgsOptionsConfig, parseArgs } from 'node:util';
 import Fastify, { type FastifyInstance } from 'fastify';
+import { demoKeyFile, type Embedded, runningServerPid, startEmbedded } from '../apps/embedded.ts';
+import type { Operation } from '../apps/registry.ts';
 
 /** `options` must hold `help` (boolean, -h). */
 export function benchArgs<const O extends ParseArgsOptionsConfig>(bench: string, usage: string, options: O) {
@@ -22,7 +22,10 @@ export function benchArgs<const O extends ParseArgsOptionsConfig>(bench: string,
   } catch (err) {
     return die(`${(err as Error).message}\n\n${usage}`);
   }
-  if ((values as Record<string, unknown>).help) { console.log(usage); process.exit(0); }
+  if ((values as Record<string, unknown>).help) {
+    console.log(usage);
+    process.exit(0);
+  }
   const posInt = (name: string, v: string | undefined): number => {
     const n = Number(v);
     if (!/^[0-9]+$/.test(v ?? '') || !Number.isSafeInteger(n) || n < 1) die(`--${name} takes a positive integer (got ${v})`);
@@ -42,8 +45,10 @@ export function benchDataDir(given: string | undefined, prefix: string, die: (ms
   if (!existsSync(dataDir)) die(`--data-dir ${dataDir} does not exist (seed it first: node bin/signalbase.mjs seed --data-dir ${dataDir})`);
   const pid = runningServerPid(dataDir);
   if (pid !== null) {
-    die(`a signalbase server (pid ${pid}) is running on ${dataDir}; chdb allows one process per data directory, `
-      + 'so stop that server first (or run without --data-dir to use a fresh demo set)');
+    die(
+      `a signalbase server (pid ${pid}) is running on ${dataDir}; chdb allows one process per data directory, ` +
+        'so stop that server first (or run without --data-dir to use a fresh demo set)',
+    );
   }
   return { ownDir: false, dataDir };
 }
@@ -51,7 +56,8 @@ export function benchDataDir(given: string | undefined, prefix: string, die: (ms
 // Measurement helpers shared by the benchmarks.
 
 /** The p-th percentile of sorted numbers (nearest rank). */
-export const pct = (sorted: number[], p: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]! : NaN);
+export const pct = (sorted: number[], p: number) =>
+  sorted.length ? sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]! : NaN;
 export const sortNum = (xs: number[]) => [...xs].sort((a, b) => a - b);
 export const fmtMs = (x: number) => (Number.isFinite(x) ? x.toFixed(2) : '-');
 export const fmtRatio = (x: number, bad: boolean) => (Number.isFinite(x) ? `${x.toFixed(2)}x${bad ? ' !' : ''}` : '-');
@@ -79,7 +85,10 @@ export function handlerQuery(op: Operation, search: URLSearchParams): Record<str
  * A bench's cleanup, run once: on Ctrl-C it runs (the message says what it drops) and the process
  * exits 130; the run's own `finally` awaits the same promise, so it never exits mid-cleanup.
  */
-function cleanupOnce(clean: () => Promise<void>, say: (line: string) => void): { cleanup: () => Promise<void>; interrupted: () => boolean } {
+function cleanupOnce(
+  clean: () => Promise<void>,
+  say: (line: string) => void,
+): { cleanup: () => Promise<void>; interrupted: () => boolean } {
   let cleaning: Promise<void> | undefined;
   let interrupted = false;
   const cleanup = () => (cleaning ??= clean());
@@ -97,12 +106,19 @@ function cleanupOnce(clean: () => Promise<void>, say: (line: string) => void): {
  * The getters give what exists when the cleanup runs (it may run before any of it started).
  */
 export function benchCleanup(r: {
-  emb: () => Embedded | undefined; measureApp: () => FastifyInstance | undefined; bareApps: readonly FastifyInstance[];
-  dropFloors: (store: Embedded['store']) => Promise<void>; ownDir: boolean; dataDir: string;
+  emb: () => Embedded | undefined;
+  measureApp: () => FastifyInstance | undefined;
+  bareApps: readonly FastifyInstance[];
+  dropFloors: (store: Embedded['store']) => Promise<void>;
+  ownDir: boolean;
+  dataDir: string;
 }): { cleanup: () => Promise<void>; interrupted: () => boolean } {
   return cleanupOnce(async () => {
     for (const f of r.bareApps) await f.close().catch(() => {});
-    await r.measureApp()?.close().catch(() => {});
+    await r
+      .measureApp()
+      ?.close()
+      .catch(() => {});
     const emb = r.emb();
     if (emb) {
       await r.dropFloors(emb.store).catch(() => {});
@@ -113,11 +129,23 @@ export function benchCleanup(r: {
 }
 
 /** A bench's closing line: the machine, the data, the floors' row counts and where the time went. */
-export function machineLine(r: { ownDir: boolean; dataDir: string; extra?: string; floorRows: Record<string, number>; setupSecs: number; floorSecs: number; tStart: number }): string {
-  return `machine: ${cpus().length} CPUs (${cpus()[0]?.model.trim() ?? '?'}), node ${process.version}, ${platform()} ${release()}; `
-    + `data ${r.ownDir ? 'small demo set (fresh)' : r.dataDir}; ${r.extra ? `${r.extra}; ` : ''}`
-    + `floors ${Object.entries(r.floorRows).map(([k, v]) => `${k.replace('bench_floor_', '')} ${fmtInt(v)}`).join(', ')}; `
-    + `setup ${r.setupSecs.toFixed(1)} s, floors ${r.floorSecs.toFixed(1)} s, total ${((performance.now() - r.tStart) / 1000).toFixed(1)} s`;
+export function machineLine(r: {
+  ownDir: boolean;
+  dataDir: string;
+  extra?: string;
+  floorRows: Record<string, number>;
+  setupSecs: number;
+  floorSecs: number;
+  tStart: number;
+}): string {
+  return (
+    `machine: ${cpus().length} CPUs (${cpus()[0]?.model.trim() ?? '?'}), node ${process.version}, ${platform()} ${release()}; ` +
+    `data ${r.ownDir ? 'small demo set (fresh)' : r.dataDir}; ${r.extra ? `${r.extra}; ` : ''}` +
+    `floors ${Object.entries(r.floorRows)
+      .map(([k, v]) => `${k.replace('bench_floor_', '')} ${fmtInt(v)}`)
+      .join(', ')}; ` +
+    `setup ${r.setupSecs.toFixed(1)} s, floors ${r.floorSecs.toFixed(1)} s, total ${((performance.now() - r.tStart) / 1000).toFixed(1)} s`
+  );
 }
 
 /**
@@ -145,8 +173,13 @@ export function reportFailure(bench: string, err: unknown, interrupted: boolean)
  * the demo key and the `tables` of the store. `onStarted` receives the service before it catches
  * up, so that a cleanup can close it whatever happens next.
  */
-export async function startBenchService(dataDir: string, say: (line: string) => void, tables: readonly string[], onStarted: (emb: Embedded) => void, t0: number):
-  Promise<{ emb: Embedded; demoKey: string; setupSecs: number }> {
+export async function startBenchService(
+  dataDir: string,
+  say: (line: string) => void,
+  tables: readonly string[],
+  onStarted: (emb: Embedded) => void,
+  t0: number,
+): Promise<{ emb: Embedded; demoKey: string; setupSecs: number }> {
   const emb = await startEmbedded({ port: 0, host: '127.0.0.1', dataDir, logLevel: 'silent' }, { say });
   onStarted(emb);
   await emb.firstCatchUp;
@@ -155,7 +188,11 @@ export async function startBenchService(dataDir: string, say: (line: string) => 
   say(`read models caught up after ${setupSecs.toFixed(1)} s`);
   if (!existsSync(demoKeyFile(dataDir))) throw new Error(`no demo key in ${demoKeyFile(dataDir)}: seed the data dir first`);
   const demoKey = readFileSync(demoKeyFile(dataDir), 'utf8').trim();
-  const have = new Set((await emb.store.query<{ name: string }>('SELECT name FROM system.tables WHERE database = {db:String}', { db: emb.store.database })).map((t) => t.name));
+  const have = new Set(
+    (
+      await emb.store.query<{ name: string }>('SELECT name FROM system.tables WHERE database = {db:String}', { db: emb.store.database })
+    ).map((t) => t.name),
+  );
   const missing = tables.filter((v) => !have.has(v));
   if (missing.length) throw new Error(`the store has no ${missing.join(', ')} (the read-model layout this bench builds its floors from)`);
   return { emb, demoKey, setupSecs };
@@ -168,7 +205,11 @@ export const progress = (line: string) => console.error(`[bench] ${line}`);
 export const HOT_CLIENTS = 50;
 
 /** GETs `url` from HOT_CLIENTS concurrent keep-alive clients for `ms`: answers 200 and others. */
-export async function hammer(url: string, headers: Record<string, string>, ms: number): Promise<{ n: number; secs: number; errors: number }> {
+export async function hammer(
+  url: string,
+  headers: Record<string, string>,
+  ms: number,
+): Promise<{ n: number; secs: number; errors: number }> {
   let n = 0;
   let errors = 0;
   const t0 = performance.now();
@@ -178,8 +219,11 @@ export async function hammer(url: string, headers: Record<string, string>, ms: n
       try {
         const res = await fetch(url, { headers, signal: AbortSignal.timeout(30_000) });
         await res.arrayBuffer();
-        if (res.status === 200) n++; else errors++;
-      } catch { errors++; }
+        if (res.status === 200) n++;
+        else errors++;
+      } catch {
+        errors++;
+      }
     }
   };
   await Promise.all(Array.from({ length: HOT_CLIENTS }, worker));
@@ -194,8 +238,14 @@ export async function settle(store: { query<T>(sql: string): Promise<T[]> }, wha
     const [m] = await store.query<{ n: number }>('SELECT count() AS n FROM system.merges');
     const n = Number(m?.n ?? 0);
     if (n === 0) break;
-    if (performance.now() - t0 > maxMs) { progress(`${what}: still ${n} background merges after ${(maxMs / 1000).toFixed(0)} s; measuring anyway`); return; }
-    if (!said) { progress(`${what}: waiting for ${n} background merges to finish`); said = true; }
+    if (performance.now() - t0 > maxMs) {
+      progress(`${what}: still ${n} background merges after ${(maxMs / 1000).toFixed(0)} s; measuring anyway`);
+      return;
+    }
+    if (!said) {
+      progress(`${what}: waiting for ${n} background merges to finish`);
+      said = true;
+    }
     await new Promise((r) => setTimeout(r, 500));
   }
   if (said) progress(`${what}: merges done after ${((performance.now() - t0) / 1000).toFixed(1)} s`);
@@ -212,15 +262,22 @@ export const HOT_SECS = (2 * HOT_WARM_MS + HOT_LEGS.length * HOT_LEG_MS) / 1000;
  * (kept in `bareApps` until closed, for Ctrl-C) sending the bytes of the service's first answer,
  * both hammered by HOT_CLIENTS in alternating legs. `route` is the bare route's path.
  */
-export async function hotVersusBare(baseUrl: string, route: string, path: string, headers: Record<string, string>, bareApps: FastifyInstance[]):
-  Promise<{ body: Buffer; real: number; bare: number; errors: number }> {
+export async function hotVersusBare(
+  baseUrl: string,
+  route: string,
+  path: string,
+  headers: Record<string, string>,
+  bareApps: FastifyInstance[],
+): Promise<{ body: Buffer; real: number; bare: number; errors: number }> {
   const realUrl = baseUrl + path;
   const first = await fetch(realUrl, { headers });
   const body = Buffer.from(await first.arrayBuffer());
   if (first.status !== 200) throw new Error(`${path} answered ${first.status}: ${body.toString().slice(0, 300)}`);
   const contentType = first.headers.get('content-type') ?? 'application/json; charset=utf-8';
   const bare = Fastify({ logger: false });
-  bare.get(route, (_req, reply) => { reply.header('content-type', contentType).send(body); });
+  bare.get(route, (_req, reply) => {
+    reply.header('content-type', contentType).send(body);
+  });
   bareApps.push(bare);
   const bareUrl = (await bare.listen({ port: 0, host: '127.0.0.1' })) + path;
   await hammer(realUrl, headers, HOT_WARM_MS);
@@ -240,7 +297,11 @@ export async function hotVersusBare(baseUrl: string, route: string, path: string
 /** Prints a table to stdout: the first `leftCols` columns left-aligned, the others right-aligned. */
 export function printTable(head: string[], rows: string[][], leftCols = 1): void {
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  const line = (cells: string[]) => cells.map((c, i) => (i < leftCols ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ').trimEnd();
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => (i < leftCols ? c.padEnd(widths[i]!) : c.padStart(widths[i]!)))
+      .join('  ')
+      .trimEnd();
   console.log(line(head));
   console.log(widths.map((w) => '-'.repeat(w)).join('  '));
   for (const r of rows) console.log(line(r));
@@ -251,8 +312,14 @@ export function printTable(head: string[], rows: string[][], leftCols = 1): void
  * clock), each timing the handler, the floor and the HTTP request one after the other, so that
  * drift hits all three alike. `http` null: not measured.
  */
-export async function interleaved(handler: () => Promise<unknown>, floor: () => Promise<unknown>, http: (() => Promise<unknown>) | null,
-  reps: number, warmup: number, until: number): Promise<{ hMs: number[]; fMs: number[]; httpMs: number[]; truncated: boolean }> {
+export async function interleaved(
+  handler: () => Promise<unknown>,
+  floor: () => Promise<unknown>,
+  http: (() => Promise<unknown>) | null,
+  reps: number,
+  warmup: number,
+  until: number,
+): Promise<{ hMs: number[]; fMs: number[]; httpMs: number[]; truncated: boolean }> {
   for (let i = 0; i < warmup && performance.now() < until; i++) {
     await handler();
     await floor();
@@ -263,7 +330,10 @@ export async function interleaved(handler: () => Promise<unknown>, floor: () => 
   const httpMs: number[] = [];
   let truncated = false;
   for (let i = 0; i < reps; i++) {
-    if (performance.now() > until) { truncated = true; break; }
+    if (performance.now() > until) {
+      truncated = true;
+      break;
+    }
     hMs.push((await timed(handler))[0]);
     fMs.push((await timed(floor))[0]);
     if (http) httpMs.push((await timed(http))[0]);

@@ -17,4 +17,6 @@ for (const r of generateDemo({ scale, now })) {
 const secs = (performance.now() - t0) / 1000;
 for (const [topic, n] of counts) console.log(`${topic.padEnd(20)} ${String(n).padStart(10)}`);
 console.log(`${'total'.padEnd(20)} ${String(total).padStart(10)}  (estimate ${estimateDemoRecords(scale)})`);
-console.log(`${secs.toFixed(2)} s, ${Math.round(total / secs)} records/s${json ? `, ${(bytes / 1e6).toFixed(0)} MB of JSON` : ''}, heap ${(process.memoryUsage().heapUsed / 1e6).toFixed(0)} MB`);
+console.log(
+  `${secs.toFixed(2)} s, ${Math.round(total / secs)} records/s${json ? `, ${(bytes / 1e6).toFixed(0)} MB of JSON` : ''}, heap ${(process.memoryUsage().heapUsed / 1e6).toFixed(0)} MB`,
+);

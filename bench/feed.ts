@@ -7,7 +7,7 @@
 //   HTTP:       the real route (app.inject) of a second API instance without a read cache.
 //   HTTP floor: a bare fastify route sending the same bytes (the hot since-poll).
 // Usage: npx tsx bench/feed.ts --help
-import { benchArgs, benchDataDir, benchCleanup, buildFloorTable, machineLine, reportFailure, startBenchService, fmtInt, fmtMs, fmtRatio, handlerQuery, pct, sortNum, progress, settle, hotVersusBare, HOT_CLIENTS, HOT_SECS, printTable, interleaved } from './args.ts';
+
 import type { FastifyInstance } from 'fastify';
 import { isCacheable } from '../apps/api/read-cache.ts';
 import { buildApi } from '../apps/api/server.ts';
@@ -15,14 +15,35 @@ import { ApiKeyAuthenticator } from '../apps/auth/keys.ts';
 import { MemoryCache } from '../apps/cache/memory.ts';
 import { cursorCodec, type Embedded } from '../apps/embedded.ts';
 import type { ReadContext } from '../apps/reads/context.ts';
-import type { Principal } from '../apps/reads/principal.ts';
-import { fingerprint, type CursorCodec } from '../apps/reads/cursor.ts';
+import { type CursorCodec, fingerprint } from '../apps/reads/cursor.ts';
 import { factsOf, sourceKey } from '../apps/reads/facts.ts';
+import type { Principal } from '../apps/reads/principal.ts';
 import { OPERATIONS, type Operation } from '../apps/registry.ts';
-import { curateFeedEvents, decodeFeedEvents } from '../storage/tables/feed-groups.ts';
-import { feedWatermark } from '../storage/tables/feed-groups.ts';
 import type { ChdbStore } from '../storage/chdb.ts';
 import type { Params } from '../storage/port.ts';
+import { curateFeedEvents, decodeFeedEvents, feedWatermark } from '../storage/tables/feed-groups.ts';
+import {
+  benchArgs,
+  benchCleanup,
+  benchDataDir,
+  buildFloorTable,
+  fmtInt,
+  fmtMs,
+  fmtRatio,
+  HOT_CLIENTS,
+  HOT_SECS,
+  handlerQuery,
+  hotVersusBare,
+  interleaved,
+  machineLine,
+  pct,
+  printTable,
+  progress,
+  reportFailure,
+  settle,
+  sortNum,
+  startBenchService,
+} from './args.ts';
 
 const USAGE = `Usage: npx tsx bench/feed.ts [options]
 
@@ -51,7 +72,11 @@ Client, servers and floors share this process (chdb opens a data directory from 
 only). The floor tables (bench_floor_feed*) are dropped at the end. The result table goes to
 stdout, progress to stderr.`;
 
-const { values: argv, die, posInt } = benchArgs('bench/feed', USAGE, {
+const {
+  values: argv,
+  die,
+  posInt,
+} = benchArgs('bench/feed', USAGE, {
   'data-dir': { type: 'string' },
   reps: { type: 'string', default: '30' },
   'max-seconds': { type: 'string', default: '90' },
@@ -66,7 +91,6 @@ const BACKLOG = 1_000; // changes waiting for the second since-poll
 const DAY_MS = 86_400_000;
 const WINDOW_MS = 90 * DAY_MS; // the feed pages' default window
 const GOALS = { handler: 1.5, httpP99: 3, hot: 0.9 };
-
 
 // ---------------------------------------------------------------------------------------------
 // Data directory: refuse a directory a running server holds, seed a fresh one by default.
@@ -85,7 +109,11 @@ const { ownDir, dataDir } = benchDataDir(argv['data-dir'], 'signalbase-bench-fee
 const CURRENT_GROUPS = 'SELECT * FROM $db.feed_groups ORDER BY id, seq DESC LIMIT 1 BY id';
 const SEEN = 'bench_floor_feed_seen';
 
-interface FloorTable { name: string; order: string; select: (watermark: number) => string }
+interface FloorTable {
+  name: string;
+  order: string;
+  select: (watermark: number) => string;
+}
 
 const FLOOR_TABLES: FloorTable[] = [
   {
@@ -127,16 +155,20 @@ async function buildSeen(store: ChdbStore, ctx: ReadContext): Promise<number> {
   await store.exec(`CREATE TABLE $db.${SEEN} (id String, traderId UInt64, shownAssetIds Array(UInt64)) ENGINE = MergeTree ORDER BY id`);
   const facts = await factsOf(ctx);
   const groups = await store.query<{ id: string; platform: string; sourceIdentityId: string; events: string }>(
-    `SELECT id, platform, sourceIdentityId, events FROM (${CURRENT_GROUPS}) WHERE live = 1 AND tomb = 0`);
+    `SELECT id, platform, sourceIdentityId, events FROM (${CURRENT_GROUPS}) WHERE live = 1 AND tomb = 0`,
+  );
   const rows: unknown[][] = [];
   for (const g of groups) {
     const traderId = facts.sourceTrader.get(sourceKey(g.platform, g.sourceIdentityId));
     if (traderId === undefined) continue;
-    const shown = curateFeedEvents(decodeFeedEvents(g.events)).filter((e) => facts.traderPlatform.has(e.traderId) && facts.assetById.has(e.assetId));
+    const shown = curateFeedEvents(decodeFeedEvents(g.events)).filter(
+      (e) => facts.traderPlatform.has(e.traderId) && facts.assetById.has(e.assetId),
+    );
     if (!shown.length) continue;
     rows.push([g.id, traderId, [...new Set(shown.map((e) => e.assetId))].sort((a, b) => a - b)]);
   }
-  for (let i = 0; i < rows.length; i += 50_000) await store.insertCompact(SEEN, ['id', 'traderId', 'shownAssetIds'], rows.slice(i, i + 50_000));
+  for (let i = 0; i < rows.length; i += 50_000)
+    await store.insertCompact(SEEN, ['id', 'traderId', 'shownAssetIds'], rows.slice(i, i + 50_000));
   return rows.length;
 }
 
@@ -179,8 +211,11 @@ function pageFloor(store: ChdbStore, table: string, clause: string | null, param
 /** The top-(limit+1) stamps after the watermark with their groups: one read in (fseq, id) order. */
 function sinceFloor(store: ChdbStore, from: number): (now: number) => Promise<FloorAnswer> {
   return async () => {
-    const stamps = await store.query<{ fseq: number; id: string }>(`
-      SELECT fseq, ${GROUP_COLUMNS} FROM $db.bench_floor_feed_changes WHERE fseq > {from:UInt64} ORDER BY fseq, id LIMIT ${SINCE_LIMIT + 1}`, { from });
+    const stamps = await store.query<{ fseq: number; id: string }>(
+      `
+      SELECT fseq, ${GROUP_COLUMNS} FROM $db.bench_floor_feed_changes WHERE fseq > {from:UInt64} ORDER BY fseq, id LIMIT ${SINCE_LIMIT + 1}`,
+      { from },
+    );
     return { ids: stamps.slice(0, SINCE_LIMIT).map((r) => r.id), hasMore: stamps.length > SINCE_LIMIT, rows: stamps.length };
   };
 }
@@ -191,7 +226,12 @@ function sinceCursor(op: Operation, codec: CursorCodec, principal: Principal, se
   return codec.encode({ k: [watermark] }, fingerprint('list_feed:since', filters), codec.policyPrint(principal));
 }
 
-async function buildCases(store: ChdbStore, op: Operation, codec: CursorCodec, principal: Principal): Promise<{ cases: Case[]; notes: string[] }> {
+async function buildCases(
+  store: ChdbStore,
+  op: Operation,
+  codec: CursorCodec,
+  principal: Principal,
+): Promise<{ cases: Case[]; notes: string[] }> {
   const cases: Case[] = [];
   const notes: string[] = [];
   const windowClause = `writtenAt >= now64(3, 'UTC') - toIntervalDay(90)`;
@@ -203,9 +243,13 @@ async function buildCases(store: ChdbStore, op: Operation, codec: CursorCodec, p
     WHERE ${windowClause} GROUP BY traderId ORDER BY n DESC, traderId LIMIT 1`);
   if (trader) {
     cases.push({
-      label: `trader ${trader.id}`, kind: 'page', search: new URLSearchParams({ traderIds: String(trader.id) }),
-      floor: pageFloor(store, 'bench_floor_feed_by_source', 'platform = {platform:String} AND sourceIdentityId = {sid:String}',
-        { platform: trader.platform, sid: trader.sid }),
+      label: `trader ${trader.id}`,
+      kind: 'page',
+      search: new URLSearchParams({ traderIds: String(trader.id) }),
+      floor: pageFloor(store, 'bench_floor_feed_by_source', 'platform = {platform:String} AND sourceIdentityId = {sid:String}', {
+        platform: trader.platform,
+        sid: trader.sid,
+      }),
     });
     notes.push(`trader ${trader.id}: the trader with the most groups in the window (${fmtInt(Number(trader.n))})`);
   } else notes.push('one trader: n/a (no group in the window)');
@@ -217,21 +261,34 @@ async function buildCases(store: ChdbStore, op: Operation, codec: CursorCodec, p
   const asset = assets[Math.floor(assets.length / 2)];
   if (asset) {
     cases.push({
-      label: `asset ${asset.id}`, kind: 'page', search: new URLSearchParams({ assetIds: String(asset.id) }),
+      label: `asset ${asset.id}`,
+      kind: 'page',
+      search: new URLSearchParams({ assetIds: String(asset.id) }),
       floor: pageFloor(store, 'bench_floor_feed_by_asset', 'assetId = {id:UInt64}', { id: Number(asset.id) }),
     });
-    notes.push(`asset ${asset.id}: the median of the ${assets.length} assets with more than ${LIMIT} groups in the window (${fmtInt(Number(asset.n))} groups)`);
+    notes.push(
+      `asset ${asset.id}: the median of the ${assets.length} assets with more than ${LIMIT} groups in the window (${fmtInt(Number(asset.n))} groups)`,
+    );
   } else notes.push(`one asset: n/a (no asset with more than ${LIMIT} groups in the window)`);
 
-  cases.push({ label: 'since=0', kind: 'since', search: new URLSearchParams({ since: '0', limit: String(SINCE_LIMIT) }), floor: sinceFloor(store, 0) });
+  cases.push({
+    label: 'since=0',
+    kind: 'since',
+    search: new URLSearchParams({ since: '0', limit: String(SINCE_LIMIT) }),
+    floor: sinceFloor(store, 0),
+  });
 
   // A watermark with BACKLOG changes after it: the fseq of the (BACKLOG + 1)-th newest current stamp.
-  const [back] = await store.query<{ fseq: number }>(`SELECT fseq FROM $db.bench_floor_feed_changes ORDER BY fseq DESC LIMIT 1 OFFSET ${BACKLOG}`);
+  const [back] = await store.query<{ fseq: number }>(
+    `SELECT fseq FROM $db.bench_floor_feed_changes ORDER BY fseq DESC LIMIT 1 OFFSET ${BACKLOG}`,
+  );
   if (back) {
     const from = Number(back.fseq);
     const cursor = sinceCursor(op, codec, principal, new URLSearchParams(), from);
     cases.push({
-      label: `since=-${fmtInt(BACKLOG)}`, kind: 'since', search: new URLSearchParams({ since: cursor, limit: String(SINCE_LIMIT) }),
+      label: `since=-${fmtInt(BACKLOG)}`,
+      kind: 'since',
+      search: new URLSearchParams({ since: cursor, limit: String(SINCE_LIMIT) }),
       floor: sinceFloor(store, from),
     });
     notes.push(`since=-${fmtInt(BACKLOG)}: a signed since-cursor at fseq ${from}, ${fmtInt(BACKLOG)} changes after it`);
@@ -243,9 +300,18 @@ async function buildCases(store: ChdbStore, op: Operation, codec: CursorCodec, p
 // Handler and HTTP (uncached, app.inject) against the SQL floor.
 
 interface CaseResult {
-  c: Case; n: number; rows: number; floorRows: number;
-  handlerP50: number; floorP50: number; floorP99: number; httpP50: number; httpP99: number;
-  truncated: boolean; mismatch: string | null; httpErrors: number;
+  c: Case;
+  n: number;
+  rows: number;
+  floorRows: number;
+  handlerP50: number;
+  floorP50: number;
+  floorP99: number;
+  httpP50: number;
+  httpP99: number;
+  truncated: boolean;
+  mismatch: string | null;
+  httpErrors: number;
 }
 
 /** The handler's answer against the floor's: the same page ids in the same order (since-polls: the same changes). */
@@ -255,8 +321,12 @@ function compare(c: Case, ans: FeedAnswer, floor: FloorAnswer): string | null {
   if (c.kind === 'page') {
     if (a.length !== floor.ids.length || a.some((x, i) => x !== floor.ids[i])) {
       const i = a.findIndex((x, j) => x !== floor.ids[j]);
-      return diff(`page (${a.length} groups) vs floor (${floor.ids.length})`
-        + (i >= 0 ? ` from row ${i}: handler id ${a[i]}, floor id ${floor.ids[i] ?? '-'}` : ` after row ${Math.min(a.length, floor.ids.length)}`));
+      return diff(
+        `page (${a.length} groups) vs floor (${floor.ids.length})` +
+          (i >= 0
+            ? ` from row ${i}: handler id ${a[i]}, floor id ${floor.ids[i] ?? '-'}`
+            : ` after row ${Math.min(a.length, floor.ids.length)}`),
+      );
     }
   } else {
     // A change is a group (results) or a removal (meta.removedIds); the groups keep the changes' order.
@@ -265,8 +335,11 @@ function compare(c: Case, ans: FeedAnswer, floor: FloorAnswer): string | null {
     const missing = floor.ids.filter((id) => !changes.has(id));
     const extra = [...changes].filter((id) => !floor.ids.includes(id));
     if (missing.length || extra.length || changes.size !== a.length + removed.length) {
-      return diff(`${a.length} groups + ${removed.length} removed vs ${floor.ids.length} floor changes`
-        + (missing.length ? `; not in the answer: ${missing.slice(0, 3).join(', ')}` : '') + (extra.length ? `; not in the floor: ${extra.slice(0, 3).join(', ')}` : ''));
+      return diff(
+        `${a.length} groups + ${removed.length} removed vs ${floor.ids.length} floor changes` +
+          (missing.length ? `; not in the answer: ${missing.slice(0, 3).join(', ')}` : '') +
+          (extra.length ? `; not in the floor: ${extra.slice(0, 3).join(', ')}` : ''),
+      );
     }
     const shown = new Set(a);
     const order = floor.ids.filter((id) => shown.has(id));
@@ -277,12 +350,21 @@ function compare(c: Case, ans: FeedAnswer, floor: FloorAnswer): string | null {
   return null;
 }
 
-async function measureCase(emb: Embedded, app: FastifyInstance, op: Operation, c: Case, principal: Principal, codec: CursorCodec,
-  demoKey: string, until: number): Promise<CaseResult> {
+async function measureCase(
+  emb: Embedded,
+  app: FastifyInstance,
+  op: Operation,
+  c: Case,
+  principal: Principal,
+  codec: CursorCodec,
+  demoKey: string,
+  until: number,
+): Promise<CaseResult> {
   const query = handlerQuery(op, c.search);
   const url = `/v2${op.path}${[...c.search].length ? `?${c.search}` : ''}`;
   const headers = { 'x-api-key': demoKey };
-  const handler = (now: Date) => op.handler({ store: emb.store, principal, now, cursors: codec, dataVersion: () => 0 }, query) as Promise<FeedAnswer>;
+  const handler = (now: Date) =>
+    op.handler({ store: emb.store, principal, now, cursors: codec, dataVersion: () => 0 }, query) as Promise<FeedAnswer>;
   let httpErrors = 0;
   const http = async () => {
     const res = await app.inject({ method: 'GET', url, headers });
@@ -297,35 +379,66 @@ async function measureCase(emb: Embedded, app: FastifyInstance, op: Operation, c
   const [ans, floorAns] = await Promise.all([handler(now), c.floor(now.getTime())]);
   const mismatch = compare(c, ans, floorAns);
 
-  const { hMs, fMs, httpMs, truncated } = await interleaved(() => handler(new Date()), () => c.floor(Date.now()), http, REPS, WARMUP, until);
+  const { hMs, fMs, httpMs, truncated } = await interleaved(
+    () => handler(new Date()),
+    () => c.floor(Date.now()),
+    http,
+    REPS,
+    WARMUP,
+    until,
+  );
   const h = sortNum(hMs);
   const f = sortNum(fMs);
   const t = sortNum(httpMs);
   return {
-    c, n: h.length, rows: ans.results.length + (ans.meta.removedIds?.length ?? 0), floorRows: floorAns.ids.length,
-    handlerP50: pct(h, 50), floorP50: pct(f, 50), floorP99: pct(f, 99), httpP50: pct(t, 50), httpP99: pct(t, 99),
-    truncated, mismatch, httpErrors,
+    c,
+    n: h.length,
+    rows: ans.results.length + (ans.meta.removedIds?.length ?? 0),
+    floorRows: floorAns.ids.length,
+    handlerP50: pct(h, 50),
+    floorP50: pct(f, 50),
+    floorP99: pct(f, 99),
+    httpP50: pct(t, 50),
+    httpP99: pct(t, 99),
+    truncated,
+    mismatch,
+    httpErrors,
   };
 }
 
 // ---------------------------------------------------------------------------------------------
 // Hot since-poll: the real service with its read cache vs a bare fastify route sending the same bytes.
 
+interface HotResult {
+  bytes: number;
+  cacheable: boolean;
+  real: number;
+  bare: number;
+  errors: number;
+  changes: number;
+}
 
-interface HotResult { bytes: number; cacheable: boolean; real: number; bare: number; errors: number; changes: number }
-
-async function measureHot(emb: Embedded, op: Operation, search: URLSearchParams, principal: Principal, demoKey: string,
-  bareApps: FastifyInstance[]): Promise<HotResult> {
+async function measureHot(
+  emb: Embedded,
+  op: Operation,
+  search: URLSearchParams,
+  principal: Principal,
+  demoKey: string,
+  bareApps: FastifyInstance[],
+): Promise<HotResult> {
   const path = `/v2${op.path}?${search}`;
   const { body, real, bare, errors } = await hotVersusBare(emb.url, `/v2${op.path}`, path, { 'x-api-key': demoKey }, bareApps);
   const answer = JSON.parse(body.toString()) as { data: FeedAnswer };
   const cacheable = isCacheable(op.cache, handlerQuery(op, search), principal);
   return {
-    bytes: body.length, cacheable, real, bare, errors,
+    bytes: body.length,
+    cacheable,
+    real,
+    bare,
+    errors,
     changes: answer.data.results.length + (answer.data.meta.removedIds?.length ?? 0),
   };
 }
-
 
 // ---------------------------------------------------------------------------------------------
 // Run.
@@ -337,13 +450,27 @@ const bareApps: FastifyInstance[] = [];
 let exitCode = 0;
 /** Drops the floors and closes everything, once (also on Ctrl-C). */
 const { cleanup, interrupted } = benchCleanup({
-  emb: () => emb, measureApp: () => measureApp, bareApps, ownDir, dataDir,
-  dropFloors: async (store) => { for (const t of ALL_FLOOR_TABLES) await store.exec(`DROP TABLE IF EXISTS $db.${t}`).catch(() => {}); },
+  emb: () => emb,
+  measureApp: () => measureApp,
+  bareApps,
+  ownDir,
+  dataDir,
+  dropFloors: async (store) => {
+    for (const t of ALL_FLOOR_TABLES) await store.exec(`DROP TABLE IF EXISTS $db.${t}`).catch(() => {});
+  },
 });
 
 try {
   progress(`data dir ${dataDir}${ownDir ? ' (fresh, small demo set)' : ''}`);
-  const started = await startBenchService(dataDir, progress, ['feed_groups', 'feed_changes', 'feed_watermark'], (e) => { emb = e; }, tStart);
+  const started = await startBenchService(
+    dataDir,
+    progress,
+    ['feed_groups', 'feed_changes', 'feed_watermark'],
+    (e) => {
+      emb = e;
+    },
+    tStart,
+  );
   const { demoKey, setupSecs } = started;
   emb = started.emb;
   const op = opFor('/feed');
@@ -354,7 +481,9 @@ try {
   const auth = new ApiKeyAuthenticator(emb.store, new MemoryCache());
   const principal = await auth.authenticate(demoKey);
   if (principal.messageVisibility.mode !== 'all' || principal.signalVisibility.mode !== 'all' || principal.historyWindowDays !== null) {
-    throw new Error('the demo key\'s account is not an all-visibility account with no history window (the floors hold what such a caller reads)');
+    throw new Error(
+      "the demo key's account is not an all-visibility account with no history window (the floors hold what such a caller reads)",
+    );
   }
 
   // Floors, in the same store.
@@ -375,15 +504,26 @@ try {
 
   // The measurement app: the same API on the same store without a read cache (every request runs
   // the read), the real authenticator and the service's cursor codec; requests by app.inject.
-  measureApp = buildApi({ store: emb.store, auth: new ApiKeyAuthenticator(emb.store, new MemoryCache()), dataVersion: () => 0, cursors: codec, logger: false });
+  measureApp = buildApi({
+    store: emb.store,
+    auth: new ApiKeyAuthenticator(emb.store, new MemoryCache()),
+    dataVersion: () => 0,
+    cursors: codec,
+    logger: false,
+  });
   await measureApp.ready();
 
   const { cases, notes: caseNotes } = await buildCases(emb.store, op, codec, principal);
   const budgetEnd = performance.now() + MAX_SECONDS * 1000;
   const hotSecs = 2 * HOT_SECS;
   // Hard stop if something hangs: the soft deadlines end loops, this ends the process.
-  setTimeout(() => { console.error('bench/feed: still running long past its budget; giving up'); process.exit(1); },
-    (MAX_SECONDS + hotSecs + 600) * 1000).unref();
+  setTimeout(
+    () => {
+      console.error('bench/feed: still running long past its budget; giving up');
+      process.exit(1);
+    },
+    (MAX_SECONDS + hotSecs + 600) * 1000,
+  ).unref();
 
   const results: CaseResult[] = [];
   for (const [i, c] of cases.entries()) {
@@ -393,7 +533,9 @@ try {
   }
 
   // Hot: a poll at the current watermark (nothing new), as a partner polls between changes.
-  const hotSearch = new URLSearchParams({ since: sinceCursor(op, codec, principal, new URLSearchParams(), await feedWatermark(emb.store)) });
+  const hotSearch = new URLSearchParams({
+    since: sinceCursor(op, codec, principal, new URLSearchParams(), await feedWatermark(emb.store)),
+  });
   // Measured once first and thrown away: the first legs of a process warm up the client loop, the HTTP stack and the JIT.
   progress('hot since-poll: warming up ...');
   await measureHot(emb, op, hotSearch, principal, demoKey, bareApps);
@@ -410,34 +552,71 @@ try {
     const p50r = r.httpP50 / r.floorP50;
     const p99r = r.httpP99 / r.floorP99;
     caseRows.push([
-      r.c.label, String(r.rows), fmtMs(r.handlerP50), fmtMs(r.floorP50), fmtRatio(hr, hr > GOALS.handler),
-      fmtMs(r.httpP50), fmtMs(r.httpP99), fmtMs(r.floorP99), fmtRatio(p50r, false), fmtRatio(p99r, p99r > GOALS.httpP99), String(r.n),
+      r.c.label,
+      String(r.rows),
+      fmtMs(r.handlerP50),
+      fmtMs(r.floorP50),
+      fmtRatio(hr, hr > GOALS.handler),
+      fmtMs(r.httpP50),
+      fmtMs(r.httpP99),
+      fmtMs(r.floorP99),
+      fmtRatio(p50r, false),
+      fmtRatio(p99r, p99r > GOALS.httpP99),
+      String(r.n),
     ]);
-    if (r.mismatch) { notes.push(r.mismatch); exitCode = 1; }
-    if (r.httpErrors) { notes.push(`${r.c.label}: ${r.httpErrors} HTTP requests did not answer 200`); exitCode = 1; }
+    if (r.mismatch) {
+      notes.push(r.mismatch);
+      exitCode = 1;
+    }
+    if (r.httpErrors) {
+      notes.push(`${r.c.label}: ${r.httpErrors} HTTP requests did not answer 200`);
+      exitCode = 1;
+    }
     if (r.truncated) notes.push(`${r.c.label}: stopped at the time budget after ${r.n} of ${REPS} reps`);
   }
   const hotRatio = hot.real / hot.bare;
-  if (hot.errors) { notes.push(`hot since-poll: ${hot.errors} requests failed`); exitCode = 1; }
+  if (hot.errors) {
+    notes.push(`hot since-poll: ${hot.errors} requests failed`);
+    exitCode = 1;
+  }
   if (hot.changes) notes.push(`hot since-poll: the poll at the watermark answered ${hot.changes} changes (expected none)`);
 
   console.log('');
-  console.log(`Partner feed GET /v2/feed vs floors (plain MergeTrees laid out for the case, the groups the feed shows, top ${LIMIT + 1}; `
-    + `since-polls: top ${SINCE_LIMIT + 1} stamps with their groups); ${REPS} reps per case after ${WARMUP} warm-up, handler/floor/HTTP interleaved; times in ms`);
+  console.log(
+    `Partner feed GET /v2/feed vs floors (plain MergeTrees laid out for the case, the groups the feed shows, top ${LIMIT + 1}; ` +
+      `since-polls: top ${SINCE_LIMIT + 1} stamps with their groups); ${REPS} reps per case after ${WARMUP} warm-up, handler/floor/HTTP interleaved; times in ms`,
+  );
   printTable(
     ['case', 'rows', 'handler p50', 'floor p50', 'ratio', 'HTTP p50', 'HTTP p99', 'floor p99', 'p50 ratio', 'p99 ratio', 'reps'],
-    caseRows, 1,
+    caseRows,
+    1,
   );
   console.log('');
-  console.log(`Hot since-poll: since=<current watermark> (nothing new), ${HOT_CLIENTS} concurrent clients (keep-alive), `
-    + 'the service with its read cache vs a bare fastify route sending the same bytes');
-  printTable(['read', 'bytes', 'cacheable', 'real req/s', 'bare req/s', 'ratio'], [[
-    'since=watermark', String(hot.bytes), hot.cacheable ? 'yes' : 'no', fmtInt(hot.real), fmtInt(hot.bare), fmtRatio(hotRatio, hotRatio < GOALS.hot),
-  ]]);
+  console.log(
+    `Hot since-poll: since=<current watermark> (nothing new), ${HOT_CLIENTS} concurrent clients (keep-alive), ` +
+      'the service with its read cache vs a bare fastify route sending the same bytes',
+  );
+  printTable(
+    ['read', 'bytes', 'cacheable', 'real req/s', 'bare req/s', 'ratio'],
+    [
+      [
+        'since=watermark',
+        String(hot.bytes),
+        hot.cacheable ? 'yes' : 'no',
+        fmtInt(hot.real),
+        fmtInt(hot.bare),
+        fmtRatio(hotRatio, hotRatio < GOALS.hot),
+      ],
+    ],
+  );
   console.log('');
-  console.log(`! marks a figure past the goal: handler ratio <= ${GOALS.handler}x, HTTP p99 ratio <= ${GOALS.httpP99}x, hot ratio >= ${GOALS.hot}x`);
-  console.log(`pages: limit ${LIMIT}, the default window (the last 90 days); since-polls: limit ${SINCE_LIMIT}, rows = changes (groups + removedIds); `
-    + 'HTTP: app.inject on an instance without a read cache; principal: the demo key\'s (all visibility)');
+  console.log(
+    `! marks a figure past the goal: handler ratio <= ${GOALS.handler}x, HTTP p99 ratio <= ${GOALS.httpP99}x, hot ratio >= ${GOALS.hot}x`,
+  );
+  console.log(
+    `pages: limit ${LIMIT}, the default window (the last 90 days); since-polls: limit ${SINCE_LIMIT}, rows = changes (groups + removedIds); ` +
+      "HTTP: app.inject on an instance without a read cache; principal: the demo key's (all visibility)",
+  );
   for (const n of [...caseNotes, ...notes]) console.log(`note: ${n}`);
   console.log(machineLine({ ownDir, dataDir, extra: `watermark ${watermark}`, floorRows, setupSecs, floorSecs, tStart }));
 } catch (err) {

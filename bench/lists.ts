@@ -9,21 +9,42 @@
 import { rmSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
-import { benchArgs, benchDataDir, benchCleanup, buildFloorTable, machineLine, reportFailure, startBenchService, fmtInt, fmtMs, fmtRatio, handlerQuery, pct, sortNum, progress, settle, hotVersusBare, HOT_CLIENTS, HOT_SECS, printTable, interleaved } from './args.ts';
 import type { FastifyInstance } from 'fastify';
 import { isCacheable } from '../apps/api/read-cache.ts';
 import { buildApi } from '../apps/api/server.ts';
 import { ApiKeyAuthenticator } from '../apps/auth/keys.ts';
 import { MemoryCache } from '../apps/cache/memory.ts';
-import { storePath, type Embedded } from '../apps/embedded.ts';
-import type { Principal } from '../apps/reads/principal.ts';
+import { type Embedded, storePath } from '../apps/embedded.ts';
 import { CursorCodec } from '../apps/reads/cursor.ts';
+import type { Principal } from '../apps/reads/principal.ts';
 import { OPERATIONS, type Operation } from '../apps/registry.ts';
 import { EmbeddedLog } from '../projectors/log/embedded.ts';
 import { ensureSchema, MAX_BATCH, runProjector, validateBatch } from '../projectors/runner.ts';
-import { openChdbStore, type ChdbStore } from '../storage/chdb.ts';
-import { checkIdentifier, type Params } from '../storage/port.ts';
 import { SCOPES, TOPIC_NAMES, type VisibilityPolicy } from '../schemas/topics/index.ts';
+import { type ChdbStore, openChdbStore } from '../storage/chdb.ts';
+import { checkIdentifier, type Params } from '../storage/port.ts';
+import {
+  benchArgs,
+  benchCleanup,
+  benchDataDir,
+  buildFloorTable,
+  fmtInt,
+  fmtMs,
+  fmtRatio,
+  HOT_CLIENTS,
+  HOT_SECS,
+  handlerQuery,
+  hotVersusBare,
+  interleaved,
+  machineLine,
+  pct,
+  printTable,
+  progress,
+  reportFailure,
+  settle,
+  sortNum,
+  startBenchService,
+} from './args.ts';
 
 const USAGE = `Usage: npx tsx bench/lists.ts [options]
 
@@ -53,7 +74,11 @@ Client, servers and floors share this process (chdb opens a data directory from 
 only). The floor tables (bench_floor_*) and the projector's scratch database are dropped at the
 end. The result table goes to stdout, progress to stderr.`;
 
-const { values: argv, die, posInt } = benchArgs('bench/lists', USAGE, {
+const {
+  values: argv,
+  die,
+  posInt,
+} = benchArgs('bench/lists', USAGE, {
   'data-dir': { type: 'string' },
   reps: { type: 'string', default: '30' },
   'max-seconds': { type: 'string', default: '90' },
@@ -71,7 +96,6 @@ const WINDOW_MS = 90 * DAY_MS; // the historical reads' default window
 const PROJECTOR_DB = 'bench_lists_projector';
 const GOALS = { handler: 1.5, httpP99: 3, hot: 0.9, projectorRps: 150_000 };
 
-
 // ---------------------------------------------------------------------------------------------
 // Data directory: refuse a directory a running server holds, seed a fresh one by default.
 
@@ -83,8 +107,12 @@ const { ownDir, dataDir } = benchDataDir(argv['data-dir'], 'signalbase-bench-lis
 const ALL: VisibilityPolicy = { mode: 'all' };
 const TELEGRAM: VisibilityPolicy = { mode: 'platforms', platforms: ['TELEGRAM'] };
 const principalFor = (restricted: boolean): Principal => ({
-  accountId: 'bench', keyId: 'bench', scopes: new Set(SCOPES),
-  messageVisibility: restricted ? TELEGRAM : ALL, signalVisibility: restricted ? TELEGRAM : ALL, historyWindowDays: null,
+  accountId: 'bench',
+  keyId: 'bench',
+  scopes: new Set(SCOPES),
+  messageVisibility: restricted ? TELEGRAM : ALL,
+  signalVisibility: restricted ? TELEGRAM : ALL,
+  historyWindowDays: null,
 });
 /** Suffix of the x-api-key that makes the measurement app's authenticator restrict the demo principal. */
 const RESTRICTED_KEY_SUFFIX = '~telegram-only';
@@ -98,7 +126,10 @@ const TRADERS_LIVE = 'SELECT id, sourcePlatform FROM $db.traders FINAL WHERE del
 const ASSETS_ELIGIBLE = 'SELECT id, quoteSymbol FROM $db.assets FINAL WHERE deleted = 0 AND hasActiveMarket = 1';
 const PRICES_LIVE = 'SELECT assetId, at, price FROM $db.prices FINAL WHERE deleted = 0';
 
-interface FloorTable { name: string; ddl: (now: number) => string }
+interface FloorTable {
+  name: string;
+  ddl: (now: number) => string;
+}
 
 const FLOOR_TABLES: FloorTable[] = [
   {
@@ -215,11 +246,16 @@ interface ReadSpec {
   param: { trader: string; asset: string };
 }
 
-const busiest = (table: string, col: string) => `SELECT ${col} AS id FROM $db.${table} GROUP BY ${col} ORDER BY count() DESC, ${col} LIMIT 1`;
+const busiest = (table: string, col: string) =>
+  `SELECT ${col} AS id FROM $db.${table} GROUP BY ${col} ORDER BY count() DESC, ${col} LIMIT 1`;
 
 const READS: ReadSpec[] = [
   {
-    name: 'events', path: '/events', table: 'bench_floor_events', timeCol: 'timeOfEvent', orderBy: 'timeOfEvent DESC, id DESC',
+    name: 'events',
+    path: '/events',
+    table: 'bench_floor_events',
+    timeCol: 'timeOfEvent',
+    orderBy: 'timeOfEvent DESC, id DESC',
     columns: `id, type, price, quoteSymbol, toUnixTimestamp64Milli(timeOfEvent) AS t, assumed, retrospective, autoGenerated,
               positionId, traderId, assetId, messageId`,
     filters: { trader: 'traderId = {id:UInt64}', asset: 'assetId = {id:UInt64}', restricted: "sourcePlatform = 'TELEGRAM'" },
@@ -227,7 +263,11 @@ const READS: ReadSpec[] = [
     param: { trader: 'traderIds', asset: 'assetIds' },
   },
   {
-    name: 'messages', path: '/messages', table: 'bench_floor_messages', timeCol: 'writtenAt', orderBy: 'writtenAt DESC, id DESC',
+    name: 'messages',
+    path: '/messages',
+    table: 'bench_floor_messages',
+    timeCol: 'writtenAt',
+    orderBy: 'writtenAt DESC, id DESC',
     columns: `id, traderId, platform, sourceIdentityId, toUnixTimestamp64Milli(writtenAt) AS t, url, text, attachmentTypes, attachmentUrls,
               isEdited, isReply, isQuote, isRepost, displayName, handle, avatarUrl, profileUrl, audienceCount`,
     filters: { trader: 'traderId = {id:UInt64}', asset: null, restricted: "platform = 'TELEGRAM'" },
@@ -235,7 +275,11 @@ const READS: ReadSpec[] = [
     param: { trader: 'traderIds', asset: 'assetIds' },
   },
   {
-    name: 'positions', path: '/positions', table: 'bench_floor_positions', timeCol: 'openAt', orderBy: 'openAt DESC, id DESC',
+    name: 'positions',
+    path: '/positions',
+    table: 'bench_floor_positions',
+    timeCol: 'openAt',
+    orderBy: 'openAt DESC, id DESC',
     columns: `id, direction, toUnixTimestamp64Milli(openAt) AS t, openPrice, quoteSymbol, traderId, assetId, hasSeries,
               fwd1dPrice, toUnixTimestamp64Milli(fwd1dAt) AS fwd1dAt, fwd7dPrice, toUnixTimestamp64Milli(fwd7dAt) AS fwd7dAt,
               fwd30dPrice, toUnixTimestamp64Milli(fwd30dAt) AS fwd30dAt`,
@@ -244,7 +288,11 @@ const READS: ReadSpec[] = [
     param: { trader: 'traderIds', asset: 'assetIds' },
   },
   {
-    name: 'open positions', path: '/positions/open', table: 'bench_floor_open_positions', timeCol: null, orderBy: 'openAt DESC, id DESC',
+    name: 'open positions',
+    path: '/positions/open',
+    table: 'bench_floor_open_positions',
+    timeCol: null,
+    orderBy: 'openAt DESC, id DESC',
     columns: `id, direction, toUnixTimestamp64Milli(openAt) AS t, openPrice, quoteSymbol, currentPrice, currentReturnPercentage, traderId, assetId`,
     filters: { trader: 'traderId = {id:UInt64}', asset: 'assetId = {id:UInt64}', restricted: "sourcePlatform = 'TELEGRAM'" },
     pick: { trader: busiest('bench_floor_open_positions', 'traderId'), asset: busiest('bench_floor_open_positions', 'assetId') },
@@ -252,7 +300,11 @@ const READS: ReadSpec[] = [
   },
   {
     // Needs message or signal visibility: with both restricted to TELEGRAM, the trader's source platform.
-    name: 'trader directory', path: '/traders', table: 'bench_floor_traders', timeCol: null, orderBy: 'name, id',
+    name: 'trader directory',
+    path: '/traders',
+    table: 'bench_floor_traders',
+    timeCol: null,
+    orderBy: 'name, id',
     columns: `id, name, slug, avatarUrl, sourcePlatform, sourceIdentityId, hasSource, displayName, handle, sAvatarUrl, profileUrl, audienceCount`,
     filters: { trader: null, asset: null, restricted: "sourcePlatform = 'TELEGRAM'" },
     pick: { trader: null, asset: null },
@@ -260,11 +312,16 @@ const READS: ReadSpec[] = [
   },
   {
     // Assets are not subject to visibility (only their traderIds filter is): the restricted case is n/a.
-    name: 'assets', path: '/assets', table: 'bench_floor_assets', timeCol: null, orderBy: 'symbol, id',
+    name: 'assets',
+    path: '/assets',
+    table: 'bench_floor_assets',
+    timeCol: null,
+    orderBy: 'symbol, id',
     columns: 'id, name, symbol, logoUrl, assetClass, resolvedAssetClass, category, quoteSymbol',
     filters: {
       trader: 'id IN (SELECT assetId FROM $db.bench_floor_trader_assets WHERE traderId = {id:UInt64})',
-      asset: 'id = {id:UInt64}', restricted: null,
+      asset: 'id = {id:UInt64}',
+      restricted: null,
     },
     pick: { trader: busiest('bench_floor_trader_assets', 'traderId'), asset: busiest('bench_floor_events', 'assetId') },
     param: { trader: 'traderIds', asset: 'assetIds' },
@@ -286,7 +343,10 @@ function floorQuery(read: ReadSpec, clause: string | null, id: number | null) {
     const where: string[] = [];
     const params: Params = {};
     if (read.timeCol) {
-      where.push(`${read.timeCol} >= fromUnixTimestamp64Milli({wStart:Int64}, 'UTC')`, `${read.timeCol} <= fromUnixTimestamp64Milli({wEnd:Int64}, 'UTC')`);
+      where.push(
+        `${read.timeCol} >= fromUnixTimestamp64Milli({wStart:Int64}, 'UTC')`,
+        `${read.timeCol} <= fromUnixTimestamp64Milli({wEnd:Int64}, 'UTC')`,
+      );
       params.wStart = now - WINDOW_MS;
       params.wEnd = now;
     }
@@ -314,23 +374,53 @@ async function buildCases(emb: Embedded): Promise<{ cases: Case[]; na: { read: R
     const op = opFor(read.path);
     for (const kind of CASE_KINDS) {
       if (kind === 'none') {
-        cases.push({ read, kind, label: 'no filter', op, search: new URLSearchParams(), restricted: false, floor: floorQuery(read, null, null) });
+        cases.push({
+          read,
+          kind,
+          label: 'no filter',
+          op,
+          search: new URLSearchParams(),
+          restricted: false,
+          floor: floorQuery(read, null, null),
+        });
         continue;
       }
       const clause = read.filters[kind];
       if (kind === 'restricted') {
-        if (!clause) { na.push({ read, kind, why: 'no visibility applies' }); continue; }
-        cases.push({ read, kind, label: 'TELEGRAM only', op, search: new URLSearchParams(), restricted: true, floor: floorQuery(read, clause, null) });
+        if (!clause) {
+          na.push({ read, kind, why: 'no visibility applies' });
+          continue;
+        }
+        cases.push({
+          read,
+          kind,
+          label: 'TELEGRAM only',
+          op,
+          search: new URLSearchParams(),
+          restricted: true,
+          floor: floorQuery(read, clause, null),
+        });
         continue;
       }
       const param = read.param[kind];
       const pick = read.pick[kind];
-      if (!clause || !pick || !hasParam(op, param)) { na.push({ read, kind, why: `no ${param} parameter` }); continue; }
+      if (!clause || !pick || !hasParam(op, param)) {
+        na.push({ read, kind, why: `no ${param} parameter` });
+        continue;
+      }
       const [row] = await emb.store.query<{ id: number }>(pick);
-      if (!row) { na.push({ read, kind, why: 'floor is empty' }); continue; }
+      if (!row) {
+        na.push({ read, kind, why: 'floor is empty' });
+        continue;
+      }
       const id = Number(row.id);
       cases.push({
-        read, kind, label: `${kind} ${id}`, op, search: new URLSearchParams({ [param]: String(id) }), restricted: false,
+        read,
+        kind,
+        label: `${kind} ${id}`,
+        op,
+        search: new URLSearchParams({ [param]: String(id) }),
+        restricted: false,
         floor: floorQuery(read, clause, id),
       });
     }
@@ -342,9 +432,18 @@ async function buildCases(emb: Embedded): Promise<{ cases: Case[]; na: { read: R
 // Handler and HTTP (uncached) against the SQL floor.
 
 interface CaseResult {
-  c: Case; n: number; rows: number; floorRows: number;
-  handlerP50: number; floorP50: number; floorP99: number; httpP50: number; httpP99: number;
-  truncated: boolean; mismatch: string | null; httpErrors: number;
+  c: Case;
+  n: number;
+  rows: number;
+  floorRows: number;
+  handlerP50: number;
+  floorP50: number;
+  floorP99: number;
+  httpP50: number;
+  httpP99: number;
+  truncated: boolean;
+  mismatch: string | null;
+  httpErrors: number;
 }
 
 const idsOf = (rows: { id: unknown }[]) => rows.map((r) => String(r.id));
@@ -355,8 +454,12 @@ async function measureCase(emb: Embedded, c: Case, httpBase: string, demoKey: st
   const query = handlerQuery(c.op, c.search);
   const url = `${httpBase}/v2${c.op.path}${[...c.search].length ? `?${c.search}` : ''}`;
   const headers = { 'x-api-key': c.restricted ? demoKey + RESTRICTED_KEY_SUFFIX : demoKey };
-  const handler = (now: Date) => c.op.handler({ store: emb.store, principal, now, cursors, dataVersion: () => 0 }, query) as Promise<{ results: { id: unknown }[] }>;
-  const floor = (now: number) => { const f = c.floor(now); return emb.store.query<{ id: unknown }>(f.sql, f.params); };
+  const handler = (now: Date) =>
+    c.op.handler({ store: emb.store, principal, now, cursors, dataVersion: () => 0 }, query) as Promise<{ results: { id: unknown }[] }>;
+  const floor = (now: number) => {
+    const f = c.floor(now);
+    return emb.store.query<{ id: unknown }>(f.sql, f.params);
+  };
   let httpErrors = 0;
   const http = async () => {
     const res = await fetch(url, { headers, signal: AbortSignal.timeout(60_000) });
@@ -375,26 +478,50 @@ async function measureCase(emb: Embedded, c: Case, httpBase: string, demoKey: st
   let mismatch: string | null = null;
   if (a.length !== b.length || a.some((x, i) => x !== b[i])) {
     const i = a.findIndex((x, j) => x !== b[j]);
-    mismatch = `${c.read.name} / ${c.label}: handler page (${a.length} rows) and floor (${b.length} rows) differ`
-      + (i >= 0 ? ` from row ${i}: handler id ${a[i]}, floor id ${b[i] ?? '-'}` : ` after row ${Math.min(a.length, b.length)}`);
+    mismatch =
+      `${c.read.name} / ${c.label}: handler page (${a.length} rows) and floor (${b.length} rows) differ` +
+      (i >= 0 ? ` from row ${i}: handler id ${a[i]}, floor id ${b[i] ?? '-'}` : ` after row ${Math.min(a.length, b.length)}`);
   }
 
-  const { hMs, fMs, httpMs, truncated } = await interleaved(() => handler(new Date()), () => floor(Date.now()), http, REPS, WARMUP, until);
+  const { hMs, fMs, httpMs, truncated } = await interleaved(
+    () => handler(new Date()),
+    () => floor(Date.now()),
+    http,
+    REPS,
+    WARMUP,
+    until,
+  );
   const h = sortNum(hMs);
   const f = sortNum(fMs);
   const t = sortNum(httpMs);
   return {
-    c, n: h.length, rows: a.length, floorRows: b.length,
-    handlerP50: pct(h, 50), floorP50: pct(f, 50), floorP99: pct(f, 99), httpP50: pct(t, 50), httpP99: pct(t, 99),
-    truncated, mismatch, httpErrors,
+    c,
+    n: h.length,
+    rows: a.length,
+    floorRows: b.length,
+    handlerP50: pct(h, 50),
+    floorP50: pct(f, 50),
+    floorP99: pct(f, 99),
+    httpP50: pct(t, 50),
+    httpP99: pct(t, 99),
+    truncated,
+    mismatch,
+    httpErrors,
   };
 }
 
 // ---------------------------------------------------------------------------------------------
 // Hot reads: the real route with its read cache vs a bare fastify route sending the same bytes.
 
-
-interface HotResult { read: ReadSpec; bytes: number; cacheable: boolean; real: number; bare: number; errors: number; url: string }
+interface HotResult {
+  read: ReadSpec;
+  bytes: number;
+  cacheable: boolean;
+  real: number;
+  bare: number;
+  errors: number;
+  url: string;
+}
 
 async function measureHot(emb: Embedded, read: ReadSpec, demoKey: string, floors: FastifyInstance[]): Promise<HotResult> {
   const op = opFor(read.path);
@@ -407,13 +534,16 @@ async function measureHot(emb: Embedded, read: ReadSpec, demoKey: string, floors
   return { read, bytes: body.length, cacheable, url: path, real, bare, errors };
 }
 
-
 // ---------------------------------------------------------------------------------------------
 // Projector vs raw insert.
 
 interface ProjectorResult {
-  records: number; secs: number; dead: number; perTopic: { topic: string; records: number; secs: number }[];
-  rawRows: number; rawSecs: number;
+  records: number;
+  secs: number;
+  dead: number;
+  perTopic: { topic: string; records: number; secs: number }[];
+  rawRows: number;
+  rawSecs: number;
   /** The layout floor: the rows the projector left in its tables, raw-inserted into empty copies of those tables. */
   layout: { rows: number; secs: number; cpuSecs: number; tables: { table: string; rows: number; secs: number }[] };
   /** CPU seconds of reading and validating the whole log, the projector's first step (no store). */
@@ -425,7 +555,7 @@ function validationCpu(log: EmbeddedLog): number {
   progress('validation: reading and validating the whole log');
   const c0 = process.cpuUsage();
   for (const topic of TOPIC_NAMES) {
-    for (let from = 0; ;) {
+    for (let from = 0; ; ) {
       const { records, next } = log.read(topic, from, BATCH);
       if (next === from) break;
       from = next;
@@ -447,18 +577,30 @@ function validationCpu(log: EmbeddedLog): number {
  */
 async function measureLayoutFloor(proj: ChdbStore): Promise<ProjectorResult['layout']> {
   await settle(proj, 'layout floor', 60_000);
-  const session = (proj as unknown as { session?: RawSession & { queryBindAsync(sql: string, p: object, o: { format: string }): Promise<{ text(): string }> } }).session;
+  const session = (
+    proj as unknown as {
+      session?: RawSession & { queryBindAsync(sql: string, p: object, o: { format: string }): Promise<{ text(): string }> };
+    }
+  ).session;
   if (!session) throw new Error('the chdb store exposes no session to insert through');
   const db = proj.database;
-  const tables = await proj.query<{ name: string; key: string; rows: number }>(`
+  const tables = await proj.query<{ name: string; key: string; rows: number }>(
+    `
     SELECT name, sorting_key AS key, total_rows AS rows FROM system.tables
-    WHERE database = {db:String} AND engine LIKE '%MergeTree' AND total_rows > 0 ORDER BY name`, { db });
+    WHERE database = {db:String} AND engine LIKE '%MergeTree' AND total_rows > 0 ORDER BY name`,
+    { db },
+  );
   const out: ProjectorResult['layout'] = { rows: 0, secs: 0, cpuSecs: 0, tables: [] };
   for (const t of tables) {
     const name = checkIdentifier(t.name);
     const copy = `bench_layout_${name}`;
-    const columns = (await proj.query<{ name: string }>(`SELECT name FROM system.columns WHERE database = {db:String} AND table = {t:String}
-      AND default_kind NOT IN ('MATERIALIZED', 'ALIAS') ORDER BY position`, { db, t: name })).map((c) => checkIdentifier(c.name));
+    const columns = (
+      await proj.query<{ name: string }>(
+        `SELECT name FROM system.columns WHERE database = {db:String} AND table = {t:String}
+      AND default_kind NOT IN ('MATERIALIZED', 'ALIAS') ORDER BY position`,
+        { db, t: name },
+      )
+    ).map((c) => checkIdentifier(c.name));
     const first = checkIdentifier(t.key.split(',')[0]!.trim());
     const rows = Number(t.rows);
     const chunks = Math.max(1, Math.ceil(rows / BATCH));
@@ -468,12 +610,22 @@ async function measureLayoutFloor(proj: ChdbStore): Promise<ProjectorResult['lay
     let secs = 0;
     for (let i = 0; i < chunks; i++) {
       // Disjoint batches covering the table, each in no particular order of the sorting key (as a projector's batch).
-      const res = await session.queryBindAsync(`SELECT ${columns.join(', ')} FROM ${db}.${name}
-        WHERE cityHash64(${first}, ${columns.at(-1)!}) % ${chunks} = ${i}`, {}, { format: 'JSONCompactEachRow' });
+      const res = await session.queryBindAsync(
+        `SELECT ${columns.join(', ')} FROM ${db}.${name}
+        WHERE cityHash64(${first}, ${columns.at(-1)!}) % ${chunks} = ${i}`,
+        {},
+        { format: 'JSONCompactEachRow' },
+      );
       const values = Buffer.from(res.text());
       const s0 = performance.now();
       const c0 = process.cpuUsage();
-      await session.insert({ table: `${db}.${copy}`, columns, values, format: 'JSONCompactEachRow', settings: { max_partitions_per_insert_block: 0 } });
+      await session.insert({
+        table: `${db}.${copy}`,
+        columns,
+        values,
+        format: 'JSONCompactEachRow',
+        settings: { max_partitions_per_insert_block: 0 },
+      });
       const c = process.cpuUsage(c0);
       out.cpuSecs += (c.user + c.system) / 1e6; // the process's CPU while the insert ran (chdb's threads included)
       secs += (performance.now() - s0) / 1000;
@@ -486,15 +638,37 @@ async function measureLayoutFloor(proj: ChdbStore): Promise<ProjectorResult['lay
   return out;
 }
 
-const RAW_COLUMNS = ['id', 'positionId', 'traderId', 'assetId', 'type', 'direction', 'price', 'timeOfEvent', 'assumed', 'retrospective',
-  'autoGenerated', 'messageId', 'version', 'deleted'];
+const RAW_COLUMNS = [
+  'id',
+  'positionId',
+  'traderId',
+  'assetId',
+  'type',
+  'direction',
+  'price',
+  'timeOfEvent',
+  'assumed',
+  'retrospective',
+  'autoGenerated',
+  'messageId',
+  'version',
+  'deleted',
+];
 const RAW_DDL = (table: string) => `CREATE TABLE ${table} (
     id UInt64, positionId UInt64, traderId UInt64, assetId UInt64, type LowCardinality(String), direction LowCardinality(String),
     price Nullable(Float64), timeOfEvent DateTime64(3, 'UTC'), assumed UInt8, retrospective UInt8, autoGenerated UInt8,
     messageId Nullable(String), version UInt64, deleted UInt8
   ) ENGINE = MergeTree ORDER BY id`;
 
-type RawSession = { insert(p: { table: string; values: Buffer; format: 'JSONCompactEachRow'; columns?: readonly string[]; settings?: object }): Promise<unknown> };
+type RawSession = {
+  insert(p: {
+    table: string;
+    values: Buffer;
+    format: 'JSONCompactEachRow';
+    columns?: readonly string[];
+    settings?: object;
+  }): Promise<unknown>;
+};
 
 async function measureProjector(store: ChdbStore): Promise<ProjectorResult> {
   const log = new EmbeddedLog(dataDir);
@@ -513,26 +687,37 @@ async function measureProjector(store: ChdbStore): Promise<ProjectorResult> {
     let records = 0;
     let dead = 0;
     const t0 = performance.now();
-    const ticker = setInterval(() => progress(`projector: ${fmtInt(records)} records after ${((performance.now() - t0) / 1000).toFixed(0)} s`), 5000);
+    const ticker = setInterval(
+      () => progress(`projector: ${fmtInt(records)} records after ${((performance.now() - t0) / 1000).toFixed(0)} s`),
+      5000,
+    );
     try {
-      const sub = runProjector(log, proj, {
-        onCommit: ({ topic, applied, dead: d }) => {
-          const t = byTopic.get(topic) ?? { records: 0, secs: 0 };
-          t.records += applied + d;
-          t.secs = (performance.now() - t0) / 1000;
-          byTopic.set(topic, t);
-          records += applied + d;
-          dead += d;
+      const sub = runProjector(
+        log,
+        proj,
+        {
+          onCommit: ({ topic, applied, dead: d }) => {
+            const t = byTopic.get(topic) ?? { records: 0, secs: 0 };
+            t.records += applied + d;
+            t.secs = (performance.now() - t0) / 1000;
+            byTopic.set(topic, t);
+            records += applied + d;
+            dead += d;
+          },
+          onError: (err, topic) => progress(`projector: a batch of ${topic} failed, retried: ${(err as Error).message}`),
         },
-        onError: (err, topic) => progress(`projector: a batch of ${topic} failed, retried: ${(err as Error).message}`),
-      }, group);
+        group,
+      );
       await sub.caughtUp();
       await sub.stop();
     } finally {
       clearInterval(ticker);
       rmSync(join(dataDir, 'log', 'offsets', `${group}.json`), { force: true });
     }
-    for (const topic of TOPIC_NAMES) { const t = byTopic.get(topic); if (t) perTopic.push({ topic, ...t }); }
+    for (const topic of TOPIC_NAMES) {
+      const t = byTopic.get(topic);
+      if (t) perTopic.push({ topic, ...t });
+    }
     const secs = (performance.now() - t0) / 1000;
     const layout = await measureLayoutFloor(proj);
     const validateCpuSecs = validationCpu(log);
@@ -549,20 +734,42 @@ async function measureProjector(store: ChdbStore): Promise<ProjectorResult> {
     const POOL = 10; // batches encoded once and cycled: a plain MergeTree keeps duplicates
     let text = '';
     let rows = 0;
-    for (let from = 0; payloads.length < POOL;) {
+    for (let from = 0; payloads.length < POOL; ) {
       const { records: recs, next } = log.read('trade-events', from, BATCH - rows);
       if (next === from) break;
       from = next;
       for (const r of recs) {
         let e: any;
-        try { e = JSON.parse(r.value); } catch { continue; }
+        try {
+          e = JSON.parse(r.value);
+        } catch {
+          continue;
+        }
         if (!e || typeof e.timeOfEvent !== 'string') continue;
-        text += JSON.stringify([e.id, e.positionId, e.traderId, e.assetId, e.type, e.direction, e.price ?? null,
-          new Date(e.timeOfEvent).toISOString(), e.assumed ? 1 : 0, e.retrospective ? 1 : 0, e.autoGenerated ? 1 : 0,
-          e.messageId ?? null, e.version, e.deleted ? 1 : 0]) + '\n';
+        text +=
+          JSON.stringify([
+            e.id,
+            e.positionId,
+            e.traderId,
+            e.assetId,
+            e.type,
+            e.direction,
+            e.price ?? null,
+            new Date(e.timeOfEvent).toISOString(),
+            e.assumed ? 1 : 0,
+            e.retrospective ? 1 : 0,
+            e.autoGenerated ? 1 : 0,
+            e.messageId ?? null,
+            e.version,
+            e.deleted ? 1 : 0,
+          ]) + '\n';
         rows++;
       }
-      if (rows === BATCH) { payloads.push(Buffer.from(text)); text = ''; rows = 0; }
+      if (rows === BATCH) {
+        payloads.push(Buffer.from(text));
+        text = '';
+        rows = 0;
+      }
     }
     if (!payloads.length) throw new Error(`no full batch of ${BATCH} trade events in the log for the raw insert floor`);
     const rawTable = `${PROJECTOR_DB}.bench_floor_insert`;
@@ -591,7 +798,11 @@ const bareApps: FastifyInstance[] = [];
 let exitCode = 0;
 /** Drops the floors and closes everything, once (also on Ctrl-C). */
 const { cleanup, interrupted } = benchCleanup({
-  emb: () => emb, measureApp: () => measureApp, bareApps, ownDir, dataDir,
+  emb: () => emb,
+  measureApp: () => measureApp,
+  bareApps,
+  ownDir,
+  dataDir,
   dropFloors: async (store) => {
     for (const t of FLOOR_TABLES) await store.exec(`DROP TABLE IF EXISTS $db.${t.name}`).catch(() => {});
     await store.exec(`DROP DATABASE IF EXISTS ${PROJECTOR_DB}`).catch(() => {});
@@ -600,7 +811,15 @@ const { cleanup, interrupted } = benchCleanup({
 
 try {
   progress(`data dir ${dataDir}${ownDir ? ' (fresh, small demo set)' : ''}`);
-  const started = await startBenchService(dataDir, progress, ['events_current', 'positions_current', 'messages_current'], (e) => { emb = e; }, tStart);
+  const started = await startBenchService(
+    dataDir,
+    progress,
+    ['events_current', 'positions_current', 'messages_current'],
+    (e) => {
+      emb = e;
+    },
+    tStart,
+  );
   const { demoKey, setupSecs } = started;
   emb = started.emb;
 
@@ -608,7 +827,8 @@ try {
   const tFloors = performance.now();
   const floorNow = Date.now();
   const floorRows: Record<string, number> = {};
-  for (const t of FLOOR_TABLES) floorRows[t.name] = await buildFloorTable(emb.store, t.name, [`CREATE TABLE $db.${t.name} ${t.ddl(floorNow)}`]);
+  for (const t of FLOOR_TABLES)
+    floorRows[t.name] = await buildFloorTable(emb.store, t.name, [`CREATE TABLE $db.${t.name} ${t.ddl(floorNow)}`]);
   const floorSecs = (performance.now() - tFloors) / 1000;
   // A rebuild on start (or the floors) leaves merges running: they would land in random reps.
   await settle(emb.store, 'reads', 120_000);
@@ -633,8 +853,13 @@ try {
   const budgetEnd = performance.now() + MAX_SECONDS * 1000;
   const hotSecs = READS.length * HOT_SECS;
   // Hard stop if something hangs: the soft deadlines end loops, this ends the process.
-  setTimeout(() => { console.error('bench/lists: still running long past its budget; giving up'); process.exit(1); },
-    (MAX_SECONDS + hotSecs + 600 + (SKIP_PROJECTOR ? 0 : 1800)) * 1000).unref();
+  setTimeout(
+    () => {
+      console.error('bench/lists: still running long past its budget; giving up');
+      process.exit(1);
+    },
+    (MAX_SECONDS + hotSecs + 600 + (SKIP_PROJECTOR ? 0 : 1800)) * 1000,
+  ).unref();
 
   const results: CaseResult[] = [];
   for (const [i, c] of cases.entries()) {
@@ -676,56 +901,124 @@ try {
       const p50r = r.httpP50 / r.floorP50;
       const p99r = r.httpP99 / r.floorP99;
       caseRows.push([
-        read.name, r.c.label, String(r.rows), fmtMs(r.handlerP50), fmtMs(r.floorP50), fmtRatio(hr, hr > GOALS.handler),
-        fmtMs(r.httpP50), fmtMs(r.httpP99), fmtMs(r.floorP99), fmtRatio(p50r, false), fmtRatio(p99r, p99r > GOALS.httpP99), String(r.n), '',
+        read.name,
+        r.c.label,
+        String(r.rows),
+        fmtMs(r.handlerP50),
+        fmtMs(r.floorP50),
+        fmtRatio(hr, hr > GOALS.handler),
+        fmtMs(r.httpP50),
+        fmtMs(r.httpP99),
+        fmtMs(r.floorP99),
+        fmtRatio(p50r, false),
+        fmtRatio(p99r, p99r > GOALS.httpP99),
+        String(r.n),
+        '',
       ]);
-      if (r.mismatch) { notes.push(r.mismatch); exitCode = 1; }
-      if (r.httpErrors) { notes.push(`${read.name} / ${r.c.label}: ${r.httpErrors} HTTP requests did not answer 200`); exitCode = 1; }
+      if (r.mismatch) {
+        notes.push(r.mismatch);
+        exitCode = 1;
+      }
+      if (r.httpErrors) {
+        notes.push(`${read.name} / ${r.c.label}: ${r.httpErrors} HTTP requests did not answer 200`);
+        exitCode = 1;
+      }
       if (r.truncated) notes.push(`${read.name} / ${r.c.label}: stopped at the time budget after ${r.n} of ${REPS} reps`);
     }
   }
 
   console.log('');
-  console.log(`List reads vs floors (plain MergeTree in (time, id) / keyset order, same rows, same filters, top ${LIMIT + 1}); `
-    + `${REPS} reps per case after ${WARMUP} warm-up, handler/floor/HTTP interleaved; times in ms`);
+  console.log(
+    `List reads vs floors (plain MergeTree in (time, id) / keyset order, same rows, same filters, top ${LIMIT + 1}); ` +
+      `${REPS} reps per case after ${WARMUP} warm-up, handler/floor/HTTP interleaved; times in ms`,
+  );
   printTable(
-    ['read', 'case', 'rows', 'handler p50', 'floor p50', 'ratio', 'HTTP p50', 'HTTP p99', 'floor p99', 'p50 ratio', 'p99 ratio', 'reps', ''],
-    caseRows, 2,
+    [
+      'read',
+      'case',
+      'rows',
+      'handler p50',
+      'floor p50',
+      'ratio',
+      'HTTP p50',
+      'HTTP p99',
+      'floor p99',
+      'p50 ratio',
+      'p99 ratio',
+      'reps',
+      '',
+    ],
+    caseRows,
+    2,
   );
   console.log('');
-  console.log(`Hot reads: first page, ${HOT_CLIENTS} concurrent clients (keep-alive), real route with its read cache vs a bare fastify route sending the same bytes`);
-  printTable(['read', 'bytes', 'cacheable', 'real req/s', 'bare req/s', 'ratio'], hot.map((h) => {
-    const ratio = h.real / h.bare;
-    if (h.errors) { notes.push(`hot ${h.read.name}: ${h.errors} requests failed`); exitCode = 1; }
-    return [h.read.name, String(h.bytes), h.cacheable ? 'yes' : 'no', fmtInt(h.real), fmtInt(h.bare), fmtRatio(ratio, ratio < GOALS.hot)];
-  }));
+  console.log(
+    `Hot reads: first page, ${HOT_CLIENTS} concurrent clients (keep-alive), real route with its read cache vs a bare fastify route sending the same bytes`,
+  );
+  printTable(
+    ['read', 'bytes', 'cacheable', 'real req/s', 'bare req/s', 'ratio'],
+    hot.map((h) => {
+      const ratio = h.real / h.bare;
+      if (h.errors) {
+        notes.push(`hot ${h.read.name}: ${h.errors} requests failed`);
+        exitCode = 1;
+      }
+      return [h.read.name, String(h.bytes), h.cacheable ? 'yes' : 'no', fmtInt(h.real), fmtInt(h.bare), fmtRatio(ratio, ratio < GOALS.hot)];
+    }),
+  );
   if (projector) {
     const rps = projector.records / projector.secs;
     const raw = projector.rawRows / projector.rawSecs;
     console.log('');
-    console.log(`Projector: the data dir's log (${fmtInt(projector.records)} records) into a fresh database by the real projector `
-      + `(runProjector, batches up to ${fmtInt(BATCH)}), vs a raw chdb insert of ${fmtInt(projector.rawRows)} rows (JSONCompactEachRow, events columns, plain MergeTree)`);
+    console.log(
+      `Projector: the data dir's log (${fmtInt(projector.records)} records) into a fresh database by the real projector ` +
+        `(runProjector, batches up to ${fmtInt(BATCH)}), vs a raw chdb insert of ${fmtInt(projector.rawRows)} rows (JSONCompactEachRow, events columns, plain MergeTree)`,
+    );
     const layoutRps = projector.records / projector.layout.secs;
-    printTable(['projector rec/s', 'raw rec/s', 'ratio', 'layout floor rec/s', 'ratio', 'projector s', 'raw s', 'layout floor s'], [[
-      fmtInt(rps) + (rps < GOALS.projectorRps ? ' !' : ''), fmtInt(raw), fmtRatio(rps / raw, false),
-      fmtInt(layoutRps), fmtRatio(rps / layoutRps, false),
-      projector.secs.toFixed(1), projector.rawSecs.toFixed(1), projector.layout.secs.toFixed(1),
-    ]], 0);
-    console.log(`layout floor: the ${fmtInt(projector.layout.rows)} rows the projector left in its tables, raw-inserted (JSONCompactEachRow, `
-      + `batches of ${fmtInt(BATCH)}) into empty copies of the same tables; layout floor rec/s = the log's records / those seconds. Per table: `
-      + projector.layout.tables.filter((t) => t.secs >= 0.05).sort((a, b) => b.secs - a.secs)
-        .map((t) => `${t.table} ${fmtInt(t.rows)} rows ${t.secs.toFixed(1)} s`).join(', '));
+    printTable(
+      ['projector rec/s', 'raw rec/s', 'ratio', 'layout floor rec/s', 'ratio', 'projector s', 'raw s', 'layout floor s'],
+      [
+        [
+          fmtInt(rps) + (rps < GOALS.projectorRps ? ' !' : ''),
+          fmtInt(raw),
+          fmtRatio(rps / raw, false),
+          fmtInt(layoutRps),
+          fmtRatio(rps / layoutRps, false),
+          projector.secs.toFixed(1),
+          projector.rawSecs.toFixed(1),
+          projector.layout.secs.toFixed(1),
+        ],
+      ],
+      0,
+    );
+    console.log(
+      `layout floor: the ${fmtInt(projector.layout.rows)} rows the projector left in its tables, raw-inserted (JSONCompactEachRow, ` +
+        `batches of ${fmtInt(BATCH)}) into empty copies of the same tables; layout floor rec/s = the log's records / those seconds. Per table: ` +
+        projector.layout.tables
+          .filter((t) => t.secs >= 0.05)
+          .sort((a, b) => b.secs - a.secs)
+          .map((t) => `${t.table} ${fmtInt(t.rows)} rows ${t.secs.toFixed(1)} s`)
+          .join(', '),
+    );
     const budget = (projector.records / GOALS.projectorRps) * cpus().length;
-    console.log(`CPU: the layout floor's inserts took ${projector.layout.cpuSecs.toFixed(1)} CPU s (${(projector.layout.cpuSecs / projector.layout.secs).toFixed(2)} cores while they ran); `
-      + `reading and validating the log takes ${projector.validateCpuSecs.toFixed(1)} CPU s; together ${(projector.layout.cpuSecs + projector.validateCpuSecs).toFixed(1)} CPU s, `
-      + `against the ${budget.toFixed(1)} CPU s that ${fmtInt(projector.records)} records at ${fmtInt(GOALS.projectorRps)} rec/s leave on ${cpus().length} CPUs`);
-    console.log(`per topic (topics are projected side by side): ${projector.perTopic.map((t) => `${t.topic} ${fmtInt(t.records)} done at ${t.secs.toFixed(1)} s`).join(', ')}`);
+    console.log(
+      `CPU: the layout floor's inserts took ${projector.layout.cpuSecs.toFixed(1)} CPU s (${(projector.layout.cpuSecs / projector.layout.secs).toFixed(2)} cores while they ran); ` +
+        `reading and validating the log takes ${projector.validateCpuSecs.toFixed(1)} CPU s; together ${(projector.layout.cpuSecs + projector.validateCpuSecs).toFixed(1)} CPU s, ` +
+        `against the ${budget.toFixed(1)} CPU s that ${fmtInt(projector.records)} records at ${fmtInt(GOALS.projectorRps)} rec/s leave on ${cpus().length} CPUs`,
+    );
+    console.log(
+      `per topic (topics are projected side by side): ${projector.perTopic.map((t) => `${t.topic} ${fmtInt(t.records)} done at ${t.secs.toFixed(1)} s`).join(', ')}`,
+    );
     if (projector.dead) notes.push(`projector: ${projector.dead} records dead-lettered`);
   }
   console.log('');
-  console.log(`! marks a figure past the goal: handler ratio <= ${GOALS.handler}x, HTTP p99 ratio <= ${GOALS.httpP99}x, hot ratio >= ${GOALS.hot}x, `
-    + `projector >= ${fmtInt(GOALS.projectorRps)} rec/s`);
-  console.log(`one trader / one asset: the busiest id of the read's floor; TELEGRAM only: message and signal visibility { mode: 'platforms', platforms: ['TELEGRAM'] }`);
+  console.log(
+    `! marks a figure past the goal: handler ratio <= ${GOALS.handler}x, HTTP p99 ratio <= ${GOALS.httpP99}x, hot ratio >= ${GOALS.hot}x, ` +
+      `projector >= ${fmtInt(GOALS.projectorRps)} rec/s`,
+  );
+  console.log(
+    `one trader / one asset: the busiest id of the read's floor; TELEGRAM only: message and signal visibility { mode: 'platforms', platforms: ['TELEGRAM'] }`,
+  );
   for (const n of notes) console.log(`note: ${n}`);
   console.log(machineLine({ ownDir, dataDir, floorRows, setupSecs, floorSecs, tStart }));
 } catch (err) {

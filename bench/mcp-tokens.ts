@@ -23,7 +23,9 @@ const { values: argv, die } = benchArgs('bench/mcp-tokens', USAGE, { url: { type
 if (!argv.url || !argv.token) die('--url and --token are required');
 
 const client = new Client({ name: 'signalbase-bench', version: '1.0.0' });
-await client.connect(new StreamableHTTPClientTransport(new URL(String(argv.url)), { requestInit: { headers: { authorization: `Bearer ${argv.token}` } } }));
+await client.connect(
+  new StreamableHTTPClientTransport(new URL(String(argv.url)), { requestInit: { headers: { authorization: `Bearer ${argv.token}` } } }),
+);
 const { tools } = await client.listTools();
 
 const ids = async (tool: string, field: string, n: number): Promise<number[]> => {
@@ -39,8 +41,17 @@ async function measure(name: string, args: Record<string, unknown>) {
   const structured = r.structuredContent === undefined ? '' : JSON.stringify(r.structuredContent);
   const rows = (r.structuredContent as any)?.results?.length ?? '';
   // Choice (a) of issue 27 at its leanest: the JSON without nulls and false flags (what the output schema would have to allow).
-  const lean = r.structuredContent === undefined ? '' : JSON.stringify(r.structuredContent, (_k, v) => (v === null || v === false ? undefined : v));
-  return { isError: r.isError === true, rows, textChars: text.length, textTokens: countTokens(text), scChars: structured.length, scTokens: countTokens(structured), leanTokens: countTokens(lean) };
+  const lean =
+    r.structuredContent === undefined ? '' : JSON.stringify(r.structuredContent, (_k, v) => (v === null || v === false ? undefined : v));
+  return {
+    isError: r.isError === true,
+    rows,
+    textChars: text.length,
+    textTokens: countTokens(text),
+    scChars: structured.length,
+    scTokens: countTokens(structured),
+    leanTokens: countTokens(lean),
+  };
 }
 
 const rows: string[][] = [];
@@ -55,8 +66,21 @@ for (const t of tools) {
   }
   for (const [label, args] of cases) {
     const m = await measure(t.name, args);
-    rows.push([t.name, label, String(m.rows), m.isError ? 'error' : '', String(m.textChars), String(m.textTokens), String(m.scChars), String(m.scTokens), String(m.leanTokens)]);
+    rows.push([
+      t.name,
+      label,
+      String(m.rows),
+      m.isError ? 'error' : '',
+      String(m.textChars),
+      String(m.textTokens),
+      String(m.scChars),
+      String(m.scTokens),
+      String(m.leanTokens),
+    ]);
   }
 }
-printTable(['tool', 'arguments', 'rows', '', 'text chars', 'text tokens', 'structured chars', 'structured tokens', 'lean JSON tokens'], rows);
+printTable(
+  ['tool', 'arguments', 'rows', '', 'text chars', 'text tokens', 'structured chars', 'structured tokens', 'lean JSON tokens'],
+  rows,
+);
 await client.close();

@@ -5,17 +5,18 @@
 //   Store floor: the read's handler called directly vs the raw chdb time of the SQL it issued
 //                (recorded through a Store proxy, then replayed on the store with the same params).
 // Usage: npx tsx bench/reads.ts --help
-import { CursorCodec } from '../apps/reads/cursor.ts';
+
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, platform, release } from 'node:os';
 import { join } from 'node:path';
-import { benchArgs, benchDataDir } from './args.ts';
 import Fastify, { type FastifyInstance } from 'fastify';
-import { demoKeyFile, startEmbedded, type Embedded } from '../apps/embedded.ts';
+import { demoKeyFile, type Embedded, startEmbedded } from '../apps/embedded.ts';
+import { CursorCodec } from '../apps/reads/cursor.ts';
 import type { Principal } from '../apps/reads/principal.ts';
 import { OPERATIONS, type Operation } from '../apps/registry.ts';
-import type { Params, Store } from '../storage/port.ts';
 import { SCOPES } from '../schemas/topics/index.ts';
+import type { Params, Store } from '../storage/port.ts';
+import { benchArgs, benchDataDir } from './args.ts';
 
 const USAGE = `Usage: npx tsx bench/reads.ts [options]
 
@@ -37,7 +38,11 @@ Options:
 Client and servers share this process (chdb's data directory cannot be opened by a second one),
 so the HTTP floor runs under the same conditions. Figures go to stdout, progress to stderr.`;
 
-const { values: argv, die, posInt } = benchArgs('bench/reads', USAGE, {
+const {
+  values: argv,
+  die,
+  posInt,
+} = benchArgs('bench/reads', USAGE, {
   'data-dir': { type: 'string' },
   requests: { type: 'string', default: '200' },
   concurrency: { type: 'string', default: '4' },
@@ -76,11 +81,28 @@ if (!ownDir) {
 // ---------------------------------------------------------------------------------------------
 // Measurement helpers.
 
-const pct = (sorted: number[], p: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]! : NaN);
-const median = (xs: number[]) => pct([...xs].sort((a, b) => a - b), 50);
+const pct = (sorted: number[], p: number) =>
+  sorted.length ? sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]! : NaN;
+const median = (xs: number[]) =>
+  pct(
+    [...xs].sort((a, b) => a - b),
+    50,
+  );
 
-interface Sample { lat: number[]; secs: number; errors: number; truncated: boolean }
-interface HttpFigures { n: number; p50: number; p95: number; rps: number; errors: number; truncated: boolean }
+interface Sample {
+  lat: number[];
+  secs: number;
+  errors: number;
+  truncated: boolean;
+}
+interface HttpFigures {
+  n: number;
+  p50: number;
+  p95: number;
+  rps: number;
+  errors: number;
+  truncated: boolean;
+}
 
 /** `total` GETs (fewer if `until` passes first) with CONCURRENCY in flight (global fetch: undici, keep-alive); latency includes reading the body. */
 async function load(url: string, headers: Record<string, string>, total: number, until: number): Promise<Sample> {
@@ -90,14 +112,19 @@ async function load(url: string, headers: Record<string, string>, total: number,
   let truncated = false;
   const worker = async () => {
     while (started < total) {
-      if (performance.now() > until) { truncated = true; return; }
+      if (performance.now() > until) {
+        truncated = true;
+        return;
+      }
       started++;
       const t0 = performance.now();
       try {
         const res = await fetch(url, { headers, signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) });
         await res.arrayBuffer();
         if (res.status !== 200) errors++;
-      } catch { errors++; }
+      } catch {
+        errors++;
+      }
       lat.push(performance.now() - t0);
     }
   };
@@ -111,8 +138,12 @@ function figures(...samples: Sample[]): HttpFigures {
   const lat = samples.flatMap((s) => s.lat).sort((a, b) => a - b);
   const secs = samples.reduce((t, s) => t + s.secs, 0);
   return {
-    n: lat.length, p50: pct(lat, 50), p95: pct(lat, 95), rps: secs > 0 ? lat.length / secs : NaN,
-    errors: samples.reduce((t, s) => t + s.errors, 0), truncated: samples.some((s) => s.truncated),
+    n: lat.length,
+    p50: pct(lat, 50),
+    p95: pct(lat, 95),
+    rps: secs > 0 ? lat.length / secs : NaN,
+    errors: samples.reduce((t, s) => t + s.errors, 0),
+    truncated: samples.some((s) => s.truncated),
   };
 }
 
@@ -135,17 +166,28 @@ async function compareHttp(realUrl: string, floorUrl: string, headers: Record<st
   return { real: figures(r1, r2), floor: figures(f1, f2) };
 }
 
-interface Recorded { sql: string; params: Params; start: number; end: number }
+interface Recorded {
+  sql: string;
+  params: Params;
+  start: number;
+  end: number;
+}
 
 /** A Store that forwards to `inner` and records every query with its timing. */
 function recordingStore(inner: Store, log: Recorded[]): Store {
   const timed = async <T>(sql: string, params: Params | undefined, run: () => Promise<T>): Promise<T> => {
     const rec: Recorded = { sql, params: params ?? {}, start: performance.now(), end: 0 };
     log.push(rec);
-    try { return await run(); } finally { rec.end = performance.now(); }
+    try {
+      return await run();
+    } finally {
+      rec.end = performance.now();
+    }
   };
   return {
-    get database() { return inner.database; },
+    get database() {
+      return inner.database;
+    },
     query: (sql, params) => timed(sql, params, () => inner.query(sql, params)),
     exec: (sql, params) => timed(sql, params, () => inner.exec(sql, params)),
     insert: (table, rows) => inner.insert(table, rows),
@@ -159,8 +201,13 @@ async function replay(store: Store, recs: Recorded[]): Promise<number> {
   const groups: Recorded[][] = [];
   let groupEnd = -Infinity;
   for (const r of sorted) {
-    if (groups.length && r.start < groupEnd) { groups[groups.length - 1]!.push(r); groupEnd = Math.max(groupEnd, r.end); }
-    else { groups.push([r]); groupEnd = r.end; }
+    if (groups.length && r.start < groupEnd) {
+      groups[groups.length - 1]!.push(r);
+      groupEnd = Math.max(groupEnd, r.end);
+    } else {
+      groups.push([r]);
+      groupEnd = r.end;
+    }
   }
   const t0 = performance.now();
   for (const g of groups) await Promise.all(g.map((r) => store.query(r.sql, r.params)));
@@ -180,22 +227,34 @@ function handlerQuery(op: Operation, search: URLSearchParams): Record<string, un
 }
 
 const benchPrincipal: Principal = {
-  accountId: 'bench', keyId: 'bench', scopes: new Set(SCOPES),
-  messageVisibility: { mode: 'all' }, signalVisibility: { mode: 'all' }, historyWindowDays: null,
+  accountId: 'bench',
+  keyId: 'bench',
+  scopes: new Set(SCOPES),
+  messageVisibility: { mode: 'all' },
+  signalVisibility: { mode: 'all' },
+  historyWindowDays: null,
 };
 
 const benchCursors = CursorCodec.random();
 
 async function compareStore(emb: Embedded, op: Operation, query: Record<string, unknown>, until: number) {
   const pastDeadline = () => performance.now() > until;
-  const call = (recs: Recorded[]) => op.handler({ store: recordingStore(emb.store, recs), principal: benchPrincipal, now: new Date(), cursors: benchCursors }, query);
-  for (let i = 0; i < 3 && !pastDeadline(); i++) { const recs: Recorded[] = []; await call(recs); await replay(emb.store, recs); }
+  const call = (recs: Recorded[]) =>
+    op.handler({ store: recordingStore(emb.store, recs), principal: benchPrincipal, now: new Date(), cursors: benchCursors }, query);
+  for (let i = 0; i < 3 && !pastDeadline(); i++) {
+    const recs: Recorded[] = [];
+    await call(recs);
+    await replay(emb.store, recs);
+  }
   const handlerMs: number[] = [];
   const rawMs: number[] = [];
   let queries = 0;
   let truncated = false;
   for (let i = 0; i < STORE_REPS; i++) {
-    if (pastDeadline()) { truncated = true; break; }
+    if (pastDeadline()) {
+      truncated = true;
+      break;
+    }
     const recs: Recorded[] = [];
     const t0 = performance.now();
     await call(recs);
@@ -232,10 +291,16 @@ try {
 
   const budgetEnd = performance.now() + MAX_SECONDS * 1000;
   // Hard stop if something hangs: the soft deadline ends loops, this ends the process.
-  setTimeout(() => { console.error(`bench/reads: still running ${MAX_SECONDS + 60} s after setup; giving up`); process.exit(1); }, (MAX_SECONDS + 60) * 1000).unref();
+  setTimeout(
+    () => {
+      console.error(`bench/reads: still running ${MAX_SECONDS + 60} s after setup; giving up`);
+      process.exit(1);
+    },
+    (MAX_SECONDS + 60) * 1000,
+  ).unref();
 
   const idsRes = await fetch(`${emb.url}/v2/messages?limit=2`, { headers });
-  const idsBody = await idsRes.json() as any;
+  const idsBody = (await idsRes.json()) as any;
   const ids: string[] = idsRes.status === 200 ? idsBody.data.results.map((m: { id: string }) => m.id) : [];
   if (ids.length < 2) throw new Error(`need two message ids, /v2/messages?limit=2 answered ${idsRes.status} with ${ids.length}`);
   const reads = READS.map((r) => r.replace('<two real ids>', ids.map(encodeURIComponent).join(',')));
@@ -259,7 +324,9 @@ try {
     const results = (JSON.parse(body.toString()) as any).data.results.length as number;
 
     const floor = Fastify({ logger: false });
-    floor.get(u.pathname, (_req, reply) => { reply.header('content-type', contentType).send(body); });
+    floor.get(u.pathname, (_req, reply) => {
+      reply.header('content-type', contentType).send(body);
+    });
     floors.push(floor);
     const floorBase = await floor.listen({ port: 0, host: '127.0.0.1' });
 
@@ -269,30 +336,64 @@ try {
     progress(`${read}: store ...`);
     const store = await compareStore(emb, op, handlerQuery(op, u.searchParams), readStart + readShare);
 
-    if (http.real.errors || http.floor.errors) { notes.push(`${read}: ${http.real.errors} real / ${http.floor.errors} floor requests failed`); exitCode = 1; }
-    if (http.real.truncated || http.floor.truncated || store.truncated) notes.push(`${read}: stopped early at the time budget (http ${http.real.n}+${http.floor.n} requests, ${store.n} handler calls)`);
+    if (http.real.errors || http.floor.errors) {
+      notes.push(`${read}: ${http.real.errors} real / ${http.floor.errors} floor requests failed`);
+      exitCode = 1;
+    }
+    if (http.real.truncated || http.floor.truncated || store.truncated)
+      notes.push(`${read}: stopped early at the time budget (http ${http.real.n}+${http.floor.n} requests, ${store.n} handler calls)`);
     const f = (x: number, digits: number, suffix = '') => (Number.isFinite(x) ? x.toFixed(digits) + suffix : '-');
     rows.push([
-      read.replace(/ids=[^&]+/, 'ids=<2 ids>'), String(results), String(body.length),
-      f(http.real.p50, 2), f(http.real.p95, 2), f(http.real.rps, 0),
-      f(http.floor.p50, 2), f(http.floor.p95, 2), f(http.floor.rps, 0),
+      read.replace(/ids=[^&]+/, 'ids=<2 ids>'),
+      String(results),
+      String(body.length),
+      f(http.real.p50, 2),
+      f(http.real.p95, 2),
+      f(http.real.rps, 0),
+      f(http.floor.p50, 2),
+      f(http.floor.p95, 2),
+      f(http.floor.rps, 0),
       f(http.real.p50 / http.floor.p50, 1, 'x'),
-      store.n ? String(store.queries) : '-', f(store.handler, 2), f(store.raw, 2), f(store.handler / store.raw, 2, 'x'),
+      store.n ? String(store.queries) : '-',
+      f(store.handler, 2),
+      f(store.raw, 2),
+      f(store.handler / store.raw, 2, 'x'),
     ]);
   }
 
-  const head = ['read', 'rows', 'bytes', 'p50 ms', 'p95 ms', 'req/s', 'floor p50', 'floor p95', 'floor req/s', 'http ratio', 'sql', 'handler ms', 'raw sql ms', 'store ratio'];
+  const head = [
+    'read',
+    'rows',
+    'bytes',
+    'p50 ms',
+    'p95 ms',
+    'req/s',
+    'floor p50',
+    'floor p95',
+    'floor req/s',
+    'http ratio',
+    'sql',
+    'handler ms',
+    'raw sql ms',
+    'store ratio',
+  ];
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
   console.log('');
-  console.log(`REST v2 reads: ${REQUESTS} requests per side at concurrency ${CONCURRENCY} (after ${WARMUP} warm-up), ${STORE_REPS} handler calls; medians of the store figures`);
+  console.log(
+    `REST v2 reads: ${REQUESTS} requests per side at concurrency ${CONCURRENCY} (after ${WARMUP} warm-up), ${STORE_REPS} handler calls; medians of the store figures`,
+  );
   console.log(line(head));
   console.log(widths.map((w) => '-'.repeat(w)).join('  '));
   for (const r of rows) console.log(line(r));
-  console.log('http ratio = real p50 / floor p50 (bare fastify route, same body bytes); store ratio = handler ms / raw sql ms (same SQL + params replayed on the store)');
+  console.log(
+    'http ratio = real p50 / floor p50 (bare fastify route, same body bytes); store ratio = handler ms / raw sql ms (same SQL + params replayed on the store)',
+  );
   for (const n of notes) console.log(`note: ${n}`);
-  console.log(`machine: ${cpus().length} CPUs (${cpus()[0]?.model.trim() ?? '?'}), node ${process.version}, ${platform()} ${release()}; `
-    + `data ${ownDir ? 'small demo set (fresh)' : dataDir}; setup ${setupSecs.toFixed(1)} s, measuring ${((performance.now() - tStart) / 1000 - setupSecs).toFixed(1)} s`);
+  console.log(
+    `machine: ${cpus().length} CPUs (${cpus()[0]?.model.trim() ?? '?'}), node ${process.version}, ${platform()} ${release()}; ` +
+      `data ${ownDir ? 'small demo set (fresh)' : dataDir}; setup ${setupSecs.toFixed(1)} s, measuring ${((performance.now() - tStart) / 1000 - setupSecs).toFixed(1)} s`,
+  );
 } catch (err) {
   console.error(`bench/reads: ${(err as Error).stack ?? err}`);
   exitCode = 1;

@@ -1,18 +1,28 @@
-import type { Projection } from './projection.ts';
 import { accountsProjection, apiKeysProjection } from './access/projection.ts';
-import { sourceIdentitiesProjection, traderDirectoryProjection, traderTagsProjection, tradersProjection } from './traders/projection.ts';
 import { assetsProjection } from './assets/projection.ts';
-import { pricesProjection } from './prices/projection.ts';
-import { messagesProjection } from './messages/projection.ts';
-import { tradingProjection } from './trading/projection.ts';
-import { performanceProjection } from './performance/projection.ts';
-import { aggregateSummariesProjection, channelSummariesProjection } from './summaries/projection.ts';
 import { feedProjection } from './feed/projection.ts';
+import { messagesProjection } from './messages/projection.ts';
+import { performanceProjection } from './performance/projection.ts';
+import { pricesProjection } from './prices/projection.ts';
+import type { Projection } from './projection.ts';
+import { aggregateSummariesProjection, channelSummariesProjection } from './summaries/projection.ts';
+import { sourceIdentitiesProjection, traderDirectoryProjection, tradersProjection, traderTagsProjection } from './traders/projection.ts';
+import { tradingProjection } from './trading/projection.ts';
 
 export const PROJECTIONS: readonly Projection[] = [
-  accountsProjection, apiKeysProjection, tradersProjection, sourceIdentitiesProjection, traderDirectoryProjection, traderTagsProjection,
-  assetsProjection, pricesProjection, performanceProjection, messagesProjection, tradingProjection,
-  channelSummariesProjection, aggregateSummariesProjection,
+  accountsProjection,
+  apiKeysProjection,
+  tradersProjection,
+  sourceIdentitiesProjection,
+  traderDirectoryProjection,
+  traderTagsProjection,
+  assetsProjection,
+  pricesProjection,
+  performanceProjection,
+  messagesProjection,
+  tradingProjection,
+  channelSummariesProjection,
+  aggregateSummariesProjection,
   // After the tables it reads (messages, traders, assets, source identities) for each topic.
   feedProjection,
 ];

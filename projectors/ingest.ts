@@ -24,8 +24,13 @@ const utf8 = new TextDecoder('utf-8', { fatal: true });
 /** The raw value text of one line and its topic, or why the line is not a record. */
 function splitLine(line: string): { topic: string; raw: string } | { reason: string } {
   let parsed: unknown;
-  try { parsed = JSON.parse(line); } catch (e) { return { reason: `not JSON (${(e as Error).message})` }; }
-  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) return { reason: 'not a {"topic": ..., "value": ...} object' };
+  try {
+    parsed = JSON.parse(line);
+  } catch (e) {
+    return { reason: `not JSON (${(e as Error).message})` };
+  }
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed))
+    return { reason: 'not a {"topic": ..., "value": ...} object' };
   const root = parseTree(line)!;
   const names = root.children!.map((p) => p.children![0]!.value as string);
   const other = names.find((n) => n !== 'topic' && n !== 'value');
@@ -47,16 +52,35 @@ export function readIngestFile(buf: Buffer): IngestFile {
     const bytes = buf.subarray(start, end);
     start = end + 1;
     const lineNo = n + 1;
-    const refuse = (reason: string) => { out.refused.push({ line: lineNo, reason }); };
-    if (bytes.length > MAX_RECORD_BYTES + LINE_SLACK) { refuse(tooLargeReason(bytes.length)); continue; }
+    const refuse = (reason: string) => {
+      out.refused.push({ line: lineNo, reason });
+    };
+    if (bytes.length > MAX_RECORD_BYTES + LINE_SLACK) {
+      refuse(tooLargeReason(bytes.length));
+      continue;
+    }
     let line: string;
-    try { line = utf8.decode(bytes); } catch { refuse('not valid UTF-8'); continue; }
+    try {
+      line = utf8.decode(bytes);
+    } catch {
+      refuse('not valid UTF-8');
+      continue;
+    }
     if (!line.trim()) continue;
     const split = splitLine(line);
-    if ('reason' in split) { refuse(split.reason); continue; }
+    if ('reason' in split) {
+      refuse(split.reason);
+      continue;
+    }
     const res = validateRecord(split.topic, split.raw);
-    if (!res.ok) { refuse(topicByName.has(split.topic) ? `${split.topic}: ${res.reason}` : res.reason); continue; }
-    if (Buffer.byteLength(JSON.stringify(res.key)) > MAX_KEY_BYTES) { refuse(`${split.topic}: its key (from its id) is over ${MAX_KEY_BYTES} bytes`); continue; }
+    if (!res.ok) {
+      refuse(topicByName.has(split.topic) ? `${split.topic}: ${res.reason}` : res.reason);
+      continue;
+    }
+    if (Buffer.byteLength(JSON.stringify(res.key)) > MAX_KEY_BYTES) {
+      refuse(`${split.topic}: its key (from its id) is over ${MAX_KEY_BYTES} bytes`);
+      continue;
+    }
     const list = out.byTopic.get(split.topic) ?? out.byTopic.set(split.topic, []).get(split.topic)!;
     list.push({ key: res.key, raw: split.raw });
     out.count++;

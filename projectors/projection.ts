@@ -2,7 +2,13 @@ import { parseDateTime } from '../schemas/formats.ts';
 import type { Store } from '../storage/port.ts';
 
 /** A record that passed validation at the edge, with where it came from and its text as received. */
-export interface ValidRecord<T = any> { topic: string; key: string; offset: string; value: T; raw: string }
+export interface ValidRecord<T = any> {
+  topic: string;
+  key: string;
+  offset: string;
+  value: T;
+  raw: string;
+}
 
 /**
  * A projection is a plain object: which topics it reads, the DDL of its read model, a pure

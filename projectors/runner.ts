@@ -1,17 +1,16 @@
 import { TOPIC_NAMES } from '../schemas/topics/index.ts';
-import type { Log, LogBatch, LogRecord, LogSubscription } from './log/port.ts';
-import type { Projection, ValidRecord } from './projection.ts';
-import { PROJECTIONS } from './index.ts';
-import { forgetFeedState } from './feed/projection.ts';
-import { forgetPerformanceState } from './performance/projection.ts';
-import { forgetTradingState } from './trading/projection.ts';
 import { checkIdentifier, type Store } from '../storage/port.ts';
+import { forgetFeedState } from './feed/projection.ts';
+import { PROJECTIONS } from './index.ts';
+import type { Log, LogBatch, LogRecord, LogSubscription } from './log/port.ts';
+import { forgetPerformanceState } from './performance/projection.ts';
+import type { Projection, ValidRecord } from './projection.ts';
+import { forgetTradingState } from './trading/projection.ts';
 import { oversizeReason, validateRecord } from './validate.ts';
 
 const DEAD_LETTERS_DDL = `CREATE TABLE IF NOT EXISTS $db.dead_letters (
   topic LowCardinality(String), offset String, key String, raw String, reason String, at DateTime64(3, 'UTC')
 ) ENGINE = ReplacingMergeTree ORDER BY (topic, offset)`;
-
 
 export async function ensureSchema(store: Store, projections: readonly Projection[] = PROJECTIONS): Promise<void> {
   await store.exec(DEAD_LETTERS_DDL);
@@ -61,16 +60,29 @@ const VERSION_DDL = `CREATE TABLE IF NOT EXISTS $db.read_model_version (
  * start. The steps are ordered so that a crash anywhere only repeats them on the next start.
  * Returns the version it found (null: none recorded) when it rebuilt, undefined otherwise.
  */
-export async function migrateReadModels(store: Store, resetOffsets: () => void | Promise<void>, say: (line: string) => void = () => {}): Promise<number | null | undefined> {
+export async function migrateReadModels(
+  store: Store,
+  resetOffsets: () => void | Promise<void>,
+  say: (line: string) => void = () => {},
+): Promise<number | null | undefined> {
   await store.exec(VERSION_DDL);
   const [found] = await store.query<{ v: number | null; n: number }>(
-    'SELECT argMax(version, at) AS v, count() AS n FROM $db.read_model_version');
+    'SELECT argMax(version, at) AS v, count() AS n FROM $db.read_model_version',
+  );
   const current = found && found.n > 0 ? found.v : null;
-  if (current === READ_MODEL_VERSION) { await ensureSchema(store); return undefined; }
-  const tables = (await store.query<{ name: string }>('SELECT name FROM system.tables WHERE database = {db:String}', { db: store.database }))
-    .map((t) => t.name).filter((t) => t !== 'read_model_version');
+  if (current === READ_MODEL_VERSION) {
+    await ensureSchema(store);
+    return undefined;
+  }
+  const tables = (
+    await store.query<{ name: string }>('SELECT name FROM system.tables WHERE database = {db:String}', { db: store.database })
+  )
+    .map((t) => t.name)
+    .filter((t) => t !== 'read_model_version');
   if (tables.length) {
-    say(`read models were built by read-model version ${current ?? 1}, this is version ${READ_MODEL_VERSION}: rebuilding them from the log`);
+    say(
+      `read models were built by read-model version ${current ?? 1}, this is version ${READ_MODEL_VERSION}: rebuilding them from the log`,
+    );
     await resetOffsets();
     for (const t of tables) await store.exec(`DROP TABLE IF EXISTS $db.${checkIdentifier(t)}`);
   }
@@ -79,10 +91,19 @@ export async function migrateReadModels(store: Store, resetOffsets: () => void |
   return tables.length ? current : undefined;
 }
 
-export interface DeadLetter { topic: string; offset: string; key: string; raw: string; reason: string }
+export interface DeadLetter {
+  topic: string;
+  offset: string;
+  key: string;
+  raw: string;
+  reason: string;
+}
 
 /** A batch validated: what can be projected, and what is dead-lettered with its reason. */
-export interface Validated { valid: ValidRecord[]; dead: DeadLetter[] }
+export interface Validated {
+  valid: ValidRecord[];
+  dead: DeadLetter[];
+}
 
 function validateInto(topic: string, records: readonly LogRecord[], from: number, to: number, out: Validated): void {
   for (let i = from; i < to; i++) {
@@ -120,7 +141,13 @@ export async function validateBatchAsync(batch: LogBatch): Promise<Validated> {
   return out;
 }
 
-async function project(store: Store, topic: string, valid: readonly ValidRecord[], version: bigint, projections: readonly Projection[]): Promise<void> {
+async function project(
+  store: Store,
+  topic: string,
+  valid: readonly ValidRecord[],
+  version: bigint,
+  projections: readonly Projection[],
+): Promise<void> {
   for (const p of projections) {
     if (!p.canHandle.includes(topic)) continue;
     if (p.handle && p.table) await store.insert(p.table, p.handle(valid));
@@ -134,7 +161,14 @@ async function project(store: Store, topic: string, valid: readonly ValidRecord[
  * the projector never stalls on one poisoned record. A store that does not answer is an outage:
  * the error propagates and the batch is retried from its committed offset.
  */
-async function projectOrIsolate(store: Store, topic: string, valid: readonly ValidRecord[], version: bigint, projections: readonly Projection[], dead: DeadLetter[]): Promise<number> {
+async function projectOrIsolate(
+  store: Store,
+  topic: string,
+  valid: readonly ValidRecord[],
+  version: bigint,
+  projections: readonly Projection[],
+  dead: DeadLetter[],
+): Promise<number> {
   try {
     await project(store, topic, valid, version, projections);
     return valid.length;
@@ -146,8 +180,10 @@ async function projectOrIsolate(store: Store, topic: string, valid: readonly Val
       return 0;
     }
     const mid = valid.length >> 1;
-    return (await projectOrIsolate(store, topic, valid.slice(0, mid), version, projections, dead))
-      + (await projectOrIsolate(store, topic, valid.slice(mid), version, projections, dead));
+    return (
+      (await projectOrIsolate(store, topic, valid.slice(0, mid), version, projections, dead)) +
+      (await projectOrIsolate(store, topic, valid.slice(mid), version, projections, dead))
+    );
   }
 }
 
@@ -155,7 +191,12 @@ async function projectOrIsolate(store: Store, topic: string, valid: readonly Val
  * Applies one batch to the store: rows of every projection that handles the topic, then dead
  * letters. `validated`: the batch already validated (validateBatch), else it is validated here.
  */
-export async function applyBatch(store: Store, batch: LogBatch, projections: readonly Projection[] = PROJECTIONS, validated?: Validated): Promise<{ applied: number; dead: number }> {
+export async function applyBatch(
+  store: Store,
+  batch: LogBatch,
+  projections: readonly Projection[] = PROJECTIONS,
+  validated?: Validated,
+): Promise<{ applied: number; dead: number }> {
   const { valid, dead: refused } = validated ?? validateBatch(batch);
   const dead = [...refused];
   // Statement seqs and roll-up marks grow with it: the batch's place in the group's order.
@@ -163,7 +204,10 @@ export async function applyBatch(store: Store, batch: LogBatch, projections: rea
   const applied = valid.length ? await projectOrIsolate(store, batch.topic, valid, version, projections, dead) : 0;
   if (dead.length) {
     const at = new Date().toISOString();
-    await store.insert('dead_letters', dead.map((d) => ({ ...d, at })));
+    await store.insert(
+      'dead_letters',
+      dead.map((d) => ({ ...d, at })),
+    );
   }
   return { applied, dead: dead.length };
 }
@@ -199,13 +243,21 @@ export const SEPARATE_LANES: readonly (readonly string[])[] = [['messages']];
  * The next batch of a topic is read and validated while the store writes the current one.
  */
 export function runProjector(log: Log, store: Store, events: ProjectorEvents = {}, group = PROJECTOR_GROUP): LogSubscription {
-  return log.subscribe<Validated>(group, TOPIC_NAMES, async (batch, validated) => {
-    const res = await applyBatch(store, batch, PROJECTIONS, validated);
-    await events.onCommit?.({ topic: batch.topic, ...res });
-  }, {
-    maxBatch: MAX_BATCH, prepare: validateBatchAsync, lanes: SEPARATE_LANES, onError: (err, batch) => events.onError?.(err, batch.topic),
-    onTakeOver: () => forgetProjectionState(store),
-  });
+  return log.subscribe<Validated>(
+    group,
+    TOPIC_NAMES,
+    async (batch, validated) => {
+      const res = await applyBatch(store, batch, PROJECTIONS, validated);
+      await events.onCommit?.({ topic: batch.topic, ...res });
+    },
+    {
+      maxBatch: MAX_BATCH,
+      prepare: validateBatchAsync,
+      lanes: SEPARATE_LANES,
+      onError: (err, batch) => events.onError?.(err, batch.topic),
+      onTakeOver: () => forgetProjectionState(store),
+    },
+  );
 }
 
 /** Forgets what the projections keep in process of `store`: another projector process has written it since. */

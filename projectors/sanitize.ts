@@ -21,11 +21,20 @@ const MAX_PASSES = 16;
 function htmlText(s: string): string {
   let out = '';
   let dropped = 0;
-  const parser = new Parser({
-    onopentag(name) { if (DROPPED.has(name)) dropped++; },
-    onclosetag(name) { if (DROPPED.has(name) && dropped > 0) dropped--; },
-    ontext(text) { if (!dropped) out += text; },
-  }, { decodeEntities: true, lowerCaseTags: true });
+  const parser = new Parser(
+    {
+      onopentag(name) {
+        if (DROPPED.has(name)) dropped++;
+      },
+      onclosetag(name) {
+        if (DROPPED.has(name) && dropped > 0) dropped--;
+      },
+      ontext(text) {
+        if (!dropped) out += text;
+      },
+    },
+    { decodeEntities: true, lowerCaseTags: true },
+  );
   parser.write(s);
   parser.end();
   return out;
@@ -62,7 +71,8 @@ export const plainTextOrNull = (s: string | null | undefined): string | null => 
  * and a path (at least `/`) of unreserved characters whose segments do not start with a dot (no
  * `.` or `..` segment to resolve), nothing to percent-encode, no query or fragment.
  */
-const CANONICAL_URL = /^https?:\/\/[a-z0-9]+(?:[.-][a-z0-9]+)*\.[a-z]{2,63}\/(?:[A-Za-z0-9_~-][A-Za-z0-9_.~-]*(?:\/[A-Za-z0-9_~-][A-Za-z0-9_.~-]*)*\/?)?$/;
+const CANONICAL_URL =
+  /^https?:\/\/[a-z0-9]+(?:[.-][a-z0-9]+)*\.[a-z]{2,63}\/(?:[A-Za-z0-9_~-][A-Za-z0-9_.~-]*(?:\/[A-Za-z0-9_~-][A-Za-z0-9_.~-]*)*\/?)?$/;
 
 /** An absolute http(s) URL in its canonical form (WHATWG URL `href`), or null for anything else (relative, javascript:, data:, ...). */
 export function httpUrl(s: string | null | undefined): string | null {
@@ -73,6 +83,10 @@ export function httpUrl(s: string | null | undefined): string | null {
 /** httpUrl through the WHATWG URL parser, for every input. */
 export function parsedHttpUrl(s: string): string | null {
   let url: URL;
-  try { url = new URL(s); } catch { return null; }
+  try {
+    url = new URL(s);
+  } catch {
+    return null;
+  }
   return url.protocol === 'http:' || url.protocol === 'https:' ? url.href : null;
 }

@@ -1,5 +1,5 @@
 import { Compile } from 'typebox/compile';
-import { TOPICS, TOPIC_NAMES, topicByName } from '../schemas/topics/index.ts';
+import { TOPIC_NAMES, TOPICS, topicByName } from '../schemas/topics/index.ts';
 import { MAX_RECORD_BYTES, OVERSIZE_PREFIX_BYTES } from './log/port.ts';
 
 export { MAX_RECORD_BYTES } from './log/port.ts';
@@ -27,11 +27,22 @@ function onlyTyped(schema: unknown): boolean {
   }
   if ('const' in s) return true;
   switch (s.type) {
-    case 'number': case 'integer': case 'string': case 'boolean': case 'null': return true;
-    case 'array': return onlyTyped(s.items);
-    case 'object': return s.additionalProperties === false && !('patternProperties' in s)
-      && Object.values((s.properties ?? {}) as Record<string, unknown>).every(onlyTyped);
-    default: return false;
+    case 'number':
+    case 'integer':
+    case 'string':
+    case 'boolean':
+    case 'null':
+      return true;
+    case 'array':
+      return onlyTyped(s.items);
+    case 'object':
+      return (
+        s.additionalProperties === false &&
+        !('patternProperties' in s) &&
+        Object.values((s.properties ?? {}) as Record<string, unknown>).every(onlyTyped)
+      );
+    default:
+      return false;
   }
 }
 
@@ -50,8 +61,12 @@ export function mayOverflow(raw: string): boolean {
   let run = 0;
   for (let i = 0, n = raw.length; i < n; i++) {
     const c = raw.charCodeAt(i);
-    if (c >= 48 && c <= 57) { if (++run >= 100) return true; continue; }
-    if ((c === 101 || c === 69) && run > 0) { // e or E after a digit
+    if (c >= 48 && c <= 57) {
+      if (++run >= 100) return true;
+      continue;
+    }
+    if ((c === 101 || c === 69) && run > 0) {
+      // e or E after a digit
       let j = i + 1;
       if (raw.charCodeAt(j) === 43) j++; // +
       while (raw.charCodeAt(j) === 48) j++;
@@ -64,7 +79,11 @@ export function mayOverflow(raw: string): boolean {
   return false;
 }
 
-interface Node { v: unknown; key: string | number; parent: Node | null }
+interface Node {
+  v: unknown;
+  key: string | number;
+  parent: Node | null;
+}
 
 /**
  * JSON pointer of the first non-finite number (JSON.parse turns 1e400 into Infinity), or null.
@@ -87,8 +106,8 @@ function nonFinite(root: unknown): string | null {
 }
 
 export const tooLargeReason = (bytes: number, kept?: number): string =>
-  `record too large: ${bytes} bytes, over the maximum record size of ${MAX_RECORD_BYTES} bytes`
-  + (kept === undefined ? '' : `; raw keeps only its first ${kept} bytes`);
+  `record too large: ${bytes} bytes, over the maximum record size of ${MAX_RECORD_BYTES} bytes` +
+  (kept === undefined ? '' : `; raw keeps only its first ${kept} bytes`);
 
 /** Reason of a record the log delivered as oversized (its value holds only a prefix). */
 export const oversizeReason = (bytes: number): string => tooLargeReason(bytes, OVERSIZE_PREFIX_BYTES);
@@ -103,7 +122,11 @@ export function validateRecord(topic: string, raw: string): Validation {
     if (bytes > MAX_RECORD_BYTES) return { ok: false, reason: tooLargeReason(bytes) };
   }
   let value: unknown;
-  try { value = JSON.parse(raw); } catch (e) { return { ok: false, reason: `invalid JSON: ${(e as Error).message}` }; }
+  try {
+    value = JSON.parse(raw);
+  } catch (e) {
+    return { ok: false, reason: `invalid JSON: ${(e as Error).message}` };
+  }
   // A non-finite number is named before schema errors. The check refuses one wherever the schema
   // types its values, so a record that passes needs no look (most records); others are scanned.
   const passed = scanned.has(topic) ? null : check.Check(value);

@@ -33,8 +33,13 @@ const digits = (s: string, from: number, n: number): number => {
  */
 function canonical(s: string): number | null | undefined {
   if (s[4] !== '-' || s[7] !== '-' || s[10] !== 'T' || s[13] !== ':' || s[16] !== ':' || s[19] !== '.' || s[23] !== 'Z') return undefined;
-  const y = digits(s, 0, 4); const mo = digits(s, 5, 2); const d = digits(s, 8, 2);
-  const h = digits(s, 11, 2); const mi = digits(s, 14, 2); const sec = digits(s, 17, 2); const ms = digits(s, 20, 3);
+  const y = digits(s, 0, 4);
+  const mo = digits(s, 5, 2);
+  const d = digits(s, 8, 2);
+  const h = digits(s, 11, 2);
+  const mi = digits(s, 14, 2);
+  const sec = digits(s, 17, 2);
+  const ms = digits(s, 20, 3);
   if (y < 0 || mo < 0 || d < 0 || h < 0 || mi < 0 || sec < 0 || ms < 0) return undefined;
   if (mo < 1 || mo > 12 || d < 1 || d > daysIn(y, mo) || h > 23 || mi > 59 || sec > 59) return null;
   if (y < 100) return undefined; // Date.UTC reads years 0-99 as 1900-1999: the general path handles them
@@ -45,7 +50,10 @@ function canonical(s: string): number | null | undefined {
 /** Milliseconds since the epoch of a valid date-time, or null when the string is not one. */
 export function parseDateTime(s: string): number | null {
   if (typeof s !== 'string' || s.length > 40) return null;
-  if (s.length === 24) { const t = canonical(s); if (t !== undefined) return t; }
+  if (s.length === 24) {
+    const t = canonical(s);
+    if (t !== undefined) return t;
+  }
   const m = RFC3339.exec(s);
   if (!m) return null;
   const [y, mo, d, h, mi, sec] = [1, 2, 3, 4, 5, 6].map((i) => Number(m[i]));

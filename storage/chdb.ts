@@ -15,7 +15,10 @@ const sessions = new Map<string, { session: Session; users: number }>();
 /** The shared session of `path`, or (`own`) a session of the caller's own on it. */
 function openSession(path: string, own: boolean): Session {
   const entry = own ? undefined : sessions.get(path);
-  if (entry) { entry.users++; return entry.session; }
+  if (entry) {
+    entry.users++;
+    return entry.session;
+  }
   mkdirSync(path, { recursive: true });
   const session = new Session(path);
   if (!own) sessions.set(path, { session, users: 1 });
@@ -25,7 +28,11 @@ function openSession(path: string, own: boolean): Session {
 /** The SET that gives a session the settings `wanted` (resetting what an earlier SET left and is not wanted), or '' when it has them. */
 function settingsStatement(sticky: Map<string, string>, wanted: Readonly<Record<string, string | number>> | undefined): string {
   const parts: string[] = [];
-  for (const name of sticky.keys()) if (!wanted || !(name in wanted)) { parts.push(`${checkIdentifier(name)} = DEFAULT`); sticky.delete(name); }
+  for (const name of sticky.keys())
+    if (!wanted || !(name in wanted)) {
+      parts.push(`${checkIdentifier(name)} = DEFAULT`);
+      sticky.delete(name);
+    }
   for (const [name, value] of Object.entries(wanted ?? {})) {
     // Values are the server's own constants (apps/reads/cost.ts), never a caller's.
     const text = typeof value === 'number' ? String(value) : `'${String(value).replace(/[\\']/g, '')}'`;
@@ -36,7 +43,10 @@ function settingsStatement(sticky: Map<string, string>, wanted: Readonly<Record<
   return parts.length ? `SET ${parts.join(', ')}` : '';
 }
 
-interface Lane { session: Session; sticky: Map<string, string> }
+interface Lane {
+  session: Session;
+  sticky: Map<string, string>;
+}
 
 export class ChdbStore implements Store {
   readonly database: string;
@@ -51,7 +61,11 @@ export class ChdbStore implements Store {
   private readonly free: Lane[];
   private readonly waiting: ((lane: Lane) => void)[] = [];
 
-  constructor(readonly path: string, database = 'signalbase', opts: { ownSession?: boolean; sessions?: number } = {}) {
+  constructor(
+    readonly path: string,
+    database = 'signalbase',
+    opts: { ownSession?: boolean; sessions?: number } = {},
+  ) {
     this.database = checkIdentifier(database);
     const n = Math.max(1, Math.floor(opts.sessions ?? 1));
     this.own = opts.ownSession === true || n > 1;
@@ -62,7 +76,9 @@ export class ChdbStore implements Store {
   }
 
   /** How many statements this store can run at once. */
-  get concurrency(): number { return this.lanes.length; }
+  get concurrency(): number {
+    return this.lanes.length;
+  }
 
   private take(): Promise<Lane> | Lane {
     return this.free.pop() ?? new Promise((resolve) => this.waiting.push(resolve));
@@ -70,7 +86,8 @@ export class ChdbStore implements Store {
 
   private give(lane: Lane): void {
     const next = this.waiting.shift();
-    if (next) next(lane); else this.free.push(lane);
+    if (next) next(lane);
+    else this.free.push(lane);
   }
 
   async init(): Promise<this> {
@@ -129,7 +146,12 @@ export class ChdbStore implements Store {
    * (JSONEachRow also the enclosing brackets), and one JSON.stringify of the batch costs half as
    * much as one per row.
    */
-  private async insertLines(table: string, rows: readonly unknown[], format: 'JSONEachRow' | 'JSONCompactEachRow', columns?: readonly string[]): Promise<void> {
+  private async insertLines(
+    table: string,
+    rows: readonly unknown[],
+    format: 'JSONEachRow' | 'JSONCompactEachRow',
+    columns?: readonly string[],
+  ): Promise<void> {
     if (!rows.length) return;
     const json = JSON.stringify(rows);
     await this.session.insert({
@@ -150,7 +172,10 @@ export class ChdbStore implements Store {
     if (this.closed) return;
     this.closed = true;
     for (const lane of this.lanes.slice(1)) lane.session.close();
-    if (this.own) { this.session.close(); return; }
+    if (this.own) {
+      this.session.close();
+      return;
+    }
     const entry = sessions.get(this.path);
     if (entry && --entry.users === 0) {
       sessions.delete(this.path);
@@ -159,6 +184,10 @@ export class ChdbStore implements Store {
   }
 }
 
-export async function openChdbStore(path: string, database?: string, opts?: { ownSession?: boolean; sessions?: number }): Promise<ChdbStore> {
+export async function openChdbStore(
+  path: string,
+  database?: string,
+  opts?: { ownSession?: boolean; sessions?: number },
+): Promise<ChdbStore> {
   return new ChdbStore(path, database, opts).init();
 }

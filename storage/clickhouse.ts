@@ -1,4 +1,4 @@
-import { ClickHouseLogLevel, createClient, type ClickHouseClient, type Logger } from '@clickhouse/client';
+import { type ClickHouseClient, ClickHouseLogLevel, createClient, type Logger } from '@clickhouse/client';
 import { bindDatabase, checkIdentifier, INSERT_SETTINGS, type Params, type QueryOptions, type Store } from './port.ts';
 import { parseRows } from './rows.ts';
 
@@ -34,10 +34,17 @@ class SparseLogger implements Logger {
   trace(): void {}
   debug(): void {}
   info(): void {}
-  warn(p: { message: string; err?: Error }): void { SparseLogger.write('warn', p); }
-  error(p: { message: string; err?: Error }): void { SparseLogger.write('error', p); }
+  warn(p: { message: string; err?: Error }): void {
+    SparseLogger.write('warn', p);
+  }
+  error(p: { message: string; err?: Error }): void {
+    SparseLogger.write('error', p);
+  }
   private static write(level: string, p: { message: string; err?: Error }): void {
-    if (Date.now() - SparseLogger.last < 30_000) { SparseLogger.skipped++; return; }
+    if (Date.now() - SparseLogger.last < 30_000) {
+      SparseLogger.skipped++;
+      return;
+    }
     SparseLogger.last = Date.now();
     const more = SparseLogger.skipped ? ` (${SparseLogger.skipped} more in the last 30 s)` : '';
     SparseLogger.skipped = 0;
@@ -63,7 +70,11 @@ export class ClickHouseStore implements Store {
       // Plain answers: reads are small, and a compressed answer costs the server and us CPU on loopback.
       compression: { request: false, response: false },
       // Progress headers every 10 s keep a long statement's connection (a rebuild's INSERT ... SELECT) alive through load balancers.
-      clickhouse_settings: { output_format_json_quote_64bit_integers: 0, send_progress_in_http_headers: 1, http_headers_progress_interval_ms: '10000' },
+      clickhouse_settings: {
+        output_format_json_quote_64bit_integers: 0,
+        send_progress_in_http_headers: 1,
+        http_headers_progress_interval_ms: '10000',
+      },
       // A query's bindings past 4 KiB (a read's id lists) go in a multipart body, not the URL, where
       // proxies refuse long request lines; statements without an answer keep them in the URL, which
       // the server takes up to http_max_uri_size (1 MiB by default).
@@ -78,7 +89,9 @@ export class ClickHouseStore implements Store {
 
   async query<T>(sql: string, params: Params = {}, opts?: QueryOptions): Promise<T[]> {
     const rs = await this.client.query({
-      query: bindDatabase(sql, this.database), query_params: params, format: 'JSONCompactEachRowWithNames',
+      query: bindDatabase(sql, this.database),
+      query_params: params,
+      format: 'JSONCompactEachRowWithNames',
       ...(opts?.settings ? { clickhouse_settings: opts.settings as Record<string, string> } : {}),
       ...(opts?.timeoutMs ? { abort_signal: AbortSignal.timeout(opts.timeoutMs) } : {}),
     });
@@ -91,14 +104,22 @@ export class ClickHouseStore implements Store {
 
   async insert(table: string, rows: readonly object[]): Promise<void> {
     if (!rows.length) return;
-    await this.client.insert({ table: `${this.database}.${checkIdentifier(table)}`, values: rows as object[], format: 'JSONEachRow', clickhouse_settings: INSERT_SETTINGS });
+    await this.client.insert({
+      table: `${this.database}.${checkIdentifier(table)}`,
+      values: rows as object[],
+      format: 'JSONEachRow',
+      clickhouse_settings: INSERT_SETTINGS,
+    });
   }
 
   async insertCompact(table: string, columns: readonly string[], rows: readonly unknown[][]): Promise<void> {
     if (!rows.length) return;
     await this.client.insert({
-      table: `${this.database}.${checkIdentifier(table)}`, values: rows as unknown[][], format: 'JSONCompactEachRow',
-      columns: columns.map(checkIdentifier) as [string, ...string[]], clickhouse_settings: INSERT_SETTINGS,
+      table: `${this.database}.${checkIdentifier(table)}`,
+      values: rows as unknown[][],
+      format: 'JSONCompactEachRow',
+      columns: columns.map(checkIdentifier) as [string, ...string[]],
+      clickhouse_settings: INSERT_SETTINGS,
     });
   }
 

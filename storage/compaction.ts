@@ -11,7 +11,17 @@ export const statementEngine = (orderBy: string): string =>
    SETTINGS deduplicate_merge_projection_mode = 'rebuild', allow_experimental_replacing_merge_with_cleanup = 1`;
 
 /** The statement tables. */
-export const STATEMENT_TABLES = ['events', 'positions', 'open_positions', 'messages', 'trader_directory', 'channel_summaries', 'aggregate_summaries', 'feed_groups', 'feed_changes'] as const;
+export const STATEMENT_TABLES = [
+  'events',
+  'positions',
+  'open_positions',
+  'messages',
+  'trader_directory',
+  'channel_summaries',
+  'aggregate_summaries',
+  'feed_groups',
+  'feed_changes',
+] as const;
 /**
  * Read tables merged like the statement tables, without tombstones to drop (ReplacingMergeTree on a
  * version). Reads aggregate them with FINAL, which merges every row of a partition in more than
@@ -19,7 +29,14 @@ export const STATEMENT_TABLES = ['events', 'positions', 'open_positions', 'messa
  * large seed after a rebuild left a few small parts per month): each such partition is merged into
  * one part whatever the policy's share.
  */
-export const MERGED_TABLES = ['position_performances', 'position_samples', 'activity_events', 'activity_messages', 'activity_events_by_trader', 'activity_messages_by_source'] as const;
+export const MERGED_TABLES = [
+  'position_performances',
+  'position_samples',
+  'activity_events',
+  'activity_messages',
+  'activity_events_by_trader',
+  'activity_messages_by_source',
+] as const;
 
 export interface CompactionPolicy {
   /** Compact a statement table once its tombstones exceed this share of its rows... */
@@ -38,7 +55,15 @@ export interface CompactionPolicy {
 }
 export const DEFAULT_COMPACTION: CompactionPolicy = { maxTombShare: 0.1, minTombs: 10_000, maxLooseShare: 0.1, finalPartitionsWhole: true };
 
-export interface Compaction { table: string; rows: number; tombs: number; parts: number; loose: number; compacted: boolean; why: string }
+export interface Compaction {
+  table: string;
+  rows: number;
+  tombs: number;
+  parts: number;
+  loose: number;
+  compacted: boolean;
+  why: string;
+}
 
 /**
  * Tombstones bounded and parts merged: a tombstone is written at a sorting key an entity left, and
@@ -47,27 +72,49 @@ export interface Compaction { table: string; rows: number; tombs: number; parts:
  * both. A table whose tombstones or loose rows exceed the policy is merged into one part (with
  * CLEANUP where tombstones are over the policy); the others are left alone. Returns what it did.
  */
-export async function compactStatements(store: Store, policy: CompactionPolicy = DEFAULT_COMPACTION,
-  tables: readonly string[] = [...STATEMENT_TABLES, ...MERGED_TABLES]): Promise<Compaction[]> {
+export async function compactStatements(
+  store: Store,
+  policy: CompactionPolicy = DEFAULT_COMPACTION,
+  tables: readonly string[] = [...STATEMENT_TABLES, ...MERGED_TABLES],
+): Promise<Compaction[]> {
   const out: Compaction[] = [];
   for (const table of tables) {
     checkIdentifier(table);
     const statements = (STATEMENT_TABLES as readonly string[]).includes(table);
     const [c] = await store.query<{ rows: number; tombs: number }>(
-      `SELECT count() AS rows, ${statements ? 'countIf(tomb = 1)' : '0'} AS tombs FROM $db.${table}`);
+      `SELECT count() AS rows, ${statements ? 'countIf(tomb = 1)' : '0'} AS tombs FROM $db.${table}`,
+    );
     // Per partition: a partitioned table (position_samples) is compacted into one part per partition.
     const [p] = await store.query<{ parts: number; partitions: number; largest: number }>(
       `SELECT sum(n) AS parts, count() AS partitions, sum(largest) AS largest FROM (
          SELECT partition, count() AS n, max(rows) AS largest FROM system.parts
-         WHERE database = {db:String} AND table = {table:String} AND active GROUP BY partition)`, { db: store.database, table });
-    const rows = Number(c?.rows ?? 0); const tombs = Number(c?.tombs ?? 0);
-    const parts = Number(p?.parts ?? 0); const loose = rows - Number(p?.largest ?? 0);
+         WHERE database = {db:String} AND table = {table:String} AND active GROUP BY partition)`,
+      { db: store.database, table },
+    );
+    const rows = Number(c?.rows ?? 0);
+    const tombs = Number(c?.tombs ?? 0);
+    const parts = Number(p?.parts ?? 0);
+    const loose = rows - Number(p?.largest ?? 0);
     const cleanup = statements && tombs > policy.minTombs && tombs > policy.maxTombShare * rows;
-    const merge = loose > 0 && (loose > policy.maxLooseShare * rows || (policy.finalPartitionsWhole && !statements && parts > Number(p?.partitions ?? 0)));
+    const merge =
+      loose > 0 &&
+      (loose > policy.maxLooseShare * rows || (policy.finalPartitionsWhole && !statements && parts > Number(p?.partitions ?? 0)));
     // Partitions already in one part are not rewritten (optimize_skip_merged_partitions).
-    if (cleanup || merge) await store.exec(`OPTIMIZE TABLE $db.${table} FINAL${cleanup ? ' CLEANUP' : ''}${cleanup ? '' : ' SETTINGS optimize_skip_merged_partitions = 1'}`);
-    out.push({ table, rows, tombs, parts, loose, compacted: cleanup || merge,
-      why: [cleanup ? `${tombs} tombstones` : '', merge ? `${loose} rows outside the largest part of their partition (${parts} parts)` : ''].filter(Boolean).join(', ') });
+    if (cleanup || merge)
+      await store.exec(
+        `OPTIMIZE TABLE $db.${table} FINAL${cleanup ? ' CLEANUP' : ''}${cleanup ? '' : ' SETTINGS optimize_skip_merged_partitions = 1'}`,
+      );
+    out.push({
+      table,
+      rows,
+      tombs,
+      parts,
+      loose,
+      compacted: cleanup || merge,
+      why: [cleanup ? `${tombs} tombstones` : '', merge ? `${loose} rows outside the largest part of their partition (${parts} parts)` : '']
+        .filter(Boolean)
+        .join(', '),
+    });
   }
   return out;
 }

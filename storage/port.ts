@@ -75,7 +75,18 @@ const UNAVAILABLE_CODES = new Set([
   242, // TABLE_IS_READ_ONLY
   999, // KEEPER_EXCEPTION
 ]);
-const UNAVAILABLE_ERRNO = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN', 'ENOTFOUND', 'UND_ERR_SOCKET', 'UND_ERR_CONNECT_TIMEOUT']);
+const UNAVAILABLE_ERRNO = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EAI_AGAIN',
+  'ENOTFOUND',
+  'UND_ERR_SOCKET',
+  'UND_ERR_CONNECT_TIMEOUT',
+]);
 
 export function storeFailure(err: unknown): StoreFailure | undefined {
   if (!err || typeof err !== 'object') return undefined;
@@ -83,7 +94,7 @@ export function storeFailure(err: unknown): StoreFailure | undefined {
   // chdb: ChdbQueryError.clickhouseCode (a number); @clickhouse/client: ClickHouseError.code (a numeric string).
   // chdb's streaming path says the code only in its message ("Code: 158. DB::Exception: ...").
   const inMessage = typeof e.message === 'string' ? /^Code: (\d+)\./.exec(e.message)?.[1] : undefined;
-  const numeric = Number(e.clickhouseCode ?? (typeof e.code === 'string' && /^\d+$/.test(e.code) ? e.code : inMessage ?? NaN));
+  const numeric = Number(e.clickhouseCode ?? (typeof e.code === 'string' && /^\d+$/.test(e.code) ? e.code : (inMessage ?? NaN)));
   if (Number.isFinite(numeric)) {
     const bound = BOUND_CODES[numeric];
     if (bound) return { kind: 'too_large', bound };
@@ -93,7 +104,8 @@ export function storeFailure(err: unknown): StoreFailure | undefined {
   if (typeof e.code === 'string' && UNAVAILABLE_ERRNO.has(e.code)) return { kind: 'unavailable' };
   const message = typeof e.message === 'string' ? e.message : '';
   // @clickhouse/client's own timeout and a socket closed under it; the abort of a query past its deadline.
-  if (/^Timeout error|socket hang up|ECONNREFUSED|ECONNRESET|other side closed/i.test(message) || e.name === 'AbortError') return { kind: 'unavailable' };
+  if (/^Timeout error|socket hang up|ECONNREFUSED|ECONNRESET|other side closed/i.test(message) || e.name === 'AbortError')
+    return { kind: 'unavailable' };
   return e.cause && e.cause !== err ? storeFailure(e.cause) : undefined;
 }
 

@@ -37,8 +37,11 @@ export interface Statement {
  * preceded by a tombstone copy of the previous statement when the sorting key changed.
  */
 export function statementRows<S extends Statement>(
-  prev: S | undefined, next: Omit<S, 'seq' | 'tomb'>, base: number,
-  same: (a: Omit<S, 'seq' | 'tomb'>, b: S) => boolean, sameKey: (a: Omit<S, 'seq' | 'tomb'>, b: S) => boolean,
+  prev: S | undefined,
+  next: Omit<S, 'seq' | 'tomb'>,
+  base: number,
+  same: (a: Omit<S, 'seq' | 'tomb'>, b: S) => boolean,
+  sameKey: (a: Omit<S, 'seq' | 'tomb'>, b: S) => boolean,
 ): S[] {
   if (prev && prev.tomb === 0 && same(next, prev)) return [];
   const seq = statementSeq(prev, base);
@@ -99,15 +102,19 @@ export const inJsonIds = (param: string, type: 'String' | 'UInt64'): string =>
  * itself when it is in that form already (validation checked it), else formatted from `ms`.
  */
 export const canonicalDateTime = (text: string, ms: number): string =>
-  text.length === 24 && text.charCodeAt(10) === 84 && text.charCodeAt(19) === 46 && text.charCodeAt(23) === 90 ? text : new Date(ms).toISOString();
+  text.length === 24 && text.charCodeAt(10) === 84 && text.charCodeAt(19) === 46 && text.charCodeAt(23) === 90
+    ? text
+    : new Date(ms).toISOString();
 
 /** Shallow equality of the listed fields (arrays compared element by element). */
 export function sameFields<T>(fields: readonly (keyof T)[]): (a: Partial<T>, b: Partial<T>) => boolean {
-  return (a, b) => fields.every((f) => {
-    const x = a[f] as unknown; const y = b[f] as unknown;
-    if (Array.isArray(x) && Array.isArray(y)) return x.length === y.length && x.every((v, i) => v === y[i]);
-    return x === y;
-  });
+  return (a, b) =>
+    fields.every((f) => {
+      const x = a[f] as unknown;
+      const y = b[f] as unknown;
+      if (Array.isArray(x) && Array.isArray(y)) return x.length === y.length && x.every((v, i) => v === y[i]);
+      return x === y;
+    });
 }
 
 /**
@@ -139,11 +146,19 @@ export interface VersionedStatements<V extends { version: number }, S extends St
  * (by id, a String column), so a replay writes only what is still missing.
  */
 export async function applyVersioned<V extends { version: number }, S extends Statement & { version: number; id: string }>(
-  store: Store, spec: VersionedStatements<V, S>, batch: readonly { value: unknown }[], version: bigint,
+  store: Store,
+  spec: VersionedStatements<V, S>,
+  batch: readonly { value: unknown }[],
+  version: bigint,
 ): Promise<void> {
-  const incoming = newestVersions(batch.map((r) => r.value as V), spec.idOf);
-  const prev = newestById(await store.query<S>(`${spec.select} WHERE id IN ${inJsonIds('ids', 'String')}`,
-    { ids: JSON.stringify([...incoming.keys()]) }), (r) => r.id);
+  const incoming = newestVersions(
+    batch.map((r) => r.value as V),
+    spec.idOf,
+  );
+  const prev = newestById(
+    await store.query<S>(`${spec.select} WHERE id IN ${inJsonIds('ids', 'String')}`, { ids: JSON.stringify([...incoming.keys()]) }),
+    (r) => r.id,
+  );
   const base = batchSeq(version);
   const out: unknown[][] = [];
   for (const [id, v] of incoming) {

@@ -5,7 +5,9 @@ import type { FastifyInstance } from 'fastify';
 
 const uiDir = dirname(createRequire(import.meta.url).resolve('swagger-ui-dist/package.json'));
 const ASSETS: Record<string, string> = {
-  'swagger-ui.css': 'text/css', 'swagger-ui-bundle.js': 'application/javascript', 'favicon-32x32.png': 'image/png',
+  'swagger-ui.css': 'text/css',
+  'swagger-ui-bundle.js': 'application/javascript',
+  'favicon-32x32.png': 'image/png',
 };
 
 /** `/docs` (and `/v1/docs`, `/v2/docs`): Swagger UI over the version's openapi.json, served from the local package. */

@@ -1,7 +1,6 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, type ValidationDetail } from '../../schemas/api/errors.ts';
-import { tooLarge } from '../reads/cost.ts';
-import { readFailure } from '../reads/cost.ts';
+import { readFailure, tooLarge } from '../reads/cost.ts';
 
 /** Ajv errors of a query schema as `[{ param, message }]`, with the schema's own wording for list formats. */
 export function validationDetails(err: FastifyError, querySchema: any, query: Record<string, unknown> = {}): ValidationDetail[] {
@@ -13,8 +12,10 @@ export function validationDetails(err: FastifyError, querySchema: any, query: Re
     if (v.keyword === 'additionalProperties') message = 'unknown parameter';
     else if (Array.isArray(query[param])) message = 'given more than once; pass it once (lists are comma-separated)';
     else if (v.keyword === 'required') message = 'is required';
-    else if (v.keyword === 'pattern' && querySchema?.properties?.[param]?.['x-list-message']) message = querySchema.properties[param]['x-list-message'];
-    else if (v.keyword === 'format' && params.format === 'date-time') message = 'must be an ISO-8601 date-time with a time zone, e.g. 2026-01-31T00:00:00Z';
+    else if (v.keyword === 'pattern' && querySchema?.properties?.[param]?.['x-list-message'])
+      message = querySchema.properties[param]['x-list-message'];
+    else if (v.keyword === 'format' && params.format === 'date-time')
+      message = 'must be an ISO-8601 date-time with a time zone, e.g. 2026-01-31T00:00:00Z';
     if (!out.some((d) => d.param === param && d.message === message)) out.push({ param, message });
   }
   return out;
@@ -22,7 +23,13 @@ export function validationDetails(err: FastifyError, querySchema: any, query: Re
 
 export function sendError(reply: FastifyReply, request: FastifyRequest, err: ApiError): FastifyReply {
   reply.header('x-request-id', request.id); // also for what is refused before the onRequest hook runs
-  if (err.code === 'RATE_LIMITED' || err.code === 'OVERLOADED' || err.code === 'STORE_UNAVAILABLE' || err.code === 'AUTHENTICATION_UNAVAILABLE') reply.header('retry-after', String((err.details as any)?.retryAfterSeconds ?? 1));
+  if (
+    err.code === 'RATE_LIMITED' ||
+    err.code === 'OVERLOADED' ||
+    err.code === 'STORE_UNAVAILABLE' ||
+    err.code === 'AUTHENTICATION_UNAVAILABLE'
+  )
+    reply.header('retry-after', String((err.details as any)?.retryAfterSeconds ?? 1));
   return reply.code(err.status).send({
     success: false,
     error: { code: err.code, message: err.message, details: err.details ?? null },
@@ -42,15 +49,28 @@ let paced = 0;
 export function paceRefusal<T>(code: string, answer: () => T): T | Promise<T> {
   if ((code !== 'OVERLOADED' && code !== 'RATE_LIMITED') || paced >= MAX_PACED) return answer();
   paced++;
-  return new Promise((resolve) => setTimeout(() => { paced--; resolve(answer()); }, REFUSAL_PACE_MS));
+  return new Promise((resolve) =>
+    setTimeout(() => {
+      paced--;
+      resolve(answer());
+    }, REFUSAL_PACE_MS),
+  );
 }
 
 export function errorHandler(err: FastifyError | ApiError, request: FastifyRequest, reply: FastifyReply) {
   if (err instanceof ApiError) return paceRefusal(err.code, () => sendError(reply, request, err));
   if ((err as FastifyError).validation) {
-    const details = validationDetails(err as FastifyError, request.routeOptions.schema?.querystring, request.query as Record<string, unknown>);
+    const details = validationDetails(
+      err as FastifyError,
+      request.routeOptions.schema?.querystring,
+      request.query as Record<string, unknown>,
+    );
     const first = details[0];
-    return sendError(reply, request, new ApiError('VALIDATION_ERROR', first ? `Invalid query parameter ${first.param}: ${first.message}` : 'Invalid request', details));
+    return sendError(
+      reply,
+      request,
+      new ApiError('VALIDATION_ERROR', first ? `Invalid query parameter ${first.param}: ${first.message}` : 'Invalid request', details),
+    );
   }
   // fastify's handlerTimeout: the read's deadline passed (its queries stop at their own bounds).
   if ((err as FastifyError).code === 'FST_ERR_HANDLER_TIMEOUT') return sendError(reply, request, tooLarge('deadline'));

@@ -14,7 +14,11 @@ type Parsed = Record<string, string | string[]> & { [PROBLEMS]?: ValidationDetai
 export const MAX_PARAMETERS = 256;
 
 function decode(s: string): string | null {
-  try { return decodeURIComponent(s.replaceAll('+', ' ')); } catch { return null; }
+  try {
+    return decodeURIComponent(s.replaceAll('+', ' '));
+  } catch {
+    return null;
+  }
 }
 
 export function parseQuery(qs: string): Parsed {
@@ -29,9 +33,18 @@ export function parseQuery(qs: string): Parsed {
     const rawName = eq === -1 ? segment : segment.slice(0, eq);
     const name = decode(rawName);
     const value = decode(eq === -1 ? '' : segment.slice(eq + 1));
-    if (name === null) { problems.push({ param: rawName, message: 'parameter name has malformed percent-encoding' }); continue; }
-    if (name === '') { problems.push({ param: '', message: `a parameter has an empty name ("${segment.slice(0, 40)}"); every parameter needs a name` }); continue; }
-    if (value === null) { problems.push({ param: name, message: 'value has malformed percent-encoding' }); continue; }
+    if (name === null) {
+      problems.push({ param: rawName, message: 'parameter name has malformed percent-encoding' });
+      continue;
+    }
+    if (name === '') {
+      problems.push({ param: '', message: `a parameter has an empty name ("${segment.slice(0, 40)}"); every parameter needs a name` });
+      continue;
+    }
+    if (value === null) {
+      problems.push({ param: name, message: 'value has malformed percent-encoding' });
+      continue;
+    }
     const prev = out[name];
     out[name] = prev === undefined ? value : Array.isArray(prev) ? [...prev, value] : [prev, value];
   }
@@ -79,7 +92,10 @@ export function queryProblems(schema: TObject, query: Parsed): ValidationDetail[
     if (!item || (value === '' && prop['x-list-empty'])) continue;
     const members = value.split(',');
     const max = prop['x-list-max'];
-    if (max !== undefined && members.length > max) { out.push({ param: name, message: `must have at most ${max} values` }); continue; }
+    if (max !== undefined && members.length > max) {
+      out.push({ param: name, message: `must have at most ${max} values` });
+      continue;
+    }
     const problem = members.map((m) => memberProblem(item, m)).find((p) => p !== null);
     if (problem) out.push({ param: name, message: problem });
   }

@@ -1,6 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Redis } from 'ioredis';
-import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
+import { type RateLimiterAbstract, RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import { ApiError } from '../../schemas/api/errors.ts';
 
 /**
@@ -35,11 +35,19 @@ export function parseRateLimits(spec: string | undefined): RateLimits | undefine
   let perMinute: number | undefined;
   let perAddress: number | undefined;
   const perAccount = new Map<string, number>();
-  for (const entry of spec.split(',').map((e) => e.trim()).filter(Boolean)) {
+  for (const entry of spec
+    .split(',')
+    .map((e) => e.trim())
+    .filter(Boolean)) {
     const m = /^([^=\s]+)=(\d{1,9})$/.exec(entry);
     const n = m ? Number(m[2]) : 0;
-    if (!m || n < 1) throw new Error(`RATE_LIMITS: "${entry}" is not NAME=N with N a positive whole number of requests per minute (NAME: default, address or an account id), nor "off"`);
-    if (m[1] === 'default') perMinute = n; else if (m[1] === 'address') perAddress = n; else perAccount.set(m[1]!, n);
+    if (!m || n < 1)
+      throw new Error(
+        `RATE_LIMITS: "${entry}" is not NAME=N with N a positive whole number of requests per minute (NAME: default, address or an account id), nor "off"`,
+      );
+    if (m[1] === 'default') perMinute = n;
+    else if (m[1] === 'address') perAddress = n;
+    else perAccount.set(m[1]!, n);
   }
   return { perMinute, perAccount, perAddress };
 }
@@ -58,11 +66,17 @@ export class RateLimiter {
   /** Requests answered without counting because the shared counts did not answer. */
   failedOpen = 0;
 
-  constructor(private readonly limits: RateLimits, private readonly log: (msg: string) => void = () => {}, private readonly failOpen: () => void = () => {}) {
+  constructor(
+    private readonly limits: RateLimits,
+    private readonly log: (msg: string) => void = () => {},
+    private readonly failOpen: () => void = () => {},
+  ) {
     if (limits.perAddress) this.address = new RateLimiterMemory({ keyPrefix: 'addr', points: limits.perAddress, duration: WINDOW_SECONDS });
   }
 
-  get limitsAddresses(): boolean { return this.address !== undefined; }
+  get limitsAddresses(): boolean {
+    return this.address !== undefined;
+  }
 
   /** Counts one request (or tool call) of `accountId`. */
   account(accountId: string): Promise<Decision> | Decision {
@@ -82,7 +96,9 @@ export class RateLimiter {
     if (!l) {
       const opts = { keyPrefix: `signalbase:ratelimit:${points}`, points, duration: WINDOW_SECONDS };
       // rejectIfRedisNotReady: while Redis is away, fail at once (and open) instead of queueing the command.
-      l = this.limits.redis ? new RateLimiterRedis({ ...opts, storeClient: this.limits.redis, rejectIfRedisNotReady: true }) : new RateLimiterMemory(opts);
+      l = this.limits.redis
+        ? new RateLimiterRedis({ ...opts, storeClient: this.limits.redis, rejectIfRedisNotReady: true })
+        : new RateLimiterMemory(opts);
       this.byPoints.set(points, l);
     }
     return l;
@@ -96,8 +112,12 @@ export class RateLimiter {
       if (err instanceof RateLimiterRes) {
         const retry = Math.max(1, Math.ceil(err.msBeforeNext / 1000));
         return {
-          limited: true, headers: headersOf(points, err),
-          error: new ApiError('RATE_LIMITED', `${who} ${points} requests per minute; retry in ${retry} s`, { limit: points, retryAfterSeconds: retry }),
+          limited: true,
+          headers: headersOf(points, err),
+          error: new ApiError('RATE_LIMITED', `${who} ${points} requests per minute; retry in ${retry} s`, {
+            limit: points,
+            retryAfterSeconds: retry,
+          }),
         };
       }
       this.failedOpen++;

@@ -1,11 +1,11 @@
 import { createHash } from 'node:crypto';
 import { checkIdentifier, type Store } from '../../storage/port.ts';
 import type { Cache } from '../cache/port.ts';
-import type { Principal } from '../reads/principal.ts';
-import type { CursorCodec, Key } from '../reads/cursor.ts';
-import { PAGE_FACTS, type ListMeta, type PageFacts } from '../reads/list.ts';
-import { leavesAt, slides, windowAt, type WindowRule } from '../reads/window.ts';
 import type { CacheRule } from '../reads/cache-rule.ts';
+import type { CursorCodec, Key } from '../reads/cursor.ts';
+import { type ListMeta, PAGE_FACTS, type PageFacts } from '../reads/list.ts';
+import type { Principal } from '../reads/principal.ts';
+import { leavesAt, slides, type WindowRule, windowAt } from '../reads/window.ts';
 import type { Operation } from '../registry.ts';
 
 /**
@@ -143,7 +143,10 @@ const callerTag = (contentHash: string, accountId: string): string =>
 /** Whether an If-None-Match header names this tag (weak comparison; `*` names any). */
 export function matchesTag(header: string, tag: string): boolean {
   const opaque = tag.replace(/^W\//, '');
-  return header.split(',').some((t) => { const x = t.trim(); return x === '*' || x.replace(/^W\//, '') === opaque; });
+  return header.split(',').some((t) => {
+    const x = t.trim();
+    return x === '*' || x.replace(/^W\//, '') === opaque;
+  });
 }
 
 /** Room a slab keeps after `head` for the rest of the response (meta and requestId, a few hundred bytes). */
@@ -168,11 +171,14 @@ function decode(header: Header, head: string): Entry {
 export async function firstAfter(store: Store, at: { table: string; column: string }, now: number): Promise<number | null> {
   const table = checkIdentifier(at.table);
   const column = checkIdentifier(at.column);
-  const [row] = await store.query<{ t: number | string }>(`
+  const [row] = await store.query<{ t: number | string }>(
+    `
     SELECT toUnixTimestamp64Milli(${column}) AS t FROM $db.${table}
     WHERE ${column} > fromUnixTimestamp64Milli({now:Int64}, 'UTC')
     ORDER BY ${column} LIMIT 1
-    SETTINGS optimize_use_projections = 0`, { now });
+    SETTINGS optimize_use_projections = 0`,
+    { now },
+  );
   return row ? Number(row.t) : null;
 }
 
@@ -203,7 +209,10 @@ export class ReadCache {
   private remember(key: string, e: Entry): void {
     const old = this.decoded.get(key);
     if (old) this.forget(key, old);
-    if (e.head.length > this.limits.bytes / 4) { e.gone = true; return; }
+    if (e.head.length > this.limits.bytes / 4) {
+      e.gone = true;
+      return;
+    }
     const size = key.length + e.head.length;
     while (this.decoded.size && (this.decoded.size >= this.limits.entries || this.decodedBytes + size > this.limits.bytes)) {
       const [k, first] = this.decoded.entries().next().value!;
@@ -217,7 +226,10 @@ export class ReadCache {
   local(key: string, now: number): Entry | undefined {
     const e = this.decoded.get(key);
     if (e === undefined) return undefined;
-    if (e.expires <= this.clock()) { this.forget(key, e); return undefined; }
+    if (e.expires <= this.clock()) {
+      this.forget(key, e);
+      return undefined;
+    }
     // A request that started before the answer was read (and got here later) cannot use it.
     return e.from <= now ? e : undefined;
   }
@@ -281,7 +293,13 @@ export class ReadCache {
   }
 
   /** When an answer computed at `now` may first differ from a fresh read (ms, on the request's clock). */
-  private async until(rule: CacheRule, data: { results: unknown[] }, facts: PageFacts | undefined, now: number, store: Store): Promise<number> {
+  private async until(
+    rule: CacheRule,
+    data: { results: unknown[] },
+    facts: PageFacts | undefined,
+    now: number,
+    store: Store,
+  ): Promise<number> {
     let until = now + MAX_TTL_MS;
     if (rule.ttlMs) until = Math.min(until, now + rule.ttlMs(data as { results: any[] }, now));
     const w = facts?.window;
@@ -305,7 +323,8 @@ export class ReadCache {
     const print = e.next ? cursors.policyPrint(principal) : '';
     let meta = e.meta;
     // Callers of one policy within one ms get the same meta: it is made once.
-    if (meta === undefined || meta.now !== now || meta.print !== print) e.meta = meta = { now, print, json: metaJson(e, now, print, cursors) };
+    if (meta === undefined || meta.now !== now || meta.print !== print)
+      e.meta = meta = { now, print, json: metaJson(e, now, print, cursors) };
     const tail = `${meta.json}"requestId":${JSON.stringify(requestId)}}`;
     const size = e.head.length + Buffer.byteLength(tail);
     let slab: Buffer | null = e.slabs.pop() ?? null;
@@ -349,5 +368,7 @@ function metaJson(e: Entry, now: number, print: string, cursors: CursorCodec): s
 
 const sharedKey = (key: string): string => {
   const i = key.indexOf(':', key.indexOf(':', 5) + 1); // `read:<version>:<tool>:` stays readable
-  return `${key.slice(0, i + 1)}${createHash('sha256').update(key.slice(i + 1)).digest('base64url')}`;
+  return `${key.slice(0, i + 1)}${createHash('sha256')
+    .update(key.slice(i + 1))
+    .digest('base64url')}`;
 };

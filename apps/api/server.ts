@@ -1,19 +1,19 @@
 import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify';
-import type { Store } from '../../storage/port.ts';
 import { ApiError } from '../../schemas/api/errors.ts';
-import type { ApiKeyAuthenticator } from '../auth/keys.ts';
-import type { Metrics } from '../metrics.ts';
 import { isDateTime } from '../../schemas/formats.ts';
-import type { Principal } from '../reads/principal.ts';
-import { CursorCodec } from '../reads/cursor.ts';
-import { costOf, OPERATIONS, policyRefusal, type Operation } from '../registry.ts';
-import { Admission, admissionDefaults, admitted, boundedStore, MAX_ANSWER_BYTES, tooLarge } from '../reads/cost.ts';
+import type { Store } from '../../storage/port.ts';
 import type { DevAuthorizationServer } from '../auth/dev-server.ts';
+import type { ApiKeyAuthenticator } from '../auth/keys.ts';
 import { agentGuide, llmsTxt } from '../mcp/agent-docs.ts';
 import type { AuthUrls, TokenVerifier } from '../mcp/bearer.ts';
 import { mcpRoutes } from '../mcp/server.ts';
+import type { Metrics } from '../metrics.ts';
+import { Admission, admissionDefaults, admitted, boundedStore, MAX_ANSWER_BYTES, tooLarge } from '../reads/cost.ts';
+import { CursorCodec } from '../reads/cursor.ts';
+import type { Principal } from '../reads/principal.ts';
+import { costOf, OPERATIONS, type Operation, policyRefusal } from '../registry.ts';
 import { registerDocs } from './docs.ts';
 import { errorHandler, sendError } from './errors.ts';
 import { openApiDocument } from './openapi.ts';
@@ -54,12 +54,20 @@ export interface ApiDeps {
   admission?: Admission;
 }
 
-export interface HealthState { status: 'ok' | 'starting' | 'degraded'; projectorLag: number }
+export interface HealthState {
+  status: 'ok' | 'starting' | 'degraded';
+  projectorLag: number;
+}
 
 declare module 'fastify' {
-  interface FastifyRequest { principal?: Principal; startedAt: Date }
+  interface FastifyRequest {
+    principal?: Principal;
+    startedAt: Date;
+  }
   /** A read route's operation (its MCP tool name): the metrics label its requests. */
-  interface FastifyContextConfig { operation?: string }
+  interface FastifyContextConfig {
+    operation?: string;
+  }
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -73,7 +81,12 @@ function admit(op: Operation, req: FastifyRequest, principal: Principal, admissi
   if (busy) return busy;
   const problems = queryProblems(op.query, req.query as Record<string, string>);
   const first = problems[0];
-  if (first) return new ApiError('VALIDATION_ERROR', first.param ? `Invalid query parameter ${first.param}: ${first.message}` : `Invalid query: ${first.message}`, problems);
+  if (first)
+    return new ApiError(
+      'VALIDATION_ERROR',
+      first.param ? `Invalid query parameter ${first.param}: ${first.message}` : `Invalid query: ${first.message}`,
+      problems,
+    );
   return undefined;
 }
 
@@ -103,15 +116,24 @@ function clientErrorHandler(err: Error & { code?: string; rawPacket?: unknown; b
     // parser was still in the request line (a single header that long is not told apart).
     const chunk = Buffer.isBuffer(err.rawPacket) ? err.rawPacket : Buffer.alloc(0);
     const lineEnd = chunk.indexOf('\r\n');
-    if (lineEnd === -1 || lineEnd >= (err.bytesParsed ?? chunk.length)) { status = 414; code = 'URI_TOO_LONG'; message = `URL longer than ${MAX_URL_LENGTH} bytes`; }
-    else { status = 431; code = 'HEADERS_TOO_LARGE'; message = `Request headers larger than ${MAX_HEADER_BYTES} bytes`; }
+    if (lineEnd === -1 || lineEnd >= (err.bytesParsed ?? chunk.length)) {
+      status = 414;
+      code = 'URI_TOO_LONG';
+      message = `URL longer than ${MAX_URL_LENGTH} bytes`;
+    } else {
+      status = 431;
+      code = 'HEADERS_TOO_LARGE';
+      message = `Request headers larger than ${MAX_HEADER_BYTES} bytes`;
+    }
   } else if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
     return void socket.destroy();
   }
   const id = randomUUID();
   const body = errorBody(code, message, id);
-  socket.end(`HTTP/1.1 ${status} ${status === 414 ? 'URI Too Long' : status === 431 ? 'Request Header Fields Too Large' : 'Bad Request'}\r\n`
-    + `Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nx-request-id: ${id}\r\nConnection: close\r\n\r\n${body}`);
+  socket.end(
+    `HTTP/1.1 ${status} ${status === 414 ? 'URI Too Long' : status === 431 ? 'Request Header Fields Too Large' : 'Bad Request'}\r\n` +
+      `Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nx-request-id: ${id}\r\nConnection: close\r\n\r\n${body}`,
+  );
 }
 
 /** 304 Not Modified: no body (the route's schema types only its 200). */
@@ -122,7 +144,16 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
   const cursors = deps.cursors ?? CursorCodec.random();
   const health = deps.health ?? (() => ({ status: 'ok' as const, projectorLag: 0 }));
   const admission = deps.admission ?? new Admission(admissionDefaults());
-  const limiter = deps.rateLimits ? new RateLimiter(deps.rateLimits, (msg) => app.log.warn(msg), () => { deps.metrics?.rateLimitFailOpen.inc(); if (deps.rateLimits?.redis) deps.metrics?.redisErrors.inc({ operation: 'rate_limit' }); }) : undefined;
+  const limiter = deps.rateLimits
+    ? new RateLimiter(
+        deps.rateLimits,
+        (msg) => app.log.warn(msg),
+        () => {
+          deps.metrics?.rateLimitFailOpen.inc();
+          if (deps.rateLimits?.redis) deps.metrics?.redisErrors.inc({ operation: 'rate_limit' });
+        },
+      )
+    : undefined;
   if (deps.metrics) {
     const m = deps.metrics;
     m.watchAdmission(admission);
@@ -131,9 +162,16 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
   const authenticateRead = (op: Operation, req: FastifyRequest, done: (err?: Error) => void) => {
     const key = req.headers['x-api-key'] as string | undefined;
     let known: Principal | undefined;
-    try { known = deps.auth.known?.(key); } catch (err) { return done(err as ApiError); }
+    try {
+      known = deps.auth.known?.(key);
+    } catch (err) {
+      return done(err as ApiError);
+    }
     if (known) return done(admit(op, req, known, admission));
-    deps.auth.authenticate(key).then((p) => admit(op, req, p, admission)).then(done, done);
+    deps.auth
+      .authenticate(key)
+      .then((p) => admit(op, req, p, admission))
+      .then(done, done);
   };
   /** A read's context: the caller's bounded view of the store, within the request's deadline (wall time, whatever clock the answers use). */
   const readContext = (op: Operation, principal: Principal, now: Date) => {
@@ -213,7 +251,10 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
     return {
       success: true,
       // NaN: Redis cannot tell the data version just now (distributed mode).
-      data: { results: [{ status: h.status, dataVersion: Number.isFinite(dataVersion) ? dataVersion : null, projectorLag: h.projectorLag }], meta: { serverTime: req.startedAt.toISOString() } },
+      data: {
+        results: [{ status: h.status, dataVersion: Number.isFinite(dataVersion) ? dataVersion : null, projectorLag: h.projectorLag }],
+        meta: { serverTime: req.startedAt.toISOString() },
+      },
       requestId: req.id,
     };
   };
@@ -227,14 +268,28 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
   registerDocs(app);
   // Agent-facing docs (issue 9), generated from the registry; the MCP URL's origin when there is one.
   const origin = (req: FastifyRequest) => {
-    try { if (deps.mcp) return new URL(deps.mcp.urls().mcpUrl).origin; } catch { /* not listening yet: the request's own host */ }
+    try {
+      if (deps.mcp) return new URL(deps.mcp.urls().mcpUrl).origin;
+    } catch {
+      /* not listening yet: the request's own host */
+    }
     return `${req.protocol}://${req.host}`;
   };
   app.get('/llms.txt', async (req, reply) => reply.type('text/plain; charset=utf-8').send(llmsTxt(origin(req))));
   app.get('/agent-guide.md', async (req, reply) => reply.type('text/markdown; charset=utf-8').send(agentGuide(origin(req))));
   if (deps.mcp) {
     const mcp = deps.mcp;
-    app.register(async (scope) => mcpRoutes(scope, { ...mcp, store: deps.store, cursors, clock, dataVersion: deps.dataVersion, readContext, ...(limiter ? { limiter } : {}) }));
+    app.register(async (scope) =>
+      mcpRoutes(scope, {
+        ...mcp,
+        store: deps.store,
+        cursors,
+        clock,
+        dataVersion: deps.dataVersion,
+        readContext,
+        ...(limiter ? { limiter } : {}),
+      }),
+    );
   }
   deps.devAuth?.routes(app);
 
@@ -296,7 +351,10 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
           if (size <= MAX_ANSWER_BYTES || reply.statusCode !== 200) return done(null, payload);
           const err = tooLarge('answer');
           (reply as FastifyReply).code(err.status).removeHeader('etag');
-          done(null, JSON.stringify({ success: false, error: { code: err.code, message: err.message, details: err.details }, requestId: req.id }));
+          done(
+            null,
+            JSON.stringify({ success: false, error: { code: err.code, message: err.message, details: err.details }, requestId: req.id }),
+          );
         },
       });
     }

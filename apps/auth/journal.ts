@@ -14,14 +14,17 @@ export class Journal<T> {
   private readonly compactFactor: number;
   private readonly minLines: number;
 
-  constructor(private readonly file: string, opts: {
-    /** A JSON object of records in the former whole-file format: imported once, then removed. */
-    legacyJson?: string;
-    /** Compact when the journal has this many times more lines than live records (default 4). */
-    compactFactor?: number;
-    /** ... and at least this many lines (default 256): a small journal is left alone. */
-    minLines?: number;
-  } = {}) {
+  constructor(
+    private readonly file: string,
+    opts: {
+      /** A JSON object of records in the former whole-file format: imported once, then removed. */
+      legacyJson?: string;
+      /** Compact when the journal has this many times more lines than live records (default 4). */
+      compactFactor?: number;
+      /** ... and at least this many lines (default 256): a small journal is left alone. */
+      minLines?: number;
+    } = {},
+  ) {
     this.compactFactor = opts.compactFactor ?? 4;
     this.minLines = opts.minLines ?? 256;
     if (existsSync(file)) {
@@ -30,7 +33,11 @@ export class Journal<T> {
         if (!line) continue;
         this.lines++;
         let rec: { k?: unknown; v?: T; d?: unknown };
-        try { rec = JSON.parse(line); } catch { continue; } // a line torn by a crash mid-append: that change is lost, the rest stands
+        try {
+          rec = JSON.parse(line);
+        } catch {
+          continue;
+        } // a line torn by a crash mid-append: that change is lost, the rest stands
         if (typeof rec.k !== 'string') continue;
         if (rec.d) this.data.delete(rec.k);
         else if (rec.v !== undefined) this.data.set(rec.k, rec.v);
@@ -44,9 +51,15 @@ export class Journal<T> {
     }
   }
 
-  get size(): number { return this.data.size; }
-  get(k: string): T | undefined { return this.data.get(k); }
-  entries(): [string, T][] { return [...this.data]; }
+  get size(): number {
+    return this.data.size;
+  }
+  get(k: string): T | undefined {
+    return this.data.get(k);
+  }
+  entries(): [string, T][] {
+    return [...this.data];
+  }
 
   set(k: string, v: T): void {
     this.data.set(k, v);
@@ -59,7 +72,9 @@ export class Journal<T> {
   }
 
   /** Lines in the journal file (tests read it to see that changes append). */
-  get journalLines(): number { return this.lines; }
+  get journalLines(): number {
+    return this.lines;
+  }
 
   private append(text: string, lines: number): void {
     appendFileSync(this.file, text, { mode: 0o600 });

@@ -1,9 +1,9 @@
 import { createHash, randomBytes } from 'node:crypto';
-import type { Store } from '../../storage/port.ts';
 import { ApiError } from '../../schemas/api/errors.ts';
 import type { Scope, VisibilityPolicy } from '../../schemas/topics/index.ts';
-import type { Principal } from '../reads/principal.ts';
+import type { Store } from '../../storage/port.ts';
 import type { Cache } from '../cache/port.ts';
+import type { Principal } from '../reads/principal.ts';
 
 /** Keys are `sb_<16 hex id>_<43 chars of 32 random bytes>`; only the SHA-256 of the whole key is stored. */
 export function generateApiKey(): { key: string; id: string; keyHash: string } {
@@ -18,7 +18,9 @@ const KEY_SHAPE = /^sb_[0-9a-f]{16}_[A-Za-z0-9_-]{43}$/;
 export const hashApiKey = (key: string): string => createHash('sha256').update(key).digest('hex');
 
 /** What the cache holds per credential: the principal (scopes as an array) or the refusal. */
-export type CachedAnswer = { principal: Omit<Principal, 'scopes'> & { scopes: Scope[] } } | { error: 'UNAUTHORIZED' | 'FORBIDDEN'; message: string };
+export type CachedAnswer =
+  | { principal: Omit<Principal, 'scopes'> & { scopes: Scope[] } }
+  | { error: 'UNAUTHORIZED' | 'FORBIDDEN'; message: string };
 
 /** The owner account's columns, as every credential's look-up (a key's, a token's) reads them from `accounts AS a`. */
 export const ACCOUNT_COLUMNS = `a.id != '' AS hasAccount, a.status AS status, a.emailVerified AS emailVerified, a.msgMode AS msgMode,
@@ -26,13 +28,25 @@ export const ACCOUNT_COLUMNS = `a.id != '' AS hasAccount, a.status AS status, a.
   a.sigTraderIds AS sigTraderIds, a.historyWindowDays AS historyWindowDays, a.scopes AS accountScopes`;
 
 export interface AccountRow {
-  accountId: string; hasAccount: number; status: string; emailVerified: number;
-  msgMode: VisibilityPolicy['mode']; msgPlatforms: ('TELEGRAM' | 'X')[]; msgTraderIds: number[];
-  sigMode: VisibilityPolicy['mode']; sigPlatforms: ('TELEGRAM' | 'X')[]; sigTraderIds: number[]; historyWindowDays: number | null;
+  accountId: string;
+  hasAccount: number;
+  status: string;
+  emailVerified: number;
+  msgMode: VisibilityPolicy['mode'];
+  msgPlatforms: ('TELEGRAM' | 'X')[];
+  msgTraderIds: number[];
+  sigMode: VisibilityPolicy['mode'];
+  sigPlatforms: ('TELEGRAM' | 'X')[];
+  sigTraderIds: number[];
+  historyWindowDays: number | null;
   /** The scopes the account may hold. */
   accountScopes: Scope[];
 }
-interface KeyRow extends AccountRow { keyId: string; scopes: Scope[]; revoked: number }
+interface KeyRow extends AccountRow {
+  keyId: string;
+  scopes: Scope[];
+  revoked: number;
+}
 
 /**
  * A credential of an existing account, answered by the account's state (contract 5.4): refused
@@ -43,12 +57,16 @@ interface KeyRow extends AccountRow { keyId: string; scopes: Scope[]; revoked: n
 export function accountAnswer(r: AccountRow, keyId: string, scopes: Scope[], credential = 'key'): CachedAnswer {
   if (r.status !== 'active') return { error: 'FORBIDDEN', message: `The account that owns this ${credential} is blocked` };
   if (r.emailVerified !== 1) return { error: 'FORBIDDEN', message: `The account that owns this ${credential} has no verified email` };
-  return { principal: {
-    accountId: r.accountId, keyId, scopes: scopes.filter((s) => r.accountScopes.includes(s)),
-    messageVisibility: { mode: r.msgMode, platforms: r.msgPlatforms, traderIds: r.msgTraderIds },
-    signalVisibility: { mode: r.sigMode, platforms: r.sigPlatforms, traderIds: r.sigTraderIds },
-    historyWindowDays: r.historyWindowDays,
-  } };
+  return {
+    principal: {
+      accountId: r.accountId,
+      keyId,
+      scopes: scopes.filter((s) => r.accountScopes.includes(s)),
+      messageVisibility: { mode: r.msgMode, platforms: r.msgPlatforms, traderIds: r.msgTraderIds },
+      signalVisibility: { mode: r.sigMode, platforms: r.sigPlatforms, traderIds: r.sigTraderIds },
+      historyWindowDays: r.historyWindowDays,
+    },
+  };
 }
 
 /**
@@ -69,8 +87,11 @@ export class ApiKeyAuthenticator {
   private readonly pending = new Map<string, Promise<Principal | ApiError>>();
 
   constructor(
-    private readonly store: Store, private readonly cache: Cache, private readonly ttlMs = 5000,
-    private readonly clock: () => number = Date.now, private readonly maxDecoded = 10_000,
+    private readonly store: Store,
+    private readonly cache: Cache,
+    private readonly ttlMs = 5000,
+    private readonly clock: () => number = Date.now,
+    private readonly maxDecoded = 10_000,
   ) {}
 
   /** Forgets every cached answer (called on each projector commit). */
@@ -91,7 +112,10 @@ export class ApiKeyAuthenticator {
     if (key === undefined) return undefined;
     const known = this.decoded.get(key);
     if (known === undefined) return undefined;
-    if (known.expires <= this.clock()) { this.decoded.delete(key); return undefined; }
+    if (known.expires <= this.clock()) {
+      this.decoded.delete(key);
+      return undefined;
+    }
     if (known.answer instanceof ApiError) throw known.answer;
     return known.answer;
   }
@@ -109,7 +133,7 @@ export class ApiKeyAuthenticator {
       const started: Promise<Principal | ApiError> = this.resolve(key).finally(() => {
         if (this.pending.get(key) === started) this.pending.delete(key);
       });
-      this.pending.set(key, pending = started);
+      this.pending.set(key, (pending = started));
     }
     const decoded = await pending;
     // Only what looks like a key is kept (a flood of junk keys would only evict real ones).
@@ -126,17 +150,23 @@ export class ApiKeyAuthenticator {
     const hit = await this.cache.get(cacheKey);
     const answer: CachedAnswer = hit ? JSON.parse(hit) : await this.lookup(cacheKey.slice(5));
     if (!hit) await this.cache.set(cacheKey, JSON.stringify(answer), this.ttlMs);
-    return 'error' in answer ? new ApiError(answer.error, answer.message) : { ...answer.principal, scopes: new Set(answer.principal.scopes) };
+    return 'error' in answer
+      ? new ApiError(answer.error, answer.message)
+      : { ...answer.principal, scopes: new Set(answer.principal.scopes) };
   }
 
   private async lookup(hash: string): Promise<CachedAnswer> {
     let rows: KeyRow[];
     try {
-      rows = await this.store.query<KeyRow>(`
+      rows = await this.store.query<KeyRow>(
+        `
         SELECT k.id AS keyId, k.scopes AS scopes, k.revoked AS revoked, k.accountId AS accountId, ${ACCOUNT_COLUMNS}
         FROM (SELECT * FROM $db.api_keys FINAL WHERE keyHash = {hash:String} AND deleted = 0) AS k
         LEFT JOIN (SELECT * FROM $db.accounts FINAL WHERE deleted = 0) AS a ON a.id = k.accountId
-        LIMIT 1`, { hash }, { short: true });
+        LIMIT 1`,
+        { hash },
+        { short: true },
+      );
     } catch {
       throw new ApiError('AUTHENTICATION_UNAVAILABLE', 'Authentication is temporarily unavailable; retry shortly');
     }
@@ -149,9 +179,13 @@ export class ApiKeyAuthenticator {
 /** The account `id` as a credential's look-up sees it (null: no such account, or deleted). Throws AUTHENTICATION_UNAVAILABLE when the store does not answer. */
 export async function accountById(store: Store, id: string): Promise<AccountRow | null> {
   try {
-    const rows = await store.query<AccountRow>(`
+    const rows = await store.query<AccountRow>(
+      `
       SELECT a.id AS accountId, ${ACCOUNT_COLUMNS}
-      FROM (SELECT * FROM $db.accounts FINAL WHERE id = {id:String} AND deleted = 0) AS a LIMIT 1`, { id }, { short: true });
+      FROM (SELECT * FROM $db.accounts FINAL WHERE id = {id:String} AND deleted = 0) AS a LIMIT 1`,
+      { id },
+      { short: true },
+    );
     return rows[0] ?? null;
   } catch {
     throw new ApiError('AUTHENTICATION_UNAVAILABLE', 'Authentication is temporarily unavailable; retry shortly');

@@ -1,4 +1,4 @@
-import { randomBytes, scrypt, timingSafeEqual, type ScryptOptions } from 'node:crypto';
+import { randomBytes, type ScryptOptions, scrypt, timingSafeEqual } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 
@@ -11,8 +11,12 @@ const PARAMS = { N: 2 ** 15, r: 8, p: 1 } as const;
 const KEY_BYTES = 32;
 export const MIN_PASSWORD_LENGTH = 8;
 
-const derive = (password: string, salt: Buffer, o: ScryptOptions & { N: number }) => new Promise<Buffer>((resolve, reject) =>
-  scrypt(password.normalize('NFC'), salt, KEY_BYTES, { ...o, maxmem: 128 * o.N * (o.r ?? 8) * 2 }, (err, key) => (err ? reject(err) : resolve(key))));
+const derive = (password: string, salt: Buffer, o: ScryptOptions & { N: number }) =>
+  new Promise<Buffer>((resolve, reject) =>
+    scrypt(password.normalize('NFC'), salt, KEY_BYTES, { ...o, maxmem: 128 * o.N * (o.r ?? 8) * 2 }, (err, key) =>
+      err ? reject(err) : resolve(key),
+    ),
+  );
 
 /** `scrypt$N$r$p$salt$hash` (salt and hash base64url). */
 export async function hashPassword(password: string): Promise<string> {
@@ -57,7 +61,9 @@ let checking = 0;
 
 /** A password check refused because MAX_CONCURRENT_PASSWORD_CHECKS are running: try again in a moment. */
 export class PasswordCheckBusy extends Error {
-  constructor() { super('Too many sign-ins are being checked just now; try again in a moment'); }
+  constructor() {
+    super('Too many sign-ins are being checked just now; try again in a moment');
+  }
 }
 
 /**
@@ -73,6 +79,8 @@ export async function checkPassword(dataDir: string, accountId: string, password
     const stored = Object.hasOwn(all, accountId) && typeof all[accountId] === 'string' ? all[accountId] : undefined;
     const ok = await verifyPassword(password, stored ?? DUMMY);
     return stored !== undefined && ok;
-  } finally { checking--; }
+  } finally {
+    checking--;
+  }
 }
 const DUMMY = `scrypt$${PARAMS.N}$${PARAMS.r}$${PARAMS.p}$${Buffer.alloc(16).toString('base64url')}$${Buffer.alloc(KEY_BYTES).toString('base64url')}`;

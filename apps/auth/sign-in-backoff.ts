@@ -8,7 +8,12 @@ import { RateLimiterMemory } from 'rate-limiter-flexible';
  * sign-ins are refused before any password is hashed. A successful sign-in forgets it all. Every
  * account name counts, known or not, so a lock tells nothing about which accounts exist.
  */
-export interface BackoffLimits { freeFailures: number; memorySeconds: number; firstLockSeconds: number; maxLockSeconds: number }
+export interface BackoffLimits {
+  freeFailures: number;
+  memorySeconds: number;
+  firstLockSeconds: number;
+  maxLockSeconds: number;
+}
 
 export const SIGN_IN_BACKOFF: BackoffLimits = { freeFailures: 5, memorySeconds: 24 * 3600, firstLockSeconds: 60, maxLockSeconds: 3600 };
 
@@ -23,7 +28,11 @@ export class SignInBackoff {
   constructor(limits: Partial<BackoffLimits> = {}) {
     this.limits = { ...SIGN_IN_BACKOFF, ...limits };
     // Counts only (penalty never refuses); the record expires memorySeconds after the first failure.
-    this.failures = new RateLimiterMemory({ keyPrefix: 'sign-in-failures', points: Number.MAX_SAFE_INTEGER, duration: this.limits.memorySeconds });
+    this.failures = new RateLimiterMemory({
+      keyPrefix: 'sign-in-failures',
+      points: Number.MAX_SAFE_INTEGER,
+      duration: this.limits.memorySeconds,
+    });
     // A lock is a block of this limiter for the lock's period.
     this.locks = new RateLimiterMemory({ keyPrefix: 'sign-in-lock', points: 1, duration: 1 });
   }

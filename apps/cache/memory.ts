@@ -4,17 +4,27 @@ import type { Cache, Watermarks } from './port.ts';
 export class MemoryCache implements Cache {
   private readonly map = new Map<string, { value: string; expires: number }>();
   private bytes = 0;
-  constructor(private readonly maxEntries = 50_000, private readonly maxBytes = 256 << 20, private readonly clock: () => number = Date.now) {}
+  constructor(
+    private readonly maxEntries = 50_000,
+    private readonly maxBytes = 256 << 20,
+    private readonly clock: () => number = Date.now,
+  ) {}
 
   private remove(key: string): void {
     const e = this.map.get(key);
-    if (e) { this.bytes -= e.value.length * 2; this.map.delete(key); }
+    if (e) {
+      this.bytes -= e.value.length * 2;
+      this.map.delete(key);
+    }
   }
 
   async get(key: string): Promise<string | undefined> {
     const e = this.map.get(key);
     if (!e) return undefined;
-    if (e.expires <= this.clock()) { this.remove(key); return undefined; }
+    if (e.expires <= this.clock()) {
+      this.remove(key);
+      return undefined;
+    }
     return e.value;
   }
 
@@ -22,7 +32,8 @@ export class MemoryCache implements Cache {
     const size = value.length * 2; // UTF-16 code units
     if (size > this.maxBytes) return;
     this.remove(key); // re-insert so Map order stays oldest-first
-    while (this.map.size && (this.map.size >= this.maxEntries || this.bytes + size > this.maxBytes)) this.remove(this.map.keys().next().value!);
+    while (this.map.size && (this.map.size >= this.maxEntries || this.bytes + size > this.maxBytes))
+      this.remove(this.map.keys().next().value!);
     this.map.set(key, { value, expires: this.clock() + ttlMs });
     this.bytes += size;
   }
@@ -34,7 +45,9 @@ export class MemoryCache implements Cache {
 
 export class MemoryWatermarks implements Watermarks {
   private readonly marks = new Map<string, number>();
-  async get(name: string): Promise<number> { return this.marks.get(name) ?? 0; }
+  async get(name: string): Promise<number> {
+    return this.marks.get(name) ?? 0;
+  }
   async advance(name: string, value: number): Promise<number> {
     const next = Math.max(this.marks.get(name) ?? 0, value);
     this.marks.set(name, next);

@@ -13,7 +13,10 @@ import type { Cache, Watermarks } from './port.ts';
  * are one round trip each (a Lua script reads the generation and the entry together).
  */
 export class RedisCache implements Cache {
-  constructor(private readonly redis: Redis, private readonly namespace = 'signalbase:cache:') {}
+  constructor(
+    private readonly redis: Redis,
+    private readonly namespace = 'signalbase:cache:',
+  ) {}
 
   /** [generation key, entry key without its generation]: the script joins them as `<segment>#<generation>:<rest>`. */
   private parts(key: string): [string, string, string] {
@@ -24,7 +27,7 @@ export class RedisCache implements Cache {
 
   async get(key: string): Promise<string | undefined> {
     const [gen, head, rest] = this.parts(key);
-    const v = await this.redis.eval(GET_SCRIPT, 1, gen, head, rest) as string | null;
+    const v = (await this.redis.eval(GET_SCRIPT, 1, gen, head, rest)) as string | null;
     return v ?? undefined;
   }
 
@@ -76,7 +79,10 @@ const escapeGlob = (s: string) => s.replace(/[*?[\]\\]/g, (c) => `\\${c}`);
  * instances advancing the same mark concurrently never move it back.
  */
 export class RedisWatermarks implements Watermarks {
-  constructor(private readonly redis: Redis, private readonly namespace = 'signalbase:watermark:') {}
+  constructor(
+    private readonly redis: Redis,
+    private readonly namespace = 'signalbase:watermark:',
+  ) {}
 
   async get(name: string): Promise<number> {
     return Number((await this.redis.get(this.namespace + name)) ?? 0);
@@ -121,7 +127,11 @@ return redis.call('INCR', KEYS[1])`;
  * which sends the offsets back to the start, clears it. Kept while projectors report (30 s).
  */
 export class RedisLagBoard {
-  constructor(private readonly redis: Redis, private readonly key: string, private readonly ttlMs = 30_000) {}
+  constructor(
+    private readonly redis: Redis,
+    private readonly key: string,
+    private readonly ttlMs = 30_000,
+  ) {}
 
   async record(positions: readonly { topic: string; partition: number; committed: bigint; end: bigint }[]): Promise<void> {
     if (!positions.length) return;
@@ -206,14 +216,22 @@ export class RedisFallback {
   private suppressed = 0;
   private readonly clock: () => number;
 
-  constructor(private readonly redis: Redis, private readonly opts: RedisFallbackOptions) {
+  constructor(
+    private readonly redis: Redis,
+    private readonly opts: RedisFallbackOptions,
+  ) {
     this.clock = opts.clock ?? Date.now;
     // Without a listener ioredis prints every failed reconnection attempt.
-    redis.on('error', (err: Error) => { opts.onError?.('connection'); this.failed('connection', err); });
+    redis.on('error', (err: Error) => {
+      opts.onError?.('connection');
+      this.failed('connection', err);
+    });
   }
 
   /** Whether the last operation found Redis answering. */
-  get available(): boolean { return this.downSince === undefined; }
+  get available(): boolean {
+    return this.downSince === undefined;
+  }
 
   async run<T>(operation: string, fn: () => Promise<T>, fallback: T): Promise<T> {
     if (this.redis.status !== 'ready' || this.clock() < this.retryAt) {
@@ -224,7 +242,9 @@ export class RedisFallback {
     try {
       const v = await fn();
       if (this.downSince !== undefined) {
-        this.opts.say(`Redis is back after ${Math.round((this.clock() - this.downSince) / 1000)} s (${this.suppressed} more failed or skipped operations since the last line): shared cache, data version and lag board in use again`);
+        this.opts.say(
+          `Redis is back after ${Math.round((this.clock() - this.downSince) / 1000)} s (${this.suppressed} more failed or skipped operations since the last line): shared cache, data version and lag board in use again`,
+        );
         this.downSince = undefined;
         this.suppressed = 0;
       }
@@ -247,7 +267,9 @@ export class RedisFallback {
       return;
     }
     if (now - this.lastLog >= (this.opts.logEveryMs ?? 30_000)) {
-      this.opts.say(`Redis still unavailable for ${Math.round((now - this.downSince) / 1000)} s (${this.suppressed + 1} operations failed or skipped since the last line; last: ${operation}: ${err.message})`);
+      this.opts.say(
+        `Redis still unavailable for ${Math.round((now - this.downSince) / 1000)} s (${this.suppressed + 1} operations failed or skipped since the last line; last: ${operation}: ${err.message})`,
+      );
       this.lastLog = now;
       this.suppressed = 0;
     } else {
@@ -258,8 +280,17 @@ export class RedisFallback {
 
 /** A cache through RedisFallback: a miss, and nothing stored, while Redis does not answer. */
 export class FailOpenCache implements Cache {
-  constructor(private readonly cache: Cache, private readonly fallback: RedisFallback) {}
-  get(key: string): Promise<string | undefined> { return this.fallback.run('cache_get', () => this.cache.get(key), undefined); }
-  set(key: string, value: string, ttlMs: number): Promise<void> { return this.fallback.run('cache_set', () => this.cache.set(key, value, ttlMs), undefined); }
-  clear(prefix: string): Promise<void> { return this.fallback.run('cache_clear', () => this.cache.clear(prefix), undefined); }
+  constructor(
+    private readonly cache: Cache,
+    private readonly fallback: RedisFallback,
+  ) {}
+  get(key: string): Promise<string | undefined> {
+    return this.fallback.run('cache_get', () => this.cache.get(key), undefined);
+  }
+  set(key: string, value: string, ttlMs: number): Promise<void> {
+    return this.fallback.run('cache_set', () => this.cache.set(key, value, ttlMs), undefined);
+  }
+  clear(prefix: string): Promise<void> {
+    return this.fallback.run('cache_clear', () => this.cache.clear(prefix), undefined);
+  }
 }

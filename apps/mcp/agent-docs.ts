@@ -15,7 +15,7 @@ const EVIDENCE = [
   'Exact facts (counts, volumes, rankings, trends, open-position skew) come from list_trader_stats, list_asset_stats, rank_traders, summarize_message_activity and list_trader_activity, and item by item from events, messages, positions and open positions.',
   'Never count by paging a raw list (events, messages, positions): use the stats and activity tools, which count everything in one call.',
   'Channel and aggregate summaries are generated narrative: never evidence for exact trade counts, public activity rankings or current open-position skew.',
-  'Rows outside the account\'s access are omitted silently; a missing id in a stats read is listed in meta.missingTraderIds or meta.missingAssetIds, not raised as an error.',
+  "Rows outside the account's access are omitted silently; a missing id in a stats read is listed in meta.missingTraderIds or meta.missingAssetIds, not raised as an error.",
   'Relative phrases (today, this week, the last 7 days) are resolved against meta.serverTime of the answer; meta.appliedTimeRange says which bounds were used.',
 ];
 
@@ -44,17 +44,23 @@ function exampleOf(s: any, name: string, i: number): unknown {
   if (s.const !== undefined) return s.const;
   if (s.enum) return s.enum[i % s.enum.length];
   switch (s.type) {
-    case 'object': return Object.fromEntries(Object.entries(s.properties ?? {}).map(([k, v]) => [k, exampleOf(v, k, i)]));
-    case 'array': return name === 'results' ? [0, 1].map((j) => exampleOf(s.items, name, j)) : [exampleOf(s.items, name, i)];
-    case 'boolean': return name === 'hasMore' || (i === 1 && name !== 'isEdited');
-    case 'integer': return /Ids?$|^id$/.test(name) ? 100 + i : 7 + i;
-    case 'number': return 1.5 + i;
+    case 'object':
+      return Object.fromEntries(Object.entries(s.properties ?? {}).map(([k, v]) => [k, exampleOf(v, k, i)]));
+    case 'array':
+      return name === 'results' ? [0, 1].map((j) => exampleOf(s.items, name, j)) : [exampleOf(s.items, name, i)];
+    case 'boolean':
+      return name === 'hasMore' || (i === 1 && name !== 'isEdited');
+    case 'integer':
+      return /Ids?$|^id$/.test(name) ? 100 + i : 7 + i;
+    case 'number':
+      return 1.5 + i;
     case 'string':
       if (s.format === 'date-time') return `2026-01-0${i + 1}T09:30:00.000Z`;
       if (name === 'nextCursor') return 'CURSOR';
       if (/url$/i.test(name)) return `https://example.com/${name}/${i + 1}`;
       return `${name}-${i + 1}`;
-    default: return null;
+    default:
+      return null;
   }
 }
 
@@ -69,8 +75,10 @@ function toolSection(t: (typeof TOOLS)[number]): string {
   const { op, definition } = t;
   const props = definition.inputSchema.properties as Record<string, any>;
   const required = new Set(definition.inputSchema.required ?? []);
-  const rows = Object.entries(props).map(([name, s]) =>
-    `| \`${name}\` | ${cell(typeOf(s))}${required.has(name) ? ' (required)' : ''} | ${s.default === undefined ? '' : `\`${JSON.stringify(s.default)}\``} | ${cell(s.description ?? '')} |`);
+  const rows = Object.entries(props).map(
+    ([name, s]) =>
+      `| \`${name}\` | ${cell(typeOf(s))}${required.has(name) ? ' (required)' : ''} | ${s.default === undefined ? '' : `\`${JSON.stringify(s.default)}\``} | ${cell(s.description ?? '')} |`,
+  );
   return [
     `### ${op.tool}`,
     '',
@@ -86,7 +94,7 @@ function toolSection(t: (typeof TOOLS)[number]): string {
     '',
     `**Follow-up.** ${op.mcp.next}.`,
     '',
-    'Example result (the text; structuredContent is the same answer as JSON, as REST\'s `data`; values made up):',
+    "Example result (the text; structuredContent is the same answer as JSON, as REST's `data`; values made up):",
     '',
     '```',
     exampleResult(t),
@@ -114,8 +122,8 @@ export function agentGuide(origin: string): string {
     `- Events, messages and positions without startTime and endTime cover the last ${DEFAULT_WINDOW_MS / DAY_MS} days up to serverTime (not for id hydration: \`ids\`, \`positionIds\`). An account's history window moves startTime forward; it also bounds list_open_positions and list_assets with traderIds (positions opened within it), with no appliedTimeRange.`,
     `- List tools return at most \`limit\` rows (each tool's default is sized for an assistant: see its \`limit\`; 1 to 200, the feed counts groups, at most 100). When \`meta.hasMore\` is true, call again with \`cursor\` set to \`meta.nextCursor\` and the same other arguments.`,
     `- Every result stays within ${MCP_BUDGET.default.toLocaleString('en-US')} tokens (${MCP_BUDGET.asked.toLocaleString('en-US')} when the call gives \`limit\`): a page that would be larger comes back with fewer rows, says so in its text, and carries \`meta.nextCursor\` for the rest; list_trader_stats and list_asset_stats answer the first ids and name the others to ask for next.`,
-    '- The text of a result is compact: a header (count, time range, what to call next), then the rows as a table (` | `-separated) with flags only when true and nulls left out; a value shared by every row is said once above the table. structuredContent carries the full answer as JSON, exactly as REST\'s `data`.',
-    '- rank_traders: endTime defaults to serverTime, startTime to 1 January 00:00 UTC of endTime\'s year; limit 1 to 50 (default 10).',
+    "- The text of a result is compact: a header (count, time range, what to call next), then the rows as a table (` | `-separated) with flags only when true and nulls left out; a value shared by every row is said once above the table. structuredContent carries the full answer as JSON, exactly as REST's `data`.",
+    "- rank_traders: endTime defaults to serverTime, startTime to 1 January 00:00 UTC of endTime's year; limit 1 to 50 (default 10).",
     '- summarize_message_activity: endTime defaults to serverTime, startTime to 7 days before it; at most 168 buckets per group.',
     '- Bounds are inclusive ISO-8601 date-times with a time zone, e.g. `2026-01-31T00:00:00Z`. Ids are positive integers.',
     '',

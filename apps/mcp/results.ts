@@ -23,7 +23,12 @@ export function idArgument(op: Operation): string | null {
 }
 
 /** What a shortened answer leaves for the next call. */
-export interface Cut { rows: number; budget: number; limit?: number; remainingIds?: { param: string; ids: string[] } }
+export interface Cut {
+  rows: number;
+  budget: number;
+  limit?: number;
+  remainingIds?: { param: string; ids: string[] };
+}
 
 // ---- The compact text rendering ---------------------------------------------------------------
 
@@ -35,8 +40,15 @@ function inline(v: unknown): string {
   if (v === null || v === undefined || v === false) return '';
   if (typeof v === 'string') return shortTime(v).replace(/\s+/g, ' ').replaceAll('|', '/');
   if (typeof v !== 'object') return String(v);
-  if (Array.isArray(v)) return v.map(inline).filter((x) => x !== '').join('; ');
-  return Object.entries(flatten(v as Record<string, unknown>)).map(([k, x]) => (x === true ? k : `${k}=${inline(x)}`)).filter((x) => !x.endsWith('=')).join(' ');
+  if (Array.isArray(v))
+    return v
+      .map(inline)
+      .filter((x) => x !== '')
+      .join('; ');
+  return Object.entries(flatten(v as Record<string, unknown>))
+    .map(([k, x]) => (x === true ? k : `${k}=${inline(x)}`))
+    .filter((x) => !x.endsWith('='))
+    .join(' ');
 }
 
 /** Nested objects become dotted columns (`summary.directionBias.label`); lists stay values. */
@@ -63,7 +75,9 @@ export function compactTable(rows: readonly Record<string, unknown>[]): { same: 
   const shown = cells.filter((c) => !constant.includes(c));
   const anyFlag = flags.filter((c) => flat.some((r) => r[c] === true));
   const header = [...shown, ...(anyFlag.length ? ['flags'] : [])];
-  const lines = flat.map((r) => [...shown.map((c) => inline(r[c])), ...(anyFlag.length ? [anyFlag.filter((c) => r[c] === true).join(',')] : [])].join(' | '));
+  const lines = flat.map((r) =>
+    [...shown.map((c) => inline(r[c])), ...(anyFlag.length ? [anyFlag.filter((c) => r[c] === true).join(',')] : [])].join(' | '),
+  );
   return {
     same: constant.map((c) => `${c}=${inline(flat[0]![c])}`).join(', '),
     table: header.length ? [header.join(' | '), ...lines] : [],
@@ -77,7 +91,8 @@ function otherMembers(data: Record<string, any>): string {
   const { hasMore: _h, nextCursor: _n, serverTime: _s, appliedTimeRange: _a, ...meta } = data.meta ?? {};
   return Object.entries(flatten({ ...rest, ...meta }))
     .filter(([, v]) => v !== null && !(Array.isArray(v) && !v.length))
-    .map(([k, v]) => `${k.replace(/^filtersApplied\./, '')}=${inline(v)}`).join(', ');
+    .map(([k, v]) => `${k.replace(/^filtersApplied\./, '')}=${inline(v)}`)
+    .join(', ');
 }
 
 /**
@@ -89,13 +104,22 @@ export function renderText(op: Operation, data: Record<string, any>, cut?: Cut):
   const meta = data.meta ?? {};
   const range = meta.appliedTimeRange ?? data.filtersApplied?.appliedTimeRange;
   const head = [`${op.tool}: ${rows.length} result${rows.length === 1 ? '' : 's'}`];
-  if (range) head.push(`time range ${range.startTime ? shortTime(range.startTime) : 'unbounded'} .. ${range.endTime ? shortTime(range.endTime) : 'unbounded'}`);
+  if (range)
+    head.push(
+      `time range ${range.startTime ? shortTime(range.startTime) : 'unbounded'} .. ${range.endTime ? shortTime(range.endTime) : 'unbounded'}`,
+    );
   if (meta.serverTime) head.push(`serverTime ${shortTime(meta.serverTime)}`);
   const lines = [head.join('; ')];
   const other = otherMembers(data);
   if (other) lines.push(other);
-  if (cut) lines.push(`Shortened to ${cut.rows} row${cut.rows === 1 ? '' : 's'}${cut.limit === undefined ? '' : ` (as with limit ${cut.limit})`} to stay within ${cut.budget.toLocaleString('en-US')} tokens.`);
-  if (cut?.remainingIds) lines.push(`Not answered yet: call ${op.tool} again with the same arguments and ${cut.remainingIds.param} [${cut.remainingIds.ids.join(',')}].`);
+  if (cut)
+    lines.push(
+      `Shortened to ${cut.rows} row${cut.rows === 1 ? '' : 's'}${cut.limit === undefined ? '' : ` (as with limit ${cut.limit})`} to stay within ${cut.budget.toLocaleString('en-US')} tokens.`,
+    );
+  if (cut?.remainingIds)
+    lines.push(
+      `Not answered yet: call ${op.tool} again with the same arguments and ${cut.remainingIds.param} [${cut.remainingIds.ids.join(',')}].`,
+    );
   if (meta.hasMore) lines.push(`More: call ${op.tool} again with the same arguments and cursor "${meta.nextCursor}".`);
   lines.push(`Next: ${op.mcp.next}.`);
   const { same, table } = compactTable(rows);

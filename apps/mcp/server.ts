@@ -1,25 +1,31 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import {
+  CallToolRequestSchema,
+  type CallToolResult,
+  ErrorCode,
+  ListToolsRequestSchema,
+  McpError,
+} from '@modelcontextprotocol/sdk/types.js';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
-import type { Store } from '../../storage/port.ts';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, type ValidationDetail } from '../../schemas/api/errors.ts';
 import { isDateTime } from '../../schemas/formats.ts';
 import { SCOPES } from '../../schemas/topics/index.ts';
+import type { Store } from '../../storage/port.ts';
 import { validationDetails } from '../api/errors.ts';
 import { queryProblems } from '../api/query.ts';
-import type { ReadContext } from '../reads/context.ts';
-import type { Principal } from '../reads/principal.ts';
-import { MAX_ANSWER_BYTES, readFailure, tooLarge } from '../reads/cost.ts';
 import type { RateLimiter } from '../api/rate-limit.ts';
-import type { CursorCodec } from '../reads/cursor.ts';
-import { policyRefusal, type Operation } from '../registry.ts';
-import { agentInstructions } from './agent-docs.ts';
-import { BearerError, resourceMetadataUrl, type AuthUrls, type TokenVerifier } from './bearer.ts';
 import { PACKAGE_VERSION } from '../package.ts';
-import { budgetOf, idArgument, renderText, resultTokens, rowsThatFit, tokens, type Cut } from './results.ts';
-import { argumentsAsQuery, toolByName, TOOLS } from './tools.ts';
+import type { ReadContext } from '../reads/context.ts';
+import { MAX_ANSWER_BYTES, readFailure, tooLarge } from '../reads/cost.ts';
+import type { CursorCodec } from '../reads/cursor.ts';
+import type { Principal } from '../reads/principal.ts';
+import { type Operation, policyRefusal } from '../registry.ts';
+import { agentInstructions } from './agent-docs.ts';
+import { type AuthUrls, BearerError, resourceMetadataUrl, type TokenVerifier } from './bearer.ts';
+import { budgetOf, type Cut, idArgument, renderText, resultTokens, rowsThatFit, tokens } from './results.ts';
+import { argumentsAsQuery, TOOLS, toolByName } from './tools.ts';
 
 /** The server's MCP `instructions`, made once (they derive from the registry). */
 const INSTRUCTIONS = agentInstructions();
@@ -42,7 +48,9 @@ export interface McpDeps {
 }
 
 declare module 'fastify' {
-  interface FastifyRequest { mcpPrincipal?: Principal }
+  interface FastifyRequest {
+    mcpPrincipal?: Principal;
+  }
 }
 
 /** Tool arguments are checked against the tool's inputSchema first (JSON types), then exactly as REST checks its query. */
@@ -53,10 +61,18 @@ const inputValidators = new Map<string, ValidateFunction>(TOOLS.map((t) => [t.op
 function argumentProblems(errors: ErrorObject[]): ValidationDetail[] {
   const out: ValidationDetail[] = [];
   for (const e of errors) {
-    const param = e.keyword === 'additionalProperties' ? String(e.params.additionalProperty)
-      : e.keyword === 'required' ? String(e.params.missingProperty) : e.instancePath.split('/')[1] ?? '';
-    const message = e.keyword === 'additionalProperties' ? 'unknown parameter' : e.keyword === 'required' ? 'is required'
-      : `${e.instancePath.split('/').length > 2 ? `member ${e.instancePath.split('/')[2]} ` : ''}${e.message ?? 'is invalid'}`;
+    const param =
+      e.keyword === 'additionalProperties'
+        ? String(e.params.additionalProperty)
+        : e.keyword === 'required'
+          ? String(e.params.missingProperty)
+          : (e.instancePath.split('/')[1] ?? '');
+    const message =
+      e.keyword === 'additionalProperties'
+        ? 'unknown parameter'
+        : e.keyword === 'required'
+          ? 'is required'
+          : `${e.instancePath.split('/').length > 2 ? `member ${e.instancePath.split('/')[2]} ` : ''}${e.message ?? 'is invalid'}`;
     if (!out.some((d) => d.param === param && d.message === message)) out.push({ param, message });
   }
   return out;
@@ -64,7 +80,10 @@ function argumentProblems(errors: ErrorObject[]): ValidationDetail[] {
 
 /** A tool error result (never a protocol error): the REST error's code, message and details, as JSON text. */
 function toolError(err: ApiError): CallToolResult {
-  return { isError: true, content: [{ type: 'text', text: JSON.stringify({ error: { code: err.code, message: err.message, details: err.details ?? null } }) }] };
+  return {
+    isError: true,
+    content: [{ type: 'text', text: JSON.stringify({ error: { code: err.code, message: err.message, details: err.details ?? null } }) }],
+  };
 }
 
 /** The scopes the token would need for this body: each `tools/call` of a known tool needs its read's scope. */
@@ -97,7 +116,12 @@ function refuse(reply: FastifyReply, err: BearerError, urls: AuthUrls): FastifyR
 /** The origin an `Origin` header names, as URL serializes origins (so `HTTP://Host:80` matches `http://host`); null when it names none. */
 function originOf(header: string): string | null {
   if (header === 'null') return null;
-  try { const o = new URL(header).origin; return o === 'null' ? null : o; } catch { return null; }
+  try {
+    const o = new URL(header).origin;
+    return o === 'null' ? null : o;
+  } catch {
+    return null;
+  }
 }
 
 const CORS = {
@@ -129,8 +153,12 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpDeps): Promise<vo
     const given = originOf(origin);
     if (given && (given === new URL(deps.urls().mcpUrl).origin || deps.allowedOrigins?.includes(given))) return done();
     void reply.code(403).send({
-      jsonrpc: '2.0', id: null,
-      error: { code: -32000, message: `Forbidden: Origin ${origin.slice(0, 200)} is not allowed on this MCP endpoint (allowed: this server's own origin and MCP_ALLOWED_ORIGINS)` },
+      jsonrpc: '2.0',
+      id: null,
+      error: {
+        code: -32000,
+        message: `Forbidden: Origin ${origin.slice(0, 200)} is not allowed on this MCP endpoint (allowed: this server's own origin and MCP_ALLOWED_ORIGINS)`,
+      },
     });
   });
 
@@ -164,7 +192,7 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpDeps): Promise<vo
     try {
       const principal = await deps.verifier.verify(req.headers.authorization, req.headers['x-api-key'] as string | undefined);
       if (principal.scopes.size === 0) {
-        throw new BearerError(403, 'insufficient_scope', 'The token carries none of this server\'s scopes', SCOPES.join(' '));
+        throw new BearerError(403, 'insufficient_scope', "The token carries none of this server's scopes", SCOPES.join(' '));
       }
       req.mcpPrincipal = principal;
     } catch (err) {
@@ -173,60 +201,95 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpDeps): Promise<vo
     }
   };
 
-  app.options('/mcp', async (_req, reply) => reply.code(204).headers({
-    ...CORS,
-    'access-control-allow-methods': 'POST, GET, DELETE, OPTIONS',
-    'access-control-allow-headers': 'authorization, content-type, accept, mcp-protocol-version, mcp-session-id, last-event-id',
-    'access-control-max-age': '86400',
-  }).send());
+  app.options('/mcp', async (_req, reply) =>
+    reply
+      .code(204)
+      .headers({
+        ...CORS,
+        'access-control-allow-methods': 'POST, GET, DELETE, OPTIONS',
+        'access-control-allow-headers': 'authorization, content-type, accept, mcp-protocol-version, mcp-session-id, last-event-id',
+        'access-control-max-age': '86400',
+      })
+      .send(),
+  );
 
   // Stateless: no server-initiated stream to hold open (GET) and no session to end (DELETE).
-  const noStream = async (_req: FastifyRequest, reply: FastifyReply) => reply.code(405).header('allow', 'POST').send({
-    jsonrpc: '2.0', error: { code: ErrorCode.ConnectionClosed, message: 'This server is stateless: send requests with POST; there is no stream or session to open or end' }, id: null,
-  });
+  const noStream = async (_req: FastifyRequest, reply: FastifyReply) =>
+    reply
+      .code(405)
+      .header('allow', 'POST')
+      .send({
+        jsonrpc: '2.0',
+        error: {
+          code: ErrorCode.ConnectionClosed,
+          message: 'This server is stateless: send requests with POST; there is no stream or session to open or end',
+        },
+        id: null,
+      });
   app.get('/mcp', { onRequest: authenticate }, noStream);
   app.delete('/mcp', { onRequest: authenticate }, noStream);
 
-  app.post('/mcp', {
-    config: { operation: 'mcp' },
-    // The token is checked before the body is read: an anonymous caller costs no parsing.
-    onRequest: authenticate,
-    preHandler: async (req, reply) => {
-      // JSON-RPC batches left MCP in the 2025-06-18 revision: one message per POST (and one bounded answer).
-      if (Array.isArray(req.body)) {
-        return reply.code(400).send({ jsonrpc: '2.0', error: { code: ErrorCode.InvalidRequest, message: 'JSON-RPC batches are not accepted: send one message per POST' }, id: null });
-      }
-      const principal = req.mcpPrincipal!;
-      const missing = [...neededScopes(req.body)].filter((s) => !principal.scopes.has(s as never));
-      if (missing.length) {
-        const scope = [...new Set([...principal.scopes, ...missing])].join(' ');
-        return refuse(reply, new BearerError(403, 'insufficient_scope', `This token lacks the ${missing.join(', ')} scope`, scope), deps.urls());
-      }
+  app.post(
+    '/mcp',
+    {
+      config: { operation: 'mcp' },
+      // The token is checked before the body is read: an anonymous caller costs no parsing.
+      onRequest: authenticate,
+      preHandler: async (req, reply) => {
+        // JSON-RPC batches left MCP in the 2025-06-18 revision: one message per POST (and one bounded answer).
+        if (Array.isArray(req.body)) {
+          return reply.code(400).send({
+            jsonrpc: '2.0',
+            error: { code: ErrorCode.InvalidRequest, message: 'JSON-RPC batches are not accepted: send one message per POST' },
+            id: null,
+          });
+        }
+        const principal = req.mcpPrincipal!;
+        const missing = [...neededScopes(req.body)].filter((s) => !principal.scopes.has(s as never));
+        if (missing.length) {
+          const scope = [...new Set([...principal.scopes, ...missing])].join(' ');
+          return refuse(
+            reply,
+            new BearerError(403, 'insufficient_scope', `This token lacks the ${missing.join(', ')} scope`, scope),
+            deps.urls(),
+          );
+        }
+      },
     },
-  }, async (req, reply) => {
-    const principal = req.mcpPrincipal!;
-    const now = new Date(deps.clock());
-    const server = new Server({ name: 'signalbase', version: VERSION }, { capabilities: { tools: { listChanged: false } }, instructions: INSTRUCTIONS });
-    const allowed = TOOLS.filter((t) => policyRefusal(t.op, principal, 'token') === null);
-    server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: allowed.map((t) => t.definition) }));
-    server.setRequestHandler(CallToolRequestSchema, async (request) => {
-      const tool = toolByName.get(request.params.name);
-      if (!tool) throw new McpError(ErrorCode.InvalidParams, `Unknown tool ${request.params.name}; tools/list names the tools`);
-      const started = Date.now();
-      // Each tool call counts against the account's requests per minute, as a REST read does.
-      const counted = deps.limiter ? await deps.limiter.account(principal.accountId) : undefined;
-      if (counted?.limited) return toolError(counted.error);
-      const result = await callTool(tool.op, principal, request.params.arguments ?? {}, req, now, deps);
-      req.log.info({ tool: tool.op.tool, account: principal.accountId, isError: result.isError === true, ms: Date.now() - started }, 'mcp tool call');
-      return result;
-    });
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
-    reply.raw.on('close', () => { void transport.close(); void server.close(); });
-    await server.connect(transport);
-    reply.hijack();
-    for (const [k, v] of Object.entries(CORS)) reply.raw.setHeader(k, v);
-    await transport.handleRequest(req.raw, reply.raw, req.body);
-  });
+    async (req, reply) => {
+      const principal = req.mcpPrincipal!;
+      const now = new Date(deps.clock());
+      const server = new Server(
+        { name: 'signalbase', version: VERSION },
+        { capabilities: { tools: { listChanged: false } }, instructions: INSTRUCTIONS },
+      );
+      const allowed = TOOLS.filter((t) => policyRefusal(t.op, principal, 'token') === null);
+      server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: allowed.map((t) => t.definition) }));
+      server.setRequestHandler(CallToolRequestSchema, async (request) => {
+        const tool = toolByName.get(request.params.name);
+        if (!tool) throw new McpError(ErrorCode.InvalidParams, `Unknown tool ${request.params.name}; tools/list names the tools`);
+        const started = Date.now();
+        // Each tool call counts against the account's requests per minute, as a REST read does.
+        const counted = deps.limiter ? await deps.limiter.account(principal.accountId) : undefined;
+        if (counted?.limited) return toolError(counted.error);
+        const result = await callTool(tool.op, principal, request.params.arguments ?? {}, req, now, deps);
+        req.log.info(
+          { tool: tool.op.tool, account: principal.accountId, isError: result.isError === true, ms: Date.now() - started },
+          'mcp tool call',
+        );
+        return result;
+      });
+      const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+      reply.raw.on('close', () => {
+        void transport.close();
+        void server.close();
+      });
+      await server.connect(transport);
+      reply.hijack();
+      for (const [k, v] of Object.entries(CORS)) reply.raw.setHeader(k, v);
+      await transport.handleRequest(req.raw, reply.raw, req.body);
+    },
+  );
 }
 
 /** Tool arguments as the read's validated query: the tool's inputSchema (JSON types) first, then exactly as REST checks its query string. */
@@ -267,14 +330,21 @@ function idsThatFit(data: Record<string, any>, requested: readonly unknown[], fi
  * are tool errors. The tool's own default page size applies where the caller gives no `limit`, and
  * a result over its token budget is read again with fewer rows (issue 27).
  */
-async function callTool(op: Operation, principal: Principal, args: Record<string, unknown>, req: FastifyRequest, now: Date, deps: McpDeps): Promise<CallToolResult> {
+async function callTool(
+  op: Operation,
+  principal: Principal,
+  args: Record<string, unknown>,
+  req: FastifyRequest,
+  now: Date,
+  deps: McpDeps,
+): Promise<CallToolResult> {
   try {
     const denied = policyRefusal(op, principal, 'token');
     if (denied) throw new ApiError('FORBIDDEN', denied);
     const { ctx, run } = deps.readContext(op, principal, now);
     const read = async (a: Record<string, unknown>) => {
       const query = readQuery(op, a, req);
-      return await run(() => op.handler(ctx, query)) as Record<string, any>;
+      return (await run(() => op.handler(ctx, query))) as Record<string, any>;
     };
     const first = op.mcp.limit !== undefined && args.limit === undefined ? { ...args, limit: op.mcp.limit } : args;
     const budget = budgetOf(args);

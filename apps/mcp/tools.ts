@@ -12,7 +12,19 @@ export interface ToolDefinition {
 }
 
 /** JSON Schema keywords a tool's input keeps from a REST query parameter (the rest are REST's own: x-list*, pattern of comma lists). */
-const KEPT = ['type', 'enum', 'const', 'format', 'minimum', 'maximum', 'minLength', 'maxLength', 'default', 'description', 'anyOf'] as const;
+const KEPT = [
+  'type',
+  'enum',
+  'const',
+  'format',
+  'minimum',
+  'maximum',
+  'minLength',
+  'maxLength',
+  'default',
+  'description',
+  'anyOf',
+] as const;
 
 function keep(schema: Record<string, any>): Record<string, unknown> {
   const out: Record<string, unknown> = {};
@@ -31,10 +43,14 @@ export function toolParameter(schema: Record<string, any>): Record<string, unkno
   // A member of a REST list cannot hold a comma; an array member may not either, so both say the same.
   const items = { ...keep(item), ...(item.type === 'string' && !item.enum ? { minLength: 1, pattern: '^[^,]*$' } : {}) };
   return {
-    type: 'array', items,
+    type: 'array',
+    items,
     ...(schema['x-list-empty'] ? {} : { minItems: 1 }),
     ...(schema['x-list-max'] !== undefined ? { maxItems: schema['x-list-max'] } : {}),
-    description: String(schema.description ?? '').replace(/\s*\(comma-separated[^)]*\)|comma-separated /g, '').trim() || undefined,
+    description:
+      String(schema.description ?? '')
+        .replace(/\s*\(comma-separated[^)]*\)|comma-separated /g, '')
+        .trim() || undefined,
   };
 }
 
@@ -55,7 +71,11 @@ export function toolInputSchema(query: TObject, op?: Operation): ToolDefinition[
     const p = toolParameter(s);
     // The MCP default page size: what an assistant can read whole (REST keeps the contract's default).
     if (name === 'limit' && op?.mcp.limit !== undefined) {
-      return { ...p, default: op.mcp.limit, description: `page size, ${s.minimum} to ${s.maximum} (default ${op.mcp.limit} here, ${s.default} on REST); ${sizingNote(op)}` };
+      return {
+        ...p,
+        default: op.mcp.limit,
+        description: `page size, ${s.minimum} to ${s.maximum} (default ${op.mcp.limit} here, ${s.default} on REST); ${sizingNote(op)}`,
+      };
     }
     return p;
   };
@@ -87,7 +107,10 @@ export function toolDefinition(op: Operation): ToolDefinition {
 }
 
 /** One tool per REST read (contract 4), in the registry's order. */
-export const TOOLS: readonly { op: Operation; definition: ToolDefinition }[] = OPERATIONS.map((op) => ({ op, definition: toolDefinition(op) }));
+export const TOOLS: readonly { op: Operation; definition: ToolDefinition }[] = OPERATIONS.map((op) => ({
+  op,
+  definition: toolDefinition(op),
+}));
 export const toolByName = new Map(TOOLS.map((t) => [t.op.tool, t]));
 
 /**

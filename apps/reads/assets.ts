@@ -1,11 +1,10 @@
 import { splitIds, splitList } from '../../schemas/api/common-params.ts';
+import type { AssetsQuery } from '../../schemas/api/queries.ts';
 import type { AssetRow } from '../../schemas/api/resources.ts';
 import type { ReadContext } from './context.ts';
 import { factsOf, permits } from './facts.ts';
 import { listRead } from './list.ts';
 import { historyRule, leavesAt, windowAt } from './window.ts';
-
-import type { AssetsQuery } from '../../schemas/api/queries.ts';
 
 /** Byte order of two strings' UTF-8, as ClickHouse orders String columns. */
 const cmpBytes = (a: string, b: string): number => Buffer.compare(Buffer.from(a), Buffer.from(b));
@@ -23,7 +22,11 @@ export function listAssets(ctx: ReadContext, q: AssetsQuery) {
   /** When the first held asset's last position in the history window leaves it: the answer may change then. */
   let until: number | undefined;
   return listRead<AssetRow, AssetRow>(ctx, {
-    op: 'list_assets', query: q, historical: false, keyParts: ['string', 'id'], until: () => until,
+    op: 'list_assets',
+    query: q,
+    historical: false,
+    keyParts: ['string', 'id'],
+    until: () => until,
     fetch: async ({ after, limit }) => {
       const facts = await factsOf(ctx);
       const classes = splitList(q.assetClass);
@@ -34,15 +37,21 @@ export function listAssets(ctx: ReadContext, q: AssetsQuery) {
       if (traderIds) {
         // The live, signal-visible ones among them, then their positions: current statements only
         // (a tombstone carries the trader of the statement it cancels).
-        const visible = traderIds.filter((id) => facts.traderPlatform.has(id) && permits(ctx.principal.signalVisibility, id, facts.traderPlatform.get(id)!));
+        const visible = traderIds.filter(
+          (id) => facts.traderPlatform.has(id) && permits(ctx.principal.signalVisibility, id, facts.traderPlatform.get(id)!),
+        );
         // Positions opened before the account's history window do not count (the window's start, resolved versions only).
         const floor = history ? windowAt(history, ctx.now.getTime()).start : null;
-        const rows = visible.length ? await ctx.store.query<{ assetId: number; last: number | string }>(`
+        const rows = visible.length
+          ? await ctx.store.query<{ assetId: number; last: number | string }>(
+              `
           SELECT assetId, max(t) AS last FROM (
             SELECT assetId, toUnixTimestamp64Milli(openAt) AS t, live, tomb FROM $db.positions WHERE traderId IN {traderIds:Array(UInt64)}
             ORDER BY id, seq DESC LIMIT 1 BY id
           ) WHERE live = 1 AND tomb = 0${floor !== null ? ' AND t >= {floor:Int64}' : ''} GROUP BY assetId SETTINGS max_threads = 1`,
-          { traderIds: visible, ...(floor !== null ? { floor } : {}) }) : [];
+              { traderIds: visible, ...(floor !== null ? { floor } : {}) },
+            )
+          : [];
         held = new Set(rows.map((r) => Number(r.assetId)));
         if (history && rows.length) until = leavesAt(history, Math.min(...rows.map((r) => Number(r.last))));
       }

@@ -19,13 +19,22 @@ export interface ReadContext {
  * one of the policy's mode (a policy of `all` needs none, so the query carries no condition and
  * no parameter for it), and the policy's platforms or trader ids travel as parameters.
  */
-export function visibilitySql(p: Principal, kind: 'msg' | 'sig', traderIdExpr: string, platformExpr: string): { sql: string; params: Record<string, unknown> } {
+export function visibilitySql(
+  p: Principal,
+  kind: 'msg' | 'sig',
+  traderIdExpr: string,
+  platformExpr: string,
+): { sql: string; params: Record<string, unknown> } {
   const policy = kind === 'msg' ? p.messageVisibility : p.signalVisibility;
   switch (policy.mode) {
-    case 'all': return { sql: '1', params: {} };
-    case 'platforms': return { sql: `has({${kind}Platforms:Array(String)}, ${platformExpr})`, params: { [`${kind}Platforms`]: policy.platforms ?? [] } };
-    case 'traders': return { sql: `has({${kind}TraderIds:Array(UInt64)}, ${traderIdExpr})`, params: { [`${kind}TraderIds`]: policy.traderIds ?? [] } };
-    default: return { sql: '0', params: {} };
+    case 'all':
+      return { sql: '1', params: {} };
+    case 'platforms':
+      return { sql: `has({${kind}Platforms:Array(String)}, ${platformExpr})`, params: { [`${kind}Platforms`]: policy.platforms ?? [] } };
+    case 'traders':
+      return { sql: `has({${kind}TraderIds:Array(UInt64)}, ${traderIdExpr})`, params: { [`${kind}TraderIds`]: policy.traderIds ?? [] } };
+    default:
+      return { sql: '0', params: {} };
   }
 }
 
@@ -45,7 +54,10 @@ export function perDataVersion<T>(make: (store: Store) => T): (ctx: ReadContext)
     if (had && had.version === version) return had.value as Awaited<T>;
     const value = make(store);
     memo.set(store, { version, value });
-    if (value instanceof Promise) value.catch(() => { if (memo.get(store)?.value === value) memo.delete(store); });
+    if (value instanceof Promise)
+      value.catch(() => {
+        if (memo.get(store)?.value === value) memo.delete(store);
+      });
     return value as Awaited<T>;
   };
 }

@@ -1,6 +1,6 @@
+import { ApiError } from '../../schemas/api/errors.ts';
 import type { Params, QueryOptions, Store } from '../../storage/port.ts';
 import { storeFailure } from '../../storage/port.ts';
-import { ApiError } from '../../schemas/api/errors.ts';
 
 /**
  * Cost bounds and admission control (issue 24, DESIGN 6 rows Cost and Overload): a read that goes
@@ -62,13 +62,26 @@ export interface AdmissionOptions {
 
 export function admissionDefaults(slots = 4): AdmissionOptions {
   const perAccount = Math.max(1, Math.floor(slots / 4));
-  return { slots, queue: 64, perAccount, perAccountQueue: 16, maxWaitMs: 5_000, deadlineMs: 10_000, shareMsPerSecond: 500 * perAccount, shareBurstMs: 1_000 };
+  return {
+    slots,
+    queue: 64,
+    perAccount,
+    perAccountQueue: 16,
+    maxWaitMs: 5_000,
+    deadlineMs: 10_000,
+    shareMsPerSecond: 500 * perAccount,
+    shareBurstMs: 1_000,
+  };
 }
 
 /** How long after its last read an account counts as reading (for the others' share). */
 const ACTIVE_MS = 1_000;
 
-interface Waiter { grant: () => void; fail: (err: ApiError) => void; timer: NodeJS.Timeout }
+interface Waiter {
+  grant: () => void;
+  fail: (err: ApiError) => void;
+  timer: NodeJS.Timeout;
+}
 
 /**
  * A slot: `release` gives it back; `priority` is ClickHouse's query priority for the read's
@@ -76,10 +89,20 @@ interface Waiter { grant: () => void; fail: (err: ApiError) => void; timer: Node
  * or waiting, and at least 2 for an account that has spent over half its saved-up share while
  * others read, so the store favours the others' queries over those of the account asking most.
  */
-export interface Slot { release: () => void; priority: number }
-interface AccountState { running: number; waiting: Waiter[] }
+export interface Slot {
+  release: () => void;
+  priority: number;
+}
+interface AccountState {
+  running: number;
+  waiting: Waiter[];
+}
 /** An account's slot-time credit against its share (ms; negative: owed), as of `at`, and when it last started a read. */
-interface Share { credit: number; at: number; lastStart: number }
+interface Share {
+  credit: number;
+  at: number;
+  lastStart: number;
+}
 
 export function overloaded(message: string, retryAfterSeconds = 1): ApiError {
   return new ApiError('OVERLOADED', message, { retryAfterSeconds });
@@ -97,10 +120,17 @@ export class Admission {
   private readonly shares = new Map<string, Share>();
   private wake: NodeJS.Timeout | undefined;
 
-  constructor(readonly opts: AdmissionOptions, private readonly clock: () => number = Date.now) {}
+  constructor(
+    readonly opts: AdmissionOptions,
+    private readonly clock: () => number = Date.now,
+  ) {}
 
-  get inFlight(): number { return this.running; }
-  get waiting(): number { return this.queued; }
+  get inFlight(): number {
+    return this.running;
+  }
+  get waiting(): number {
+    return this.queued;
+  }
 
   /**
    * Whether a read of `account` would be refused now (its share taken and its queue full): checked
@@ -110,24 +140,40 @@ export class Admission {
   refusal(account: string): ApiError | undefined {
     const st = this.accounts.get(account);
     if (!st || st.running < this.opts.perAccount || st.waiting.length < this.opts.perAccountQueue) return undefined;
-    this.refused.accountQueueFull++; this.onRefusal('account_queue_full');
-    return overloaded(`This account already has ${st.running} reads running and ${st.waiting.length} waiting: send fewer concurrent requests`);
+    this.refused.accountQueueFull++;
+    this.onRefusal('account_queue_full');
+    return overloaded(
+      `This account already has ${st.running} reads running and ${st.waiting.length} waiting: send fewer concurrent requests`,
+    );
   }
 
   /** Takes a slot for `account` (waiting at most until `deadline`, ms since the epoch); resolves to its release. */
   acquire(account: string, deadline: number): Promise<Slot> | Slot {
     const st = this.state(account);
-    if (st.running < this.opts.perAccount && this.running < this.opts.slots && !st.waiting.length && this.owes(account) === 0) return this.grant(st, account);
+    if (st.running < this.opts.perAccount && this.running < this.opts.slots && !st.waiting.length && this.owes(account) === 0)
+      return this.grant(st, account);
     if (this.queued >= this.opts.queue) {
-      this.refused.queueFull++; this.onRefusal('queue_full');
-      return Promise.reject(overloaded(`The server is answering as many reads as it can (${this.opts.slots} at once, ${this.opts.queue} waiting): retry shortly`));
+      this.refused.queueFull++;
+      this.onRefusal('queue_full');
+      return Promise.reject(
+        overloaded(
+          `The server is answering as many reads as it can (${this.opts.slots} at once, ${this.opts.queue} waiting): retry shortly`,
+        ),
+      );
     }
     if (st.waiting.length >= this.opts.perAccountQueue) {
-      this.refused.accountQueueFull++; this.onRefusal('account_queue_full');
-      return Promise.reject(overloaded(`This account already has ${st.running} reads running and ${st.waiting.length} waiting: send fewer concurrent requests`));
+      this.refused.accountQueueFull++;
+      this.onRefusal('account_queue_full');
+      return Promise.reject(
+        overloaded(`This account already has ${st.running} reads running and ${st.waiting.length} waiting: send fewer concurrent requests`),
+      );
     }
     const wait = Math.min(this.opts.maxWaitMs, deadline - Date.now());
-    if (wait <= 0) { this.refused.waitedTooLong++; this.onRefusal('waited_too_long'); return Promise.reject(overloaded('No slot for this read before its deadline: retry shortly')); }
+    if (wait <= 0) {
+      this.refused.waitedTooLong++;
+      this.onRefusal('waited_too_long');
+      return Promise.reject(overloaded('No slot for this read before its deadline: retry shortly'));
+    }
     return new Promise((resolve, reject) => {
       const w: Waiter = {
         grant: () => resolve(this.grant(st, account)),
@@ -137,7 +183,8 @@ export class Admission {
           if (i < 0) return;
           st.waiting.splice(i, 1);
           this.queued--;
-          this.refused.waitedTooLong++; this.onRefusal('waited_too_long');
+          this.refused.waitedTooLong++;
+          this.onRefusal('waited_too_long');
           this.forget(account, st);
           reject(overloaded(`Waited ${wait} ms for a store slot: the server is busy; retry shortly`));
         }, wait),
@@ -152,7 +199,10 @@ export class Admission {
   /** The share of `account` brought up to now (credit refilled since it was last looked at). */
   private share(account: string, now: number): Share {
     let sh = this.shares.get(account);
-    if (!sh) { sh = { credit: this.opts.shareBurstMs, at: now, lastStart: -Infinity }; this.shares.set(account, sh); }
+    if (!sh) {
+      sh = { credit: this.opts.shareBurstMs, at: now, lastStart: -Infinity };
+      this.shares.set(account, sh);
+    }
     sh.credit = Math.min(this.opts.shareBurstMs, sh.credit + ((now - sh.at) * this.opts.shareMsPerSecond) / 1000);
     sh.at = now;
     return sh;
@@ -168,19 +218,26 @@ export class Admission {
 
   /** Whether an account other than `account` is reading now or started a read within ACTIVE_MS. */
   private othersActive(account: string, now: number): boolean {
-    for (const [other, o] of this.shares) if (other !== account && (now - o.lastStart < ACTIVE_MS || this.accounts.get(other)?.running)) return true;
+    for (const [other, o] of this.shares)
+      if (other !== account && (now - o.lastStart < ACTIVE_MS || this.accounts.get(other)?.running)) return true;
     return false;
   }
 
   private state(account: string): AccountState {
     let st = this.accounts.get(account);
-    if (!st) { st = { running: 0, waiting: [] }; this.accounts.set(account, st); }
+    if (!st) {
+      st = { running: 0, waiting: [] };
+      this.accounts.set(account, st);
+    }
     return st;
   }
 
   private forget(account: string, st: AccountState): void {
     if (st.running === 0 && !st.waiting.length) this.accounts.delete(account);
-    if (!st.waiting.length) { const i = this.turn.indexOf(account); if (i >= 0) this.turn.splice(i, 1); }
+    if (!st.waiting.length) {
+      const i = this.turn.indexOf(account);
+      if (i >= 0) this.turn.splice(i, 1);
+    }
   }
 
   /** 1 plus the accounts reading now that have fewer reads running or waiting than `st`. */
@@ -194,7 +251,10 @@ export class Admission {
   private grant(st: AccountState, account: string): Slot {
     const started = this.clock();
     // An account that has used much of its share while others read runs at a lower priority than theirs.
-    const priority = Math.max(this.priorityOf(st), this.share(account, started).credit < this.opts.shareBurstMs / 2 && this.othersActive(account, started) ? 2 : 1);
+    const priority = Math.max(
+      this.priorityOf(st),
+      this.share(account, started).credit < this.opts.shareBurstMs / 2 && this.othersActive(account, started) ? 2 : 1,
+    );
     st.running++;
     this.running++;
     this.share(account, started).lastStart = started;
@@ -228,10 +288,21 @@ export class Admission {
     while (this.running < this.opts.slots && this.turn.length && scanned < this.turn.length) {
       const account = this.turn.shift()!;
       const st = this.accounts.get(account);
-      if (!st || !st.waiting.length) { continue; }
-      if (st.running >= this.opts.perAccount) { this.turn.push(account); scanned++; continue; }
+      if (!st || !st.waiting.length) {
+        continue;
+      }
+      if (st.running >= this.opts.perAccount) {
+        this.turn.push(account);
+        scanned++;
+        continue;
+      }
       const owes = this.owes(account);
-      if (owes > 0) { soonest = Math.min(soonest, owes); this.turn.push(account); scanned++; continue; }
+      if (owes > 0) {
+        soonest = Math.min(soonest, owes);
+        this.turn.push(account);
+        scanned++;
+        continue;
+      }
       const w = st.waiting.shift()!;
       this.queued--;
       clearTimeout(w.timer);
@@ -241,7 +312,10 @@ export class Admission {
     }
     // Nothing else frees a slot for an account held back by its share: look again when it is due.
     if (soonest < Infinity && !this.wake) {
-      this.wake = setTimeout(() => { this.wake = undefined; this.dispatch(); }, soonest);
+      this.wake = setTimeout(() => {
+        this.wake = undefined;
+        this.dispatch();
+      }, soonest);
       this.wake.unref?.();
     }
   }
@@ -252,15 +326,20 @@ export function readFailure(err: unknown): unknown {
   if (err instanceof ApiError) return err;
   const f = storeFailure(err);
   if (!f) return err;
-  if (f.kind === 'unavailable') return new ApiError('STORE_UNAVAILABLE', 'The data store is not answering just now; retry shortly', { retryAfterSeconds: 5 });
+  if (f.kind === 'unavailable')
+    return new ApiError('STORE_UNAVAILABLE', 'The data store is not answering just now; retry shortly', { retryAfterSeconds: 5 });
   return tooLarge(f.bound);
 }
 
 const NARROW = 'narrow the read: a shorter startTime..endTime, fewer ids per list parameter, a smaller limit, or a larger interval';
 export function tooLarge(bound: 'time' | 'memory' | 'rows' | 'bytes' | 'result' | 'deadline' | 'answer'): ApiError {
   const what = {
-    time: 'runs longer than its store time bound', memory: 'needs more memory than its bound', rows: 'reads more rows than its bound',
-    bytes: 'reads more bytes than its bound', result: 'returns more rows than its bound', deadline: 'cannot finish before the request deadline',
+    time: 'runs longer than its store time bound',
+    memory: 'needs more memory than its bound',
+    rows: 'reads more rows than its bound',
+    bytes: 'reads more bytes than its bound',
+    result: 'returns more rows than its bound',
+    deadline: 'cannot finish before the request deadline',
     answer: `makes an answer larger than ${MAX_ANSWER_BYTES / 2 ** 20} MiB`,
   }[bound];
   return new ApiError('QUERY_TOO_LARGE', `This read ${what}: ${NARROW}`, { bound });
@@ -277,10 +356,15 @@ export function boundedStore(store: Store, cost: ReadCost, deadline: number, slo
       if (left <= 0) throw tooLarge('deadline');
       const timeMs = Math.min(cost.timeMs, left);
       const settings = {
-        max_execution_time: Math.max(0.001, timeMs / 1000), timeout_overflow_mode: 'throw',
+        max_execution_time: Math.max(0.001, timeMs / 1000),
+        timeout_overflow_mode: 'throw',
         max_memory_usage: cost.memoryBytes,
-        max_rows_to_read: cost.rowsRead, max_bytes_to_read: cost.bytesRead, read_overflow_mode: 'throw',
-        max_result_rows: MAX_RESULT_ROWS, max_result_bytes: MAX_RESULT_BYTES, result_overflow_mode: 'throw',
+        max_rows_to_read: cost.rowsRead,
+        max_bytes_to_read: cost.bytesRead,
+        read_overflow_mode: 'throw',
+        max_result_rows: MAX_RESULT_ROWS,
+        max_result_bytes: MAX_RESULT_BYTES,
+        result_overflow_mode: 'throw',
         priority: slot.priority,
         // A busy account's queries also yield the machine's cores: one thread each, at the highest nice.
         ...(slot.priority > 1 ? { os_thread_priority: 19, max_threads: 1 } : {}),
@@ -290,7 +374,13 @@ export function boundedStore(store: Store, cost: ReadCost, deadline: number, slo
     } catch (err) {
       // A timeout that is the deadline's, not the read's own bound, says so.
       const failure = readFailure(err);
-      if (failure instanceof ApiError && failure.code === 'QUERY_TOO_LARGE' && (failure.details as any)?.bound === 'time' && deadline - Date.now() < 50) throw tooLarge('deadline');
+      if (
+        failure instanceof ApiError &&
+        failure.code === 'QUERY_TOO_LARGE' &&
+        (failure.details as any)?.bound === 'time' &&
+        deadline - Date.now() < 50
+      )
+        throw tooLarge('deadline');
       throw failure;
     }
   };
@@ -312,7 +402,13 @@ export function boundedStore(store: Store, cost: ReadCost, deadline: number, slo
  * bounds). What it throws is the caller's error: a store failure becomes QUERY_TOO_LARGE or
  * STORE_UNAVAILABLE.
  */
-export async function admitted<T>(admission: Admission, account: string, deadline: number, run: () => Promise<T>, slot?: { priority: number }): Promise<T> {
+export async function admitted<T>(
+  admission: Admission,
+  account: string,
+  deadline: number,
+  run: () => Promise<T>,
+  slot?: { priority: number },
+): Promise<T> {
   const { release, priority } = await admission.acquire(account, deadline);
   if (slot) slot.priority = priority;
   try {
@@ -332,7 +428,9 @@ async function withinDeadline<T>(deadline: number, run: () => Promise<T>): Promi
   try {
     return await Promise.race([
       run(),
-      new Promise<never>((_, reject) => { timer = setTimeout(() => reject(tooLarge('deadline')), left + 250); }),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(tooLarge('deadline')), left + 250);
+      }),
     ]);
   } finally {
     clearTimeout(timer);

@@ -13,7 +13,10 @@ import type { Principal } from './principal.ts';
  */
 export type Key = (string | number)[];
 export type Window = [number | null, number | null];
-export interface CursorState { k: Key; w?: Window }
+export interface CursorState {
+  k: Key;
+  w?: Window;
+}
 
 /** What each position of a read's sort key holds: a time (ms), an id, a string, or a sequence number (0 or more). */
 export type KeyPart = 'time' | 'id' | 'string' | 'seq';
@@ -32,7 +35,9 @@ export class CursorCodec {
     if (secret.length < 32) throw new Error('the cursor secret must be at least 32 bytes');
   }
 
-  static random(): CursorCodec { return new CursorCodec(randomBytes(32)); }
+  static random(): CursorCodec {
+    return new CursorCodec(randomBytes(32));
+  }
 
   private mac(data: string): Buffer {
     return createHmac('sha256', this.secret).update(data).digest().subarray(0, MAC_BYTES);
@@ -50,7 +55,9 @@ export class CursorCodec {
   }
 
   encode(state: CursorState, filters: string, policy: string): string {
-    const body = Buffer.from(JSON.stringify({ k: state.k, ...(state.w ? { w: state.w } : {}), f: filters, p: policy })).toString('base64url');
+    const body = Buffer.from(JSON.stringify({ k: state.k, ...(state.w ? { w: state.w } : {}), f: filters, p: policy })).toString(
+      'base64url',
+    );
     return `${body}.${this.mac(body).toString('base64url')}`;
   }
 
@@ -60,7 +67,11 @@ export class CursorCodec {
     const given = Buffer.from(sig, 'base64url');
     if (given.length !== MAC_BYTES || !timingSafeEqual(given, this.mac(body))) throw MALFORMED();
     let parsed: any;
-    try { parsed = JSON.parse(Buffer.from(body, 'base64url').toString('utf8')); } catch { throw MALFORMED(); }
+    try {
+      parsed = JSON.parse(Buffer.from(body, 'base64url').toString('utf8'));
+    } catch {
+      throw MALFORMED();
+    }
     // Signed by us, yet checked as if it were not: a leaked key or a bug must not turn into a 500.
     if (!isKey(parsed?.k, parts) || typeof parsed.f !== 'string' || typeof parsed.p !== 'string') throw MALFORMED();
     if (historical ? !isWindow(parsed.w) : parsed.w !== undefined) throw MALFORMED();
@@ -68,22 +79,30 @@ export class CursorCodec {
       throw new ApiError('INVALID_CURSOR', 'Cursor does not match the filters of this request; keep the filters unchanged between pages');
     }
     if (parsed.p !== policy) {
-      throw new ApiError('INVALID_CURSOR', 'Cursor was issued to another account or under another access policy; start again from the first page');
+      throw new ApiError(
+        'INVALID_CURSOR',
+        'Cursor was issued to another account or under another access policy; start again from the first page',
+      );
     }
     return { k: parsed.k, ...(historical ? { w: parsed.w } : {}) };
   }
 }
 
-const isTime = (x: unknown): x is number => Number.isSafeInteger(x) && (x as number) >= MIN_DATE_TIME_MS && (x as number) <= MAX_DATE_TIME_MS;
+const isTime = (x: unknown): x is number =>
+  Number.isSafeInteger(x) && (x as number) >= MIN_DATE_TIME_MS && (x as number) <= MAX_DATE_TIME_MS;
 
 function isKey(k: unknown, parts: readonly KeyPart[]): k is Key {
-  return Array.isArray(k) && k.length === parts.length && parts.every((part, i) => {
-    const x = k[i];
-    if (part === 'time') return isTime(x);
-    if (part === 'id') return Number.isSafeInteger(x) && (x as number) >= 1;
-    if (part === 'seq') return Number.isSafeInteger(x) && (x as number) >= 0;
-    return typeof x === 'string' && x.length <= MAX_KEY_STRING;
-  });
+  return (
+    Array.isArray(k) &&
+    k.length === parts.length &&
+    parts.every((part, i) => {
+      const x = k[i];
+      if (part === 'time') return isTime(x);
+      if (part === 'id') return Number.isSafeInteger(x) && (x as number) >= 1;
+      if (part === 'seq') return Number.isSafeInteger(x) && (x as number) >= 0;
+      return typeof x === 'string' && x.length <= MAX_KEY_STRING;
+    })
+  );
 }
 
 /**
@@ -97,7 +116,12 @@ function isWindow(w: unknown): w is Window {
 
 /** Fingerprint of a read's filters: every parameter but the cursor and the page size. */
 export function fingerprint(op: string, filters: Record<string, unknown>): string {
-  const norm = Object.keys(filters).filter((k) => k !== 'cursor' && k !== 'limit' && filters[k] !== undefined).sort()
+  const norm = Object.keys(filters)
+    .filter((k) => k !== 'cursor' && k !== 'limit' && filters[k] !== undefined)
+    .sort()
     .map((k) => [k, filters[k]]);
-  return createHash('sha256').update(JSON.stringify([op, norm])).digest('base64url').slice(0, 16);
+  return createHash('sha256')
+    .update(JSON.stringify([op, norm]))
+    .digest('base64url')
+    .slice(0, 16);
 }

@@ -1,10 +1,10 @@
-import type { Store } from '../../storage/port.ts';
-import type { VisibilityPolicy } from '../../schemas/topics/index.ts';
-import type { AssetRow } from '../../schemas/api/resources.ts';
 import { splitIds, splitList } from '../../schemas/api/common-params.ts';
+import type { AssetRow } from '../../schemas/api/resources.ts';
+import type { VisibilityPolicy } from '../../schemas/topics/index.ts';
+import type { Store } from '../../storage/port.ts';
 import { perDataVersion, type ReadContext } from './context.ts';
-import type { Principal } from './principal.ts';
 import type { Where } from './list.ts';
+import type { Principal } from './principal.ts';
 
 /**
  * The small tables every list read consults (live traders, eligible assets, source identities),
@@ -44,7 +44,13 @@ export interface Facts {
   knownAssets: number;
 }
 
-export interface Identity { displayName: string | null; handle: string | null; avatarUrl: string | null; profileUrl: string | null; audienceCount: number | null }
+export interface Identity {
+  displayName: string | null;
+  handle: string | null;
+  avatarUrl: string | null;
+  profileUrl: string | null;
+  audienceCount: number | null;
+}
 
 /** `platform:sourceIdentityId` (a platform name has no colon); SOURCE_KEY_SQL is the same in SQL. */
 export const sourceKey = (platform: string, sourceIdentityId: string): string => `${platform}:${sourceIdentityId}`;
@@ -52,16 +58,36 @@ export const SOURCE_KEY_SQL = (platform: string, sourceIdentityId: string): stri
 
 async function load(store: Store): Promise<Facts> {
   const [traders, assets, identities] = await Promise.all([
-    store.query<{ id: number; name: string; slug: string | null; avatarUrl: string | null; sourcePlatform: string; sourceIdentityId: string; deleted: number }>(
-      'SELECT id, name, slug, avatarUrl, sourcePlatform, sourceIdentityId, deleted FROM $db.traders FINAL ORDER BY id'),
+    store.query<{
+      id: number;
+      name: string;
+      slug: string | null;
+      avatarUrl: string | null;
+      sourcePlatform: string;
+      sourceIdentityId: string;
+      deleted: number;
+    }>('SELECT id, name, slug, avatarUrl, sourcePlatform, sourceIdentityId, deleted FROM $db.traders FINAL ORDER BY id'),
     store.query<AssetRow & { eligible: number }>(`SELECT id, name, symbol, logoUrl, assetClass, resolvedAssetClass, category, quoteSymbol,
       deleted = 0 AND hasActiveMarket = 1 AS eligible FROM $db.assets FINAL ORDER BY symbol, id`),
     store.query<Identity & { platform: string; sourceIdentityId: string }>(
-      'SELECT platform, sourceIdentityId, displayName, handle, avatarUrl, profileUrl, audienceCount FROM $db.source_identities FINAL WHERE deleted = 0'),
+      'SELECT platform, sourceIdentityId, displayName, handle, avatarUrl, profileUrl, audienceCount FROM $db.source_identities FINAL WHERE deleted = 0',
+    ),
   ]);
   const facts: Facts = {
-    traderPlatform: new Map(), traderName: new Map(), traderLook: new Map(), traderSource: new Map(), tradersByName: [], assetQuote: new Map(), assetById: new Map(), assetIds: [], assetRows: [], sourceTrader: new Map(), identities: new Map(), visible: new Map(),
-    knownTraders: traders.length, knownAssets: assets.length,
+    traderPlatform: new Map(),
+    traderName: new Map(),
+    traderLook: new Map(),
+    traderSource: new Map(),
+    tradersByName: [],
+    assetQuote: new Map(),
+    assetById: new Map(),
+    assetIds: [],
+    assetRows: [],
+    sourceTrader: new Map(),
+    identities: new Map(),
+    visible: new Map(),
+    knownTraders: traders.length,
+    knownAssets: assets.length,
   };
   for (const t of traders) {
     if (t.deleted) continue;
@@ -82,7 +108,8 @@ async function load(store: Store): Promise<Facts> {
   facts.assetIds.sort((a, b) => a - b);
   const nameBytes = new Map([...facts.traderName].map(([id, name]) => [id, Buffer.from(name, 'utf8')]));
   facts.tradersByName = [...facts.traderName.keys()].sort((a, b) => Buffer.compare(nameBytes.get(a)!, nameBytes.get(b)!) || a - b);
-  for (const { platform, sourceIdentityId, ...identity } of identities) facts.identities.set(sourceKey(platform, sourceIdentityId), identity);
+  for (const { platform, sourceIdentityId, ...identity } of identities)
+    facts.identities.set(sourceKey(platform, sourceIdentityId), identity);
   return facts;
 }
 
@@ -92,10 +119,14 @@ export const factsOf: (ctx: ReadContext) => Promise<Facts> = perDataVersion(load
 /** Whether a policy permits a trader (DESIGN 7): all, none, a set of platforms or of traders. */
 export function permits(policy: VisibilityPolicy, traderId: number, platform: string): boolean {
   switch (policy.mode) {
-    case 'all': return true;
-    case 'platforms': return (policy.platforms ?? []).includes(platform as never);
-    case 'traders': return (policy.traderIds ?? []).includes(traderId);
-    default: return false;
+    case 'all':
+      return true;
+    case 'platforms':
+      return (policy.platforms ?? []).includes(platform as never);
+    case 'traders':
+      return (policy.traderIds ?? []).includes(traderId);
+    default:
+      return false;
   }
 }
 
@@ -118,9 +149,18 @@ export function signalTraders(facts: Facts, p: Principal): number[] {
  * excludes few rows, so it is checked on the page's resolved rows instead (statementPage reads on
  * while the page is short). Returns the row check ('always true' when the SQL applies it).
  */
-export function setCondition<R>(where: Where, sql: string, name: string, ids: readonly (number | string)[], known: number,
-  has: (r: R) => boolean): { keep: (r: R) => boolean; share: number } {
-  if (ids.length * 2 < known) { where.add(sql, { [name]: ids }); return { keep: () => true, share: 1 }; }
+export function setCondition<R>(
+  where: Where,
+  sql: string,
+  name: string,
+  ids: readonly (number | string)[],
+  known: number,
+  has: (r: R) => boolean,
+): { keep: (r: R) => boolean; share: number } {
+  if (ids.length * 2 < known) {
+    where.add(sql, { [name]: ids });
+    return { keep: () => true, share: 1 };
+  }
   return { keep: has, share: known ? ids.length / known : 1 };
 }
 
@@ -129,15 +169,35 @@ export function setCondition<R>(where: Where, sql: string, name: string, ids: re
  * is live and signal-visible, the asset live with an active market, then the caller's
  * traderIds, assetIds and directions. Returns the check of resolved rows (see setCondition).
  */
-export function addSignalFilters(where: Where, facts: Facts, p: Principal, q: { traderIds?: string; assetIds?: string; directions?: string }): {
-  keep: (r: { traderId: number; assetId: number }) => boolean; share: number;
+export function addSignalFilters(
+  where: Where,
+  facts: Facts,
+  p: Principal,
+  q: { traderIds?: string; assetIds?: string; directions?: string },
+): {
+  keep: (r: { traderId: number; assetId: number }) => boolean;
+  share: number;
 } {
   const visible = signalTraders(facts, p);
-  const traderOk = setCondition(where, 's.traderId IN {visibleTraders:Array(UInt64)}', 'visibleTraders', visible, facts.knownTraders,
-    (r: { traderId: number }) => facts.traderPlatform.has(r.traderId) && permits(p.signalVisibility, r.traderId, facts.traderPlatform.get(r.traderId)!));
-  const assetOk = setCondition(where, 's.assetId IN {eligibleAssets:Array(UInt64)}', 'eligibleAssets', facts.assetIds, facts.knownAssets,
-    (r: { assetId: number }) => facts.assetQuote.has(r.assetId));
-  where.when(splitIds(q.traderIds), 's.traderId IN {traderIds:Array(UInt64)}', 'traderIds')
+  const traderOk = setCondition(
+    where,
+    's.traderId IN {visibleTraders:Array(UInt64)}',
+    'visibleTraders',
+    visible,
+    facts.knownTraders,
+    (r: { traderId: number }) =>
+      facts.traderPlatform.has(r.traderId) && permits(p.signalVisibility, r.traderId, facts.traderPlatform.get(r.traderId)!),
+  );
+  const assetOk = setCondition(
+    where,
+    's.assetId IN {eligibleAssets:Array(UInt64)}',
+    'eligibleAssets',
+    facts.assetIds,
+    facts.knownAssets,
+    (r: { assetId: number }) => facts.assetQuote.has(r.assetId),
+  );
+  where
+    .when(splitIds(q.traderIds), 's.traderId IN {traderIds:Array(UInt64)}', 'traderIds')
     .when(splitIds(q.assetIds), 's.assetId IN {assetIds:Array(UInt64)}', 'assetIds')
     .when(splitList(q.directions), 's.direction IN {directions:Array(String)}', 'directions');
   // An explicit traderIds or assetIds list decides which rows are read; the shares only size a read in table order.

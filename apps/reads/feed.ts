@@ -1,19 +1,26 @@
-import { ApiError } from '../../schemas/api/errors.ts';
 import { splitIds } from '../../schemas/api/common-params.ts';
+import { ApiError } from '../../schemas/api/errors.ts';
 import type { FeedQuery } from '../../schemas/api/queries.ts';
 import type { FeedItem } from '../../schemas/api/resources.ts';
-import { curateFeedEvents, decodeFeedEvents } from '../../storage/tables/feed-groups.ts';
-import { feedWatermark } from '../../storage/tables/feed-groups.ts';
+import { curateFeedEvents, decodeFeedEvents, feedWatermark } from '../../storage/tables/feed-groups.ts';
 import { iso, perDataVersion, type ReadContext } from './context.ts';
-import type { Principal } from './principal.ts';
 import { fingerprint } from './cursor.ts';
-import { factsOf, permits, setCondition, sourceKey, type Facts } from './facts.ts';
-import { addWindow, listRead, PAGE_FACTS, statementPage, statementRows, type ListMeta, type PageFacts, type StatementRow } from './list.ts';
-import { appliedTimeRange, windowAt, windowRule, type Window } from './window.ts';
+import { type Facts, factsOf, permits, setCondition, sourceKey } from './facts.ts';
+import { addWindow, type ListMeta, listRead, PAGE_FACTS, type PageFacts, type StatementRow, statementPage, statementRows } from './list.ts';
+import type { Principal } from './principal.ts';
+import { appliedTimeRange, type Window, windowAt, windowRule } from './window.ts';
 
 interface Row extends StatementRow {
-  id: string; t: number; platform: 'TELEGRAM' | 'X'; sourceIdentityId: string; url: string | null; text: string | null;
-  attachmentTypes: string[]; attachmentUrls: string[]; events: string; traderIds: number[];
+  id: string;
+  t: number;
+  platform: 'TELEGRAM' | 'X';
+  sourceIdentityId: string;
+  url: string | null;
+  text: string | null;
+  attachmentTypes: string[];
+  attachmentUrls: string[];
+  events: string;
+  traderIds: number[];
   /** The group as this caller sees it (set by the page's row check). */
   item?: FeedItem | null;
 }
@@ -22,9 +29,16 @@ const COLUMNS = `s.id AS id, s.platform AS platform, s.sourceIdentityId AS sourc
   s.attachmentTypes AS attachmentTypes, s.attachmentUrls AS attachmentUrls, s.events AS events, s.traderIds AS traderIds`;
 
 /** A stamp of feed_changes: its key (fseq as `t`, id) and the group it carries. */
-interface Stamp extends Row { writtenAt: number; groupLive: number }
+interface Stamp extends Row {
+  writtenAt: number;
+  groupLive: number;
+}
 
-interface Filters { traderIds?: Set<number>; assetIds?: Set<number>; window?: Window }
+interface Filters {
+  traderIds?: Set<number>;
+  assetIds?: Set<number>;
+  window?: Window;
+}
 
 /**
  * A stored group as the caller sees it, or null when it shows nothing: the group's trader is the
@@ -41,7 +55,8 @@ function groupAsSeen(r: Row, writtenAt: number, facts: Facts, p: Principal, f: F
   const platform = facts.traderPlatform.get(traderId)!;
   if (!permits(p.messageVisibility, traderId, platform) || !permits(p.signalVisibility, traderId, platform)) return null;
   if (f.traderIds && !f.traderIds.has(traderId)) return null;
-  if (f.window && ((f.window.start !== null && writtenAt < f.window.start) || (f.window.end !== null && writtenAt > f.window.end))) return null;
+  if (f.window && ((f.window.start !== null && writtenAt < f.window.start) || (f.window.end !== null && writtenAt > f.window.end)))
+    return null;
   const events = curateFeedEvents(decodeFeedEvents(r.events)).filter((e) => {
     const ep = facts.traderPlatform.get(e.traderId);
     return ep !== undefined && permits(p.signalVisibility, e.traderId, ep) && facts.assetById.has(e.assetId);
@@ -53,18 +68,35 @@ function groupAsSeen(r: Row, writtenAt: number, facts: Facts, p: Principal, f: F
     id: r.id,
     writtenAt: iso(writtenAt),
     source: {
-      platform: r.platform, url: r.url, text: r.text, attachments: r.attachmentTypes.map((type, i) => ({ type, url: r.attachmentUrls[i]! })),
+      platform: r.platform,
+      url: r.url,
+      text: r.text,
+      attachments: r.attachmentTypes.map((type, i) => ({ type, url: r.attachmentUrls[i]! })),
       identity: {
-        platform: r.platform, sourceIdentityId: r.sourceIdentityId, displayName: identity?.displayName ?? null, handle: identity?.handle ?? null,
-        avatarUrl: identity?.avatarUrl ?? null, profileUrl: identity?.profileUrl ?? null, audienceCount: identity?.audienceCount ?? null,
+        platform: r.platform,
+        sourceIdentityId: r.sourceIdentityId,
+        displayName: identity?.displayName ?? null,
+        handle: identity?.handle ?? null,
+        avatarUrl: identity?.avatarUrl ?? null,
+        profileUrl: identity?.profileUrl ?? null,
+        audienceCount: identity?.audienceCount ?? null,
       },
     },
     trader: { id: traderId, name: facts.traderName.get(traderId)!, slug: look.slug, avatarUrl: look.avatarUrl },
     events: events.map((e) => {
       const a = facts.assetById.get(e.assetId)!;
       return {
-        id: e.id, type: e.type, price: e.price, quoteSymbol: a.quoteSymbol, timeOfEvent: iso(e.t), direction: e.direction,
-        assumed: e.assumed, retrospective: e.retrospective, positionId: e.positionId, traderId: e.traderId, assetId: e.assetId,
+        id: e.id,
+        type: e.type,
+        price: e.price,
+        quoteSymbol: a.quoteSymbol,
+        timeOfEvent: iso(e.t),
+        direction: e.direction,
+        assumed: e.assumed,
+        retrospective: e.retrospective,
+        positionId: e.positionId,
+        traderId: e.traderId,
+        assetId: e.assetId,
         asset: { id: a.id, name: a.name, symbol: a.symbol, logoUrl: a.logoUrl },
       };
     }),
@@ -78,10 +110,14 @@ function groupAsSeen(r: Row, writtenAt: number, facts: Facts, p: Principal, f: F
  */
 function permitsGroup(v: Principal['messageVisibility'], r: Row, owner: number | undefined): boolean {
   switch (v.mode) {
-    case 'all': return true;
-    case 'platforms': return (v.platforms ?? []).includes(r.platform);
-    case 'traders': return (v.traderIds ?? []).some((t) => t === owner || r.traderIds.includes(t));
-    default: return false;
+    case 'all':
+      return true;
+    case 'platforms':
+      return (v.platforms ?? []).includes(r.platform);
+    case 'traders':
+      return (v.traderIds ?? []).some((t) => t === owner || r.traderIds.includes(t));
+    default:
+      return false;
   }
 }
 
@@ -92,7 +128,8 @@ function permitsGroup(v: Principal['messageVisibility'], r: Row, owner: number |
  * history window, and explicit bounds). Any other id would name a row the caller could not list.
  */
 function mayName(r: Row, writtenAt: number | null, facts: Facts, p: Principal, window: Window): boolean {
-  if (writtenAt === null || (window.start !== null && writtenAt < window.start) || (window.end !== null && writtenAt > window.end)) return false;
+  if (writtenAt === null || (window.start !== null && writtenAt < window.start) || (window.end !== null && writtenAt > window.end))
+    return false;
   const owner = facts.sourceTrader.get(sourceKey(r.platform, r.sourceIdentityId));
   return permitsGroup(p.messageVisibility, r, owner) && permitsGroup(p.signalVisibility, r, owner);
 }
@@ -104,9 +141,12 @@ function mayName(r: Row, writtenAt: number | null, facts: Facts, p: Principal, w
  */
 async function lastWrittenAt(ctx: ReadContext, ids: string[]): Promise<Map<string, number>> {
   if (!ids.length) return new Map();
-  const rows = await ctx.store.query<{ id: string; t: number | string }>(`
+  const rows = await ctx.store.query<{ id: string; t: number | string }>(
+    `
     SELECT id, toUnixTimestamp64Milli(writtenAt) AS t FROM $db.messages WHERE id IN {ids:Array(String)}
-    ORDER BY id, seq DESC LIMIT 1 BY id`, { ids });
+    ORDER BY id, seq DESC LIMIT 1 BY id`,
+    { ids },
+  );
   return new Map(rows.map((r) => [r.id, Number(r.t)]));
 }
 
@@ -119,7 +159,9 @@ export type FeedMeta = ListMeta & { dataComputedAt: string; removedIds?: string[
 export async function listFeed(ctx: ReadContext, q: FeedQuery): Promise<{ results: FeedItem[]; meta: FeedMeta }> {
   if (q.since !== undefined) {
     if (q.cursor !== undefined) {
-      throw new ApiError('VALIDATION_ERROR', 'cursor and since are mutually exclusive', [{ param: 'since', message: 'must not be given with cursor' }]);
+      throw new ApiError('VALIDATION_ERROR', 'cursor and since are mutually exclusive', [
+        { param: 'since', message: 'must not be given with cursor' },
+      ]);
     }
     return sincePoll(ctx, q);
   }
@@ -127,27 +169,54 @@ export async function listFeed(ctx: ReadContext, q: FeedQuery): Promise<{ result
   const assetIds = splitIds(q.assetIds);
   const f: Filters = { traderIds: traderIds && new Set(traderIds), assetIds: assetIds && new Set(assetIds) };
   const page = await listRead<Row, FeedItem>(ctx, {
-    op: 'list_feed', query: q, historical: true, keyParts: ['time', 'string'],
+    op: 'list_feed',
+    query: q,
+    historical: true,
+    keyParts: ['time', 'string'],
     fetch: async ({ where, after, window, limit }) => {
       const facts = await factsOf(ctx);
       // The sources whose groups the caller may see (and that traderIds selects), as a set condition.
       const sources: string[] = [];
       for (const [k, traderId] of facts.sourceTrader) {
         const platform = facts.traderPlatform.get(traderId)!;
-        if ((!f.traderIds || f.traderIds.has(traderId)) && permits(ctx.principal.messageVisibility, traderId, platform)
-          && permits(ctx.principal.signalVisibility, traderId, platform)) sources.push(k);
+        if (
+          (!f.traderIds || f.traderIds.has(traderId)) &&
+          permits(ctx.principal.messageVisibility, traderId, platform) &&
+          permits(ctx.principal.signalVisibility, traderId, platform)
+        )
+          sources.push(k);
       }
       const sourceIds = f.traderIds ? sources.map((k) => k.slice(k.indexOf(':') + 1)) : undefined;
       const visible = new Set(sources);
-      const sourceOk = setCondition(where, "concat(s.platform, ':', s.sourceIdentityId) IN {sources:Array(String)}", 'sources', sources,
-        facts.sourceTrader.size, (r: Row) => visible.has(sourceKey(r.platform, r.sourceIdentityId)));
-      where.when(sourceIds, 's.sourceIdentityId IN {sourceIds:Array(String)}', 'sourceIds')
+      const sourceOk = setCondition(
+        where,
+        "concat(s.platform, ':', s.sourceIdentityId) IN {sources:Array(String)}",
+        'sources',
+        sources,
+        facts.sourceTrader.size,
+        (r: Row) => visible.has(sourceKey(r.platform, r.sourceIdentityId)),
+      );
+      where
+        .when(sourceIds, 's.sourceIdentityId IN {sourceIds:Array(String)}', 'sourceIds')
         .when(assetIds, 'hasAny(s.assetIds, {assetIds:Array(UInt64)})', 'assetIds');
       addWindow(where, 's.writtenAt', window);
-      const spec = { table: 'feed_groups', columns: COLUMNS, timeCol: 'writtenAt', idType: 'String' as const, where, selective: traderIds !== undefined };
+      const spec = {
+        table: 'feed_groups',
+        columns: COLUMNS,
+        timeCol: 'writtenAt',
+        idType: 'String' as const,
+        where,
+        selective: traderIds !== undefined,
+      };
       // A stored group shows nothing when every event is curated away or ineligible: such rows are passed over.
       const keep = (r: Row) => sourceOk.keep(r) && (r.item = groupAsSeen(r, r.t, facts, ctx.principal, f)) !== null;
-      return statementPage<Row>(limit, after, (before, n) => statementRows<Row>(ctx, spec, before, n), keep, traderIds ? 1 : sourceOk.share);
+      return statementPage<Row>(
+        limit,
+        after,
+        (before, n) => statementRows<Row>(ctx, spec, before, n),
+        keep,
+        traderIds ? 1 : sourceOk.share,
+      );
     },
     keyOf: (r) => [r.t, r.id],
     shape: (rows) => rows.map((r) => r.item!),
@@ -188,11 +257,16 @@ async function sincePoll(ctx: ReadContext, q: FeedQuery): Promise<{ results: Fee
   // stamped: a since-poll is one read in the stamps' order, resolved as statement pages are (at a key
   // the newest row decides, a tombstone cancels). A stamp is `live` unless cancelled; its group's
   // own liveness is `groupLive` (0: a removal; `c.live`, qualified, is the column, not the alias).
-  const changes = await statementPage<Stamp>(q.limit + 1, [from, ''], (before, n) => ctx.store.query<Stamp>(`
+  const changes = await statementPage<Stamp>(q.limit + 1, [from, ''], (before, n) =>
+    ctx.store.query<Stamp>(
+      `
       SELECT fseq AS t, id, platform, sourceIdentityId, toUnixTimestamp64Milli(writtenAt) AS writtenAt, url, text, attachmentTypes, attachmentUrls,
         events, traderIds, c.live AS groupLive, 1 - c.tomb AS live, tomb, seq
       FROM $db.feed_changes AS c WHERE fseq > {after:UInt64} AND fseq <= {watermark:UInt64}
-      ORDER BY fseq, id LIMIT {n:UInt32} SETTINGS max_threads = 1`, { after: Number(before![0]), watermark, n }));
+      ORDER BY fseq, id LIMIT {n:UInt32} SETTINGS max_threads = 1`,
+      { after: Number(before![0]), watermark, n },
+    ),
+  );
   const hasMore = changes.length > q.limit;
   const page = changes.slice(0, q.limit);
 
@@ -205,19 +279,29 @@ async function sincePoll(ctx: ReadContext, q: FeedQuery): Promise<{ results: Fee
     else removed.push(r);
   }
   // A removal stamped without its message's time (the message was deleted) is named by the time it last had.
-  const last = await lastWrittenAt(ctx, removed.filter((r) => !(Number(r.writtenAt) > 0)).map((r) => r.id));
+  const last = await lastWrittenAt(
+    ctx,
+    removed.filter((r) => !(Number(r.writtenAt) > 0)).map((r) => r.id),
+  );
   const removedIds: string[] = [];
   const removedAt: number[] = [];
   for (const r of removed) {
-    const t = Number(r.writtenAt) > 0 ? Number(r.writtenAt) : last.get(r.id) ?? null;
-    if (mayName(r, t, facts, ctx.principal, window)) { removedIds.push(r.id); removedAt.push(t!); }
+    const t = Number(r.writtenAt) > 0 ? Number(r.writtenAt) : (last.get(r.id) ?? null);
+    if (mayName(r, t, facts, ctx.principal, window)) {
+      removedIds.push(r.id);
+      removedAt.push(t!);
+    }
   }
   const next = hasMore ? Number(page[page.length - 1]!.t) : watermark;
   const answer = {
     results,
     meta: {
-      hasMore, nextCursor: ctx.cursors.encode({ k: [next] }, fp, policy), serverTime: ctx.now.toISOString(),
-      appliedTimeRange: appliedTimeRange(window), dataComputedAt: ctx.now.toISOString(), removedIds,
+      hasMore,
+      nextCursor: ctx.cursors.encode({ k: [next] }, fp, policy),
+      serverTime: ctx.now.toISOString(),
+      appliedTimeRange: appliedTimeRange(window),
+      dataComputedAt: ctx.now.toISOString(),
+      removedIds,
     } as FeedMeta,
   };
   // For the read cache (apps/api/read-cache.ts): the poll holds until the data changes, or until its

@@ -1,6 +1,6 @@
-import { fingerprint, type CursorState, type Key, type KeyPart } from './cursor.ts';
-import { appliedTimeRange, historyRule, leavesAt, windowAt, windowRule, type Window, type WindowRule } from './window.ts';
 import type { ReadContext } from './context.ts';
+import { type CursorState, fingerprint, type Key, type KeyPart } from './cursor.ts';
+import { appliedTimeRange, historyRule, leavesAt, type Window, type WindowRule, windowAt, windowRule } from './window.ts';
 
 export interface ListMeta {
   hasMore: boolean;
@@ -8,7 +8,10 @@ export interface ListMeta {
   serverTime: string;
   appliedTimeRange?: { startTime: string | null; endTime: string | null };
 }
-export interface ListResult<T> { results: T[]; meta: ListMeta }
+export interface ListResult<T> {
+  results: T[];
+  meta: ListMeta;
+}
 
 /**
  * What the read cache (apps/api/read-cache.ts) needs of a page besides its JSON, attached to the
@@ -19,7 +22,9 @@ export interface ListResult<T> { results: T[]; meta: ListMeta }
  */
 export const PAGE_FACTS = Symbol('page facts');
 export interface PageFacts {
-  window?: WindowRule; next?: { k: Key; fp: string }; oldest?: number;
+  window?: WindowRule;
+  next?: { k: Key; fp: string };
+  oldest?: number;
   /** The first instant the clock alone may change the answer, for a read that says it without a window (ms). */
   until?: number;
 }
@@ -28,7 +33,9 @@ export interface PageFacts {
 export class Where {
   readonly clauses: string[] = ['1'];
   readonly params: Record<string, unknown>;
-  constructor(params: Record<string, unknown> = {}) { this.params = { ...params }; }
+  constructor(params: Record<string, unknown> = {}) {
+    this.params = { ...params };
+  }
   add(sql: string, params: Record<string, unknown> = {}): this {
     this.clauses.push(sql);
     Object.assign(this.params, params);
@@ -38,7 +45,9 @@ export class Where {
   when<V>(value: V | undefined, sql: string, name: string): this {
     return value === undefined ? this : this.add(sql, { [name]: value });
   }
-  get sql(): string { return this.clauses.join('\n      AND '); }
+  get sql(): string {
+    return this.clauses.join('\n      AND ');
+  }
   /**
    * Conditions read before the others (PREWHERE): only on sorting-key columns when the read uses
    * FINAL (every version of a key has the same key columns, so none is dropped alone).
@@ -50,38 +59,42 @@ export class Where {
     return this;
   }
   /** `PREWHERE ...`, or nothing. */
-  get prewhereSql(): string { return this.pre.length ? `PREWHERE ${this.pre.join(' AND ')}` : ''; }
+  get prewhereSql(): string {
+    return this.pre.length ? `PREWHERE ${this.pre.join(' AND ')}` : '';
+  }
 }
 
 /**
  * The shared shape of every keyset-paginated list read: resolve the cursor and window, run the
  * page query for limit + 1 rows, shape rows, and build `meta`.
  */
-export async function listRead<Row, Item>(ctx: ReadContext, spec: {
-  op: string;
-  query: Record<string, unknown> & { limit: number; cursor?: string; startTime?: string; endTime?: string };
-  /** historical reads resolve a time window and echo `appliedTimeRange`. */
-  historical: boolean;
-  /**
-   * A read that is not historical but that the account's history window bounds by its time field
-   * (open positions): `window` gets the window's start, nothing is echoed, and the answer holds
-   * until its oldest fetched row leaves the window.
-   */
-  historyBound?: boolean;
-  /** The first instant the clock alone may change a page of a read that knows it otherwise (ms; undefined: never). */
-  until?: () => number | undefined;
-  unboundedDefault?: boolean;
-  /** What the sort key holds, position by position; a cursor's key is checked against it. */
-  keyParts: readonly KeyPart[];
-  fetch: (args: { where: Where; after: CursorState['k'] | undefined; window: Window; limit: number }) => Promise<Row[]>;
-  keyOf: (row: Row) => CursorState['k'];
-  shape: (rows: Row[]) => Promise<Item[]> | Item[];
-}): Promise<ListResult<Item>> {
+export async function listRead<Row, Item>(
+  ctx: ReadContext,
+  spec: {
+    op: string;
+    query: Record<string, unknown> & { limit: number; cursor?: string; startTime?: string; endTime?: string };
+    /** historical reads resolve a time window and echo `appliedTimeRange`. */
+    historical: boolean;
+    /**
+     * A read that is not historical but that the account's history window bounds by its time field
+     * (open positions): `window` gets the window's start, nothing is echoed, and the answer holds
+     * until its oldest fetched row leaves the window.
+     */
+    historyBound?: boolean;
+    /** The first instant the clock alone may change a page of a read that knows it otherwise (ms; undefined: never). */
+    until?: () => number | undefined;
+    unboundedDefault?: boolean;
+    /** What the sort key holds, position by position; a cursor's key is checked against it. */
+    keyParts: readonly KeyPart[];
+    fetch: (args: { where: Where; after: CursorState['k'] | undefined; window: Window; limit: number }) => Promise<Row[]>;
+    keyOf: (row: Row) => CursorState['k'];
+    shape: (rows: Row[]) => Promise<Item[]> | Item[];
+  },
+): Promise<ListResult<Item>> {
   const fp = fingerprint(spec.op, spec.query);
   const policy = ctx.cursors.policyPrint(ctx.principal);
-  const cur = spec.query.cursor !== undefined
-    ? ctx.cursors.decode(spec.query.cursor, spec.keyParts, fp, policy, spec.historical)
-    : undefined;
+  const cur =
+    spec.query.cursor !== undefined ? ctx.cursors.decode(spec.query.cursor, spec.keyParts, fp, policy, spec.historical) : undefined;
   const rule = spec.historical
     ? windowRule(spec.query, ctx.principal, { fromCursor: cur?.w, unboundedDefault: spec.unboundedDefault })
     : undefined;
@@ -94,7 +107,11 @@ export async function listRead<Row, Item>(ctx: ReadContext, spec: {
   const page = hasMore ? rows.slice(0, spec.query.limit) : rows;
   const nextKey = hasMore ? spec.keyOf(page[page.length - 1]!) : undefined;
   const nextCursor = nextKey
-    ? ctx.cursors.encode({ k: nextKey, ...(spec.historical ? { w: [window.start, window.end] as [number | null, number | null] } : {}) }, fp, policy)
+    ? ctx.cursors.encode(
+        { k: nextKey, ...(spec.historical ? { w: [window.start, window.end] as [number | null, number | null] } : {}) },
+        fp,
+        policy,
+      )
     : null;
   const meta: ListMeta = { hasMore, nextCursor, serverTime: ctx.now.toISOString() };
   if (spec.historical) meta.appliedTimeRange = appliedTimeRange(window);
@@ -118,10 +135,18 @@ export function addWindow(where: Where, column: string, w: Window): void {
 }
 
 /** Keyset clause for "newest first, ties by id descending" on (time, id), as SQL and parameters. */
-export function beforeSql(timeCol: string, idCol: string, idType: 'UInt64' | 'String', before: CursorState['k'] | undefined): { sql: string; params: Record<string, unknown> } {
+export function beforeSql(
+  timeCol: string,
+  idCol: string,
+  idType: 'UInt64' | 'String',
+  before: CursorState['k'] | undefined,
+): { sql: string; params: Record<string, unknown> } {
   if (!before) return { sql: '1', params: {} };
   const [t, id] = before;
-  return { sql: `(${timeCol}, ${idCol}) < (fromUnixTimestamp64Milli({cT:Int64}, 'UTC'), {cId:${idType}})`, params: { cT: Number(t), cId: id } };
+  return {
+    sql: `(${timeCol}, ${idCol}) < (fromUnixTimestamp64Milli({cT:Int64}, 'UTC'), {cId:${idType}})`,
+    params: { cT: Number(t), cId: id },
+  };
 }
 
 /**
@@ -131,11 +156,16 @@ export function beforeSql(timeCol: string, idCol: string, idType: 'UInt64' | 'St
  * of stopping early. One thread: a page is the first rows in key order, which parallel streams
  * only read ahead of and merge (open positions' first page: 7.7 ms on two threads, 4.8 ms on one).
  */
-export const pageSettings = (selective: boolean): string =>
-  `SETTINGS max_threads = 1${selective ? '' : ', optimize_use_projections = 0'}`;
+export const pageSettings = (selective: boolean): string => `SETTINGS max_threads = 1${selective ? '' : ', optimize_use_projections = 0'}`;
 
 /** What a statement-table page query returns besides the read's own columns (storage/statements.ts). */
-export interface StatementRow { t: number | string; id: number | string; live: number; tomb: number; seq: number }
+export interface StatementRow {
+  t: number | string;
+  id: number | string;
+  live: number;
+  tomb: number;
+  seq: number;
+}
 
 /**
  * A page from a statement table (storage/statements.ts): `fetch(before, n)` returns up to n rows
@@ -145,7 +175,8 @@ export interface StatementRow { t: number | string; id: number | string; live: n
  * a short last chunk means the end of the filtered range.
  */
 export async function statementPage<R extends StatementRow>(
-  limit: number, after: CursorState['k'] | undefined,
+  limit: number,
+  after: CursorState['k'] | undefined,
   fetch: (before: [number | string, number | string] | undefined, n: number) => Promise<R[]>,
   /** A further condition on resolved rows that the SQL cannot apply before versions are resolved. */
   keep: (row: R) => boolean = () => true,
@@ -163,9 +194,12 @@ export async function statementPage<R extends StatementRow>(
     if (!end) {
       const last = rows[rows.length - 1]!;
       while (upTo > 0 && rows[upTo - 1]!.t === last.t && rows[upTo - 1]!.id === last.id) upTo--;
-      if (upTo === 0) { n *= 4; continue; } // one key fills the chunk: read more at once
+      if (upTo === 0) {
+        n *= 4;
+        continue;
+      } // one key fills the chunk: read more at once
     }
-    for (let i = 0; i < upTo;) {
+    for (let i = 0; i < upTo; ) {
       let best = rows[i]!;
       let j = i + 1;
       for (; j < upTo && rows[j]!.t === best.t && rows[j]!.id === rows[i]!.id; j++) if (rows[j]!.seq > best.seq) best = rows[j]!;
@@ -185,13 +219,26 @@ export async function statementPage<R extends StatementRow>(
  * `columns` are the read's own columns; `t` (the time key in ms), `live`, `tomb` and `seq` come
  * with them. `selective`: a trader, asset or id filter that a projection of the table serves.
  */
-export function statementRows<R extends StatementRow>(ctx: ReadContext, spec: {
-  table: string; columns: string; timeCol: string; idType: 'UInt64' | 'String'; where: Where; selective: boolean;
-}, before: [number | string, number | string] | undefined, n: number): Promise<R[]> {
+export function statementRows<R extends StatementRow>(
+  ctx: ReadContext,
+  spec: {
+    table: string;
+    columns: string;
+    timeCol: string;
+    idType: 'UInt64' | 'String';
+    where: Where;
+    selective: boolean;
+  },
+  before: [number | string, number | string] | undefined,
+  n: number,
+): Promise<R[]> {
   const b = beforeSql(`s.${spec.timeCol}`, 's.id', spec.idType, before);
-  return ctx.store.query<R>(`
+  return ctx.store.query<R>(
+    `
     SELECT ${spec.columns}, toUnixTimestamp64Milli(s.${spec.timeCol}) AS t, s.live AS live, s.tomb AS tomb, s.seq AS seq
     FROM $db.${spec.table} AS s WHERE ${spec.where.sql} AND ${b.sql}
     ORDER BY s.${spec.timeCol} DESC, s.id DESC LIMIT {n:UInt32}
-    ${pageSettings(spec.selective)}`, { ...spec.where.params, ...b.params, n });
+    ${pageSettings(spec.selective)}`,
+    { ...spec.where.params, ...b.params, n },
+  );
 }

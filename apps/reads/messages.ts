@@ -1,15 +1,24 @@
 import { splitIds, splitList } from '../../schemas/api/common-params.ts';
+import type { MessagesQuery } from '../../schemas/api/queries.ts';
 import type { Message } from '../../schemas/api/resources.ts';
 import { b, iso, type ReadContext } from './context.ts';
-import { factsOf, permits, setCondition, SOURCE_KEY_SQL, sourceKey, type Identity } from './facts.ts';
-import { addWindow, listRead, statementPage, statementRows, type StatementRow } from './list.ts';
-
-import type { MessagesQuery } from '../../schemas/api/queries.ts';
+import { factsOf, type Identity, permits, SOURCE_KEY_SQL, setCondition, sourceKey } from './facts.ts';
+import { addWindow, listRead, type StatementRow, statementPage, statementRows } from './list.ts';
 
 interface Row extends StatementRow {
-  id: string; traderId: number; platform: 'TELEGRAM' | 'X'; sourceIdentityId: string; t: number;
-  url: string | null; text: string | null; attachmentTypes: string[]; attachmentUrls: string[];
-  isEdited: number | null; isReply: number | null; isQuote: number | null; isRepost: number | null;
+  id: string;
+  traderId: number;
+  platform: 'TELEGRAM' | 'X';
+  sourceIdentityId: string;
+  t: number;
+  url: string | null;
+  text: string | null;
+  attachmentTypes: string[];
+  attachmentUrls: string[];
+  isEdited: number | null;
+  isReply: number | null;
+  isQuote: number | null;
+  isRepost: number | null;
   identity: Identity | null;
 }
 
@@ -26,31 +35,56 @@ const COLUMNS = `s.id AS id, s.platform AS platform, s.sourceIdentityId AS sourc
 export function listMessages(ctx: ReadContext, q: MessagesQuery) {
   const ids = splitList(q.ids);
   return listRead<Row, Message>(ctx, {
-    op: 'list_messages', query: q, historical: true, keyParts: ['time', 'string'],
+    op: 'list_messages',
+    query: q,
+    historical: true,
+    keyParts: ['time', 'string'],
     // Hydration by id is not limited by the 90-day default window.
     unboundedDefault: ids !== undefined,
     fetch: async ({ where, after, window, limit }) => {
       const facts = await factsOf(ctx);
       const traderIds = splitIds(q.traderIds);
       const wanted = traderIds && new Set(traderIds);
-      const sources: string[] = []; const sourceIds: string[] = [];
+      const sources: string[] = [];
+      const sourceIds: string[] = [];
       for (const [k, traderId] of facts.sourceTrader) {
         const platform = k.slice(0, k.indexOf(':'));
         if ((!wanted || wanted.has(traderId)) && permits(ctx.principal.messageVisibility, traderId, platform)) {
-          sources.push(k); sourceIds.push(k.slice(platform.length + 1));
+          sources.push(k);
+          sourceIds.push(k.slice(platform.length + 1));
         }
       }
       // With traderIds the few sources' ids also lead the planner to the by-source projection.
       const visible = new Set(sources);
-      const sourceOk = setCondition(where, `${SOURCE_KEY_SQL('s.platform', 's.sourceIdentityId')} IN {sources:Array(String)}`, 'sources', sources,
-        facts.sourceTrader.size, (r: Row) => visible.has(sourceKey(r.platform, r.sourceIdentityId)));
-      where.when(traderIds && sourceIds, 's.sourceIdentityId IN {sourceIds:Array(String)}', 'sourceIds')
+      const sourceOk = setCondition(
+        where,
+        `${SOURCE_KEY_SQL('s.platform', 's.sourceIdentityId')} IN {sources:Array(String)}`,
+        'sources',
+        sources,
+        facts.sourceTrader.size,
+        (r: Row) => visible.has(sourceKey(r.platform, r.sourceIdentityId)),
+      );
+      where
+        .when(traderIds && sourceIds, 's.sourceIdentityId IN {sourceIds:Array(String)}', 'sourceIds')
         .when(ids, 's.id IN {ids:Array(String)}', 'ids')
         .when(splitList(q.sourcePlatforms), 's.platform IN {platforms:Array(String)}', 'platforms');
       addWindow(where, 's.writtenAt', window);
       // Without traderIds or ids the page is a read in (writtenAt, id) order.
-      const spec = { table: 'messages', columns: COLUMNS, timeCol: 'writtenAt', idType: 'String' as const, where, selective: traderIds !== undefined || ids !== undefined };
-      const rows = await statementPage<Row>(limit, after, (before, n) => statementRows<Row>(ctx, spec, before, n), sourceOk.keep, traderIds || ids ? 1 : sourceOk.share);
+      const spec = {
+        table: 'messages',
+        columns: COLUMNS,
+        timeCol: 'writtenAt',
+        idType: 'String' as const,
+        where,
+        selective: traderIds !== undefined || ids !== undefined,
+      };
+      const rows = await statementPage<Row>(
+        limit,
+        after,
+        (before, n) => statementRows<Row>(ctx, spec, before, n),
+        sourceOk.keep,
+        traderIds || ids ? 1 : sourceOk.share,
+      );
       for (const r of rows) {
         const k = sourceKey(r.platform, r.sourceIdentityId);
         r.traderId = facts.sourceTrader.get(k)!;
@@ -59,21 +93,33 @@ export function listMessages(ctx: ReadContext, q: MessagesQuery) {
       return rows;
     },
     keyOf: (r) => [r.t, r.id],
-    shape: (rows) => rows.map((r) => ({
-      traderId: r.traderId,
-      id: r.id,
-      source: {
-        platform: r.platform,
-        identity: {
-          platform: r.platform, sourceIdentityId: r.sourceIdentityId, displayName: r.identity?.displayName ?? null, handle: r.identity?.handle ?? null,
-          avatarUrl: r.identity?.avatarUrl ?? null, profileUrl: r.identity?.profileUrl ?? null, audienceCount: r.identity?.audienceCount ?? null,
+    shape: (rows) =>
+      rows.map((r) => ({
+        traderId: r.traderId,
+        id: r.id,
+        source: {
+          platform: r.platform,
+          identity: {
+            platform: r.platform,
+            sourceIdentityId: r.sourceIdentityId,
+            displayName: r.identity?.displayName ?? null,
+            handle: r.identity?.handle ?? null,
+            avatarUrl: r.identity?.avatarUrl ?? null,
+            profileUrl: r.identity?.profileUrl ?? null,
+            audienceCount: r.identity?.audienceCount ?? null,
+          },
+          preview: {
+            platform: r.platform,
+            writtenAt: iso(r.t),
+            url: r.url,
+            text: r.text,
+            attachments: r.attachmentTypes.map((type, i) => ({ type, url: r.attachmentUrls[i]! })),
+            isEdited: b(r.isEdited),
+            isReply: b(r.isReply),
+            isQuote: b(r.isQuote),
+            isRepost: b(r.isRepost),
+          },
         },
-        preview: {
-          platform: r.platform, writtenAt: iso(r.t), url: r.url, text: r.text,
-          attachments: r.attachmentTypes.map((type, i) => ({ type, url: r.attachmentUrls[i]! })),
-          isEdited: b(r.isEdited), isReply: b(r.isReply), isQuote: b(r.isQuote), isRepost: b(r.isRepost),
-        },
-      },
-    })),
+      })),
   });
 }

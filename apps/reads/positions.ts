@@ -1,15 +1,20 @@
 import { splitIds } from '../../schemas/api/common-params.ts';
+import type { OpenPositionsQuery, PositionsQuery } from '../../schemas/api/queries.ts';
 import type { OpenPosition, Position } from '../../schemas/api/resources.ts';
 import { iso, perDataVersion, type ReadContext } from './context.ts';
 import { addSignalFilters, factsOf } from './facts.ts';
-import { readsFromProjection } from './stats.ts';
-import { addWindow, listRead, statementPage, statementRows, type StatementRow, type Where } from './list.ts';
+import { addWindow, listRead, type StatementRow, statementPage, statementRows, type Where } from './list.ts';
 import { timeBasedPerformances } from './performance.ts';
-
-import type { OpenPositionsQuery, PositionsQuery } from '../../schemas/api/queries.ts';
+import { readsFromProjection } from './stats.ts';
 
 interface Row extends StatementRow {
-  t: number; id: number; direction: 'long' | 'short'; openPrice: number | null; quoteSymbol: string | null; traderId: number; assetId: number;
+  t: number;
+  id: number;
+  direction: 'long' | 'short';
+  openPrice: number | null;
+  quoteSymbol: string | null;
+  traderId: number;
+  assetId: number;
 }
 
 const COLUMNS = `s.id AS id, s.direction AS direction, s.openPrice AS openPrice, s.traderId AS traderId, s.assetId AS assetId`;
@@ -21,22 +26,42 @@ const COLUMNS = `s.id AS id, s.direction AS direction, s.openPrice AS openPrice,
  * the facts of the data version. `open`: open positions only, read from open_positions (the
  * statements at open keys) unless a projection of the positions table serves the filter.
  */
-async function positionPage<R extends Row>(ctx: ReadContext, q: OpenPositionsQuery & { positionIds?: string }, where: Where, open: boolean,
-  limit: number, after: Parameters<typeof statementPage>[1], keep?: (r: R) => boolean, marks?: (rows: R[]) => Promise<void>): Promise<R[]> {
+async function positionPage<R extends Row>(
+  ctx: ReadContext,
+  q: OpenPositionsQuery & { positionIds?: string },
+  where: Where,
+  open: boolean,
+  limit: number,
+  after: Parameters<typeof statementPage>[1],
+  keep?: (r: R) => boolean,
+  marks?: (rows: R[]) => Promise<void>,
+): Promise<R[]> {
   const facts = await factsOf(ctx);
   const eligible = addSignalFilters(where, facts, ctx.principal, q);
   where.when(splitIds(q.positionIds), 's.id IN {positionIds:Array(UInt64)}', 'positionIds');
-  const selective = q.positionIds !== undefined
-    || readsFromProjection(ctx.store, 'positions', { traderIds: splitIds(q.traderIds), assetIds: splitIds(q.assetIds) });
+  const selective =
+    q.positionIds !== undefined ||
+    readsFromProjection(ctx.store, 'positions', { traderIds: splitIds(q.traderIds), assetIds: splitIds(q.assetIds) });
   if (open && selective) where.add('s.isOpen = 1');
   const spec = {
-    table: open && !selective ? 'open_positions' : 'positions', columns: COLUMNS, timeCol: 'openAt', idType: 'UInt64' as const, where, selective,
+    table: open && !selective ? 'open_positions' : 'positions',
+    columns: COLUMNS,
+    timeCol: 'openAt',
+    idType: 'UInt64' as const,
+    where,
+    selective,
   };
-  const rows = await statementPage<R>(limit, after, async (before, n) => {
-    const chunk = await statementRows<R>(ctx, spec, before, n);
-    await marks?.(chunk);
-    return chunk;
-  }, (r) => eligible.keep(r) && (!keep || keep(r)), eligible.share);
+  const rows = await statementPage<R>(
+    limit,
+    after,
+    async (before, n) => {
+      const chunk = await statementRows<R>(ctx, spec, before, n);
+      await marks?.(chunk);
+      return chunk;
+    },
+    (r) => eligible.keep(r) && (!keep || keep(r)),
+    eligible.share,
+  );
   for (const r of rows) r.quoteSymbol = facts.assetQuote.get(r.assetId) ?? null;
   return rows;
 }
@@ -45,17 +70,31 @@ async function positionPage<R extends Row>(ctx: ReadContext, q: OpenPositionsQue
 export function listPositions(ctx: ReadContext, q: PositionsQuery) {
   const positionIds = splitIds(q.positionIds);
   return listRead<Row, Position>(ctx, {
-    op: 'list_positions', query: q, historical: true, keyParts: ['time', 'id'], unboundedDefault: positionIds !== undefined,
+    op: 'list_positions',
+    query: q,
+    historical: true,
+    keyParts: ['time', 'id'],
+    unboundedDefault: positionIds !== undefined,
     fetch: ({ where, after, window, limit }) => {
       addWindow(where, 's.openAt', window);
       return positionPage<Row>(ctx, q, where, false, limit, after);
     },
     keyOf: (r) => [r.t, r.id],
     shape: async (rows) => {
-      const perf = await timeBasedPerformances(ctx.store, rows.map((r) => ({ ...r, openAt: r.t })), ctx.now.getTime());
+      const perf = await timeBasedPerformances(
+        ctx.store,
+        rows.map((r) => ({ ...r, openAt: r.t })),
+        ctx.now.getTime(),
+      );
       return rows.map((r) => ({
-        id: r.id, direction: r.direction, openAt: iso(r.t), openPrice: r.openPrice, quoteSymbol: r.quoteSymbol,
-        timeBasedPerformances: perf.get(r.id)!, traderId: r.traderId, assetId: r.assetId,
+        id: r.id,
+        direction: r.direction,
+        openAt: iso(r.t),
+        openPrice: r.openPrice,
+        quoteSymbol: r.quoteSymbol,
+        timeBasedPerformances: perf.get(r.id)!,
+        traderId: r.traderId,
+        assetId: r.assetId,
       }));
     },
   });
@@ -67,7 +106,11 @@ type OpenRow = Row & { currentPrice: number | null; currentReturnPercentage: num
 const RECENT_MARK_MS = 2 * 86_400_000;
 
 /** An asset's mark as looked up at `from`: it holds until `until`, the asset's first sample after `from`. */
-interface Mark { price: number | null; from: number; until: number }
+interface Mark {
+  price: number | null;
+  from: number;
+  until: number;
+}
 /** Marks looked up, per store and data version (a projector commit may change any of them). */
 const marksOf = perDataVersion(() => new Map<number, Mark>());
 
@@ -84,26 +127,40 @@ async function latestMarks(ctx: ReadContext, assetIds: number[]): Promise<Map<nu
   const missing: number[] = [];
   for (const a of assetIds) {
     const m = marks.get(a);
-    if (m && m.from <= now && now < m.until) { if (m.price !== null) out.set(a, m.price); } else missing.push(a);
+    if (m && m.from <= now && now < m.until) {
+      if (m.price !== null) out.set(a, m.price);
+    } else missing.push(a);
   }
   if (!missing.length) return out;
-  const recent = await ctx.store.query<{ assetId: number; price: number; n: number; later: number; next: number }>(`
+  const recent = await ctx.store.query<{ assetId: number; price: number; n: number; later: number; next: number }>(
+    `
     SELECT assetId, argMaxIf(price, at, at <= fromUnixTimestamp64Milli({now:Int64}, 'UTC')) AS price,
            countIf(at <= fromUnixTimestamp64Milli({now:Int64}, 'UTC')) AS n,
            countIf(at > fromUnixTimestamp64Milli({now:Int64}, 'UTC')) AS later,
            minIf(toUnixTimestamp64Milli(at), at > fromUnixTimestamp64Milli({now:Int64}, 'UTC')) AS next
     FROM $db.prices FINAL
     WHERE assetId IN {ids:Array(UInt64)} AND deleted = 0 AND at >= fromUnixTimestamp64Milli({since:Int64}, 'UTC')
-    GROUP BY assetId`, { ids: missing, now, since: now - RECENT_MARK_MS });
+    GROUP BY assetId`,
+    { ids: missing, now, since: now - RECENT_MARK_MS },
+  );
   const found = new Map(recent.map((r) => [Number(r.assetId), r]));
   const old = missing.filter((a) => !(Number(found.get(a)?.n ?? 0) > 0));
-  const older = new Map(old.length ? (await ctx.store.query<{ assetId: number; price: number }>(`
+  const older = new Map(
+    old.length
+      ? (
+          await ctx.store.query<{ assetId: number; price: number }>(
+            `
     SELECT assetId, argMax(price, at) AS price FROM $db.prices FINAL
     WHERE assetId IN {old:Array(UInt64)} AND deleted = 0 AND at <= fromUnixTimestamp64Milli({now:Int64}, 'UTC')
-    GROUP BY assetId`, { old, now })).map((r) => [Number(r.assetId), r.price]) : []);
+    GROUP BY assetId`,
+            { old, now },
+          )
+        ).map((r) => [Number(r.assetId), r.price])
+      : [],
+  );
   for (const a of missing) {
     const r = found.get(a);
-    const price = r && Number(r.n) > 0 ? r.price : older.get(a) ?? null;
+    const price = r && Number(r.n) > 0 ? r.price : (older.get(a) ?? null);
     marks.set(a, { price, from: now, until: r && Number(r.later) > 0 ? Number(r.next) : Infinity });
     if (price !== null) out.set(a, price);
   }
@@ -119,28 +176,49 @@ async function latestMarks(ctx: ReadContext, assetIds: number[]): Promise<Map<nu
  */
 export function listOpenPositions(ctx: ReadContext, q: OpenPositionsQuery) {
   return listRead<OpenRow, OpenPosition>(ctx, {
-    op: 'list_open_positions', query: q, historical: false, historyBound: true, keyParts: ['time', 'id'],
+    op: 'list_open_positions',
+    query: q,
+    historical: false,
+    historyBound: true,
+    keyParts: ['time', 'id'],
     fetch: ({ where, after, window, limit }) => {
       // The account's history window bounds open positions by openAt (DESIGN 6), in the query.
       addWindow(where, 's.openAt', window);
       // A null or zero entry price is left to the row check below (no return, so the row is
       // omitted): nearly every position has one, and the condition in SQL costs a page 0.6 ms.
-      return positionPage<OpenRow>(ctx, q, where, true, limit, after, (r) => r.currentPrice !== null && Number.isFinite(r.currentReturnPercentage), async (rows) => {
-        const marks = await latestMarks(ctx, [...new Set(rows.map((r) => r.assetId))]);
-        for (const r of rows) {
-          const mark = marks.get(r.assetId);
-          r.currentPrice = mark ?? null;
-          if (mark !== undefined && r.openPrice) {
-            const ratio = mark / r.openPrice;
-            r.currentReturnPercentage = r.direction === 'long' ? (ratio - 1) * 100 : (1 - ratio) * 100;
-          } else r.currentReturnPercentage = NaN; // no mark, or no entry price: omitted
-        }
-      });
+      return positionPage<OpenRow>(
+        ctx,
+        q,
+        where,
+        true,
+        limit,
+        after,
+        (r) => r.currentPrice !== null && Number.isFinite(r.currentReturnPercentage),
+        async (rows) => {
+          const marks = await latestMarks(ctx, [...new Set(rows.map((r) => r.assetId))]);
+          for (const r of rows) {
+            const mark = marks.get(r.assetId);
+            r.currentPrice = mark ?? null;
+            if (mark !== undefined && r.openPrice) {
+              const ratio = mark / r.openPrice;
+              r.currentReturnPercentage = r.direction === 'long' ? (ratio - 1) * 100 : (1 - ratio) * 100;
+            } else r.currentReturnPercentage = NaN; // no mark, or no entry price: omitted
+          }
+        },
+      );
     },
     keyOf: (r) => [r.t, r.id],
-    shape: (rows) => rows.map((r) => ({
-      id: r.id, direction: r.direction, openAt: iso(r.t), openPrice: r.openPrice, quoteSymbol: r.quoteSymbol,
-      currentPrice: r.currentPrice!, currentReturnPercentage: r.currentReturnPercentage, traderId: r.traderId, assetId: r.assetId,
-    })),
+    shape: (rows) =>
+      rows.map((r) => ({
+        id: r.id,
+        direction: r.direction,
+        openAt: iso(r.t),
+        openPrice: r.openPrice,
+        quoteSymbol: r.quoteSymbol,
+        currentPrice: r.currentPrice!,
+        currentReturnPercentage: r.currentReturnPercentage,
+        traderId: r.traderId,
+        assetId: r.assetId,
+      })),
   });
 }

@@ -15,16 +15,30 @@ export const STATS_TTL_MS = 60_000;
 export const PROJECTION_SHARE = 0.02;
 
 export type StatsTable = 'events' | 'positions';
-interface Counts { total: number; traderId: Map<number, number>; assetId: Map<number, number> }
-interface Entry { at: number; counts?: Counts; loading?: Promise<void> }
+interface Counts {
+  total: number;
+  traderId: Map<number, number>;
+  assetId: Map<number, number>;
+}
+interface Entry {
+  at: number;
+  counts?: Counts;
+  loading?: Promise<void>;
+}
 
 const memo = new WeakMap<Store, Map<StatsTable, Entry>>();
 
 async function count(store: Store, table: StatsTable): Promise<Counts> {
-  const [traders, assets] = await Promise.all(['traderId', 'assetId'].map((col) =>
-    store.query<{ k: number; n: number }>(`SELECT ${col} AS k, count() AS n FROM $db.${table} GROUP BY k`)));
+  const [traders, assets] = await Promise.all(
+    ['traderId', 'assetId'].map((col) =>
+      store.query<{ k: number; n: number }>(`SELECT ${col} AS k, count() AS n FROM $db.${table} GROUP BY k`),
+    ),
+  );
   const out: Counts = { total: 0, traderId: new Map(), assetId: new Map() };
-  for (const r of traders!) { out.traderId.set(Number(r.k), Number(r.n)); out.total += Number(r.n); }
+  for (const r of traders!) {
+    out.traderId.set(Number(r.k), Number(r.n));
+    out.total += Number(r.n);
+  }
   for (const r of assets!) out.assetId.set(Number(r.k), Number(r.n));
   return out;
 }
@@ -41,8 +55,17 @@ function countsOf(read: Store, table: StatsTable): Counts | undefined {
   if (!entry.loading && Date.now() - entry.at >= STATS_TTL_MS) {
     entry.at = Date.now();
     entry.loading = count(store, table)
-      .then((c) => { entry.counts = c; }, () => { entry.at = -Infinity; }) // a failed count is retried by the next read
-      .finally(() => { entry.loading = undefined; });
+      .then(
+        (c) => {
+          entry.counts = c;
+        },
+        () => {
+          entry.at = -Infinity;
+        },
+      ) // a failed count is retried by the next read
+      .finally(() => {
+        entry.loading = undefined;
+      });
   }
   return entry.counts;
 }
@@ -51,14 +74,19 @@ function countsOf(read: Store, table: StatsTable): Counts | undefined {
  * Whether a page of `table` with these trader and asset filters should read from a projection:
  * when one of the filters matches under PROJECTION_SHARE of the rows (or before any counts exist).
  */
-export function readsFromProjection(store: Store, table: StatsTable, f: { traderIds?: readonly number[]; assetIds?: readonly number[] },
-  share = PROJECTION_SHARE): boolean {
+export function readsFromProjection(
+  store: Store,
+  table: StatsTable,
+  f: { traderIds?: readonly number[]; assetIds?: readonly number[] },
+  share = PROJECTION_SHARE,
+): boolean {
   if (!f.traderIds && !f.assetIds) return false;
   const c = countsOf(store, table);
   if (!c || c.total === 0) return true;
   const sum = (m: Map<number, number>, ids: readonly number[]) => ids.reduce((s, id) => s + (m.get(id) ?? 0), 0);
-  const shares = [f.traderIds && sum(c.traderId, f.traderIds) / c.total, f.assetIds && sum(c.assetId, f.assetIds) / c.total]
-    .filter((s): s is number => s !== undefined);
+  const shares = [f.traderIds && sum(c.traderId, f.traderIds) / c.total, f.assetIds && sum(c.assetId, f.assetIds) / c.total].filter(
+    (s): s is number => s !== undefined,
+  );
   return Math.min(...shares) < share;
 }
 

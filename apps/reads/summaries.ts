@@ -1,11 +1,19 @@
-import type { AggregateSummary, ChannelSummary } from '../../schemas/api/resources.ts';
 import type { SummariesQuery } from '../../schemas/api/queries.ts';
+import type { AggregateSummary, ChannelSummary } from '../../schemas/api/resources.ts';
 import { iso, type ReadContext } from './context.ts';
 import { factsOf, permits, setCondition } from './facts.ts';
-import { listRead, statementPage, statementRows, type StatementRow, type Where } from './list.ts';
+import { listRead, type StatementRow, statementPage, statementRows, type Where } from './list.ts';
 import type { Window } from './window.ts';
 
-interface Row extends StatementRow { t: number; id: string; end: number; generatedAt: number; status: 'safe' | 'low_signal'; body: string; traderId: number }
+interface Row extends StatementRow {
+  t: number;
+  id: string;
+  end: number;
+  generatedAt: number;
+  status: 'safe' | 'low_signal';
+  body: string;
+  traderId: number;
+}
 
 const COLUMNS = `s.id AS id, toUnixTimestamp64Milli(s.windowEnd) AS end, toUnixTimestamp64Milli(s.generatedAt) AS generatedAt,
   s.status AS status, s.body AS body`;
@@ -32,42 +40,84 @@ const head = (r: Row) => ({ id: r.id, windowStart: iso(r.t), windowEnd: iso(r.en
  */
 export function listChannelSummaries(ctx: ReadContext, q: SummariesQuery) {
   return listRead<Row, ChannelSummary>(ctx, {
-    op: 'list_channel_summaries', query: q, historical: true, keyParts: ['time', 'string'],
+    op: 'list_channel_summaries',
+    query: q,
+    historical: true,
+    keyParts: ['time', 'string'],
     fetch: async ({ where, after, window, limit }) => {
       const facts = await factsOf(ctx);
       const visible: number[] = [];
       for (const [id, platform] of facts.traderPlatform) if (permits(ctx.principal.messageVisibility, id, platform)) visible.push(id);
       const set = new Set(visible);
-      const traderOk = setCondition(where, 's.traderId IN {visibleTraders:Array(UInt64)}', 'visibleTraders', visible, facts.knownTraders,
-        (r: Row) => set.has(r.traderId));
+      const traderOk = setCondition(
+        where,
+        's.traderId IN {visibleTraders:Array(UInt64)}',
+        'visibleTraders',
+        visible,
+        facts.knownTraders,
+        (r: Row) => set.has(r.traderId),
+      );
       overlap(where, window, q);
-      const spec = { table: 'channel_summaries', columns: `${COLUMNS}, s.traderId AS traderId`, timeCol: 'windowStart', idType: 'String' as const, where, selective: false };
+      const spec = {
+        table: 'channel_summaries',
+        columns: `${COLUMNS}, s.traderId AS traderId`,
+        timeCol: 'windowStart',
+        idType: 'String' as const,
+        where,
+        selective: false,
+      };
       return statementPage<Row>(limit, after, (before, n) => statementRows<Row>(ctx, spec, before, n), traderOk.keep, traderOk.share);
     },
     keyOf: (r) => [r.t, r.id],
-    shape: (rows) => rows.map((r) => {
-      const body = JSON.parse(r.body) as Omit<ChannelSummary, 'id' | 'traderId' | 'windowStart' | 'windowEnd' | 'generatedAt' | 'status'>;
-      return { ...head(r), traderId: r.traderId, overview: body.overview, keyInsights: body.keyInsights, marketBias: body.marketBias, mentionedAssets: body.mentionedAssets };
-    }),
+    shape: (rows) =>
+      rows.map((r) => {
+        const body = JSON.parse(r.body) as Omit<ChannelSummary, 'id' | 'traderId' | 'windowStart' | 'windowEnd' | 'generatedAt' | 'status'>;
+        return {
+          ...head(r),
+          traderId: r.traderId,
+          overview: body.overview,
+          keyInsights: body.keyInsights,
+          marketBias: body.marketBias,
+          mentionedAssets: body.mentionedAssets,
+        };
+      }),
   });
 }
 
 /** Aggregate summaries, newest windowStart first (ties by id descending): coverage counts, no trader or channel identity. */
 export function listAggregateSummaries(ctx: ReadContext, q: SummariesQuery) {
   return listRead<Row, AggregateSummary>(ctx, {
-    op: 'list_aggregate_summaries', query: q, historical: true, keyParts: ['time', 'string'],
+    op: 'list_aggregate_summaries',
+    query: q,
+    historical: true,
+    keyParts: ['time', 'string'],
     fetch: async ({ where, after, window, limit }) => {
       overlap(where, window, q);
-      const spec = { table: 'aggregate_summaries', columns: COLUMNS, timeCol: 'windowStart', idType: 'String' as const, where, selective: false };
+      const spec = {
+        table: 'aggregate_summaries',
+        columns: COLUMNS,
+        timeCol: 'windowStart',
+        idType: 'String' as const,
+        where,
+        selective: false,
+      };
       return statementPage<Row>(limit, after, (before, n) => statementRows<Row>(ctx, spec, before, n));
     },
     keyOf: (r) => [r.t, r.id],
-    shape: (rows) => rows.map((r) => {
-      const b = JSON.parse(r.body) as Omit<AggregateSummary, 'id' | 'windowStart' | 'windowEnd' | 'generatedAt' | 'status'>;
-      return {
-        ...head(r), headline: b.headline, overview: b.overview, dominantNarratives: b.dominantNarratives, contrarianTheses: b.contrarianTheses,
-        marketDrivers: b.marketDrivers, assetSentiment: b.assetSentiment, risks: b.risks, coverage: b.coverage,
-      };
-    }),
+    shape: (rows) =>
+      rows.map((r) => {
+        const b = JSON.parse(r.body) as Omit<AggregateSummary, 'id' | 'windowStart' | 'windowEnd' | 'generatedAt' | 'status'>;
+        return {
+          ...head(r),
+          headline: b.headline,
+          overview: b.overview,
+          dominantNarratives: b.dominantNarratives,
+          contrarianTheses: b.contrarianTheses,
+          marketDrivers: b.marketDrivers,
+          assetSentiment: b.assetSentiment,
+          risks: b.risks,
+          coverage: b.coverage,
+        };
+      }),
   });
 }

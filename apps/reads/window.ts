@@ -1,12 +1,15 @@
-import { ApiError } from '../../schemas/api/errors.ts';
 import type { AppliedTimeRange } from '../../schemas/api/envelope.ts';
+import { ApiError } from '../../schemas/api/errors.ts';
 import { parseDateTime } from '../../schemas/formats.ts';
 import type { Principal } from './principal.ts';
 
 export const DAY_MS = 86_400_000;
 export const DEFAULT_WINDOW_MS = 90 * DAY_MS;
 
-export interface Window { start: number | null; end: number | null }
+export interface Window {
+  start: number | null;
+  end: number | null;
+}
 
 /**
  * A historical list's window as a rule over the clock: what the request fixed (bounds given or
@@ -60,7 +63,8 @@ export function windowRule(
  * openAt; DESIGN 6 "History window scope"): a start trailing serverTime, no end. Null: no window.
  */
 export function historyRule(principal: Principal): WindowRule | null {
-  return principal.historyWindowDays == null ? null
+  return principal.historyWindowDays == null
+    ? null
     : { start: null, end: null, endAtNow: false, startLagMs: principal.historyWindowDays * DAY_MS };
 }
 
@@ -70,7 +74,9 @@ export function explicitBounds(q: { startTime?: string; endTime?: string }): Win
   const start = q.startTime !== undefined ? parseDateTime(q.startTime) : null;
   const end = q.endTime !== undefined ? parseDateTime(q.endTime) : null;
   if (start !== null && end !== null && start > end) {
-    throw new ApiError('VALIDATION_ERROR', 'startTime must not be after endTime', [{ param: 'startTime', message: 'must not be after endTime' }]);
+    throw new ApiError('VALIDATION_ERROR', 'startTime must not be after endTime', [
+      { param: 'startTime', message: 'must not be after endTime' },
+    ]);
   }
   return { start, end };
 }

@@ -1,35 +1,56 @@
-import { SCOPES, type AccountRecord, type ApiKeyRecord } from '../../schemas/topics/index.ts';
+import { type AccountRecord, type ApiKeyRecord, SCOPES } from '../../schemas/topics/index.ts';
 import { del, iso, type Projection } from '../projection.ts';
 
 export const accountsProjection: Projection = {
   name: 'accounts',
   canHandle: ['accounts'],
   table: 'accounts',
-  ddl: [`CREATE TABLE IF NOT EXISTS $db.accounts (
+  ddl: [
+    `CREATE TABLE IF NOT EXISTS $db.accounts (
     id String, status LowCardinality(String), emailVerified UInt8,
     msgMode LowCardinality(String), msgPlatforms Array(String), msgTraderIds Array(UInt64),
     sigMode LowCardinality(String), sigPlatforms Array(String), sigTraderIds Array(UInt64),
     historyWindowDays Nullable(UInt32), scopes Array(LowCardinality(String)), version UInt64, deleted UInt8
-  ) ENGINE = ReplacingMergeTree(version) ORDER BY id`],
-  handle: (batch) => batch.map(({ value: a }: { value: AccountRecord }) => ({
-    id: a.id, status: a.status, emailVerified: a.emailVerified ? 1 : 0,
-    msgMode: a.messageVisibility.mode, msgPlatforms: a.messageVisibility.platforms ?? [], msgTraderIds: a.messageVisibility.traderIds ?? [],
-    sigMode: a.signalVisibility.mode, sigPlatforms: a.signalVisibility.platforms ?? [], sigTraderIds: a.signalVisibility.traderIds ?? [],
-    // A record without scopes (from before accounts had them) holds all seven.
-    historyWindowDays: a.historyWindowDays, scopes: a.scopes ?? [...SCOPES], version: a.version, deleted: del(a),
-  })),
+  ) ENGINE = ReplacingMergeTree(version) ORDER BY id`,
+  ],
+  handle: (batch) =>
+    batch.map(({ value: a }: { value: AccountRecord }) => ({
+      id: a.id,
+      status: a.status,
+      emailVerified: a.emailVerified ? 1 : 0,
+      msgMode: a.messageVisibility.mode,
+      msgPlatforms: a.messageVisibility.platforms ?? [],
+      msgTraderIds: a.messageVisibility.traderIds ?? [],
+      sigMode: a.signalVisibility.mode,
+      sigPlatforms: a.signalVisibility.platforms ?? [],
+      sigTraderIds: a.signalVisibility.traderIds ?? [],
+      // A record without scopes (from before accounts had them) holds all seven.
+      historyWindowDays: a.historyWindowDays,
+      scopes: a.scopes ?? [...SCOPES],
+      version: a.version,
+      deleted: del(a),
+    })),
 };
 
 export const apiKeysProjection: Projection = {
   name: 'api-keys',
   canHandle: ['api-keys'],
   table: 'api_keys',
-  ddl: [`CREATE TABLE IF NOT EXISTS $db.api_keys (
+  ddl: [
+    `CREATE TABLE IF NOT EXISTS $db.api_keys (
     id String, keyHash String, accountId String, scopes Array(String), revoked UInt8,
     createdAt DateTime64(3, 'UTC'), version UInt64, deleted UInt8
-  ) ENGINE = ReplacingMergeTree(version) ORDER BY id`],
-  handle: (batch) => batch.map(({ value: k }: { value: ApiKeyRecord }) => ({
-    id: k.id, keyHash: k.keyHash, accountId: k.accountId, scopes: k.scopes, revoked: k.revoked ? 1 : 0,
-    createdAt: iso(k.createdAt), version: k.version, deleted: del(k),
-  })),
+  ) ENGINE = ReplacingMergeTree(version) ORDER BY id`,
+  ],
+  handle: (batch) =>
+    batch.map(({ value: k }: { value: ApiKeyRecord }) => ({
+      id: k.id,
+      keyHash: k.keyHash,
+      accountId: k.accountId,
+      scopes: k.scopes,
+      revoked: k.revoked ? 1 : 0,
+      createdAt: iso(k.createdAt),
+      version: k.version,
+      deleted: del(k),
+    })),
 };

@@ -27,17 +27,28 @@ export const assetsProjection: Projection = {
   name: 'assets',
   canHandle: ['assets'],
   table: 'assets',
-  ddl: [`CREATE TABLE IF NOT EXISTS $db.assets (
+  ddl: [
+    `CREATE TABLE IF NOT EXISTS $db.assets (
     id UInt64, name String, symbol String, logoUrl Nullable(String),
     assetClass LowCardinality(String), resolvedAssetClass LowCardinality(String), category Nullable(String),
     quoteSymbol Nullable(String), hasActiveMarket UInt8, version UInt64, deleted UInt8
-  ) ENGINE = ReplacingMergeTree(version) ORDER BY id`],
-  handle: (batch) => batch.map(({ value: a }: { value: AssetRecord }) => {
-    const quoteSymbol = quoteSymbolOf(a.markets);
-    return {
-      id: a.id, name: a.name, symbol: a.symbol, logoUrl: httpUrl(a.logoUrl),
-      assetClass: assetClassOf(a.assetClass), resolvedAssetClass: resolvedAssetClassOf(a.assetClass, a.category), category: a.category,
-      quoteSymbol, hasActiveMarket: quoteSymbol === null ? 0 : 1, version: a.version, deleted: del(a),
-    };
-  }),
+  ) ENGINE = ReplacingMergeTree(version) ORDER BY id`,
+  ],
+  handle: (batch) =>
+    batch.map(({ value: a }: { value: AssetRecord }) => {
+      const quoteSymbol = quoteSymbolOf(a.markets);
+      return {
+        id: a.id,
+        name: a.name,
+        symbol: a.symbol,
+        logoUrl: httpUrl(a.logoUrl),
+        assetClass: assetClassOf(a.assetClass),
+        resolvedAssetClass: resolvedAssetClassOf(a.assetClass, a.category),
+        category: a.category,
+        quoteSymbol,
+        hasActiveMarket: quoteSymbol === null ? 0 : 1,
+        version: a.version,
+        deleted: del(a),
+      };
+    }),
 };

@@ -1,5 +1,5 @@
-import type { EmbeddedLog } from '../log/embedded.ts';
 import { topicByName } from '../../schemas/topics/index.ts';
+import type { EmbeddedLog } from '../log/embedded.ts';
 import { estimateDemoRecords, generateDemo, type Scale } from './generate.ts';
 
 /** Bytes of log lines buffered per topic before they are appended. */
@@ -11,7 +11,10 @@ const FLUSH_BYTES = 4 << 20;
  * (the text `EmbeddedLog.appendSync` writes), encoded straight into a per-topic buffer that is
  * appended whole lines at a time.
  */
-export async function appendDemo(log: EmbeddedLog, opts: { scale: Scale; seed?: number; now: Date; onProgress?: (done: number, total: number) => void }): Promise<number> {
+export async function appendDemo(
+  log: EmbeddedLog,
+  opts: { scale: Scale; seed?: number; now: Date; onProgress?: (done: number, total: number) => void },
+): Promise<number> {
   const total = estimateDemoRecords(opts.scale);
   const buffers = new Map<string, { buf: Buffer; used: number }>();
   let done = 0;
@@ -30,7 +33,10 @@ export async function appendDemo(log: EmbeddedLog, opts: { scale: Scale; seed?: 
     }
     b.used += b.buf.write(line, b.used);
     b.buf[b.used++] = 10;
-    if (++done % 10_000 === 0) { opts.onProgress?.(done, Math.max(total, done)); await new Promise((r) => setImmediate(r)); }
+    if (++done % 10_000 === 0) {
+      opts.onProgress?.(done, Math.max(total, done));
+      await new Promise((r) => setImmediate(r));
+    }
   }
   for (const [topic, b] of buffers) flush(topic, b);
   opts.onProgress?.(done, done);

@@ -26,14 +26,30 @@
 //     60 MYST null. Large scale adds synthetic assets 61..300.
 
 import type {
-  AggregateSummaryRecord, AssetRecord, ChannelSummaryRecord, MessageRecord, Platform, PriceRecord, SourceIdentityRecord, TopicName, TradeEventRecord,
-  TraderRecord, TraderTagsRecord,
+  AggregateSummaryRecord,
+  AssetRecord,
+  ChannelSummaryRecord,
+  MessageRecord,
+  Platform,
+  PriceRecord,
+  SourceIdentityRecord,
+  TopicName,
+  TradeEventRecord,
+  TraderRecord,
+  TraderTagsRecord,
 } from '../../schemas/topics/index.ts';
 import { Prng } from './prng.ts';
 
 export type Scale = 'small' | 'large';
-export interface DemoRecord { topic: TopicName; value: unknown }
-export interface DemoOptions { scale: Scale; seed?: number; now: Date }
+export interface DemoRecord {
+  topic: TopicName;
+  value: unknown;
+}
+export interface DemoOptions {
+  scale: Scale;
+  seed?: number;
+  now: Date;
+}
 
 const SEC = 1000;
 const MIN = 60 * SEC;
@@ -99,8 +115,10 @@ export function iso(ms: number): string {
     isoDays.set(day, (dayText = new Date(day * DAY).toISOString().slice(0, 11)));
   }
   let r = ms - day * DAY;
-  const h = Math.floor(r / HOUR); r -= h * HOUR;
-  const m = Math.floor(r / MIN); r -= m * MIN;
+  const h = Math.floor(r / HOUR);
+  r -= h * HOUR;
+  const m = Math.floor(r / MIN);
+  r -= m * MIN;
   const sec = Math.floor(r / SEC);
   return dayText + DIGITS2[h] + ':' + DIGITS2[m] + ':' + DIGITS2[sec] + '.' + DIGITS3[r - sec * SEC] + 'Z';
 }
@@ -220,7 +238,13 @@ interface Asset {
 }
 
 const HOURLY_SIGMA: Record<string, number> = {
-  crypto: 0.006, equities: 0.0022, commodities: 0.0025, fx: 0.0006, other: 0.004, bonds: 0.002, etf: 0.0015,
+  crypto: 0.006,
+  equities: 0.0022,
+  commodities: 0.0025,
+  fx: 0.0006,
+  other: 0.004,
+  bonds: 0.002,
+  etf: 0.0015,
 };
 
 const SYLLABLES = ['ka', 'zo', 'ri', 'ne', 'lu', 'ta', 'vo', 'mi', 'sa', 'qu', 'xe', 'do', 'pe', 'ra', 'ni', 'to', 'ly', 'on', 'ex', 'ar'];
@@ -247,16 +271,33 @@ function syntheticSpecs(rng: Prng, count: number, used: Set<string>): AssetSpec[
     if (rng.chance(0.08)) flags.push('multi');
     if (rng.chance(0.08)) flags.push('noLogo');
     if (r < 0.55) {
-      out.push({ symbol, name: `${stem} ${rng.pick(CRYPTO_SUFFIX)}`, assetClass: 'crypto', category: rng.pick(CRYPTO_CATS),
-        price: rng.pick(MAGNITUDES) * rng.range(1, 10), flags });
+      out.push({
+        symbol,
+        name: `${stem} ${rng.pick(CRYPTO_SUFFIX)}`,
+        assetClass: 'crypto',
+        category: rng.pick(CRYPTO_CATS),
+        price: rng.pick(MAGNITUDES) * rng.range(1, 10),
+        flags,
+      });
     } else if (r < 0.88) {
       const index = rng.chance(0.05);
-      out.push({ symbol, name: index ? `${stem} ${rng.intIn(20, 500)} Index` : `${stem} ${rng.pick(EQUITY_SUFFIX)}`,
-        assetClass: 'equities', category: index ? 'Indices' : rng.pick(EQUITY_CATS),
-        price: index ? rng.range(1000, 30000) : rng.range(5, 800), flags });
+      out.push({
+        symbol,
+        name: index ? `${stem} ${rng.intIn(20, 500)} Index` : `${stem} ${rng.pick(EQUITY_SUFFIX)}`,
+        assetClass: 'equities',
+        category: index ? 'Indices' : rng.pick(EQUITY_CATS),
+        price: index ? rng.range(1000, 30000) : rng.range(5, 800),
+        flags,
+      });
     } else if (r < 0.93) {
-      out.push({ symbol, name: `${stem} Futures`, assetClass: 'commodities', category: rng.pick(['Metals', 'Energy', 'Agriculture']),
-        price: rng.range(2, 3000), flags });
+      out.push({
+        symbol,
+        name: `${stem} Futures`,
+        assetClass: 'commodities',
+        category: rng.pick(['Metals', 'Energy', 'Agriculture']),
+        price: rng.range(2, 3000),
+        flags,
+      });
     } else if (r < 0.97) {
       out.push({ symbol, name: `${stem} Cross`, assetClass: 'fx', category: 'Minors', price: rng.range(0.5, 150), flags });
     } else {
@@ -278,16 +319,28 @@ function buildAssets(seed: number, count: number): Asset[] {
     const quote = spec.assetClass === 'crypto' ? 'USDT' : spec.assetClass === 'fx' ? spec.symbol.slice(3) || 'USD' : 'USD';
     let markets: AssetRecord['markets'];
     if (flags.includes('emptyMarkets')) markets = [];
-    else if (flags.includes('inactiveMarkets')) markets = [
-      { quoteSymbol: quote, active: false, preferred: true }, { quoteSymbol: 'USD', active: false, preferred: false },
-    ];
-    else if (flags.includes('multi')) markets = spec.assetClass === 'crypto'
-      ? [{ quoteSymbol: 'EUR', active: true, preferred: false }, { quoteSymbol: 'USDT', active: true, preferred: true },
-        { quoteSymbol: 'USDC', active: false, preferred: false }]
-      : [{ quoteSymbol: 'EUR', active: true, preferred: false }, { quoteSymbol: quote, active: true, preferred: true }];
-    else if (spec.assetClass === 'crypto' && rng.chance(0.3)) markets = [
-      { quoteSymbol: 'USDT', active: true, preferred: true }, { quoteSymbol: 'USD', active: true, preferred: false },
-    ];
+    else if (flags.includes('inactiveMarkets'))
+      markets = [
+        { quoteSymbol: quote, active: false, preferred: true },
+        { quoteSymbol: 'USD', active: false, preferred: false },
+      ];
+    else if (flags.includes('multi'))
+      markets =
+        spec.assetClass === 'crypto'
+          ? [
+              { quoteSymbol: 'EUR', active: true, preferred: false },
+              { quoteSymbol: 'USDT', active: true, preferred: true },
+              { quoteSymbol: 'USDC', active: false, preferred: false },
+            ]
+          : [
+              { quoteSymbol: 'EUR', active: true, preferred: false },
+              { quoteSymbol: quote, active: true, preferred: true },
+            ];
+    else if (spec.assetClass === 'crypto' && rng.chance(0.3))
+      markets = [
+        { quoteSymbol: 'USDT', active: true, preferred: true },
+        { quoteSymbol: 'USD', active: true, preferred: false },
+      ];
     else markets = [{ quoteSymbol: quote, active: true, preferred: true }];
     const record: AssetRecord = {
       id,
@@ -307,7 +360,8 @@ function buildAssets(seed: number, count: number): Asset[] {
     if (overflow) {
       for (let k = 0; k <= PRICE_STEPS; k++) walk[k] = 1.2e308 * (1 + 0.1 * (2 * prng.next() - 1));
     } else {
-      const sigma = (HOURLY_SIGMA[spec.assetClass ?? 'other'] ?? 0.003) * (spec.category === 'Meme' ? 1.6 : spec.category === 'Indices' ? 0.6 : 1);
+      const sigma =
+        (HOURLY_SIGMA[spec.assetClass ?? 'other'] ?? 0.003) * (spec.category === 'Meme' ? 1.6 : spec.category === 'Indices' ? 0.6 : 1);
       const step = sigma * 1.7320508075688772;
       let p = spec.price;
       for (let k = 0; k <= PRICE_STEPS; k++) {
@@ -334,18 +388,108 @@ function buildAssets(seed: number, count: number): Asset[] {
 // Traders
 
 const ADJECTIVES = [
-  'Alpha', 'Crypto', 'Macro', 'Degen', 'Quiet', 'Golden', 'Iron', 'Lunar', 'Solar', 'Delta', 'Gamma', 'Sigma',
-  'Swift', 'Silent', 'Atlas', 'Apex', 'Blue', 'Red', 'Green', 'Night', 'Early', 'Smart', 'Wise', 'Rapid',
-  'Steady', 'Bold', 'Lucky', 'Stealth', 'Cosmic', 'Arctic', 'Phantom', 'Royal', 'Urban', 'Zen', 'Turbo',
-  'Prime', 'Nova', 'Echo', 'Titan', 'Velvet', 'Hidden', 'Patient', 'Chart', 'Pivot', 'Trend', 'Value',
-  'Momentum', 'Contrarian', 'Bullish', 'Bearish',
+  'Alpha',
+  'Crypto',
+  'Macro',
+  'Degen',
+  'Quiet',
+  'Golden',
+  'Iron',
+  'Lunar',
+  'Solar',
+  'Delta',
+  'Gamma',
+  'Sigma',
+  'Swift',
+  'Silent',
+  'Atlas',
+  'Apex',
+  'Blue',
+  'Red',
+  'Green',
+  'Night',
+  'Early',
+  'Smart',
+  'Wise',
+  'Rapid',
+  'Steady',
+  'Bold',
+  'Lucky',
+  'Stealth',
+  'Cosmic',
+  'Arctic',
+  'Phantom',
+  'Royal',
+  'Urban',
+  'Zen',
+  'Turbo',
+  'Prime',
+  'Nova',
+  'Echo',
+  'Titan',
+  'Velvet',
+  'Hidden',
+  'Patient',
+  'Chart',
+  'Pivot',
+  'Trend',
+  'Value',
+  'Momentum',
+  'Contrarian',
+  'Bullish',
+  'Bearish',
 ];
 const NOUNS = [
-  'Whale', 'Trader', 'Falcon', 'Wolf', 'Monk', 'Fox', 'Owl', 'Shark', 'Bull', 'Bear', 'Hawk', 'Tiger', 'Lion',
-  'Raven', 'Phoenix', 'Samurai', 'Ninja', 'Sniper', 'Captain', 'Oracle', 'Hunter', 'Alchemist', 'Pilot',
-  'Ranger', 'Scout', 'Sage', 'Capital', 'Signals', 'Charts', 'Labs', 'Desk', 'Research', 'Insights', 'Markets',
-  'Ventures', 'Dragon', 'Panda', 'Bison', 'Viper', 'Cobra', 'Lynx', 'Otter', 'Badger', 'Mustang', 'Stallion',
-  'Eagle', 'Heron', 'Orca', 'Dolphin', 'Kraken',
+  'Whale',
+  'Trader',
+  'Falcon',
+  'Wolf',
+  'Monk',
+  'Fox',
+  'Owl',
+  'Shark',
+  'Bull',
+  'Bear',
+  'Hawk',
+  'Tiger',
+  'Lion',
+  'Raven',
+  'Phoenix',
+  'Samurai',
+  'Ninja',
+  'Sniper',
+  'Captain',
+  'Oracle',
+  'Hunter',
+  'Alchemist',
+  'Pilot',
+  'Ranger',
+  'Scout',
+  'Sage',
+  'Capital',
+  'Signals',
+  'Charts',
+  'Labs',
+  'Desk',
+  'Research',
+  'Insights',
+  'Markets',
+  'Ventures',
+  'Dragon',
+  'Panda',
+  'Bison',
+  'Viper',
+  'Cobra',
+  'Lynx',
+  'Otter',
+  'Badger',
+  'Mustang',
+  'Stallion',
+  'Eagle',
+  'Heron',
+  'Orca',
+  'Dolphin',
+  'Kraken',
 ];
 const TG_HANDLE_SUFFIX = ['', '_signals', '_calls', '_trading', '_vip', '_official'];
 const X_HANDLE_SUFFIX = ['', '_fx', 'trades', '_eth', 'capital', '_'];
@@ -382,7 +526,14 @@ function sourceIdFor(platform: Platform, n: number): string {
   return platform === 'TELEGRAM' ? `-100${1500000000 + n * 7919}` : String(1200000000 + n * 104729);
 }
 
-function makeIdentity(rng: Prng, platform: Platform, sourceIdentityId: string, displayName: string, handleBase: string, n: number): SourceIdentityRecord {
+function makeIdentity(
+  rng: Prng,
+  platform: Platform,
+  sourceIdentityId: string,
+  displayName: string,
+  handleBase: string,
+  n: number,
+): SourceIdentityRecord {
   const handle = rng.chance(0.06) ? null : `${handleBase}${rng.pick(platform === 'TELEGRAM' ? TG_HANDLE_SUFFIX : X_HANDLE_SUFFIX)}`;
   const u = rng.next();
   return {
@@ -429,8 +580,7 @@ function buildProfiles(seed: number, p: ScaleParams): Profile[] {
     const w = rng.next();
     const positions = noPositions ? 0 : Math.max(1, Math.round(p.meanPositions * (0.15 + 2.55 * w * w)));
     const sourceIdentityId = sourceNull ? null : sourceIdFor(platform, id);
-    const identity = sourceIdentityId === null ? null
-      : makeIdentity(rng, platform, sourceIdentityId, name, slugText.replace(/-/g, ''), id);
+    const identity = sourceIdentityId === null ? null : makeIdentity(rng, platform, sourceIdentityId, name, slugText.replace(/-/g, ''), id);
     let tags: Profile['tags'] = null;
     if (!untagged) {
       tags = [{ category: 'thematic', name: rng.pick(THEMATIC[focus]) }];
@@ -541,7 +691,8 @@ function buildPlan(ctx: Ctx, t: Profile): Plan {
   const rng = new Prng(ctx.seed, S_PLAN, t.id);
   const nowMs = ctx.nowMs;
   const P = t.positions;
-  const nS = P > 0 ? Math.max(2, Math.round((P * EVENTS_PER_POSITION) / ctx.params.eventsPerSession)) : t.hasMessages ? t.fillerSessions : 0;
+  const nS =
+    P > 0 ? Math.max(2, Math.round((P * EVENTS_PER_POSITION) / ctx.params.eventsPerSession)) : t.hasMessages ? t.fillerSessions : 0;
   const sessions = new Float64Array(nS);
   const sStart = nowMs - SESSION_DAYS * DAY;
   const sSpan = SESSION_DAYS * DAY - SESSION_END_LAG;
@@ -563,8 +714,15 @@ function buildPlan(ctx: Ctx, t: Profile): Plan {
   const mkEvent = (pos: PPos, type: EvType, sess: number, at: number): PEvent => {
     const retro = rng.chance(0.02);
     return {
-      type, t: at, price: eventPrice(ctx, rng, pos.asset, at, type), assumed: false, retro, auto: false,
-      sess: sessFor(sess, at, retro), deleted: false, pos,
+      type,
+      t: at,
+      price: eventPrice(ctx, rng, pos.asset, at, type),
+      assumed: false,
+      retro,
+      auto: false,
+      sess: sessFor(sess, at, retro),
+      deleted: false,
+      pos,
     };
   };
 
@@ -648,7 +806,16 @@ function buildPlan(ctx: Ctx, t: Profile): Plan {
 
 const STANCES = ['bullish', 'bearish', 'mixed', 'neutral', 'unclear'] as const;
 const LEVELS = ['low', 'medium', 'high'] as const;
-const NARRATIVES = ['ETF flows', 'rate cuts', 'AI trade', 'memecoin rotation', 'earnings season', 'dollar strength', 'risk-off', 'L2 season'];
+const NARRATIVES = [
+  'ETF flows',
+  'rate cuts',
+  'AI trade',
+  'memecoin rotation',
+  'earnings season',
+  'dollar strength',
+  'risk-off',
+  'L2 season',
+];
 const SUMMARY_WEEKS = 8;
 const AGGREGATE_DAYS = 120;
 
@@ -670,16 +837,29 @@ function* emitSummaries(ctx: Ctx): Generator<DemoRecord> {
       const start = weekStart - w * 7 * DAY;
       const assets = Array.from({ length: rng.intIn(0, 5) }, () => rng.pick(pool).spec);
       const rec: ChannelSummaryRecord = {
-        id: `cs-${t.id}-${iso(start).slice(0, 10)}`, traderId: t.id, windowStart: iso(start), windowEnd: iso(start + 7 * DAY),
-        generatedAt: iso(start + 7 * DAY + rng.intIn(10, 300) * MIN), status: rng.chance(0.2) ? 'low_signal' : 'safe',
+        id: `cs-${t.id}-${iso(start).slice(0, 10)}`,
+        traderId: t.id,
+        windowStart: iso(start),
+        windowEnd: iso(start + 7 * DAY),
+        generatedAt: iso(start + 7 * DAY + rng.intIn(10, 300) * MIN),
+        status: rng.chance(0.2) ? 'low_signal' : 'safe',
         overview: `${t.name} spent the week on ${assets.map((a) => a.symbol).join(', ') || 'the macro picture'}; ${rng.pick(NARRATIVES)} dominated the channel.`,
         keyInsights: Array.from({ length: rng.intIn(0, 3) }, () => `Watching ${rng.pick(NARRATIVES)}.`),
         marketBias: rng.pick(STANCES),
-        mentionedAssets: assets.map((a) => ({ symbol: a.symbol, name: rng.chance(0.9) ? a.name : null, stance: rng.pick(STANCES), confidence: rng.pick(LEVELS) })),
+        mentionedAssets: assets.map((a) => ({
+          symbol: a.symbol,
+          name: rng.chance(0.9) ? a.name : null,
+          stance: rng.pick(STANCES),
+          confidence: rng.pick(LEVELS),
+        })),
         version: 1,
       };
       yield { topic: 'channel-summaries', value: rec };
-      if (rng.chance(0.05)) later.push({ topic: 'channel-summaries', value: { ...rec, version: 2, overview: `${rec.overview} (regenerated)`, status: 'safe' } });
+      if (rng.chance(0.05))
+        later.push({
+          topic: 'channel-summaries',
+          value: { ...rec, version: 2, overview: `${rec.overview} (regenerated)`, status: 'safe' },
+        });
       else if (rng.chance(0.01)) later.push({ topic: 'channel-summaries', value: { ...rec, version: 2, deleted: true } });
     }
   }
@@ -691,27 +871,46 @@ function* emitSummaries(ctx: Ctx): Generator<DemoRecord> {
     const sentiment = Array.from({ length: rng.intIn(1, 8) }, (_, i) => {
       const a = rng.pick(ctx.assets).spec;
       return {
-        symbol: a.symbol, name: a.name, discussionRank: i + 1, sentiment: rng.pick(STANCES), intensity: rng.pick(LEVELS),
-        thesis: `${a.symbol}: ${rng.pick(NARRATIVES)}.`, drivers: [rng.pick(NARRATIVES)], contrarianAngle: rng.chance(0.3) ? `Fade the ${a.symbol} move.` : null,
+        symbol: a.symbol,
+        name: a.name,
+        discussionRank: i + 1,
+        sentiment: rng.pick(STANCES),
+        intensity: rng.pick(LEVELS),
+        thesis: `${a.symbol}: ${rng.pick(NARRATIVES)}.`,
+        drivers: [rng.pick(NARRATIVES)],
+        contrarianAngle: rng.chance(0.3) ? `Fade the ${a.symbol} move.` : null,
         confidence: rng.pick(LEVELS),
       };
     });
     const active = rng.intIn(50, 400);
     const rec: AggregateSummaryRecord = {
-      id: `as-${iso(start).slice(0, 10)}`, windowStart: iso(start), windowEnd: iso(start + DAY), generatedAt: iso(start + DAY + rng.intIn(5, 60) * MIN),
-      status: rng.chance(0.15) ? 'low_signal' : 'safe', headline: `Channels on ${rng.pick(NARRATIVES)}`,
-      overview: `The day's talk turned on ${sentiment.map((x) => x.symbol).slice(0, 3).join(', ')}.`,
+      id: `as-${iso(start).slice(0, 10)}`,
+      windowStart: iso(start),
+      windowEnd: iso(start + DAY),
+      generatedAt: iso(start + DAY + rng.intIn(5, 60) * MIN),
+      status: rng.chance(0.15) ? 'low_signal' : 'safe',
+      headline: `Channels on ${rng.pick(NARRATIVES)}`,
+      overview: `The day's talk turned on ${sentiment
+        .map((x) => x.symbol)
+        .slice(0, 3)
+        .join(', ')}.`,
       dominantNarratives: Array.from({ length: rng.intIn(1, 5) }, () => rng.pick(NARRATIVES)),
       contrarianTheses: Array.from({ length: rng.intIn(0, 5) }, () => `Against ${rng.pick(NARRATIVES)}.`),
       marketDrivers: Array.from({ length: rng.intIn(1, 8) }, () => rng.pick(NARRATIVES)),
       assetSentiment: sentiment,
       risks: Array.from({ length: rng.intIn(0, 5) }, () => `${rng.pick(NARRATIVES)} reversal`),
-      coverage: { eligibleSourceCount: active + rng.intIn(0, 300), activeSourceCount: active, messageCount: active * rng.intIn(3, 20), attachmentCount: rng.intIn(0, 200) },
+      coverage: {
+        eligibleSourceCount: active + rng.intIn(0, 300),
+        activeSourceCount: active,
+        messageCount: active * rng.intIn(3, 20),
+        attachmentCount: rng.intIn(0, 200),
+      },
       version: 1,
     };
     yield { topic: 'aggregate-summaries', value: rec };
     // Regenerated with the other status now and then: the version the reads serve moves.
-    if (rng.chance(0.08)) later.push({ topic: 'aggregate-summaries', value: { ...rec, version: 2, status: rec.status === 'safe' ? 'low_signal' : 'safe' } });
+    if (rng.chance(0.08))
+      later.push({ topic: 'aggregate-summaries', value: { ...rec, version: 2, status: rec.status === 'safe' ? 'low_signal' : 'safe' } });
   }
   yield* later.filter((x) => x.topic === 'aggregate-summaries');
 }
@@ -744,7 +943,9 @@ function eventLine(e: PEvent, rng: Prng): string {
   const dir = e.pos.dir;
   switch (e.type) {
     case 'open':
-      return rng.chance(0.5) ? `${dir === 'long' ? 'Long' : 'Short'} ${sym}${fmtPrice(e.price)}` : `Opening a ${dir} on ${sym}${fmtPrice(e.price)}`;
+      return rng.chance(0.5)
+        ? `${dir === 'long' ? 'Long' : 'Short'} ${sym}${fmtPrice(e.price)}`
+        : `Opening a ${dir} on ${sym}${fmtPrice(e.price)}`;
     case 'increase':
       return rng.chance(0.5) ? `Adding to my ${sym} ${dir}${fmtPrice(e.price)}` : `Scaling into ${sym} ${dir}`;
     case 'decrease':
@@ -754,13 +955,26 @@ function eventLine(e: PEvent, rng: Prng): string {
   }
 }
 
-interface MsgCounters { tg: number; x: number }
+interface MsgCounters {
+  tg: number;
+  x: number;
+}
 
-interface MsgSource { platform: Platform; sourceIdentityId: string; handle: string | null; n: number }
+interface MsgSource {
+  platform: Platform;
+  sourceIdentityId: string;
+  handle: string | null;
+  n: number;
+}
 
 /** Message records of one source identity (v1 in time order, then edits and tombstones). */
 function* emitMessages(
-  ctx: Ctx, src: MsgSource, sessions: Float64Array, lines: (i: number) => string[] | null, rng: Prng, counters: MsgCounters,
+  ctx: Ctx,
+  src: MsgSource,
+  sessions: Float64Array,
+  lines: (i: number) => string[] | null,
+  rng: Prng,
+  counters: MsgCounters,
 ): Generator<DemoRecord> {
   const later: MessageRecord[] = [];
   const isTg = src.platform === 'TELEGRAM';
@@ -776,12 +990,16 @@ function* emitMessages(
       text = (ls.length > 4 ? [...ls.slice(0, 4), `+${ls.length - 4} more`] : ls).join('\n') + rng.pick(TAILS);
     } else {
       const a = assets[Math.floor(assets.length * rng.next() * rng.next())]!;
-      text = rng.pick(FILLER).replace('{S}', a.spec.symbol).replace('{P}', String(roundPrice(a.overflow ? 1 : a.walk[PRICE_STEPS]!)));
+      text = rng
+        .pick(FILLER)
+        .replace('{S}', a.spec.symbol)
+        .replace('{P}', String(roundPrice(a.overflow ? 1 : a.walk[PRICE_STEPS]!)));
     }
     const attachments: MessageRecord['attachments'] = [];
     if (rng.chance(0.12)) {
       const nAtt = rng.chance(0.8) ? 1 : 2;
-      for (let k = 1; k <= nAtt; k++) attachments.push({ type: 'image', url: `https://cdn.example.com/a/${isTg ? 't' : 'x'}${num}-${k}.png` });
+      for (let k = 1; k <= nAtt; k++)
+        attachments.push({ type: 'image', url: `https://cdn.example.com/a/${isTg ? 't' : 'x'}${num}-${k}.png` });
       if (rng.chance(0.25)) text = null;
     }
     const flagsNull = rng.chance(0.04);
@@ -792,7 +1010,12 @@ function* emitMessages(
       platform: src.platform,
       sourceIdentityId: src.sourceIdentityId,
       writtenAt: iso(writtenAt),
-      url: src.handle === null ? null : isTg ? `https://t.me/${src.handle}/${i + 1}` : `https://x.com/${src.handle}/status/18${pad6(src.n)}${String(num).padStart(11, '0')}`,
+      url:
+        src.handle === null
+          ? null
+          : isTg
+            ? `https://t.me/${src.handle}/${i + 1}`
+            : `https://x.com/${src.handle}/status/18${pad6(src.n)}${String(num).padStart(11, '0')}`,
       text,
       attachments,
       isEdited: flagsNull ? null : false,
@@ -802,7 +1025,8 @@ function* emitMessages(
       version: 1,
     };
     yield { topic: 'messages', value: rec };
-    if (edited) later.push({ ...rec, text: `${rec.text ?? ''}${rec.text ? '\n' : ''}Edit: updated the target.`, isEdited: true, version: 2 });
+    if (edited)
+      later.push({ ...rec, text: `${rec.text ?? ''}${rec.text ? '\n' : ''}Edit: updated the target.`, isEdited: true, version: 2 });
     if (deleted) later.push({ ...rec, version: 2, deleted: true });
   }
   for (const rec of later) yield { topic: 'messages', value: rec };
@@ -822,7 +1046,7 @@ export function* generateDemo(opts: DemoOptions): Generator<DemoRecord> {
   const byFocus: Record<Focus, Asset[]> = {
     crypto: assets.filter((a) => a.spec.assetClass === 'crypto'),
     equities: assets.filter((a) => a.spec.assetClass === 'equities'),
-    macro: assets.filter((a) => a.spec.assetClass !== 'crypto' && a.spec.assetClass !== 'equities' || a.spec.category === 'Indices'),
+    macro: assets.filter((a) => (a.spec.assetClass !== 'crypto' && a.spec.assetClass !== 'equities') || a.spec.category === 'Indices'),
     mixed: assets,
   };
   const profiles = buildProfiles(seed, params);
@@ -835,7 +1059,14 @@ export function* generateDemo(opts: DemoOptions): Generator<DemoRecord> {
     const rng = new Prng(seed, S_ORPHAN, i);
     const platform: Platform = i % 2 === 1 ? 'TELEGRAM' : 'X';
     const name = `${rng.pick(ADJECTIVES)} ${rng.pick(['Calls', 'Alerts', 'Club', 'Room', 'Pumps', 'News'])} ${i}`;
-    const identity = makeIdentity(rng, platform, sourceIdFor(platform, 100000 + i), name, name.toLowerCase().replace(/[^a-z0-9]+/g, ''), 100000 + i);
+    const identity = makeIdentity(
+      rng,
+      platform,
+      sourceIdFor(platform, 100000 + i),
+      name,
+      name.toLowerCase().replace(/[^a-z0-9]+/g, ''),
+      100000 + i,
+    );
     orphans.push({ identity, sessions: rng.intIn(20, 100) });
   }
 
@@ -886,17 +1117,30 @@ export function* generateDemo(opts: DemoOptions): Generator<DemoRecord> {
       for (; j >= 0; j = next[j]!) out.push(eventLine(flat[j]!, trng));
       return out.reverse();
     };
-    yield* emitMessages(ctx, { platform: t.platform, sourceIdentityId: t.sourceIdentityId!, handle: t.identity!.handle, n: t.id },
-      plan.sessions, lines, trng, mc);
+    yield* emitMessages(
+      ctx,
+      { platform: t.platform, sourceIdentityId: t.sourceIdentityId!, handle: t.identity!.handle, n: t.id },
+      plan.sessions,
+      lines,
+      trng,
+      mc,
+    );
   }
   for (let i = 0; i < orphans.length; i++) {
     const o = orphans[i]!;
     const rng = new Prng(seed, S_ORPHAN, 1_000_000 + i);
     const sessions = new Float64Array(o.sessions);
-    for (let k = 0; k < sessions.length; k++) sessions[k] = Math.floor((nowMs - SESSION_DAYS * DAY + rng.next() * (SESSION_DAYS * DAY - SESSION_END_LAG)) / SEC) * SEC;
+    for (let k = 0; k < sessions.length; k++)
+      sessions[k] = Math.floor((nowMs - SESSION_DAYS * DAY + rng.next() * (SESSION_DAYS * DAY - SESSION_END_LAG)) / SEC) * SEC;
     sessions.sort();
-    yield* emitMessages(ctx, { platform: o.identity.platform, sourceIdentityId: o.identity.sourceIdentityId, handle: o.identity.handle, n: 100000 + i },
-      sessions, () => null, rng, mc);
+    yield* emitMessages(
+      ctx,
+      { platform: o.identity.platform, sourceIdentityId: o.identity.sourceIdentityId, handle: o.identity.handle, n: 100000 + i },
+      sessions,
+      () => null,
+      rng,
+      mc,
+    );
   }
 
   // 7. trade events (pass 2: the same plans, in the same order, so message ids line up)

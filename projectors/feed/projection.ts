@@ -1,9 +1,17 @@
-import type { SourceIdentityRecord, TraderRecord, AssetRecord } from '../../schemas/topics/index.ts';
-import type { Projection, ValidRecord } from '../projection.ts';
-import { batchSeq, inJsonIds, newestById, sameFields, statementRows, STATEMENT_COLUMNS_DDL, type Statement } from '../../storage/statements.ts';
-import type { Store } from '../../storage/port.ts';
+import type { AssetRecord, SourceIdentityRecord, TraderRecord } from '../../schemas/topics/index.ts';
 import { statementEngine } from '../../storage/compaction.ts';
+import type { Store } from '../../storage/port.ts';
+import {
+  batchSeq,
+  inJsonIds,
+  newestById,
+  STATEMENT_COLUMNS_DDL,
+  type Statement,
+  sameFields,
+  statementRows,
+} from '../../storage/statements.ts';
 import { decodeFeedEvents, encodeFeedEvents, type FeedEventState } from '../../storage/tables/feed-groups.ts';
+import type { Projection, ValidRecord } from '../projection.ts';
 
 /**
  * The partner feed's read models (DESIGN 5): a group per source message with the message's live
@@ -54,20 +62,73 @@ export const FEED_WATERMARK_DDL = `CREATE TABLE IF NOT EXISTS $db.feed_watermark
   ENGINE = ReplacingMergeTree(fseq) ORDER BY k`;
 
 export interface GroupStatement extends Statement {
-  id: string; platform: string; sourceIdentityId: string; t: number; url: string | null; text: string | null;
-  attachmentTypes: string[]; attachmentUrls: string[]; hasMessage: number; events: string; assetIds: number[]; traderIds: number[];
+  id: string;
+  platform: string;
+  sourceIdentityId: string;
+  t: number;
+  url: string | null;
+  text: string | null;
+  attachmentTypes: string[];
+  attachmentUrls: string[];
+  hasMessage: number;
+  events: string;
+  assetIds: number[];
+  traderIds: number[];
 }
 /** A stamp: the group's statement as it was when stamped, at its sequence number. */
-interface ChangeStatement extends GroupStatement { fseq: number }
+interface ChangeStatement extends GroupStatement {
+  fseq: number;
+}
 
-const GROUP_COLUMNS = ['id', 'platform', 'sourceIdentityId', 'writtenAt', 'url', 'text', 'attachmentTypes', 'attachmentUrls',
-  'hasMessage', 'events', 'assetIds', 'traderIds', 'live', 'tomb', 'seq'] as const;
-const groupValues = (g: GroupStatement): unknown[] => [g.id, g.platform, g.sourceIdentityId, new Date(g.t).toISOString(), g.url, g.text,
-  g.attachmentTypes, g.attachmentUrls, g.hasMessage, g.events, g.assetIds, g.traderIds, g.live, g.tomb, g.seq];
+const GROUP_COLUMNS = [
+  'id',
+  'platform',
+  'sourceIdentityId',
+  'writtenAt',
+  'url',
+  'text',
+  'attachmentTypes',
+  'attachmentUrls',
+  'hasMessage',
+  'events',
+  'assetIds',
+  'traderIds',
+  'live',
+  'tomb',
+  'seq',
+] as const;
+const groupValues = (g: GroupStatement): unknown[] => [
+  g.id,
+  g.platform,
+  g.sourceIdentityId,
+  new Date(g.t).toISOString(),
+  g.url,
+  g.text,
+  g.attachmentTypes,
+  g.attachmentUrls,
+  g.hasMessage,
+  g.events,
+  g.assetIds,
+  g.traderIds,
+  g.live,
+  g.tomb,
+  g.seq,
+];
 const GROUP_SELECT = `SELECT id, platform, sourceIdentityId, toUnixTimestamp64Milli(writtenAt) AS t, url, text, attachmentTypes, attachmentUrls,
   hasMessage, events, assetIds, traderIds, live, tomb, seq FROM $db.feed_groups`;
-const sameGroup = sameFields<GroupStatement>(['id', 'platform', 'sourceIdentityId', 't', 'url', 'text', 'attachmentTypes', 'attachmentUrls',
-  'hasMessage', 'events', 'live']);
+const sameGroup = sameFields<GroupStatement>([
+  'id',
+  'platform',
+  'sourceIdentityId',
+  't',
+  'url',
+  'text',
+  'attachmentTypes',
+  'attachmentUrls',
+  'hasMessage',
+  'events',
+  'live',
+]);
 const sameGroupKey = sameFields<GroupStatement>(['t', 'id', 'platform', 'sourceIdentityId']);
 // A new stamp always differs (its fseq): a stamp is never skipped, and its key always moves.
 const sameChange = sameFields<ChangeStatement>(['fseq', 'id']);
@@ -75,16 +136,34 @@ const changeValues = (c: ChangeStatement): unknown[] => [c.fseq, ...groupValues(
 
 /** The message fields of a group, from the messages table's current statement (none: not known yet). */
 interface MessageFields {
-  platform: string; sourceIdentityId: string; t: number; url: string | null; text: string | null;
-  attachmentTypes: string[]; attachmentUrls: string[]; live: number;
+  platform: string;
+  sourceIdentityId: string;
+  t: number;
+  url: string | null;
+  text: string | null;
+  attachmentTypes: string[];
+  attachmentUrls: string[];
+  live: number;
 }
-const NO_MESSAGE: MessageFields = { platform: '', sourceIdentityId: '', t: 0, url: null, text: null, attachmentTypes: [], attachmentUrls: [], live: 0 };
+const NO_MESSAGE: MessageFields = {
+  platform: '',
+  sourceIdentityId: '',
+  t: 0,
+  url: null,
+  text: null,
+  attachmentTypes: [],
+  attachmentUrls: [],
+  live: 0,
+};
 
 async function currentMessages(store: Store, ids: readonly string[]): Promise<Map<string, MessageFields>> {
   if (!ids.length) return new Map();
-  const rows = await store.query<MessageFields & { id: string; seq: number; tomb: number }>(`
+  const rows = await store.query<MessageFields & { id: string; seq: number; tomb: number }>(
+    `
     SELECT id, platform, sourceIdentityId, toUnixTimestamp64Milli(writtenAt) AS t, url, text, attachmentTypes, attachmentUrls, live, tomb, seq
-    FROM $db.messages WHERE id IN ${inJsonIds('ids', 'String')}`, { ids: JSON.stringify(ids) });
+    FROM $db.messages WHERE id IN ${inJsonIds('ids', 'String')}`,
+    { ids: JSON.stringify(ids) },
+  );
   const out = new Map<string, MessageFields>();
   for (const [id, r] of newestById(rows, (r) => r.id)) if (r.tomb === 0) out.set(id, r);
   return out;
@@ -94,11 +173,20 @@ async function currentGroups(store: Store, ids: readonly string[]): Promise<Map<
   if (!ids.length) return new Map();
   // Which of them have rows, reading the id column only: in a catch-up most have none yet, and the
   // rows of those that do lie all over the table (a granule of every column read for each).
-  const found = [...new Set((await store.query<{ id: string }>(`SELECT id FROM $db.feed_groups WHERE id IN ${inJsonIds('ids', 'String')}`,
-    { ids: JSON.stringify(ids) })).map((r) => r.id))];
+  const found = [
+    ...new Set(
+      (
+        await store.query<{ id: string }>(`SELECT id FROM $db.feed_groups WHERE id IN ${inJsonIds('ids', 'String')}`, {
+          ids: JSON.stringify(ids),
+        })
+      ).map((r) => r.id),
+    ),
+  ];
   if (!found.length) return new Map();
-  return newestById(await store.query<GroupStatement>(`${GROUP_SELECT} WHERE id IN ${inJsonIds('ids', 'String')}`,
-    { ids: JSON.stringify(found) }), (r) => r.id);
+  return newestById(
+    await store.query<GroupStatement>(`${GROUP_SELECT} WHERE id IN ${inJsonIds('ids', 'String')}`, { ids: JSON.stringify(found) }),
+    (r) => r.id,
+  );
 }
 
 /** A group's row from its message and its events (sorted by time, then id). */
@@ -106,9 +194,19 @@ function groupState(id: string, m: MessageFields, events: FeedEventState[]): Omi
   events.sort((a, b) => a.t - b.t || a.id - b.id);
   const live = m.live === 1 && events.length > 0 ? 1 : 0;
   return {
-    id, platform: m.platform, sourceIdentityId: m.sourceIdentityId, t: m.live === 1 ? m.t : 0, url: m.url, text: m.text,
-    attachmentTypes: m.attachmentTypes, attachmentUrls: m.attachmentUrls, hasMessage: m.live, events: encodeFeedEvents(events),
-    assetIds: [...new Set(events.map((e) => e.assetId))].sort((a, b) => a - b), traderIds: [...new Set(events.map((e) => e.traderId))].sort((a, b) => a - b), live,
+    id,
+    platform: m.platform,
+    sourceIdentityId: m.sourceIdentityId,
+    t: m.live === 1 ? m.t : 0,
+    url: m.url,
+    text: m.text,
+    attachmentTypes: m.attachmentTypes,
+    attachmentUrls: m.attachmentUrls,
+    hasMessage: m.live,
+    events: encodeFeedEvents(events),
+    assetIds: [...new Set(events.map((e) => e.assetId))].sort((a, b) => a - b),
+    traderIds: [...new Set(events.map((e) => e.traderId))].sort((a, b) => a - b),
+    live,
   };
 }
 
@@ -117,30 +215,46 @@ function groupState(id: string, m: MessageFields, events: FeedEventState[]): Omi
  * identity): a removal is named to the callers whose visibility permits that source.
  */
 const messageOf = (g: GroupStatement): MessageFields => ({
-  platform: g.platform, sourceIdentityId: g.sourceIdentityId, t: g.t, url: g.url, text: g.text, attachmentTypes: g.attachmentTypes,
-  attachmentUrls: g.attachmentUrls, live: g.hasMessage,
+  platform: g.platform,
+  sourceIdentityId: g.sourceIdentityId,
+  t: g.t,
+  url: g.url,
+  text: g.text,
+  attachmentTypes: g.attachmentTypes,
+  attachmentUrls: g.attachmentUrls,
+  live: g.hasMessage,
 });
 
 /** Per store: the feed sequence counter (null: not read yet), the last watermark written, and the step lock. */
-interface FeedState { fseq: number | null; published: number; lock: Promise<void> }
+interface FeedState {
+  fseq: number | null;
+  published: number;
+  lock: Promise<void>;
+}
 const states = new WeakMap<Store, FeedState>();
 const stateOf = (store: Store): FeedState => {
   let s = states.get(store);
-  if (!s) states.set(store, s = { fseq: null, published: -1, lock: Promise.resolve() });
+  if (!s) states.set(store, (s = { fseq: null, published: -1, lock: Promise.resolve() }));
   return s;
 };
 
 /** Drops what this process keeps of `store` (the feed sequence counter, the last watermark): another writer has written it since. */
 export function forgetFeedState(store: Store): void {
   const s = states.get(store);
-  if (s) { s.fseq = null; s.published = -1; }
+  if (s) {
+    s.fseq = null;
+    s.published = -1;
+  }
 }
 
 /** Runs one feed step at a time per store. */
 async function locked<T>(store: Store, step: () => Promise<T>): Promise<T> {
   const s = stateOf(store);
   const run = s.lock.then(step);
-  s.lock = run.then(() => undefined, () => undefined);
+  s.lock = run.then(
+    () => undefined,
+    () => undefined,
+  );
   return run;
 }
 
@@ -152,7 +266,8 @@ async function writeAndStamp(store: Store, rows: GroupStatement[], restamp: Iter
   const s = stateOf(store);
   if (s.fseq === null) {
     const [r] = await store.query<{ f: number }>(
-      'SELECT greatest((SELECT max(fseq) FROM $db.feed_changes), (SELECT max(fseq) FROM $db.feed_watermark)) AS f');
+      'SELECT greatest((SELECT max(fseq) FROM $db.feed_changes), (SELECT max(fseq) FROM $db.feed_watermark)) AS f',
+    );
     s.fseq = Number(r?.f ?? 0);
   }
   // The stamped content: the rows written now, else (a restamp) the group's current statement.
@@ -161,15 +276,21 @@ async function writeAndStamp(store: Store, rows: GroupStatement[], restamp: Iter
   const others = [...new Set(restamp)].filter((id) => !content.has(id));
   for (const [id, g] of await currentGroups(store, others)) content.set(id, g);
   if (content.size) {
-    const prev = newestById(await store.query<{ fseq: number; id: string; seq: number; tomb: number }>(
-      `SELECT fseq, id, seq, tomb FROM $db.feed_changes WHERE id IN ${inJsonIds('ids', 'String')}`, { ids: JSON.stringify([...content.keys()]) }), (r) => r.id);
+    const prev = newestById(
+      await store.query<{ fseq: number; id: string; seq: number; tomb: number }>(
+        `SELECT fseq, id, seq, tomb FROM $db.feed_changes WHERE id IN ${inJsonIds('ids', 'String')}`,
+        { ids: JSON.stringify([...content.keys()]) },
+      ),
+      (r) => r.id,
+    );
     const stamps: unknown[][] = [];
     for (const [id, g] of content) {
       const before = prev.get(id) as ChangeStatement | undefined;
       const { seq: _s, tomb: _t, ...group } = g;
       // A tombstone needs only its key: the stamp's other columns are not read under it.
       const was = before && ({ ...g, fseq: before.fseq, seq: before.seq, tomb: before.tomb } as ChangeStatement);
-      for (const c of statementRows<ChangeStatement>(was, { ...group, fseq: ++s.fseq }, base, sameChange, sameChange)) stamps.push(changeValues(c));
+      for (const c of statementRows<ChangeStatement>(was, { ...group, fseq: ++s.fseq }, base, sameChange, sameChange))
+        stamps.push(changeValues(c));
     }
     await store.insertCompact('feed_changes', ['fseq', ...GROUP_COLUMNS], stamps);
   }
@@ -203,7 +324,10 @@ export function applyFeedTouches(store: Store, touches: readonly FeedTouch[], ve
     }
     const groupIds = [...ids];
     const stored = await currentGroups(store, groupIds);
-    const missing = groupIds.filter((id) => { const g = stored.get(id); return !g || g.tomb === 1; });
+    const missing = groupIds.filter((id) => {
+      const g = stored.get(id);
+      return !g || g.tomb === 1;
+    });
     const messages = await currentMessages(store, missing);
     const events = new Map<string, Map<number, FeedEventState>>();
     const eventsOf = (id: string) => {
@@ -221,8 +345,19 @@ export function applyFeedTouches(store: Store, touches: readonly FeedTouch[], ve
         const m = eventsOf(e.messageId);
         m.delete(e.id);
         if (e.live === 1) {
-          m.set(e.id, { id: e.id, type: e.type, price: e.price, t: e.t, direction: e.direction, assumed: e.assumed, retrospective: e.retrospective,
-            autoGenerated: e.autoGenerated, positionId: e.positionId, traderId: e.traderId, assetId: e.assetId });
+          m.set(e.id, {
+            id: e.id,
+            type: e.type,
+            price: e.price,
+            t: e.t,
+            direction: e.direction,
+            assumed: e.assumed,
+            retrospective: e.retrospective,
+            autoGenerated: e.autoGenerated,
+            positionId: e.positionId,
+            traderId: e.traderId,
+            assetId: e.assetId,
+          });
         }
       }
     }
@@ -231,7 +366,7 @@ export function applyFeedTouches(store: Store, touches: readonly FeedTouch[], ve
     for (const [id, m] of events) {
       const g = stored.get(id);
       const current = g && g.tomb === 0 ? g : undefined;
-      const next = groupState(id, current ? messageOf(current) : messages.get(id) ?? NO_MESSAGE, [...m.values()]);
+      const next = groupState(id, current ? messageOf(current) : (messages.get(id) ?? NO_MESSAGE), [...m.values()]);
       if (!current && next.events === '[]') continue; // no events, no row
       for (const r of statementRows(current, next, base, sameGroup, sameGroupKey)) rows.push(r);
     }
@@ -245,7 +380,10 @@ function applyFeedMessages(store: Store, batch: readonly ValidRecord[], version:
     const ids = [...new Set(batch.map((r) => (r.value as { id: string }).id))];
     const stored = await currentGroups(store, ids);
     const live = [...stored.values()].filter((g) => g.tomb === 0);
-    const messages = await currentMessages(store, live.map((g) => g.id));
+    const messages = await currentMessages(
+      store,
+      live.map((g) => g.id),
+    );
     const base = batchSeq(version);
     const rows: GroupStatement[] = [];
     for (const g of live) {
@@ -263,17 +401,26 @@ function applyFeedMessages(store: Store, batch: readonly ValidRecord[], version:
  */
 function restampEmbedding(store: Store, topic: string, batch: readonly ValidRecord[], version: bigint): Promise<void> {
   return locked(store, async () => {
-    let where: string; let params: Record<string, unknown>;
+    let where: string;
+    let params: Record<string, unknown>;
     if (topic === 'assets') {
       where = 'hasAny(assetIds, {assets:Array(UInt64)})';
       params = { assets: [...new Set(batch.map((r) => (r.value as AssetRecord).id))] };
     } else if (topic === 'traders') {
       const traders = batch.map((r) => r.value as TraderRecord);
-      where = 'hasAny(traderIds, {traders:Array(UInt64)}) OR concat(platform, \':\', sourceIdentityId) IN {sources:Array(String)}';
-      params = { traders: [...new Set(traders.map((t) => t.id))], sources: traders.flatMap((t) => (t.source ? [`${t.source.platform}:${t.source.sourceIdentityId}`] : [])) };
+      where = "hasAny(traderIds, {traders:Array(UInt64)}) OR concat(platform, ':', sourceIdentityId) IN {sources:Array(String)}";
+      params = {
+        traders: [...new Set(traders.map((t) => t.id))],
+        sources: traders.flatMap((t) => (t.source ? [`${t.source.platform}:${t.source.sourceIdentityId}`] : [])),
+      };
     } else {
-      where = 'concat(platform, \':\', sourceIdentityId) IN {sources:Array(String)}';
-      params = { sources: batch.map((r) => { const s = r.value as SourceIdentityRecord; return `${s.platform}:${s.sourceIdentityId}`; }) };
+      where = "concat(platform, ':', sourceIdentityId) IN {sources:Array(String)}";
+      params = {
+        sources: batch.map((r) => {
+          const s = r.value as SourceIdentityRecord;
+          return `${s.platform}:${s.sourceIdentityId}`;
+        }),
+      };
     }
     // Every group that has or had a row matching; its current statement decides nothing here: a stamp too many only repeats an upsert.
     const ids = (await store.query<{ id: string }>(`SELECT DISTINCT id FROM $db.feed_groups WHERE ${where}`, params)).map((r) => r.id);

@@ -1,8 +1,31 @@
-import { closeSync, existsSync, fstatSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, statSync, writeFileSync, writeSync } from 'node:fs';
-import { open } from 'node:fs/promises';
 import { isAscii } from 'node:buffer';
+import {
+  closeSync,
+  existsSync,
+  fstatSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readSync,
+  renameSync,
+  statSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
+import { open } from 'node:fs/promises';
 import { join } from 'node:path';
-import { MAX_KEY_BYTES, MAX_RECORD_BYTES, OVERSIZE_PREFIX_BYTES, type AppendRecord, type Log, type LogBatch, type LogRecord, type LogSubscription, type SubscribeOptions } from './port.ts';
+import {
+  type AppendRecord,
+  type Log,
+  type LogBatch,
+  type LogRecord,
+  type LogSubscription,
+  MAX_KEY_BYTES,
+  MAX_RECORD_BYTES,
+  OVERSIZE_PREFIX_BYTES,
+  type SubscribeOptions,
+} from './port.ts';
 
 const NL = 10;
 /** Bytes read per step (lag counting, oversized lines). */
@@ -38,7 +61,11 @@ const isBlank = (text: string, start: number, end: number): boolean => {
 function splitEnvelope(line: string): { key: string; value: string } {
   const m = line.endsWith('}') ? ENVELOPE.exec(line) : null;
   if (!m) return { key: '', value: line };
-  try { return { key: JSON.parse(m[1]!), value: line.slice(m[0].length, -1) }; } catch { return { key: '', value: line }; }
+  try {
+    return { key: JSON.parse(m[1]!), value: line.slice(m[0].length, -1) };
+  } catch {
+    return { key: '', value: line };
+  }
 }
 
 /**
@@ -48,16 +75,31 @@ function splitEnvelope(line: string): { key: string; value: string } {
  */
 function recordOf(text: string, start: number, end: number, offset: number): LogRecord {
   // '{"k":"' = 123 34 107 34 58 34
-  if (end - start > 12 && text.charCodeAt(end - 1) === 125 && text.charCodeAt(start) === 123 && text.charCodeAt(start + 1) === 34
-    && text.charCodeAt(start + 2) === 107 && text.charCodeAt(start + 3) === 34 && text.charCodeAt(start + 4) === 58 && text.charCodeAt(start + 5) === 34) {
+  if (
+    end - start > 12 &&
+    text.charCodeAt(end - 1) === 125 &&
+    text.charCodeAt(start) === 123 &&
+    text.charCodeAt(start + 1) === 34 &&
+    text.charCodeAt(start + 2) === 107 &&
+    text.charCodeAt(start + 3) === 34 &&
+    text.charCodeAt(start + 4) === 58 &&
+    text.charCodeAt(start + 5) === 34
+  ) {
     let i = start + 6;
     for (; i < end; i++) {
       const c = text.charCodeAt(i);
       if (c === 34 || c === 92 || c < 32) break;
     }
     // ',"v":' = 44 34 118 34 58
-    if (text.charCodeAt(i) === 34 && i + 6 < end && text.charCodeAt(i + 1) === 44 && text.charCodeAt(i + 2) === 34
-      && text.charCodeAt(i + 3) === 118 && text.charCodeAt(i + 4) === 34 && text.charCodeAt(i + 5) === 58) {
+    if (
+      text.charCodeAt(i) === 34 &&
+      i + 6 < end &&
+      text.charCodeAt(i + 1) === 44 &&
+      text.charCodeAt(i + 2) === 34 &&
+      text.charCodeAt(i + 3) === 118 &&
+      text.charCodeAt(i + 4) === 34 &&
+      text.charCodeAt(i + 5) === 58
+    ) {
       return { key: text.slice(start + 6, i), value: text.slice(i + 6, end - 1), offset: String(offset) };
     }
   }
@@ -90,7 +132,10 @@ export class EmbeddedLog implements Log {
   /** Per topic: no complete line starts at `from` in a file of `size` bytes (spares re-reading a tail that has not grown). */
   private readonly incomplete = new Map<string, { from: number; size: number }>();
 
-  constructor(dataDir: string, private readonly pollMs = 200) {
+  constructor(
+    dataDir: string,
+    private readonly pollMs = 200,
+  ) {
     this.dir = join(dataDir, 'log');
     // The log holds accounts and keys (hashed): readable by the owner alone, whatever the umask.
     mkdirSync(join(this.dir, 'offsets'), { recursive: true, mode: 0o700 });
@@ -155,18 +200,28 @@ export class EmbeddedLog implements Log {
       let off = 0;
       while (off < buf.length) off += writeSync(fd, buf, off, buf.length - off);
       return torn;
-    } finally { closeSync(fd); }
+    } finally {
+      closeSync(fd);
+    }
   }
 
   /** Byte length of a topic file. */
   end(topic: string): number {
-    try { return statSync(this.topicFile(topic)).size; } catch { return 0; }
+    try {
+      return statSync(this.topicFile(topic)).size;
+    } catch {
+      return 0;
+    }
   }
 
   /** The end of the last complete line of a topic: what a consumer can reach (a torn tail is not a record yet). */
   completeEnd(topic: string): number {
     let fd: number;
-    try { fd = openSync(this.topicFile(topic), 'r'); } catch { return 0; }
+    try {
+      fd = openSync(this.topicFile(topic), 'r');
+    } catch {
+      return 0;
+    }
     try {
       let pos = fstatSync(fd).size;
       while (pos > 0) {
@@ -176,24 +231,32 @@ export class EmbeddedLog implements Log {
         pos -= len;
       }
       return 0;
-    } finally { closeSync(fd); }
+    } finally {
+      closeSync(fd);
+    }
   }
 
   /** Number of newlines in [from, to) of a topic, read asynchronously (lag counting must not block the server). */
   async countLines(topic: string, from: number, to: number): Promise<number> {
     let fh: Awaited<ReturnType<typeof open>>;
-    try { fh = await open(this.topicFile(topic), 'r'); } catch { return 0; }
+    try {
+      fh = await open(this.topicFile(topic), 'r');
+    } catch {
+      return 0;
+    }
     try {
       const buf = Buffer.allocUnsafe(Math.min(CHUNK, Math.max(to - from, 1)));
       let n = 0;
-      for (let pos = from; pos < to;) {
+      for (let pos = from; pos < to; ) {
         const { bytesRead } = await fh.read(buf, 0, Math.min(buf.length, to - pos), pos);
         if (!bytesRead) break;
         for (let i = buf.indexOf(NL, 0); i !== -1 && i < bytesRead; i = buf.indexOf(NL, i + 1)) n++;
         pos += bytesRead;
       }
       return n;
-    } finally { await fh.close(); }
+    } finally {
+      await fh.close();
+    }
   }
 
   /** Reads every record of a topic from the start (CLI reads such as `keys list`). */
@@ -203,12 +266,21 @@ export class EmbeddedLog implements Log {
     const text = readFileSync(file, 'utf8');
     for (const line of text.split('\n')) {
       if (!line) continue;
-      try { const { k, v } = JSON.parse(line); yield { key: k, value: v }; } catch { /* torn line: skipped */ }
+      try {
+        const { k, v } = JSON.parse(line);
+        yield { key: k, value: v };
+      } catch {
+        /* torn line: skipped */
+      }
     }
   }
 
   readOffsets(group: string): Record<string, number> {
-    try { return JSON.parse(readFileSync(this.offsetFile(group), 'utf8')); } catch { return {}; }
+    try {
+      return JSON.parse(readFileSync(this.offsetFile(group), 'utf8'));
+    } catch {
+      return {};
+    }
   }
 
   writeOffsets(group: string, offsets: Record<string, number>): void {
@@ -230,7 +302,11 @@ export class EmbeddedLog implements Log {
   read(topic: string, from: number, max: number): { records: LogRecord[]; next: number; lines: number } {
     const none = { records: [], next: from, lines: 0 };
     let fd: number;
-    try { fd = openSync(this.topicFile(topic), 'r'); } catch { return none; }
+    try {
+      fd = openSync(this.topicFile(topic), 'r');
+    } catch {
+      return none;
+    }
     try {
       const size = fstatSync(fd).size;
       if (size <= from) return none;
@@ -254,24 +330,35 @@ export class EmbeddedLog implements Log {
       const ends: number[] = [];
       for (let nl = buf.indexOf(NL); nl !== -1 && ends.length < max; nl = buf.indexOf(NL, nl + 1)) ends.push(nl);
       const lines = ends.length;
-      if (!lines) { this.incomplete.set(topic, { from, size }); return none; }
+      if (!lines) {
+        this.incomplete.set(topic, { from, size });
+        return none;
+      }
       const bytes = ends[lines - 1]! + 1;
       const text = isAscii(buf.subarray(0, bytes)) ? buf.toString('latin1', 0, bytes) : buf.toString('utf8', 0, bytes); // ASCII: a plain copy
       const records: LogRecord[] = [];
       let start = 0;
       for (let i = 0; i < lines; i++) {
         const end = text.indexOf('\n', start);
-        if (end > start && (text.charCodeAt(start) === 123 || !isBlank(text, start, end))) records.push(recordOf(text, start, end, from + ends[i]! + 1));
+        if (end > start && (text.charCodeAt(start) === 123 || !isBlank(text, start, end)))
+          records.push(recordOf(text, start, end, from + ends[i]! + 1));
         start = end + 1;
       }
       return { records, next: from + bytes, lines };
-    } finally { closeSync(fd); }
+    } finally {
+      closeSync(fd);
+    }
   }
 
   /** Finds the end of an oversized line in chunks; null while it has no newline yet (torn or being written). */
-  private skipOversized(fd: number, from: number, size: number, head: Buffer): { records: LogRecord[]; next: number; lines: number } | null {
+  private skipOversized(
+    fd: number,
+    from: number,
+    size: number,
+    head: Buffer,
+  ): { records: LogRecord[]; next: number; lines: number } | null {
     let end = -1;
-    for (let pos = from + MAX_LINE_BYTES + 1; pos < size && end === -1;) {
+    for (let pos = from + MAX_LINE_BYTES + 1; pos < size && end === -1; ) {
       const chunk = readAt(fd, pos, Math.min(size - pos, CHUNK));
       const nl = chunk.indexOf(NL);
       if (nl !== -1) end = pos + nl;
@@ -282,7 +369,12 @@ export class EmbeddedLog implements Log {
     let key = '';
     let valueStart = 0;
     if (m) {
-      try { key = JSON.parse(Buffer.from(m[1]!, 'latin1').toString('utf8')); valueStart = m[0].length; } catch { /* not an envelope: keep the whole line */ }
+      try {
+        key = JSON.parse(Buffer.from(m[1]!, 'latin1').toString('utf8'));
+        valueStart = m[0].length;
+      } catch {
+        /* not an envelope: keep the whole line */
+      }
     }
     const lineBytes = end - from;
     const valueBytes = valueStart ? lineBytes - valueStart - 1 : lineBytes;
@@ -290,7 +382,12 @@ export class EmbeddedLog implements Log {
     return { records: [{ key, value, offset: String(end + 1), oversize: valueBytes }], next: end + 1, lines: 1 };
   }
 
-  subscribe<P = unknown>(group: string, topics: readonly string[], handle: (batch: LogBatch, prepared?: P) => Promise<void>, opts: SubscribeOptions<P> = {}): LogSubscription {
+  subscribe<P = unknown>(
+    group: string,
+    topics: readonly string[],
+    handle: (batch: LogBatch, prepared?: P) => Promise<void>,
+    opts: SubscribeOptions<P> = {},
+  ): LogSubscription {
     const sub = new EmbeddedSubscription<P>(this, group, topics, handle, opts, this.pollMs);
     this.subs.add(sub);
     sub.start();
@@ -305,7 +402,12 @@ export class EmbeddedLog implements Log {
 
 type Read = { records: LogRecord[]; next: number; lines: number };
 /** A topic's next batch, read (and being prepared) while the current one is handled. */
-interface ReadAhead<P> { topic: string; from: number; read: Read; prepared: Promise<P> | undefined }
+interface ReadAhead<P> {
+  topic: string;
+  from: number;
+  read: Read;
+  prepared: Promise<P> | undefined;
+}
 
 class EmbeddedSubscription<P> implements LogSubscription {
   private running = true;
@@ -330,8 +432,10 @@ class EmbeddedSubscription<P> implements LogSubscription {
 
   start(): void {
     const laned = new Set((this.opts.lanes ?? []).flat());
-    const lanes = [...(this.opts.lanes ?? []).map((l) => this.topics.filter((t) => l.includes(t))), this.topics.filter((t) => !laned.has(t))]
-      .filter((l) => l.length);
+    const lanes = [
+      ...(this.opts.lanes ?? []).map((l) => this.topics.filter((t) => l.includes(t))),
+      this.topics.filter((t) => !laned.has(t)),
+    ].filter((l) => l.length);
     this.loop = Promise.all(lanes.map((l) => this.run(l)));
   }
 
@@ -343,7 +447,10 @@ class EmbeddedSubscription<P> implements LogSubscription {
     const targets: Record<string, number> = {};
     for (const t of this.topics) targets[t] = this.log.completeEnd(t);
     if (this.reached(targets)) return Promise.resolve();
-    return new Promise((resolve) => { this.waiters.push({ targets, resolve }); this.wake(); });
+    return new Promise((resolve) => {
+      this.waiters.push({ targets, resolve });
+      this.wake();
+    });
   }
 
   /**
@@ -359,7 +466,10 @@ class EmbeddedSubscription<P> implements LogSubscription {
         const from = a.to;
         const to = Math.min(size, from + CHUNK);
         const n = await this.log.countLines(t, from, to);
-        if (a.to === from) { a.to = to; a.lines += n; } // else a commit moved past `from` meanwhile: count on from there
+        if (a.to === from) {
+          a.to = to;
+          a.lines += n;
+        } // else a commit moved past `from` meanwhile: count on from there
       }
       total += a.lines;
     }
@@ -376,7 +486,10 @@ class EmbeddedSubscription<P> implements LogSubscription {
     const a = this.ahead[topic];
     if (a) {
       if (a.to >= next) a.lines -= lines;
-      else { a.to = next; a.lines = 0; }
+      else {
+        a.to = next;
+        a.lines = 0;
+      }
     }
   }
 
@@ -418,7 +531,8 @@ class EmbeddedSubscription<P> implements LogSubscription {
             handled.catch(() => {}); // awaited below
             await null; // the handler starts (up to its first store call) before the read-ahead
             const more = this.log.read(topic, next, max);
-            if (more.next !== next) ahead = { topic, from: next, read: more, prepared: this.prepare({ topic, partition: 0, records: more.records }) };
+            if (more.next !== next)
+              ahead = { topic, from: next, read: more, prepared: this.prepare({ topic, partition: 0, records: more.records }) };
             await handled;
           } catch (err) {
             ahead = undefined;
@@ -441,7 +555,11 @@ class EmbeddedSubscription<P> implements LogSubscription {
 
   private sleep(ms: number): Promise<void> {
     return new Promise((resolve) => {
-      const done = () => { clearTimeout(t); this.sleepers.delete(done); resolve(); };
+      const done = () => {
+        clearTimeout(t);
+        this.sleepers.delete(done);
+        resolve();
+      };
       const t = setTimeout(done, ms);
       this.sleepers.add(done);
     });

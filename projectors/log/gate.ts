@@ -59,7 +59,11 @@ export class RedisGate implements ApplyGate {
   private readonly member = randomUUID();
   private readonly keys: { lock: string; seq: string; last: string; wanted: string };
 
-  constructor(private readonly redis: Redis, group: string, private readonly opts: { ttlMs?: number; clock?: () => number; prefix?: string } = {}) {
+  constructor(
+    private readonly redis: Redis,
+    group: string,
+    private readonly opts: { ttlMs?: number; clock?: () => number; prefix?: string } = {},
+  ) {
     const p = `${opts.prefix ?? 'signalbase'}:projector:${group}`;
     this.keys = { lock: `${p}:turn`, seq: `${p}:seq`, last: `${p}:last-writer`, wanted: `${p}:wanted` };
   }
@@ -83,15 +87,33 @@ export class RedisGate implements ApplyGate {
     await this.redis.eval(RELEASE, 1, this.keys.wanted, this.member);
     let lost = false;
     const renew = setInterval(() => {
-      this.redis.eval(RENEW, 1, this.keys.lock, token, String(ttl)).then((ok) => { if (ok !== 1) lost = true; }, () => { lost = true; });
+      this.redis.eval(RENEW, 1, this.keys.lock, token, String(ttl)).then(
+        (ok) => {
+          if (ok !== 1) lost = true;
+        },
+        () => {
+          lost = true;
+        },
+      );
     }, ttl / 3);
     try {
       const floor = BigInt(Math.floor((this.opts.clock ?? Date.now)())) * 1000n;
       // An integer reply (exact: numbers stay below 2^53 for centuries of microseconds).
-      const [seq, last] = (await this.redis.eval(TAKE, 3, this.keys.lock, this.keys.seq, this.keys.last, this.member, floor.toString())) as [number, string];
+      const [seq, last] = (await this.redis.eval(
+        TAKE,
+        3,
+        this.keys.lock,
+        this.keys.seq,
+        this.keys.last,
+        this.member,
+        floor.toString(),
+      )) as [number, string];
       // No last writer known is not "nobody wrote": Redis may have restarted without its data after another member's turns.
       const result = await apply({ seq: BigInt(seq), otherWrote: last !== this.member });
-      if (lost) throw new Error('the apply turn was lost while the batch was applied (Redis unreachable or the member paused); the batch is applied again');
+      if (lost)
+        throw new Error(
+          'the apply turn was lost while the batch was applied (Redis unreachable or the member paused); the batch is applied again',
+        );
       return result;
     } finally {
       clearInterval(renew);

@@ -1,6 +1,26 @@
-import { Kafka, logLevel, Partitioners, type Admin, type Consumer, type EachBatchPayload, type KafkaMessage, type Message, type PartitionMetadata, type Producer } from 'kafkajs';
-import { LocalGate, type ApplyGate } from './gate.ts';
-import { MAX_RECORD_BYTES, OVERSIZE_PREFIX_BYTES, type AppendRecord, type Log, type LogBatch, type LogRecord, type LogSubscription, type SubscribeOptions } from './port.ts';
+import {
+  type Admin,
+  type Consumer,
+  type EachBatchPayload,
+  Kafka,
+  type KafkaMessage,
+  logLevel,
+  type Message,
+  Partitioners,
+  type PartitionMetadata,
+  type Producer,
+} from 'kafkajs';
+import { type ApplyGate, LocalGate } from './gate.ts';
+import {
+  type AppendRecord,
+  type Log,
+  type LogBatch,
+  type LogRecord,
+  type LogSubscription,
+  MAX_RECORD_BYTES,
+  OVERSIZE_PREFIX_BYTES,
+  type SubscribeOptions,
+} from './port.ts';
 
 /**
  * The producer side of the Log port on Kafka (kafkajs): appends keyed records, each key's records
@@ -90,7 +110,8 @@ export class KafkaAppender {
       }
       const missing = new Map([...pending].filter(([p]) => !acked.has(p)));
       if (!missing.size) break;
-      if (attempt >= this.maxAttempts) throw new Error(`kafka: ${topic} partitions ${[...missing.keys()].join(', ')} not acknowledged after ${attempt} sends`);
+      if (attempt >= this.maxAttempts)
+        throw new Error(`kafka: ${topic} partitions ${[...missing.keys()].join(', ')} not acknowledged after ${attempt} sends`);
       resent += missing.size;
       pending = missing;
       await this.partitionsOf(topic, true); // leaders moved: fresh metadata before the resend
@@ -128,7 +149,12 @@ export interface KafkaLogOptions extends KafkaAppenderOptions {
 }
 
 /** A consumer group's committed offset on a partition (0 when nothing is committed) and the partition's end. */
-export interface PartitionPosition { topic: string; partition: number; committed: bigint; end: bigint }
+export interface PartitionPosition {
+  topic: string;
+  partition: number;
+  committed: bigint;
+  end: bigint;
+}
 
 /**
  * The Log port on Kafka (DESIGN 2): `append` through KafkaAppender, `subscribe` as a kafkajs
@@ -155,11 +181,26 @@ export class KafkaLog implements Log {
     await this.appender.append(topic, records);
   }
 
-  subscribe<P = unknown>(group: string, topics: readonly string[], handle: (batch: LogBatch, prepared?: P) => Promise<void>, opts: SubscribeOptions<P> = {}): LogSubscription {
-    const sub = new KafkaSubscription(this.kafka, group, topics, handle as (b: LogBatch, p?: unknown) => Promise<void>, opts as SubscribeOptions<unknown>, this.opts);
+  subscribe<P = unknown>(
+    group: string,
+    topics: readonly string[],
+    handle: (batch: LogBatch, prepared?: P) => Promise<void>,
+    opts: SubscribeOptions<P> = {},
+  ): LogSubscription {
+    const sub = new KafkaSubscription(
+      this.kafka,
+      group,
+      topics,
+      handle as (b: LogBatch, p?: unknown) => Promise<void>,
+      opts as SubscribeOptions<unknown>,
+      this.opts,
+    );
     this.subscriptions.add(sub);
     const stop = sub.stop.bind(sub);
-    sub.stop = async () => { this.subscriptions.delete(sub); await stop(); };
+    sub.stop = async () => {
+      this.subscriptions.delete(sub);
+      await stop();
+    };
     return sub;
   }
 
@@ -173,7 +214,8 @@ export class KafkaLog implements Log {
 function toRecord(m: KafkaMessage): LogRecord {
   const value = m.value ?? Buffer.alloc(0);
   const key = m.key?.toString('utf8') ?? '';
-  if (value.length > MAX_RECORD_BYTES) return { key, value: value.subarray(0, OVERSIZE_PREFIX_BYTES).toString('utf8'), offset: m.offset, oversize: value.length };
+  if (value.length > MAX_RECORD_BYTES)
+    return { key, value: value.subarray(0, OVERSIZE_PREFIX_BYTES).toString('utf8'), offset: m.offset, oversize: value.length };
   return { key, value: value.toString('utf8'), offset: m.offset };
 }
 
@@ -189,9 +231,12 @@ class KafkaSubscription implements LogSubscription {
   restarts = 0;
 
   constructor(
-    private readonly kafka: Kafka, private readonly group: string, private readonly topics: readonly string[],
+    private readonly kafka: Kafka,
+    private readonly group: string,
+    private readonly topics: readonly string[],
     private readonly handle: (batch: LogBatch, prepared?: unknown) => Promise<void>,
-    private readonly opts: SubscribeOptions<unknown>, private readonly cfg: KafkaLogOptions,
+    private readonly opts: SubscribeOptions<unknown>,
+    private readonly cfg: KafkaLogOptions,
   ) {
     this.admin = kafka.admin();
     this.prefix = cfg.topicPrefix ?? '';
@@ -202,8 +247,12 @@ class KafkaSubscription implements LogSubscription {
 
   private async startConsumer(): Promise<void> {
     const consumer = this.kafka.consumer({
-      groupId: this.group, sessionTimeout: this.cfg.sessionTimeout ?? 30_000, heartbeatInterval: this.cfg.heartbeatInterval ?? 3000,
-      allowAutoTopicCreation: false, maxWaitTimeInMs: this.cfg.maxWaitMs ?? 5000, retry: { retries: Number.MAX_SAFE_INTEGER, maxRetryTime: 5000 },
+      groupId: this.group,
+      sessionTimeout: this.cfg.sessionTimeout ?? 30_000,
+      heartbeatInterval: this.cfg.heartbeatInterval ?? 3000,
+      allowAutoTopicCreation: false,
+      maxWaitTimeInMs: this.cfg.maxWaitMs ?? 5000,
+      retry: { retries: Number.MAX_SAFE_INTEGER, maxRetryTime: 5000 },
     });
     this.consumer = consumer;
     // kafkajs restarts a consumer after a retriable crash; after any other (a broker away longer
@@ -214,7 +263,11 @@ class KafkaSubscription implements LogSubscription {
       this.restarts++;
       setTimeout(() => {
         if (this.stopping || this.consumer !== consumer) return;
-        consumer.disconnect().catch(() => {}).then(() => this.startConsumer()).catch((err) => this.opts.onError?.(err, { topic: '', partition: -1, records: [] }));
+        consumer
+          .disconnect()
+          .catch(() => {})
+          .then(() => this.startConsumer())
+          .catch((err) => this.opts.onError?.(err, { topic: '', partition: -1, records: [] }));
       }, 1000);
     });
     await consumer.connect();
@@ -257,7 +310,9 @@ class KafkaSubscription implements LogSubscription {
       // Revoked while handling: the partition's new owner handles the batch again (the sink is idempotent).
       if (!live()) return;
       const last = records.at(-1)!.offset;
-      await this.cfg.onPositions?.([{ topic: batch.topic, partition: batch.partition, committed: BigInt(last) + 1n, end: BigInt(batch.highWatermark) }]).catch(() => {});
+      await this.cfg
+        .onPositions?.([{ topic: batch.topic, partition: batch.partition, committed: BigInt(last) + 1n, end: BigInt(batch.highWatermark) }])
+        .catch(() => {});
       try {
         await this.consumer.commitOffsets([{ topic: batch.topic, partition: batch.partition, offset: (BigInt(last) + 1n).toString() }]);
       } catch (err) {
@@ -276,9 +331,12 @@ class KafkaSubscription implements LogSubscription {
     await this.started;
     const out: { topic: string; partition: number; committed: bigint; end: bigint }[] = [];
     const committed = await this.admin.fetchOffsets({ groupId: this.group, topics: this.topics.map((t) => this.prefix + t) });
-    const ends = await Promise.all(committed.map(async (t) => new Map((await this.admin.fetchTopicOffsets(t.topic)).map((p) => [p.partition, BigInt(p.high)]))));
+    const ends = await Promise.all(
+      committed.map(async (t) => new Map((await this.admin.fetchTopicOffsets(t.topic)).map((p) => [p.partition, BigInt(p.high)]))),
+    );
     committed.forEach((t, i) => {
-      for (const p of t.partitions) out.push({ topic: t.topic, partition: p.partition, committed: BigInt(p.offset), end: ends[i]!.get(p.partition) ?? 0n });
+      for (const p of t.partitions)
+        out.push({ topic: t.topic, partition: p.partition, committed: BigInt(p.offset), end: ends[i]!.get(p.partition) ?? 0n });
     });
     return out;
   }
@@ -287,7 +345,12 @@ class KafkaSubscription implements LogSubscription {
   async lag(): Promise<number> {
     let positions: Awaited<ReturnType<typeof this.positions>>;
     // A broker away for a moment: the last figure known (the next scrape asks again).
-    try { positions = await this.positions(); } catch (err) { if (this.lastLag === undefined) throw err; return this.lastLag; }
+    try {
+      positions = await this.positions();
+    } catch (err) {
+      if (this.lastLag === undefined) throw err;
+      return this.lastLag;
+    }
     const known = positions.map((p) => ({ ...p, committed: p.committed < 0n ? 0n : p.committed }));
     await this.cfg.onPositions?.(known).catch(() => {});
     let n = 0n;
@@ -307,7 +370,9 @@ class KafkaSubscription implements LogSubscription {
         const pos = await this.positions();
         target ??= new Map(pos.map((p) => [`${p.topic}/${p.partition}`, p.end]));
         if (pos.every((p) => (p.committed < 0n ? 0n : p.committed) >= (target!.get(`${p.topic}/${p.partition}`) ?? 0n))) return;
-      } catch { /* asked again below */ }
+      } catch {
+        /* asked again below */
+      }
       await new Promise((r) => setTimeout(r, pause));
     }
   }

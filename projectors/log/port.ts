@@ -99,6 +99,11 @@ export interface LogSubscription {
 export interface Log {
   append(topic: string, records: readonly AppendRecord[]): Promise<void>;
   /** `prepared`: what `opts.prepare` made of the batch (undefined without one). */
-  subscribe<P = unknown>(group: string, topics: readonly string[], handle: (batch: LogBatch, prepared?: P) => Promise<void>, opts?: SubscribeOptions<P>): LogSubscription;
+  subscribe<P = unknown>(
+    group: string,
+    topics: readonly string[],
+    handle: (batch: LogBatch, prepared?: P) => Promise<void>,
+    opts?: SubscribeOptions<P>,
+  ): LogSubscription;
   close(): Promise<void>;
 }

@@ -1,12 +1,20 @@
-import type { MessageRecord } from '../../schemas/topics/index.ts';
 import { parseDateTime } from '../../schemas/formats.ts';
-import { bool, type Projection, type ValidRecord } from '../projection.ts';
-import { httpUrl, plainTextOrNull } from '../sanitize.ts';
-import { applyVersioned, canonicalDateTime, currentViewDdl, sameFields, STATEMENT_COLUMNS_DDL, type Statement, type VersionedStatements } from '../../storage/statements.ts';
+import type { MessageRecord } from '../../schemas/topics/index.ts';
+import { statementEngine } from '../../storage/compaction.ts';
+import type { Store } from '../../storage/port.ts';
+import {
+  applyVersioned,
+  canonicalDateTime,
+  currentViewDdl,
+  STATEMENT_COLUMNS_DDL,
+  type Statement,
+  sameFields,
+  type VersionedStatements,
+} from '../../storage/statements.ts';
 import { ACTIVITY_MESSAGES_BY_SOURCE_DDL, ACTIVITY_MESSAGES_DDL, ACTIVITY_ROLLUP_DDL } from '../../storage/tables/activity.ts';
 import { rollUpActivity } from '../activity/rollup.ts';
-import type { Store } from '../../storage/port.ts';
-import { statementEngine } from '../../storage/compaction.ts';
+import { bool, type Projection, type ValidRecord } from '../projection.ts';
+import { httpUrl, plainTextOrNull } from '../sanitize.ts';
 
 /**
  * Messages as a statement table (storage/statements.ts) ordered for the list read, newest
@@ -23,19 +31,79 @@ export const MESSAGES_DDL = `CREATE TABLE IF NOT EXISTS $db.messages (
   ) ${statementEngine('writtenAt, id, platform, sourceIdentityId')}`;
 
 export interface MessageStatement extends Statement {
-  id: string; platform: string; sourceIdentityId: string; t: number; url: string | null; text: string | null;
-  attachmentTypes: string[]; attachmentUrls: string[]; isEdited: number | null; isReply: number | null; isQuote: number | null;
-  isRepost: number | null; version: number; deleted: number;
+  id: string;
+  platform: string;
+  sourceIdentityId: string;
+  t: number;
+  url: string | null;
+  text: string | null;
+  attachmentTypes: string[];
+  attachmentUrls: string[];
+  isEdited: number | null;
+  isReply: number | null;
+  isQuote: number | null;
+  isRepost: number | null;
+  version: number;
+  deleted: number;
   /** writtenAt as the store gets it, when known (else formatted from `t`). */
   writtenAt?: string;
 }
 
-const COLUMNS = ['id', 'platform', 'sourceIdentityId', 'writtenAt', 'url', 'text', 'attachmentTypes', 'attachmentUrls',
-  'isEdited', 'isReply', 'isQuote', 'isRepost', 'version', 'deleted', 'live', 'tomb', 'seq'] as const;
-const values = (s: MessageStatement): unknown[] => [s.id, s.platform, s.sourceIdentityId, s.writtenAt ?? new Date(s.t).toISOString(), s.url, s.text,
-  s.attachmentTypes, s.attachmentUrls, s.isEdited, s.isReply, s.isQuote, s.isRepost, s.version, s.deleted, s.live, s.tomb, s.seq];
-const same = sameFields<MessageStatement>(['id', 'platform', 'sourceIdentityId', 't', 'url', 'text', 'attachmentTypes', 'attachmentUrls',
-  'isEdited', 'isReply', 'isQuote', 'isRepost', 'version', 'deleted', 'live']);
+const COLUMNS = [
+  'id',
+  'platform',
+  'sourceIdentityId',
+  'writtenAt',
+  'url',
+  'text',
+  'attachmentTypes',
+  'attachmentUrls',
+  'isEdited',
+  'isReply',
+  'isQuote',
+  'isRepost',
+  'version',
+  'deleted',
+  'live',
+  'tomb',
+  'seq',
+] as const;
+const values = (s: MessageStatement): unknown[] => [
+  s.id,
+  s.platform,
+  s.sourceIdentityId,
+  s.writtenAt ?? new Date(s.t).toISOString(),
+  s.url,
+  s.text,
+  s.attachmentTypes,
+  s.attachmentUrls,
+  s.isEdited,
+  s.isReply,
+  s.isQuote,
+  s.isRepost,
+  s.version,
+  s.deleted,
+  s.live,
+  s.tomb,
+  s.seq,
+];
+const same = sameFields<MessageStatement>([
+  'id',
+  'platform',
+  'sourceIdentityId',
+  't',
+  'url',
+  'text',
+  'attachmentTypes',
+  'attachmentUrls',
+  'isEdited',
+  'isReply',
+  'isQuote',
+  'isRepost',
+  'version',
+  'deleted',
+  'live',
+]);
 // The sorting key: the read order, then the columns the read filters on.
 const sameKey = sameFields<MessageStatement>(['t', 'id', 'platform', 'sourceIdentityId']);
 
@@ -45,19 +113,40 @@ function messageState(m: MessageRecord): Omit<MessageStatement, 'seq' | 'tomb'> 
   const attachmentUrls: string[] = [];
   for (const a of m.attachments) {
     const url = httpUrl(a.url);
-    if (url) { attachmentTypes.push(a.type); attachmentUrls.push(url); }
+    if (url) {
+      attachmentTypes.push(a.type);
+      attachmentUrls.push(url);
+    }
   }
   const t = parseDateTime(m.writtenAt)!;
   return {
-    id: m.id, platform: m.platform, sourceIdentityId: m.sourceIdentityId, t,
-    url: httpUrl(m.url), text: plainTextOrNull(m.text), attachmentTypes, attachmentUrls,
-    isEdited: bool(m.isEdited), isReply: bool(m.isReply), isQuote: bool(m.isQuote), isRepost: bool(m.isRepost),
-    version: m.version, deleted: m.deleted ? 1 : 0, live: m.deleted ? 0 : 1, writtenAt: canonicalDateTime(m.writtenAt, t),
+    id: m.id,
+    platform: m.platform,
+    sourceIdentityId: m.sourceIdentityId,
+    t,
+    url: httpUrl(m.url),
+    text: plainTextOrNull(m.text),
+    attachmentTypes,
+    attachmentUrls,
+    isEdited: bool(m.isEdited),
+    isReply: bool(m.isReply),
+    isQuote: bool(m.isQuote),
+    isRepost: bool(m.isRepost),
+    version: m.version,
+    deleted: m.deleted ? 1 : 0,
+    live: m.deleted ? 0 : 1,
+    writtenAt: canonicalDateTime(m.writtenAt, t),
   };
 }
 
 const MESSAGES: VersionedStatements<MessageRecord, MessageStatement> = {
-  table: 'messages', columns: COLUMNS, idOf: (m) => m.id, state: messageState, values, same, sameKey,
+  table: 'messages',
+  columns: COLUMNS,
+  idOf: (m) => m.id,
+  state: messageState,
+  values,
+  same,
+  sameKey,
   select: `SELECT id, platform, sourceIdentityId, toUnixTimestamp64Milli(writtenAt) AS t, url, text, attachmentTypes, attachmentUrls,
            isEdited, isReply, isQuote, isRepost, version, deleted, live, tomb, seq FROM $db.messages`,
 };
@@ -70,7 +159,13 @@ export async function applyMessages(store: Store, batch: readonly ValidRecord[],
 export const messagesProjection: Projection = {
   name: 'messages',
   canHandle: ['messages'],
-  ddl: [MESSAGES_DDL, ACTIVITY_MESSAGES_DDL, ...ACTIVITY_MESSAGES_BY_SOURCE_DDL, ACTIVITY_ROLLUP_DDL, currentViewDdl('messages_current', 'messages')],
+  ddl: [
+    MESSAGES_DDL,
+    ACTIVITY_MESSAGES_DDL,
+    ...ACTIVITY_MESSAGES_BY_SOURCE_DDL,
+    ACTIVITY_ROLLUP_DDL,
+    currentViewDdl('messages_current', 'messages'),
+  ],
   // What each record states, as stored (no `table`: the rows are written by `afterStore`).
   handle: (batch) => batch.map((r) => messageState(r.value)),
   afterStore: applyMessages,

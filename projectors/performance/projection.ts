@@ -1,10 +1,9 @@
-import { PERFORMANCE_STATUSES, WINDOWS } from '../../schemas/api/resources.ts';
-import type { PriceRecord } from '../../schemas/topics/index.ts';
+import { PERFORMANCE_STATUSES, TOLERANCE_MS, WINDOW_MS, WINDOWS } from '../../schemas/api/resources.ts';
 import { parseDateTime } from '../../schemas/formats.ts';
-import type { Projection, ValidRecord } from '../projection.ts';
-import { newestById } from '../../storage/statements.ts';
+import type { PriceRecord } from '../../schemas/topics/index.ts';
 import type { Store } from '../../storage/port.ts';
-import { TOLERANCE_MS, WINDOW_MS } from '../../schemas/api/resources.ts';
+import { newestById } from '../../storage/statements.ts';
+import type { Projection, ValidRecord } from '../projection.ts';
 import { evaluateWindow, firstSampleFrom, type PriceSeries } from './evaluate.ts';
 
 /**
@@ -73,14 +72,31 @@ export const SAMPLES_DDL = `CREATE TABLE IF NOT EXISTS $db.position_samples (${E
  */
 export async function countedSampleKeys(store: Store, positionIds: readonly number[]): Promise<PositionState[]> {
   if (!positionIds.length) return [];
-  const rows = await store.query<{ positionId: number; traderId: number; assetId: number; direction: 'long' | 'short'; openAt: number; live: number }>(`
+  const rows = await store.query<{
+    positionId: number;
+    traderId: number;
+    assetId: number;
+    direction: 'long' | 'short';
+    openAt: number;
+    live: number;
+  }>(
+    `
     SELECT positionId, traderId, assetId, any(direction) AS direction, openAt, max(live) AS live FROM (
       SELECT positionId, window, traderId, assetId, openAt, argMax(direction, seq) AS direction, argMax(live, seq) AS live
       FROM $db.position_samples WHERE positionId IN {positionIds:Array(UInt64)}
       GROUP BY positionId, window, traderId, assetId, openAt)
-    GROUP BY positionId, traderId, assetId, openAt HAVING live = 1`, { positionIds });
-  return rows.map((r) => ({ id: Number(r.positionId), traderId: Number(r.traderId), assetId: Number(r.assetId), direction: r.direction,
-    openAt: Number(r.openAt), openPrice: null, live: 0 }));
+    GROUP BY positionId, traderId, assetId, openAt HAVING live = 1`,
+    { positionIds },
+  );
+  return rows.map((r) => ({
+    id: Number(r.positionId),
+    traderId: Number(r.traderId),
+    assetId: Number(r.assetId),
+    direction: r.direction,
+    openAt: Number(r.openAt),
+    openPrice: null,
+    live: 0,
+  }));
 }
 
 /** position_samples gets position_performances' rows as they are inserted: one encoding and one parse of them, not two. */
@@ -91,11 +107,29 @@ const PRICE_SERIES_DDL = `CREATE TABLE IF NOT EXISTS $db.price_series (
     assetId UInt64, hasSeries UInt8, seq UInt64
   ) ENGINE = ReplacingMergeTree(seq) ORDER BY assetId`;
 
-const PERFORMANCE_COLUMNS = ['positionId', 'window', 'traderId', 'assetId', 'direction', 'openAt', 'evaluatedAt', 'status', 'returnPercentage', 'live', 'seq'] as const;
+const PERFORMANCE_COLUMNS = [
+  'positionId',
+  'window',
+  'traderId',
+  'assetId',
+  'direction',
+  'openAt',
+  'evaluatedAt',
+  'status',
+  'returnPercentage',
+  'live',
+  'seq',
+] as const;
 
 /** What an evaluation depends on: a position statement (from the fold or the positions table). */
 export interface PositionState {
-  id: number; traderId: number; assetId: number; direction: 'long' | 'short'; openAt: number; openPrice: number | null; live: number;
+  id: number;
+  traderId: number;
+  assetId: number;
+  direction: 'long' | 'short';
+  openAt: number;
+  openPrice: number | null;
+  live: number;
 }
 /** The fields of a position statement whose change re-evaluates it. */
 export const EVALUATED_FIELDS = ['traderId', 'assetId', 'direction', 'openAt', 'openPrice', 'live'] as const;
@@ -105,24 +139,31 @@ export const EVALUATED_FIELDS = ['traderId', 'assetId', 'direction', 'openAt', '
  * bounded by MAX_CACHED_SAMPLES (least recently used assets go first). The price projection drops
  * an asset's series before it re-evaluates, so the cache never outlives what the store holds.
  */
-interface State { seq: number | null; series: Map<number, PriceSeries>; samples: number }
+interface State {
+  seq: number | null;
+  series: Map<number, PriceSeries>;
+  samples: number;
+}
 const states = new WeakMap<Store, State>();
 const MAX_CACHED_SAMPLES = 4_000_000;
 
 function stateOf(store: Store): State {
   let s = states.get(store);
-  if (!s) states.set(store, s = { seq: null, series: new Map(), samples: 0 });
+  if (!s) states.set(store, (s = { seq: null, series: new Map(), samples: 0 }));
   return s;
 }
 
 /** Drops what this process keeps of `store` (the seq counter, cached price series): another writer has written it since. */
-export function forgetPerformanceState(store: Store): void { states.delete(store); }
+export function forgetPerformanceState(store: Store): void {
+  states.delete(store);
+}
 
 async function nextSeq(store: Store): Promise<number> {
   const s = stateOf(store);
   if (s.seq === null) {
     const [row] = await store.query<{ seq: number }>(
-      'SELECT greatest((SELECT max(seq) FROM $db.position_performances), (SELECT max(seq) FROM $db.price_series)) AS seq');
+      'SELECT greatest((SELECT max(seq) FROM $db.position_performances), (SELECT max(seq) FROM $db.price_series)) AS seq',
+    );
     s.seq = Number(row?.seq ?? 0);
   }
   return ++s.seq;
@@ -132,7 +173,10 @@ function forgetSeries(store: Store, assetIds: Iterable<number>): void {
   const s = stateOf(store);
   for (const a of assetIds) {
     const had = s.series.get(a);
-    if (had) { s.samples -= had.at.length; s.series.delete(a); }
+    if (had) {
+      s.samples -= had.at.length;
+      s.series.delete(a);
+    }
   }
 }
 
@@ -140,11 +184,14 @@ async function seriesOf(store: Store, assetIds: readonly number[]): Promise<Map<
   const s = stateOf(store);
   const missing = assetIds.filter((a) => !s.series.has(a));
   if (missing.length) {
-    const rows = await store.query<{ assetId: number; at: number[]; price: number[] }>(`
+    const rows = await store.query<{ assetId: number; at: number[]; price: number[] }>(
+      `
       SELECT assetId, groupArray(t) AS at, groupArray(price) AS price FROM (
         SELECT assetId, toUnixTimestamp64Milli(at) AS t, price FROM $db.prices FINAL
         WHERE assetId IN {missing:Array(UInt64)} AND deleted = 0 ORDER BY assetId, at
-      ) GROUP BY assetId`, { missing });
+      ) GROUP BY assetId`,
+      { missing },
+    );
     const found = new Map(rows.map((r) => [Number(r.assetId), r]));
     for (const a of missing) {
       const r = found.get(a);
@@ -157,12 +204,14 @@ async function seriesOf(store: Store, assetIds: readonly number[]): Promise<Map<
   for (const a of assetIds) {
     const series = s.series.get(a)!;
     // Most recently used last: eviction takes from the front.
-    s.series.delete(a); s.series.set(a, series);
+    s.series.delete(a);
+    s.series.set(a, series);
     out.set(a, series);
   }
   for (const [a, series] of s.series) {
     if (s.samples <= MAX_CACHED_SAMPLES || out.has(a)) break;
-    s.series.delete(a); s.samples -= series.at.length;
+    s.series.delete(a);
+    s.samples -= series.at.length;
   }
   return out;
 }
@@ -173,7 +222,11 @@ async function seriesOf(store: Store, assetIds: readonly number[]): Promise<Map<
  * statement: a position's earlier (traderId, assetId, openAt), whose rows would otherwise stay at
  * that key (position_performances is keyed by positionId and needs none).
  */
-export async function writePerformances(store: Store, positions: readonly PositionState[], retired: readonly PositionState[] = []): Promise<void> {
+export async function writePerformances(
+  store: Store,
+  positions: readonly PositionState[],
+  retired: readonly PositionState[] = [],
+): Promise<void> {
   if (!positions.length && !retired.length) return;
   const series = await seriesOf(store, [...new Set(positions.map((p) => p.assetId))]);
   const seq = await nextSeq(store);
@@ -202,38 +255,67 @@ export async function writePerformances(store: Store, positions: readonly Positi
  */
 export async function reevaluateForPrices(store: Store, batch: readonly ValidRecord[]): Promise<void> {
   if (!batch.length) return;
-  let lo = Infinity; let hi = -Infinity;
+  let lo = Infinity;
+  let hi = -Infinity;
   const assets = new Set<number>();
   const deletes = new Set<number>();
   for (const { value: p } of batch as readonly ValidRecord<PriceRecord>[]) {
     const at = parseDateTime(p.at)!;
-    lo = Math.min(lo, at); hi = Math.max(hi, at);
+    lo = Math.min(lo, at);
+    hi = Math.max(hi, at);
     assets.add(p.assetId);
     if (p.deleted) deletes.add(p.assetId);
   }
   const assetIds = [...assets];
   forgetSeries(store, assetIds); // the cached series of these assets are stale now
-  const known = new Map((await store.query<{ assetId: number; hasSeries: number }>(
-    'SELECT assetId, argMax(hasSeries, seq) AS hasSeries FROM $db.price_series WHERE assetId IN {assetIds:Array(UInt64)} GROUP BY assetId',
-    { assetIds })).map((k) => [Number(k.assetId), Number(k.hasSeries)]));
+  const known = new Map(
+    (
+      await store.query<{ assetId: number; hasSeries: number }>(
+        'SELECT assetId, argMax(hasSeries, seq) AS hasSeries FROM $db.price_series WHERE assetId IN {assetIds:Array(UInt64)} GROUP BY assetId',
+        { assetIds },
+      )
+    ).map((k) => [Number(k.assetId), Number(k.hasSeries)]),
+  );
   // An asset known to have a series keeps it unless the batch deletes samples; the others are looked at.
   const unsure = assetIds.filter((a) => known.get(a) !== 1 || deletes.has(a));
   const series = await seriesOf(store, unsure);
   const flipped = unsure.filter((a) => (series.get(a)!.at.length ? 1 : 0) !== (known.get(a) ?? 0));
   const ranges = WINDOWS.map((w) => ({ from: lo - TOLERANCE_MS[w] - WINDOW_MS[w], to: hi - WINDOW_MS[w] }));
   // (No column alias may shadow `openAt` here: the WHERE clause would compare the alias.)
-  const rows = await store.query<Omit<PositionState, 'openAt'> & { t: number; tomb: number; seq: number }>(`
+  const rows = await store.query<Omit<PositionState, 'openAt'> & { t: number; tomb: number; seq: number }>(
+    `
     SELECT id, traderId, assetId, direction, toUnixTimestamp64Milli(openAt) AS t, openPrice, live, tomb, seq FROM $db.positions
     WHERE assetId IN {flipped:Array(UInt64)}
-       OR (assetId IN {assetIds:Array(UInt64)} AND (${ranges.map((_, i) =>
-         `(openAt BETWEEN fromUnixTimestamp64Milli({from${i}:Int64}, 'UTC') AND fromUnixTimestamp64Milli({to${i}:Int64}, 'UTC'))`).join(' OR ')}))`,
-  { flipped, assetIds, ...Object.fromEntries(ranges.flatMap((r, i) => [[`from${i}`, r.from], [`to${i}`, r.to]])) });
+       OR (assetId IN {assetIds:Array(UInt64)} AND (${ranges
+         .map(
+           (_, i) =>
+             `(openAt BETWEEN fromUnixTimestamp64Milli({from${i}:Int64}, 'UTC') AND fromUnixTimestamp64Milli({to${i}:Int64}, 'UTC'))`,
+         )
+         .join(' OR ')}))`,
+    {
+      flipped,
+      assetIds,
+      ...Object.fromEntries(
+        ranges.flatMap((r, i) => [
+          [`from${i}`, r.from],
+          [`to${i}`, r.to],
+        ]),
+      ),
+    },
+  );
   // The newest row per position among those found: a tombstone there means it lives elsewhere now.
   const newest = newestById(rows, (r) => r.id);
-  await writePerformances(store, [...newest.values()].filter((p) => p.tomb === 0 && p.live === 1).map(({ t, ...p }) => ({ ...p, openAt: t })));
+  await writePerformances(
+    store,
+    [...newest.values()].filter((p) => p.tomb === 0 && p.live === 1).map(({ t, ...p }) => ({ ...p, openAt: t })),
+  );
   if (flipped.length) {
     const seq = await nextSeq(store);
-    await store.insertCompact('price_series', ['assetId', 'hasSeries', 'seq'], flipped.map((a) => [a, series.get(a)!.at.length ? 1 : 0, seq]));
+    await store.insertCompact(
+      'price_series',
+      ['assetId', 'hasSeries', 'seq'],
+      flipped.map((a) => [a, series.get(a)!.at.length ? 1 : 0, seq]),
+    );
   }
 }
 

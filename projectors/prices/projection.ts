@@ -8,11 +8,18 @@ export const pricesProjection: Projection = {
   // Ordered by (assetId, at): forward-price look-ups and latest marks are range reads. The minmax
   // index on `at` lets "the first sample after now, any asset" (the read cache's expiry of open
   // positions) skip every part of the past.
-  ddl: [`CREATE TABLE IF NOT EXISTS $db.prices (
+  ddl: [
+    `CREATE TABLE IF NOT EXISTS $db.prices (
     assetId UInt64, at DateTime64(3, 'UTC'), price Float64, version UInt64, deleted UInt8,
     INDEX at_minmax at TYPE minmax GRANULARITY 1
-  ) ENGINE = ReplacingMergeTree(version) ORDER BY (assetId, at)`],
-  handle: (batch) => batch.map(({ value: p }: { value: PriceRecord }) => ({
-    assetId: p.assetId, at: iso(p.at), price: p.price, version: p.version, deleted: del(p),
-  })),
+  ) ENGINE = ReplacingMergeTree(version) ORDER BY (assetId, at)`,
+  ],
+  handle: (batch) =>
+    batch.map(({ value: p }: { value: PriceRecord }) => ({
+      assetId: p.assetId,
+      at: iso(p.at),
+      price: p.price,
+      version: p.version,
+      deleted: del(p),
+    })),
 };

@@ -1,8 +1,15 @@
-import type { AggregateSummaryRecord, ChannelSummaryRecord } from '../../schemas/topics/index.ts';
 import { parseDateTime } from '../../schemas/formats.ts';
-import type { Projection } from '../projection.ts';
-import { applyVersioned, currentViewDdl, sameFields, STATEMENT_COLUMNS_DDL, type Statement, type VersionedStatements } from '../../storage/statements.ts';
+import type { AggregateSummaryRecord, ChannelSummaryRecord } from '../../schemas/topics/index.ts';
 import { statementEngine } from '../../storage/compaction.ts';
+import {
+  applyVersioned,
+  currentViewDdl,
+  STATEMENT_COLUMNS_DDL,
+  type Statement,
+  sameFields,
+  type VersionedStatements,
+} from '../../storage/statements.ts';
+import type { Projection } from '../projection.ts';
 
 /**
  * Generated summaries as statement tables (storage/statements.ts) ordered for their list
@@ -26,27 +33,67 @@ export const AGGREGATE_SUMMARIES_DDL = `CREATE TABLE IF NOT EXISTS $db.aggregate
   ) ${statementEngine('windowStart, id, windowEnd, status')}`;
 
 export interface SummaryStatement extends Statement {
-  id: string; start: number; end: number; generatedAt: number; status: string; body: string; version: number; deleted: number; traderId: number;
+  id: string;
+  start: number;
+  end: number;
+  generatedAt: number;
+  status: string;
+  body: string;
+  version: number;
+  deleted: number;
+  traderId: number;
 }
 
 const head = (s: { windowStart: string; windowEnd: string; generatedAt: string }) => {
   return { start: parseDateTime(s.windowStart)!, end: parseDateTime(s.windowEnd)!, generatedAt: parseDateTime(s.generatedAt)! };
 };
-const SELECT = (table: string, extra: string) => `SELECT id, toUnixTimestamp64Milli(windowStart) AS start, toUnixTimestamp64Milli(windowEnd) AS end,
+const SELECT = (
+  table: string,
+  extra: string,
+) => `SELECT id, toUnixTimestamp64Milli(windowStart) AS start, toUnixTimestamp64Milli(windowEnd) AS end,
   toUnixTimestamp64Milli(generatedAt) AS generatedAt, status, body, version, deleted, live, tomb, seq${extra} FROM $db.${table}`;
-const same = sameFields<SummaryStatement>(['id', 'start', 'end', 'generatedAt', 'status', 'body', 'version', 'deleted', 'live', 'traderId']);
+const same = sameFields<SummaryStatement>([
+  'id',
+  'start',
+  'end',
+  'generatedAt',
+  'status',
+  'body',
+  'version',
+  'deleted',
+  'live',
+  'traderId',
+]);
 const sameKey = sameFields<SummaryStatement>(['start', 'id', 'end', 'status', 'traderId']);
 const HEAD_COLUMNS = ['id', 'windowStart', 'windowEnd', 'generatedAt', 'status', 'body', 'version', 'deleted', 'live', 'tomb', 'seq'];
 /** A statement as the store gets it (date-times in canonical ISO), by column. */
 const stored = (s: Omit<SummaryStatement, 'seq' | 'tomb'> & Partial<SummaryStatement>) => ({
-  id: s.id, windowStart: new Date(s.start).toISOString(), windowEnd: new Date(s.end).toISOString(), generatedAt: new Date(s.generatedAt).toISOString(),
-  status: s.status, body: s.body, version: s.version, deleted: s.deleted, live: s.live, tomb: s.tomb ?? 0, seq: s.seq ?? 0, traderId: s.traderId,
+  id: s.id,
+  windowStart: new Date(s.start).toISOString(),
+  windowEnd: new Date(s.end).toISOString(),
+  generatedAt: new Date(s.generatedAt).toISOString(),
+  status: s.status,
+  body: s.body,
+  version: s.version,
+  deleted: s.deleted,
+  live: s.live,
+  tomb: s.tomb ?? 0,
+  seq: s.seq ?? 0,
+  traderId: s.traderId,
 });
-const headValues = (s: SummaryStatement): unknown[] => { const r = stored(s); return HEAD_COLUMNS.map((c) => r[c as keyof typeof r]); };
+const headValues = (s: SummaryStatement): unknown[] => {
+  const r = stored(s);
+  return HEAD_COLUMNS.map((c) => r[c as keyof typeof r]);
+};
 
 const CHANNEL: VersionedStatements<ChannelSummaryRecord, SummaryStatement> = {
-  table: 'channel_summaries', columns: [...HEAD_COLUMNS, 'traderId'], select: SELECT('channel_summaries', ', traderId'),
-  idOf: (s) => s.id, same, sameKey, values: (s) => [...headValues(s), s.traderId],
+  table: 'channel_summaries',
+  columns: [...HEAD_COLUMNS, 'traderId'],
+  select: SELECT('channel_summaries', ', traderId'),
+  idOf: (s) => s.id,
+  same,
+  sameKey,
+  values: (s) => [...headValues(s), s.traderId],
   state: (r) => {
     const { id, traderId, windowStart, windowEnd, generatedAt, status, version, deleted, ...body } = r;
     return { id, traderId, ...head(r), status, body: JSON.stringify(body), version, deleted: deleted ? 1 : 0, live: deleted ? 0 : 1 };
@@ -54,8 +101,13 @@ const CHANNEL: VersionedStatements<ChannelSummaryRecord, SummaryStatement> = {
 };
 
 const AGGREGATE: VersionedStatements<AggregateSummaryRecord, SummaryStatement> = {
-  table: 'aggregate_summaries', columns: HEAD_COLUMNS, select: SELECT('aggregate_summaries', ', 0 AS traderId'),
-  idOf: (s) => s.id, same, sameKey, values: headValues,
+  table: 'aggregate_summaries',
+  columns: HEAD_COLUMNS,
+  select: SELECT('aggregate_summaries', ', 0 AS traderId'),
+  idOf: (s) => s.id,
+  same,
+  sameKey,
+  values: headValues,
   state: (r) => {
     const { id, windowStart, windowEnd, generatedAt, status, version, deleted, ...body } = r;
     return { id, traderId: 0, ...head(r), status, body: JSON.stringify(body), version, deleted: deleted ? 1 : 0, live: deleted ? 0 : 1 };

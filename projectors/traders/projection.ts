@@ -1,51 +1,75 @@
 import type { SourceIdentityRecord, TraderRecord, TraderTagsRecord } from '../../schemas/topics/index.ts';
+import { statementEngine } from '../../storage/compaction.ts';
+import type { Store } from '../../storage/port.ts';
+import { batchSeq, newestById, STATEMENT_COLUMNS_DDL, type Statement, sameFields, statementRows } from '../../storage/statements.ts';
 import { del, type Projection } from '../projection.ts';
 import { httpUrl } from '../sanitize.ts';
-import { statementEngine } from '../../storage/compaction.ts';
-import { batchSeq, newestById, sameFields, statementRows, STATEMENT_COLUMNS_DDL, type Statement } from '../../storage/statements.ts';
-import type { Store } from '../../storage/port.ts';
 
 export const tradersProjection: Projection = {
   name: 'traders',
   canHandle: ['traders'],
   table: 'traders',
   // sourcePlatform/sourceIdentityId are '' for a trader with no assigned source.
-  ddl: [`CREATE TABLE IF NOT EXISTS $db.traders (
+  ddl: [
+    `CREATE TABLE IF NOT EXISTS $db.traders (
     id UInt64, name String, slug Nullable(String), avatarUrl Nullable(String),
     sourcePlatform LowCardinality(String), sourceIdentityId String, version UInt64, deleted UInt8
-  ) ENGINE = ReplacingMergeTree(version) ORDER BY id`],
-  handle: (batch) => batch.map(({ value: t }: { value: TraderRecord }) => ({
-    id: t.id, name: t.name, slug: t.slug, avatarUrl: httpUrl(t.avatarUrl),
-    sourcePlatform: t.source?.platform ?? '', sourceIdentityId: t.source?.sourceIdentityId ?? '',
-    version: t.version, deleted: del(t),
-  })),
+  ) ENGINE = ReplacingMergeTree(version) ORDER BY id`,
+  ],
+  handle: (batch) =>
+    batch.map(({ value: t }: { value: TraderRecord }) => ({
+      id: t.id,
+      name: t.name,
+      slug: t.slug,
+      avatarUrl: httpUrl(t.avatarUrl),
+      sourcePlatform: t.source?.platform ?? '',
+      sourceIdentityId: t.source?.sourceIdentityId ?? '',
+      version: t.version,
+      deleted: del(t),
+    })),
 };
 
 export const sourceIdentitiesProjection: Projection = {
   name: 'source-identities',
   canHandle: ['source-identities'],
   table: 'source_identities',
-  ddl: [`CREATE TABLE IF NOT EXISTS $db.source_identities (
+  ddl: [
+    `CREATE TABLE IF NOT EXISTS $db.source_identities (
     platform LowCardinality(String), sourceIdentityId String, displayName Nullable(String), handle Nullable(String),
     avatarUrl Nullable(String), profileUrl Nullable(String), audienceCount Nullable(UInt64), version UInt64, deleted UInt8
-  ) ENGINE = ReplacingMergeTree(version) ORDER BY (platform, sourceIdentityId)`],
-  handle: (batch) => batch.map(({ value: s }: { value: SourceIdentityRecord }) => ({
-    platform: s.platform, sourceIdentityId: s.sourceIdentityId, displayName: s.displayName, handle: s.handle,
-    avatarUrl: httpUrl(s.avatarUrl), profileUrl: httpUrl(s.profileUrl), audienceCount: s.audienceCount, version: s.version, deleted: del(s),
-  })),
+  ) ENGINE = ReplacingMergeTree(version) ORDER BY (platform, sourceIdentityId)`,
+  ],
+  handle: (batch) =>
+    batch.map(({ value: s }: { value: SourceIdentityRecord }) => ({
+      platform: s.platform,
+      sourceIdentityId: s.sourceIdentityId,
+      displayName: s.displayName,
+      handle: s.handle,
+      avatarUrl: httpUrl(s.avatarUrl),
+      profileUrl: httpUrl(s.profileUrl),
+      audienceCount: s.audienceCount,
+      version: s.version,
+      deleted: del(s),
+    })),
 };
 
 export const traderTagsProjection: Projection = {
   name: 'trader-tags',
   canHandle: ['trader-tags'],
   table: 'trader_tags',
-  ddl: [`CREATE TABLE IF NOT EXISTS $db.trader_tags (
+  ddl: [
+    `CREATE TABLE IF NOT EXISTS $db.trader_tags (
     traderId UInt64, categories Array(String), names Array(String), version UInt64, deleted UInt8
-  ) ENGINE = ReplacingMergeTree(version) ORDER BY traderId`],
-  handle: (batch) => batch.map(({ value: t }: { value: TraderTagsRecord }) => ({
-    traderId: t.traderId, categories: t.tags.map((x) => x.category.toLowerCase()), names: t.tags.map((x) => x.name.toLowerCase()),
-    version: t.version, deleted: del(t),
-  })),
+  ) ENGINE = ReplacingMergeTree(version) ORDER BY traderId`,
+  ],
+  handle: (batch) =>
+    batch.map(({ value: t }: { value: TraderTagsRecord }) => ({
+      traderId: t.traderId,
+      categories: t.tags.map((x) => x.category.toLowerCase()),
+      names: t.tags.map((x) => x.name.toLowerCase()),
+      version: t.version,
+      deleted: del(t),
+    })),
 };
 
 /**
@@ -62,12 +86,35 @@ export const TRADER_DIRECTORY_DDL = `CREATE TABLE IF NOT EXISTS $db.trader_direc
   ) ${statementEngine('name, id, sourcePlatform')}`;
 
 interface DirectoryStatement extends Statement {
-  id: number; name: string; slug: string | null; avatarUrl: string | null; sourcePlatform: string; sourceIdentityId: string;
-  hasSource: number; displayName: string | null; handle: string | null; sAvatarUrl: string | null; profileUrl: string | null;
-  audienceCount: number | null; deleted: number;
+  id: number;
+  name: string;
+  slug: string | null;
+  avatarUrl: string | null;
+  sourcePlatform: string;
+  sourceIdentityId: string;
+  hasSource: number;
+  displayName: string | null;
+  handle: string | null;
+  sAvatarUrl: string | null;
+  profileUrl: string | null;
+  audienceCount: number | null;
+  deleted: number;
 }
-const DIRECTORY_FIELDS = ['id', 'name', 'slug', 'avatarUrl', 'sourcePlatform', 'sourceIdentityId', 'hasSource', 'displayName', 'handle',
-  'sAvatarUrl', 'profileUrl', 'audienceCount', 'deleted'] as const;
+const DIRECTORY_FIELDS = [
+  'id',
+  'name',
+  'slug',
+  'avatarUrl',
+  'sourcePlatform',
+  'sourceIdentityId',
+  'hasSource',
+  'displayName',
+  'handle',
+  'sAvatarUrl',
+  'profileUrl',
+  'audienceCount',
+  'deleted',
+] as const;
 const DIRECTORY_COLUMNS = [...DIRECTORY_FIELDS, 'live', 'tomb', 'seq'] as const;
 const sameDirectory = sameFields<DirectoryStatement>([...DIRECTORY_FIELDS, 'live']);
 const sameDirectoryKey = sameFields<DirectoryStatement>(['name', 'id', 'sourcePlatform']);
@@ -75,7 +122,8 @@ const sameDirectoryKey = sameFields<DirectoryStatement>(['name', 'id', 'sourcePl
 async function restateDirectory(store: Store, ids: number[], version: bigint): Promise<void> {
   if (!ids.length) return;
   const [states, prevRows] = await Promise.all([
-    store.query<Omit<DirectoryStatement, 'live' | 'tomb' | 'seq'>>(`
+    store.query<Omit<DirectoryStatement, 'live' | 'tomb' | 'seq'>>(
+      `
       SELECT t.id AS id, t.name AS name, t.slug AS slug, t.avatarUrl AS avatarUrl, t.sourcePlatform AS sourcePlatform,
              t.sourceIdentityId AS sourceIdentityId, s.sourceIdentityId IS NOT NULL AS hasSource,
              s.displayName AS displayName, s.handle AS handle, s.avatarUrl AS sAvatarUrl, s.profileUrl AS profileUrl,
@@ -83,15 +131,20 @@ async function restateDirectory(store: Store, ids: number[], version: bigint): P
       FROM (SELECT * FROM $db.traders FINAL WHERE id IN {ids:Array(UInt64)}) AS t
       LEFT JOIN (SELECT * FROM $db.source_identities FINAL WHERE deleted = 0) AS s
         ON s.platform = t.sourcePlatform AND s.sourceIdentityId = t.sourceIdentityId
-      SETTINGS join_use_nulls = 1`, { ids }),
-    store.query<DirectoryStatement>(`SELECT ${DIRECTORY_COLUMNS.join(', ')} FROM $db.trader_directory WHERE id IN {ids:Array(UInt64)}`, { ids }),
+      SETTINGS join_use_nulls = 1`,
+      { ids },
+    ),
+    store.query<DirectoryStatement>(`SELECT ${DIRECTORY_COLUMNS.join(', ')} FROM $db.trader_directory WHERE id IN {ids:Array(UInt64)}`, {
+      ids,
+    }),
   ]);
   const prev = newestById(prevRows, (r) => r.id);
   const base = batchSeq(version);
   const out: unknown[][] = [];
   for (const s of states) {
     const next = { ...s, hasSource: Number(s.hasSource), live: s.deleted ? 0 : 1 };
-    for (const row of statementRows(prev.get(s.id), next, base, sameDirectory, sameDirectoryKey)) out.push(DIRECTORY_COLUMNS.map((c) => row[c]));
+    for (const row of statementRows(prev.get(s.id), next, base, sameDirectory, sameDirectoryKey))
+      out.push(DIRECTORY_COLUMNS.map((c) => row[c]));
   }
   await store.insertCompact('trader_directory', DIRECTORY_COLUMNS, out);
 }
@@ -101,11 +154,23 @@ export const traderDirectoryProjection: Projection = {
   canHandle: ['traders', 'source-identities'],
   ddl: [TRADER_DIRECTORY_DDL],
   async afterStore(store, batch, version) {
-    if (batch[0]?.topic === 'traders') return restateDirectory(store, [...new Set(batch.map((r) => (r.value as TraderRecord).id))], version);
+    if (batch[0]?.topic === 'traders')
+      return restateDirectory(store, [...new Set(batch.map((r) => (r.value as TraderRecord).id))], version);
     // An identity changed: restate the traders assigned to it.
-    const keys = [...new Set(batch.map((r) => { const s = r.value as SourceIdentityRecord; return `${s.platform}:${s.sourceIdentityId}`; }))];
-    const ids = (await store.query<{ id: number }>(
-      "SELECT id FROM $db.traders FINAL WHERE concat(sourcePlatform, ':', sourceIdentityId) IN {keys:Array(String)}", { keys })).map((r) => Number(r.id));
+    const keys = [
+      ...new Set(
+        batch.map((r) => {
+          const s = r.value as SourceIdentityRecord;
+          return `${s.platform}:${s.sourceIdentityId}`;
+        }),
+      ),
+    ];
+    const ids = (
+      await store.query<{ id: number }>(
+        "SELECT id FROM $db.traders FINAL WHERE concat(sourcePlatform, ':', sourceIdentityId) IN {keys:Array(String)}",
+        { keys },
+      )
+    ).map((r) => Number(r.id));
     return restateDirectory(store, ids, version);
   },
 };

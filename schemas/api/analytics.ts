@@ -1,8 +1,8 @@
 import Type from 'typebox';
 import { DateTime, Direction, EventType, Nullable, StringEnum } from '../topics/common.ts';
 import { AppliedTimeRange, ListMeta, SuccessEnvelope } from './envelope.ts';
-import { SourceIdentity, WINDOWS } from './resources.ts';
 import { ACTIVITY_GROUP_BY, ACTIVITY_INTERVALS, RANKING_METRICS } from './queries.ts';
+import { SourceIdentity, WINDOWS } from './resources.ts';
 
 /** Resources of the analytics reads (contract section 2; the README's "Analytics reads" says how each figure is computed). */
 
@@ -52,14 +52,16 @@ export const TraderStatsRow = Type.Object({
 });
 export type TraderStatsRow = Type.Static<typeof TraderStatsRow>;
 
-export const TraderStatsResponse = SuccessEnvelope(Type.Object({
-  results: Type.Array(TraderStatsRow),
-  meta: Type.Object({
-    missingTraderIds: Type.Array(Type.Integer()),
-    serverTime: DateTime,
-    appliedTimeRange: AppliedTimeRange,
+export const TraderStatsResponse = SuccessEnvelope(
+  Type.Object({
+    results: Type.Array(TraderStatsRow),
+    meta: Type.Object({
+      missingTraderIds: Type.Array(Type.Integer()),
+      serverTime: DateTime,
+      appliedTimeRange: AppliedTimeRange,
+    }),
   }),
-}));
+);
 
 export const AssetStatsRow = Type.Object({
   assetId: Type.Integer(),
@@ -70,15 +72,21 @@ export const AssetStatsRow = Type.Object({
 });
 export type AssetStatsRow = Type.Static<typeof AssetStatsRow>;
 
-export const AssetStatsResponse = SuccessEnvelope(Type.Object({
-  results: Type.Array(AssetStatsRow),
-  filtersApplied: Type.Object({ traderIds: Type.Array(Type.Integer()), direction: Nullable(Direction), appliedTimeRange: AppliedTimeRange }),
-  meta: Type.Object({
-    requestedAssetIds: Type.Array(Type.Integer()),
-    missingAssetIds: Type.Array(Type.Integer()),
-    serverTime: DateTime,
+export const AssetStatsResponse = SuccessEnvelope(
+  Type.Object({
+    results: Type.Array(AssetStatsRow),
+    filtersApplied: Type.Object({
+      traderIds: Type.Array(Type.Integer()),
+      direction: Nullable(Direction),
+      appliedTimeRange: AppliedTimeRange,
+    }),
+    meta: Type.Object({
+      requestedAssetIds: Type.Array(Type.Integer()),
+      missingAssetIds: Type.Array(Type.Integer()),
+      serverTime: DateTime,
+    }),
   }),
-}));
+);
 
 /** `full`: every position of the sample has reached the window; `partial`: some have; `not_applicable`: an activity metric. */
 export const WINDOW_EVALUABILITY = ['full', 'partial', 'not_applicable'] as const;
@@ -94,19 +102,21 @@ export const RankingRow = Type.Object({
 });
 export type RankingRow = Type.Static<typeof RankingRow>;
 
-export const RankingsResponse = SuccessEnvelope(Type.Object({
-  results: Type.Array(RankingRow),
-  filtersApplied: Type.Object({
-    metric: StringEnum(RANKING_METRICS),
-    assetIds: Type.Array(Type.Integer()),
-    direction: Nullable(Direction),
-    timeBasedPerformanceWindow: StringEnum(WINDOWS),
-    minPositions: Count,
-    windowEvaluability: StringEnum(WINDOW_EVALUABILITY),
-    appliedTimeRange: AppliedTimeRange,
+export const RankingsResponse = SuccessEnvelope(
+  Type.Object({
+    results: Type.Array(RankingRow),
+    filtersApplied: Type.Object({
+      metric: StringEnum(RANKING_METRICS),
+      assetIds: Type.Array(Type.Integer()),
+      direction: Nullable(Direction),
+      timeBasedPerformanceWindow: StringEnum(WINDOWS),
+      minPositions: Count,
+      windowEvaluability: StringEnum(WINDOW_EVALUABILITY),
+      appliedTimeRange: AppliedTimeRange,
+    }),
+    meta: Type.Object({ totalCandidates: Count, serverTime: DateTime }),
   }),
-  meta: Type.Object({ totalCandidates: Count, serverTime: DateTime }),
-}));
+);
 
 export const ActivityBucket = Type.Object({ start: DateTime, end: DateTime, messageCount: Count, eventCount: Count });
 export const ActivityGroup = Type.Object({
@@ -117,17 +127,19 @@ export const ActivityGroup = Type.Object({
 });
 export type ActivityGroup = Type.Static<typeof ActivityGroup>;
 
-export const ActivitySummariesResponse = SuccessEnvelope(Type.Object({
-  results: Type.Array(ActivityGroup),
-  filtersApplied: Type.Object({
-    groupBy: StringEnum(ACTIVITY_GROUP_BY),
-    interval: StringEnum(ACTIVITY_INTERVALS),
-    eventTypes: Type.Array(EventType),
-    traderIds: Type.Array(Type.Integer()),
-    appliedTimeRange: AppliedTimeRange,
+export const ActivitySummariesResponse = SuccessEnvelope(
+  Type.Object({
+    results: Type.Array(ActivityGroup),
+    filtersApplied: Type.Object({
+      groupBy: StringEnum(ACTIVITY_GROUP_BY),
+      interval: StringEnum(ACTIVITY_INTERVALS),
+      eventTypes: Type.Array(EventType),
+      traderIds: Type.Array(Type.Integer()),
+      appliedTimeRange: AppliedTimeRange,
+    }),
+    meta: Type.Object({ totalMessages: Count, totalEvents: Count, serverTime: DateTime }),
   }),
-  meta: Type.Object({ totalMessages: Count, totalEvents: Count, serverTime: DateTime }),
-}));
+);
 
 export const TraderActivityRow = Type.Object({ traderId: Type.Integer(), positionCount: Count });
 export type TraderActivityRow = Type.Static<typeof TraderActivityRow>;
@@ -136,7 +148,11 @@ export const TraderActivityResponse = SuccessEnvelope(Type.Object({ results: Typ
 /** `details` of PERFORMANCE_WINDOW_NOT_ELAPSED (contract 7). */
 const RangeAndWindow = { startTime: DateTime, endTime: DateTime, timeBasedPerformanceWindow: StringEnum(WINDOWS) };
 export const WindowNotElapsedDetails = Type.Object({
-  requested: Type.Object({ startTime: Nullable(DateTime), endTime: Nullable(DateTime), timeBasedPerformanceWindow: Nullable(StringEnum(WINDOWS)) }),
+  requested: Type.Object({
+    startTime: Nullable(DateTime),
+    endTime: Nullable(DateTime),
+    timeBasedPerformanceWindow: Nullable(StringEnum(WINDOWS)),
+  }),
   resolved: Type.Object(RangeAndWindow),
   alternatives: Type.Array(Type.Object({ strategy: StringEnum(['preserve_sample', 'preserve_evaluation']), ...RangeAndWindow })),
 });

@@ -40,7 +40,8 @@ export function StringList(description: string, maxItems = 1000) {
   });
 }
 
-export const Limit = (max = 200, dflt = 50) => Type.Integer({ minimum: 1, maximum: max, default: dflt, description: `page size, 1 to ${max} (default ${dflt})` });
+export const Limit = (max = 200, dflt = 50) =>
+  Type.Integer({ minimum: 1, maximum: max, default: dflt, description: `page size, 1 to ${max} (default ${dflt})` });
 export const Cursor = Type.String({ minLength: 1, description: 'opaque `meta.nextCursor` of the previous page' });
 export const StartTime = Type.String({ format: 'date-time', description: 'inclusive lower bound (ISO-8601)' });
 export const EndTime = Type.String({ format: 'date-time', description: 'inclusive upper bound (ISO-8601)' });

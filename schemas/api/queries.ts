@@ -1,8 +1,19 @@
 import Type from 'typebox';
 import { StringEnum } from '../topics/common.ts';
 import {
-  ASSET_CLASS_FILTER_VALUES, DIRECTION_VALUES, EnumList, EVENT_TYPE_VALUES, IdList, Limit, pageParams, PLATFORM_VALUES, Query, Search,
-  StringList, windowParams, type Validated,
+  ASSET_CLASS_FILTER_VALUES,
+  DIRECTION_VALUES,
+  EnumList,
+  EVENT_TYPE_VALUES,
+  IdList,
+  Limit,
+  PLATFORM_VALUES,
+  pageParams,
+  Query,
+  Search,
+  StringList,
+  type Validated,
+  windowParams,
 } from './common-params.ts';
 
 /** Query parameters of each read (contract section 4); REST validation, MCP input and OpenAPI derive from these. */
@@ -13,17 +24,40 @@ export type TraderDirectoryQuery = Validated<Type.Static<typeof TraderDirectoryQ
 
 /** v1's legacy trader discovery (contract 4 "GET /traders (v1, legacy)"): the directory plus `tradeCount`. */
 export const LegacyTradersQuery = Query({
-  search: O(Search), sourcePlatforms: O(EnumList(PLATFORM_VALUES)),
-  minTrades: O(Type.Integer({ minimum: 0, maximum: 1_000_000_000, default: 3, description: 'minimum tradeCount (default 3; 0 gives the full visible directory)' })),
-  startTime: O(Type.String({ format: 'date-time', description: 'inclusive lower bound on position open time for tradeCount and minTrades (omitted: unbounded)' })),
-  endTime: O(Type.String({ format: 'date-time', description: 'inclusive upper bound on position open time for tradeCount and minTrades (omitted: unbounded)' })),
+  search: O(Search),
+  sourcePlatforms: O(EnumList(PLATFORM_VALUES)),
+  minTrades: O(
+    Type.Integer({
+      minimum: 0,
+      maximum: 1_000_000_000,
+      default: 3,
+      description: 'minimum tradeCount (default 3; 0 gives the full visible directory)',
+    }),
+  ),
+  startTime: O(
+    Type.String({
+      format: 'date-time',
+      description: 'inclusive lower bound on position open time for tradeCount and minTrades (omitted: unbounded)',
+    }),
+  ),
+  endTime: O(
+    Type.String({
+      format: 'date-time',
+      description: 'inclusive upper bound on position open time for tradeCount and minTrades (omitted: unbounded)',
+    }),
+  ),
   ...pageParams(),
 });
 export type LegacyTradersQuery = Validated<Type.Static<typeof LegacyTradersQuery>> & { minTrades: number };
 
 export const AssetsQuery = Query({
   search: O(Search),
-  assetClass: O(EnumList(ASSET_CLASS_FILTER_VALUES, { allowEmpty: true, description: 'resolved classes to match (any of); empty or omitted: all classes including other' })),
+  assetClass: O(
+    EnumList(ASSET_CLASS_FILTER_VALUES, {
+      allowEmpty: true,
+      description: 'resolved classes to match (any of); empty or omitted: all classes including other',
+    }),
+  ),
   assetIds: O(IdList('asset ids')),
   traderIds: O(IdList('assets these traders hold positions in')),
   ...pageParams(),
@@ -31,17 +65,21 @@ export const AssetsQuery = Query({
 export type AssetsQuery = Validated<Type.Static<typeof AssetsQuery>>;
 
 export const EventsQuery = Query({
-  traderIds: O(IdList('trader ids')), assetIds: O(IdList('asset ids')),
-  directions: O(EnumList(DIRECTION_VALUES)), types: O(EnumList(EVENT_TYPE_VALUES)),
-  ...windowParams, ...pageParams(),
+  traderIds: O(IdList('trader ids')),
+  assetIds: O(IdList('asset ids')),
+  directions: O(EnumList(DIRECTION_VALUES)),
+  types: O(EnumList(EVENT_TYPE_VALUES)),
+  ...windowParams,
+  ...pageParams(),
 });
 export type EventsQuery = Validated<Type.Static<typeof EventsQuery>>;
 
 export const MessagesQuery = Query({
-  traderIds: O(IdList('messages of these traders\' assigned source')),
+  traderIds: O(IdList("messages of these traders' assigned source")),
   ids: O(StringList('Source Message IDs', 200)),
   sourcePlatforms: O(EnumList(PLATFORM_VALUES)),
-  ...windowParams, ...pageParams(),
+  ...windowParams,
+  ...pageParams(),
 });
 export type MessagesQuery = Validated<Type.Static<typeof MessagesQuery>>;
 
@@ -84,9 +122,24 @@ export const RankingsQuery = Query({
   metric: O(StringEnum(RANKING_METRICS, { default: 'event_count', description: 'what traders are ranked by (default event_count)' })),
   assetIds: O(IdList('only positions and events on these assets')),
   direction: O(StringEnum(DIRECTION_VALUES, { description: 'only positions and events of this direction' })),
-  timeBasedPerformanceWindow: O(StringEnum(WINDOW_VALUES, { description: 'evaluation window of the performance metrics (default 30D); ignored for activity metrics' })),
-  minPositions: O(Type.Integer({ minimum: 0, maximum: 1_000_000_000, default: 3, description: 'minimum scored positions for performance metrics (default 3; 0 includes every trader with a position in the sample); ignored for activity metrics' })),
-  startTime: O(Type.String({ format: 'date-time', description: 'inclusive lower bound on position open time (default: 1 January 00:00 UTC of the applied endTime\'s year)' })),
+  timeBasedPerformanceWindow: O(
+    StringEnum(WINDOW_VALUES, { description: 'evaluation window of the performance metrics (default 30D); ignored for activity metrics' }),
+  ),
+  minPositions: O(
+    Type.Integer({
+      minimum: 0,
+      maximum: 1_000_000_000,
+      default: 3,
+      description:
+        'minimum scored positions for performance metrics (default 3; 0 includes every trader with a position in the sample); ignored for activity metrics',
+    }),
+  ),
+  startTime: O(
+    Type.String({
+      format: 'date-time',
+      description: "inclusive lower bound on position open time (default: 1 January 00:00 UTC of the applied endTime's year)",
+    }),
+  ),
   endTime: O(Type.String({ format: 'date-time', description: 'inclusive upper bound (default: serverTime)' })),
   limit: O(Limit(50, 10)),
 });
@@ -98,8 +151,12 @@ export const ACTIVITY_INTERVALS = ['hour', 'day', 'week'] as const;
 export const MAX_BUCKETS = 168;
 
 export const ActivitySummariesQuery = Query({
-  groupBy: O(StringEnum(ACTIVITY_GROUP_BY, { default: 'trader', description: 'one group per trader, or one overall group (default trader)' })),
-  interval: O(StringEnum(ACTIVITY_INTERVALS, { default: 'day', description: 'bucket size, UTC-aligned; weeks start on Monday (default day)' })),
+  groupBy: O(
+    StringEnum(ACTIVITY_GROUP_BY, { default: 'trader', description: 'one group per trader, or one overall group (default trader)' }),
+  ),
+  interval: O(
+    StringEnum(ACTIVITY_INTERVALS, { default: 'day', description: 'bucket size, UTC-aligned; weeks start on Monday (default day)' }),
+  ),
   eventTypes: O(EnumList(EVENT_TYPE_VALUES, { description: 'event types counted (default all); message counts are not restricted' })),
   traderIds: O(IdList('only these traders')),
   startTime: O(Type.String({ format: 'date-time', description: 'inclusive lower bound (default: 7 days before the applied endTime)' })),
@@ -107,12 +164,20 @@ export const ActivitySummariesQuery = Query({
   limit: O(Limit(50, 10)),
 });
 export type ActivitySummariesQuery = Validated<Type.Static<typeof ActivitySummariesQuery>> & {
-  groupBy: (typeof ACTIVITY_GROUP_BY)[number]; interval: (typeof ACTIVITY_INTERVALS)[number];
+  groupBy: (typeof ACTIVITY_GROUP_BY)[number];
+  interval: (typeof ACTIVITY_INTERVALS)[number];
 };
 
 export const TraderActivityQuery = Query({
   sourcePlatforms: O(EnumList(PLATFORM_VALUES, { description: 'only traders whose assigned source is on one of these platforms' })),
-  minPositionCount: O(Type.Integer({ minimum: 0, maximum: 1_000_000_000, default: 3, description: 'minimum eligible positions (default 3; 0 includes traders with none, unless assetIds is given)' })),
+  minPositionCount: O(
+    Type.Integer({
+      minimum: 0,
+      maximum: 1_000_000_000,
+      default: 3,
+      description: 'minimum eligible positions (default 3; 0 includes traders with none, unless assetIds is given)',
+    }),
+  ),
   assetIds: O(IdList('count only positions on these assets; a trader then needs at least one')),
   startTime: O(Type.String({ format: 'date-time', description: 'inclusive lower bound on position open time (omitted: unbounded)' })),
   endTime: O(Type.String({ format: 'date-time', description: 'inclusive upper bound on position open time (omitted: unbounded)' })),
@@ -131,11 +196,17 @@ export type SummariesQuery = Validated<Type.Static<typeof SummariesQuery>> & { i
 
 /** The partner feed (contract 4): groups by source-message post time; `since` polls changes by ingestion watermark. */
 export const FeedQuery = Query({
-  traderIds: O(IdList('groups of these traders (the trader assigned the message\'s source)')),
+  traderIds: O(IdList("groups of these traders (the trader assigned the message's source)")),
   assetIds: O(IdList('groups with an event on one of these assets')),
-  startTime: O(Type.String({ format: 'date-time', description: 'inclusive lower bound on the message\'s writtenAt' })),
-  endTime: O(Type.String({ format: 'date-time', description: 'inclusive upper bound on the message\'s writtenAt' })),
-  since: O(Type.String({ minLength: 1, maxLength: 4096, description: '0 (from the beginning of ingestion) or the nextCursor of an earlier since-poll: changed groups in ingestion order' })),
+  startTime: O(Type.String({ format: 'date-time', description: "inclusive lower bound on the message's writtenAt" })),
+  endTime: O(Type.String({ format: 'date-time', description: "inclusive upper bound on the message's writtenAt" })),
+  since: O(
+    Type.String({
+      minLength: 1,
+      maxLength: 4096,
+      description: '0 (from the beginning of ingestion) or the nextCursor of an earlier since-poll: changed groups in ingestion order',
+    }),
+  ),
   ...pageParams(100, 20),
 });
 export type FeedQuery = Validated<Type.Static<typeof FeedQuery>>;

@@ -14,16 +14,32 @@ export const SummaryHead = {
   status: SummaryStatus,
 };
 
-export const ChannelSummaryRecord = Type.Object({
-  ...SummaryHead,
-  traderId: Id,
-  overview: Type.String(),
-  keyInsights: Type.Array(Type.String(), { maxItems: 3 }),
-  marketBias: Stance,
-  mentionedAssets: Type.Array(Type.Object({
-    symbol: Type.String(), name: Nullable(Type.String()), stance: Stance, confidence: Confidence,
-  }, { additionalProperties: false }), { maxItems: 5 }),
-  ...Versioned,
-}, { additionalProperties: false });
+export const ChannelSummaryRecord = Type.Object(
+  {
+    ...SummaryHead,
+    traderId: Id,
+    overview: Type.String(),
+    keyInsights: Type.Array(Type.String(), { maxItems: 3 }),
+    marketBias: Stance,
+    mentionedAssets: Type.Array(
+      Type.Object(
+        {
+          symbol: Type.String(),
+          name: Nullable(Type.String()),
+          stance: Stance,
+          confidence: Confidence,
+        },
+        { additionalProperties: false },
+      ),
+      { maxItems: 5 },
+    ),
+    ...Versioned,
+  },
+  { additionalProperties: false },
+);
 export type ChannelSummaryRecord = Type.Static<typeof ChannelSummaryRecord>;
-export const channelSummaries = { name: 'channel-summaries', schema: ChannelSummaryRecord, key: (r: ChannelSummaryRecord) => r.id } as const;
+export const channelSummaries = {
+  name: 'channel-summaries',
+  schema: ChannelSummaryRecord,
+  key: (r: ChannelSummaryRecord) => r.id,
+} as const;

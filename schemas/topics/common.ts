@@ -27,7 +27,10 @@ export const DateTime = Type.String({ format: 'date-time' });
 export const Id = Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER });
 export const Nullable = <T extends TSchema>(t: T) => Type.Union([t, Type.Null()]);
 
-export const Attachment = Type.Object({ type: Type.String({ minLength: 1 }), url: Type.String({ format: 'uri' }) }, { additionalProperties: false });
+export const Attachment = Type.Object(
+  { type: Type.String({ minLength: 1 }), url: Type.String({ format: 'uri' }) },
+  { additionalProperties: false },
+);
 
 /** A string enum with a precise static type (`{ type: 'string', enum: [...] }`). */
 export const StringEnum = <const V extends readonly string[]>(values: V, opts: Record<string, unknown> = {}) =>

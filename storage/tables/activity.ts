@@ -29,7 +29,9 @@ export const DAY_MS = 86_400_000;
 export const hourOf = (column: string): string => `intDiv(toUnixTimestamp64Milli(${column}), ${HOUR_MS}) * ${HOUR_MS}`;
 
 /** Event-count columns, one per event type and direction: `n_open_long`, `n_open_short`, ... */
-export const EVENT_COUNTS = EVENT_TYPES.flatMap((type) => DIRECTIONS.map((direction) => ({ type, direction, column: `n_${type}_${direction}` })));
+export const EVENT_COUNTS = EVENT_TYPES.flatMap((type) =>
+  DIRECTIONS.map((direction) => ({ type, direction, column: `n_${type}_${direction}` })),
+);
 export const EVENT_COUNT_COLUMNS = EVENT_COUNTS.map((c) => c.column);
 
 /**
@@ -58,14 +60,18 @@ export const ACTIVITY_MESSAGES_DDL = `CREATE TABLE IF NOT EXISTS $db.activity_me
  * read of ten traders decompressed ten default blocks of up to 1 MiB (a fifth of the read).
  */
 const BY_OWNER_SETTINGS = 'index_granularity = 1024, min_compress_block_size = 4096, max_compress_block_size = 16384';
-export const ACTIVITY_EVENTS_BY_TRADER_DDL = [`CREATE TABLE IF NOT EXISTS $db.activity_events_by_trader (${EVENTS_COLUMNS_DDL})
+export const ACTIVITY_EVENTS_BY_TRADER_DDL = [
+  `CREATE TABLE IF NOT EXISTS $db.activity_events_by_trader (${EVENTS_COLUMNS_DDL})
   ENGINE = ReplacingMergeTree(seq) PARTITION BY grain ORDER BY (grain, traderId, start) SETTINGS ${BY_OWNER_SETTINGS}`,
-`CREATE MATERIALIZED VIEW IF NOT EXISTS $db.activity_events_by_trader_feed TO $db.activity_events_by_trader
-  AS SELECT * FROM $db.activity_events`] as const;
-export const ACTIVITY_MESSAGES_BY_SOURCE_DDL = [`CREATE TABLE IF NOT EXISTS $db.activity_messages_by_source (${MESSAGES_COLUMNS_DDL})
+  `CREATE MATERIALIZED VIEW IF NOT EXISTS $db.activity_events_by_trader_feed TO $db.activity_events_by_trader
+  AS SELECT * FROM $db.activity_events`,
+] as const;
+export const ACTIVITY_MESSAGES_BY_SOURCE_DDL = [
+  `CREATE TABLE IF NOT EXISTS $db.activity_messages_by_source (${MESSAGES_COLUMNS_DDL})
   ENGINE = ReplacingMergeTree(seq) PARTITION BY grain ORDER BY (grain, platform, sourceIdentityId, start) SETTINGS ${BY_OWNER_SETTINGS}`,
-`CREATE MATERIALIZED VIEW IF NOT EXISTS $db.activity_messages_by_source_feed TO $db.activity_messages_by_source
-  AS SELECT * FROM $db.activity_messages`] as const;
+  `CREATE MATERIALIZED VIEW IF NOT EXISTS $db.activity_messages_by_source_feed TO $db.activity_messages_by_source
+  AS SELECT * FROM $db.activity_messages`,
+] as const;
 
 /** The highest statement seq each roll-up has counted. */
 export const ACTIVITY_ROLLUP_DDL = `CREATE TABLE IF NOT EXISTS $db.activity_rollup (source LowCardinality(String), seq UInt64)

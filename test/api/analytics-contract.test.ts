@@ -5,7 +5,12 @@
 import { Compile } from 'typebox/compile';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  ActivitySummariesResponse, AssetStatsResponse, RankingsResponse, TraderActivityResponse, TraderStatsResponse, WindowNotElapsedDetails,
+  ActivitySummariesResponse,
+  AssetStatsResponse,
+  RankingsResponse,
+  TraderActivityResponse,
+  TraderStatsResponse,
+  WindowNotElapsedDetails,
 } from '../../schemas/api/analytics.ts';
 import { build, createHarness, type Harness } from '../helpers/harness.ts';
 
@@ -19,8 +24,11 @@ let h: Harness;
 let key: string;
 
 const schemas = {
-  '/v2/traders/stats': Compile(TraderStatsResponse), '/v2/assets/stats': Compile(AssetStatsResponse), '/v2/traders/rankings': Compile(RankingsResponse),
-  '/v2/activity-summaries': Compile(ActivitySummariesResponse), '/v2/traders/activity': Compile(TraderActivityResponse),
+  '/v2/traders/stats': Compile(TraderStatsResponse),
+  '/v2/assets/stats': Compile(AssetStatsResponse),
+  '/v2/traders/rankings': Compile(RankingsResponse),
+  '/v2/activity-summaries': Compile(ActivitySummariesResponse),
+  '/v2/traders/activity': Compile(TraderActivityResponse),
 } as const;
 
 /** GET with the default key; a 200 must validate against the read's response schema. */
@@ -38,23 +46,45 @@ beforeAll(async () => {
   const open = (id: number, traderId: number, assetId: number, at: number, direction = 'long') =>
     build.event(id, { positionId: id, traderId, assetId, direction, price: 100, timeOfEvent: iso(at) });
   await h.given([
-    build.source('src-1'), build.trader(1, { name: 'Alice' }),
-    build.source('src-2', { platform: 'X' }), build.trader(2, { name: 'Bob', source: { platform: 'X', sourceIdentityId: 'src-2' } }),
+    build.source('src-1'),
+    build.trader(1, { name: 'Alice' }),
+    build.source('src-2', { platform: 'X' }),
+    build.trader(2, { name: 'Bob', source: { platform: 'X', sourceIdentityId: 'src-2' } }),
     build.trader(3, { name: 'Carol', source: null }),
     build.trader(4, { name: 'Dave', source: null }),
-    { topic: 'trader-tags', value: { traderId: 1, tags: [{ category: 'style', name: 'swing' }, { category: 'thematic', name: 'bitcoin' }, { category: 'thematic', name: 'ai' }], version: 1 } },
-    build.asset(1), build.asset(2), build.asset(3, { markets: [{ quoteSymbol: 'USD', active: false, preferred: true }] }),
+    {
+      topic: 'trader-tags',
+      value: {
+        traderId: 1,
+        tags: [
+          { category: 'style', name: 'swing' },
+          { category: 'thematic', name: 'bitcoin' },
+          { category: 'thematic', name: 'ai' },
+        ],
+        version: 1,
+      },
+    },
+    build.asset(1),
+    build.asset(2),
+    build.asset(3, { markets: [{ quoteSymbol: 'USD', active: false, preferred: true }] }),
     // Trader 1: three long positions on asset 1, one short on asset 2; trader 2: one short on asset 1, opened recently.
-    open(11, 1, 1, NOW - 40 * DAY), open(12, 1, 1, NOW - 20 * DAY), open(13, 1, 1, NOW - 10 * DAY), open(14, 1, 2, NOW - 5 * DAY, 'short'),
-    open(21, 2, 1, NOW - 2 * HOUR, 'short'), open(31, 3, 3, NOW - DAY),
+    open(11, 1, 1, NOW - 40 * DAY),
+    open(12, 1, 1, NOW - 20 * DAY),
+    open(13, 1, 1, NOW - 10 * DAY),
+    open(14, 1, 2, NOW - 5 * DAY, 'short'),
+    open(21, 2, 1, NOW - 2 * HOUR, 'short'),
+    open(31, 3, 3, NOW - DAY),
     build.event(15, { positionId: 11, traderId: 1, assetId: 1, type: 'close', price: 120, timeOfEvent: iso(NOW - 30 * DAY) }),
-    build.message('m1', 'src-1', iso(NOW - 3 * HOUR)), build.message('m2', 'src-2', iso(NOW - 2 * DAY), { platform: 'X' }),
+    build.message('m1', 'src-1', iso(NOW - 3 * HOUR)),
+    build.message('m2', 'src-2', iso(NOW - 2 * DAY), { platform: 'X' }),
     ...Array.from({ length: 60 }, (_, i) => build.price(1, iso(NOW - 45 * DAY + i * DAY), 100 + i)),
   ]);
   await h.given([build.trader(4, { name: 'Dave', source: null, version: 2, deleted: true })]);
   key = await h.key();
 });
-afterAll(async () => { await h?.close(); });
+afterAll(async () => {
+  await h?.close();
+});
 
 describe('GET /traders/stats', () => {
   it('requires traderIds, at most 200', async () => {
@@ -74,7 +104,11 @@ describe('GET /traders/stats', () => {
   it('tags are lowercase with the thematic category first, empty when untagged; one source identity or null', async () => {
     const { body } = await get('/v2/traders/stats?traderIds=1,3');
     const [alice, carol] = body.data.results;
-    expect(alice.tags).toEqual([{ category: 'thematic', name: 'ai' }, { category: 'thematic', name: 'bitcoin' }, { category: 'style', name: 'swing' }]);
+    expect(alice.tags).toEqual([
+      { category: 'thematic', name: 'ai' },
+      { category: 'thematic', name: 'bitcoin' },
+      { category: 'style', name: 'swing' },
+    ]);
     expect(alice.source).toMatchObject({ platform: 'TELEGRAM', sourceIdentityId: 'src-1' });
     expect(carol.tags).toEqual([]);
     expect(carol.source).toBeNull();
@@ -88,7 +122,12 @@ describe('GET /traders/stats', () => {
     expect(s.directionBias).toEqual({ label: 'none', longCount: 0, shortCount: 0, longPercentage: 0, shortPercentage: 0 });
     for (const w of ['1D', '7D', '30D']) {
       expect(s.timeBasedPerformances[w]).toEqual({
-        window: w, averageReturnPercentage: null, medianReturnPercentage: null, winRatePercentage: null, sharpeRatio: null, positionsCount: 0,
+        window: w,
+        averageReturnPercentage: null,
+        medianReturnPercentage: null,
+        winRatePercentage: null,
+        sharpeRatio: null,
+        positionsCount: 0,
         coverage: { sampledPositionsCount: 0, scoredPositionsCount: 0, ratio: null },
       });
     }
@@ -135,13 +174,21 @@ describe('GET /assets/stats', () => {
 });
 
 describe('GET /traders/rankings', () => {
-  it('defaults: event_count, limit 10, startTime 1 January of the applied endTime\'s year, endTime serverTime', async () => {
+  it("defaults: event_count, limit 10, startTime 1 January of the applied endTime's year, endTime serverTime", async () => {
     const { body } = await get('/v2/traders/rankings');
     expect(body.data.filtersApplied).toEqual({
-      metric: 'event_count', assetIds: [], direction: null, timeBasedPerformanceWindow: '30D', minPositions: 3, windowEvaluability: 'not_applicable',
+      metric: 'event_count',
+      assetIds: [],
+      direction: null,
+      timeBasedPerformanceWindow: '30D',
+      minPositions: 3,
+      windowEvaluability: 'not_applicable',
       appliedTimeRange: { startTime: '2026-01-01T00:00:00.000Z', endTime: iso(NOW) },
     });
-    expect(body.data.results.map((r: any) => [r.traderId, r.rank, r.metricValue])).toEqual([[1, 1, 5], [2, 2, 1]]);
+    expect(body.data.results.map((r: any) => [r.traderId, r.rank, r.metricValue])).toEqual([
+      [1, 1, 5],
+      [2, 2, 1],
+    ]);
     expect(body.data.meta.totalCandidates).toBe(2);
     const lastYear = (await get('/v2/traders/rankings?endTime=2025-03-01T00:00:00Z')).body.data.filtersApplied.appliedTimeRange;
     expect(lastYear).toEqual({ startTime: '2025-01-01T00:00:00.000Z', endTime: '2025-03-01T00:00:00.000Z' });
@@ -152,7 +199,10 @@ describe('GET /traders/rankings', () => {
     const { body } = await get('/v2/traders/rankings?metric=position_count&startTime=2026-02-01T00:00:00Z', windowed);
     expect(body.data.filtersApplied.appliedTimeRange).toEqual({ startTime: '2026-02-01T00:00:00.000Z', endTime: iso(NOW) });
     // ...while the sample leaves out positions older than the window.
-    expect(body.data.results.map((r: any) => [r.traderId, r.positionCount])).toEqual([[1, 1], [2, 1]]);
+    expect(body.data.results.map((r: any) => [r.traderId, r.positionCount])).toEqual([
+      [1, 1],
+      [2, 1],
+    ]);
   });
 
   it('limit is 1 to 50; minPositions is an integer >= 0; no cursor', async () => {
@@ -199,7 +249,10 @@ describe('GET /activity-summaries', () => {
   it('defaults: by trader, daily buckets, the 7 days before serverTime; empty buckets omitted; totals over all groups', async () => {
     const { body } = await get('/v2/activity-summaries?limit=1');
     expect(body.data.filtersApplied).toEqual({
-      groupBy: 'trader', interval: 'day', eventTypes: ['open', 'close', 'increase', 'decrease'], traderIds: [],
+      groupBy: 'trader',
+      interval: 'day',
+      eventTypes: ['open', 'close', 'increase', 'decrease'],
+      traderIds: [],
       appliedTimeRange: { startTime: iso(NOW - 7 * DAY), endTime: iso(NOW) },
     });
     // Trader 1: a message 3 hours ago and the short opened 5 days ago; trader 2: an open 2 hours ago and a message 2 days ago.
@@ -224,12 +277,17 @@ describe('GET /activity-summaries', () => {
   it('hourly buckets by default reach back to the 168th hour (an unaligned 7 days meets 169)', async () => {
     const { status, body } = await get('/v2/activity-summaries?interval=hour&groupBy=none');
     expect(status).toBe(200);
-    expect(body.data.filtersApplied.appliedTimeRange).toEqual({ startTime: iso(Math.floor(NOW / HOUR) * HOUR - 167 * HOUR), endTime: iso(NOW) });
+    expect(body.data.filtersApplied.appliedTimeRange).toEqual({
+      startTime: iso(Math.floor(NOW / HOUR) * HOUR - 167 * HOUR),
+      endTime: iso(NOW),
+    });
   });
 
   it('168 aligned buckets pass, 169 are BUCKET_LIMIT_EXCEEDED (422)', async () => {
     const t0 = Date.parse('2026-06-01T00:00:00.000Z');
-    expect((await get(`/v2/activity-summaries?interval=hour&startTime=${iso(t0)}&endTime=${iso(t0 + 167 * HOUR + 59 * 60_000)}`)).status).toBe(200);
+    expect(
+      (await get(`/v2/activity-summaries?interval=hour&startTime=${iso(t0)}&endTime=${iso(t0 + 167 * HOUR + 59 * 60_000)}`)).status,
+    ).toBe(200);
     const over = await get(`/v2/activity-summaries?interval=hour&startTime=${iso(t0 + 30 * 60_000)}&endTime=${iso(t0 + 168 * HOUR)}`);
     expect(over.status).toBe(422);
     expect(over.body.error.code).toBe('BUCKET_LIMIT_EXCEEDED');
@@ -246,7 +304,9 @@ describe('GET /traders/activity', () => {
   it('minPositionCount defaults to 3; 0 includes traders without positions unless assetIds is given; alphabetical', async () => {
     expect((await get('/v2/traders/activity')).body.data.results).toEqual([{ traderId: 1, positionCount: 4 }]);
     expect((await get('/v2/traders/activity?minPositionCount=0')).body.data.results.map((r: any) => r.traderId)).toEqual([1, 2, 3]);
-    expect((await get('/v2/traders/activity?minPositionCount=0&assetIds=2')).body.data.results).toEqual([{ traderId: 1, positionCount: 1 }]);
+    expect((await get('/v2/traders/activity?minPositionCount=0&assetIds=2')).body.data.results).toEqual([
+      { traderId: 1, positionCount: 1 },
+    ]);
   });
 
   it('pages with keyset cursors', async () => {
@@ -272,19 +332,31 @@ describe('scope and visibility', () => {
 describe('merged tables', () => {
   it('events and messages each in one merged part are read without FINAL, with the same answers', async () => {
     const urls = [
-      '/v2/traders/rankings', '/v2/traders/rankings?assetIds=1&metric=position_count', '/v2/traders/rankings?assetIds=2,3',
+      '/v2/traders/rankings',
+      '/v2/traders/rankings?assetIds=1&metric=position_count',
+      '/v2/traders/rankings?assetIds=2,3',
       '/v2/traders/rankings?assetIds=3', // counts nothing: the empty pinned answer is read again with FINAL
-      '/v2/activity-summaries?startTime=2026-04-01T00:00:00Z&interval=week', '/v2/activity-summaries?groupBy=none&eventTypes=increase',
+      '/v2/activity-summaries?startTime=2026-04-01T00:00:00Z&interval=week',
+      '/v2/activity-summaries?groupBy=none&eventTypes=increase',
     ];
     const before = await Promise.all(urls.map(async (u) => (await get(u)).body.data));
     for (const t of ['events', 'messages']) await h.store.exec(`OPTIMIZE TABLE $db.${t} FINAL`);
     await h.key(); // a projector commit: a new data version, whose reads look at the parts again
-    const parts = await h.store.query<{ table: string; n: number; level: number }>(`SELECT table, count() AS n, max(level) AS level FROM system.parts
-      WHERE database = {db:String} AND table IN ('events', 'messages') AND active GROUP BY table ORDER BY table`, { db: h.store.database });
-    expect(parts.map((p) => [p.table, Number(p.n), Number(p.level) > 0])).toEqual([['events', 1, true], ['messages', 1, true]]);
+    const parts = await h.store.query<{ table: string; n: number; level: number }>(
+      `SELECT table, count() AS n, max(level) AS level FROM system.parts
+      WHERE database = {db:String} AND table IN ('events', 'messages') AND active GROUP BY table ORDER BY table`,
+      { db: h.store.database },
+    );
+    expect(parts.map((p) => [p.table, Number(p.n), Number(p.level) > 0])).toEqual([
+      ['events', 1, true],
+      ['messages', 1, true],
+    ]);
     const sqls: string[] = [];
     const query = h.store.query.bind(h.store);
-    h.store.query = (async (sql: string, params?: Record<string, unknown>) => { sqls.push(sql); return query(sql, params); }) as typeof h.store.query;
+    h.store.query = (async (sql: string, params?: Record<string, unknown>) => {
+      sqls.push(sql);
+      return query(sql, params);
+    }) as typeof h.store.query;
     try {
       const after = await Promise.all(urls.map(async (u) => (await get(u)).body.data));
       expect(after).toEqual(before);

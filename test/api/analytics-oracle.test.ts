@@ -24,11 +24,11 @@ import { CORRECTION_LIMITS } from '../../apps/reads/analytics/activity-counts.ts
 import { SAMPLE_LIMITS } from '../../apps/reads/analytics/sample.ts';
 import { generateDemo } from '../../projectors/demo/generate.ts';
 import { createHarness, type Harness } from '../helpers/harness.ts';
-import * as O from '../oracle/oracle.ts';
 import * as A from '../oracle/analytics.ts';
 import { HAND, handRecords } from '../oracle/analytics.ts';
+import * as O from '../oracle/oracle.ts';
 import { EXTRA, multiByteRecords } from '../oracle/oracle-data.ts';
-import { expectSameList, prng, url, walk, type Rng } from '../oracle/walk.ts';
+import { expectSameList, prng, type Rng, url, walk } from '../oracle/walk.ts';
 
 const MIN = 60_000;
 const HOUR = 60 * MIN;
@@ -63,14 +63,27 @@ async function keyFor(s: Served, p: O.Policy): Promise<string> {
   const id = JSON.stringify(p);
   let key = s.keys.get(id);
   if (key === undefined) {
-    key = await s.h.key({ account: { messageVisibility: p.messageVisibility as any, signalVisibility: p.signalVisibility as any, historyWindowDays: p.historyWindowDays } });
+    key = await s.h.key({
+      account: {
+        messageVisibility: p.messageVisibility as any,
+        signalVisibility: p.signalVisibility as any,
+        historyWindowDays: p.historyWindowDays,
+      },
+    });
     s.keys.set(id, key);
   }
   return key;
 }
 
 const stats = {
-  comparisons: 0, a4Distinguishing: 0, bySocket: 0, errors: 0, nonEmpty: 0, tolerantRankingOrder: 0, serverTimeOffClock: 0, pages: 0,
+  comparisons: 0,
+  a4Distinguishing: 0,
+  bySocket: 0,
+  errors: 0,
+  nonEmpty: 0,
+  tolerantRankingOrder: 0,
+  serverTimeOffClock: 0,
+  pages: 0,
   perRead: Object.fromEntries(READ_NAMES.map((r) => [r, 0])) as Record<Read, number>,
   codes: {} as Record<string, number>,
 };
@@ -91,10 +104,14 @@ function nonEmpty(read: Read, ans: A.Answer): boolean {
   if (ans.status !== 200) return false;
   const d = (ans as any).data;
   switch (read) {
-    case 'traderStats': return d.results.some((r: any) => r.summary.positionCount > 0);
-    case 'assetStats': return d.results.some((r: any) => r.summary.marketPositioning.label !== 'none');
-    case 'activity': return d.results.some((g: any) => g.messageCount + g.eventCount > 0);
-    default: return d.results.length > 0;
+    case 'traderStats':
+      return d.results.some((r: any) => r.summary.positionCount > 0);
+    case 'assetStats':
+      return d.results.some((r: any) => r.summary.marketPositioning.label !== 'none');
+    case 'activity':
+      return d.results.some((g: any) => g.messageCount + g.eventCount > 0);
+    default:
+      return d.results.length > 0;
   }
 }
 
@@ -108,8 +125,10 @@ function nonEmpty(read: Read, ans: A.Answer): boolean {
 function compareRankings(actual: any, exp: any, candidates: A.RankingCandidate[]): string | null {
   const head = A.diff({ filtersApplied: actual.filtersApplied, meta: actual.meta }, { filtersApplied: exp.filtersApplied, meta: exp.meta });
   if (head) return head;
-  if (actual.results.map((r: any) => r.traderId).join() === exp.results.map((r: any) => r.traderId).join()) return A.diff(actual.results, exp.results, '$.results');
-  if (actual.results.length !== exp.results.length) return `$.results: ${actual.results.length} rows, expected ${exp.results.length}: got ${actual.results.map((r: any) => r.traderId)}, expected ${exp.results.map((r: any) => r.traderId)}`;
+  if (actual.results.map((r: any) => r.traderId).join() === exp.results.map((r: any) => r.traderId).join())
+    return A.diff(actual.results, exp.results, '$.results');
+  if (actual.results.length !== exp.results.length)
+    return `$.results: ${actual.results.length} rows, expected ${exp.results.length}: got ${actual.results.map((r: any) => r.traderId)}, expected ${exp.results.map((r: any) => r.traderId)}`;
   const byId = new Map(candidates.map((c) => [c.traderId, c]));
   for (let i = 0; i < actual.results.length; i++) {
     const r = actual.results[i];
@@ -117,8 +136,10 @@ function compareRankings(actual: any, exp: any, candidates: A.RankingCandidate[]
     if (!c) return `$.results[${i}]: trader ${r.traderId} is not a candidate`;
     const d = A.diff(r, { ...c.row, rank: i + 1 }, `$.results[${i}]`);
     if (d) return d;
-    if (!A.near(r.metricValue, exp.results[i].metricValue)) return `$.results[${i}]: trader ${r.traderId} (${r.metricValue}) where the oracle has ${exp.results[i].traderId} (${exp.results[i].metricValue})`;
-    if (i > 0 && A.compareRanked(actual.results[i - 1], r) > 0) return `$.results[${i}]: out of order after ${actual.results[i - 1].traderId}`;
+    if (!A.near(r.metricValue, exp.results[i].metricValue))
+      return `$.results[${i}]: trader ${r.traderId} (${r.metricValue}) where the oracle has ${exp.results[i].traderId} (${exp.results[i].metricValue})`;
+    if (i > 0 && A.compareRanked(actual.results[i - 1], r) > 0)
+      return `$.results[${i}]: out of order after ${actual.results[i - 1].traderId}`;
   }
   stats.tolerantRankingOrder++;
   return null;
@@ -139,7 +160,7 @@ async function check(s: Served, read: Read, q: A.Query, p: O.Policy, walkLimit =
     const start = ans.status === 200 ? ans.data.filtersApplied.appliedTimeRange.startTime : ans.details?.resolved?.startTime;
     const W = O.WINDOW_MS[(q.timeBasedPerformanceWindow ?? '30D') as O.WindowName];
     const floor = O.historyFloor(s.clock.now, p.historyWindowDays);
-    if (start && (Date.parse(start) + W <= s.clock.now) !== (Math.max(Date.parse(start), floor) + W <= s.clock.now)) stats.a4Distinguishing++;
+    if (start && Date.parse(start) + W <= s.clock.now !== Math.max(Date.parse(start), floor) + W <= s.clock.now) stats.a4Distinguishing++;
   }
   try {
     stats.comparisons++;
@@ -176,9 +197,10 @@ async function check(s: Served, read: Read, q: A.Query, p: O.Policy, walkLimit =
       return exp;
     }
     if (!ok) throw new Error(`status ${res.status} ${JSON.stringify(res.body).slice(0, 400)}, expected 200`);
-    const d = read === 'rankings'
-      ? compareRankings(res.body.data, (exp as any).data, (exp as any).candidates)
-      : A.diff(res.body.data, (exp as any).data);
+    const d =
+      read === 'rankings'
+        ? compareRankings(res.body.data, (exp as any).data, (exp as any).candidates)
+        : A.diff(res.body.data, (exp as any).data);
     if (d) throw new Error(`${d}\n${context(d, res.body.data, (exp as any).data)}`);
     if (nonEmpty(read, exp)) stats.nonEmpty++;
   } catch (e) {
@@ -213,8 +235,12 @@ function report(...reads: Read[]): void {
 
 describe('hand-built records through the API (the oracle unit cases)', () => {
   let s: Served;
-  beforeAll(async () => { s = await serve(handRecords(), HAND.T); }, 120_000);
-  afterAll(async () => { await s?.h.close(); });
+  beforeAll(async () => {
+    s = await serve(handRecords(), HAND.T);
+  }, 120_000);
+  afterAll(async () => {
+    await s?.h.close();
+  });
 
   const S = traders(31, 32, 33, 34, 35);
   const T = traders(41, 42, 43, 44, 45, 46, 47);
@@ -223,9 +249,17 @@ describe('hand-built records through the API (the oracle unit cases)', () => {
   /** [clock, read, query, policy], asked in this order (the clock only moves forward). */
   const cases: [number, Read, A.Query, O.Policy][] = [
     // T: trader activity (names in byte order, equal names by id), walked with small pages
-    ...([{}, { minPositionCount: '0' }, { minPositionCount: '5' }, { minPositionCount: '0', assetIds: '11' }, { minPositionCount: '0', assetIds: '11,12,11' },
-      { minPositionCount: '1', sourcePlatforms: 'X' }, { minPositionCount: '1', startTime: '2025-10-02T00:00:00Z', endTime: '2025-10-04T00:00:00Z' }] as A.Query[])
-      .map((q) => [HAND.T, 'traderActivity', q, pol(T)] as [number, Read, A.Query, O.Policy]),
+    ...(
+      [
+        {},
+        { minPositionCount: '0' },
+        { minPositionCount: '5' },
+        { minPositionCount: '0', assetIds: '11' },
+        { minPositionCount: '0', assetIds: '11,12,11' },
+        { minPositionCount: '1', sourcePlatforms: 'X' },
+        { minPositionCount: '1', startTime: '2025-10-02T00:00:00Z', endTime: '2025-10-04T00:00:00Z' },
+      ] as A.Query[]
+    ).map((q) => [HAND.T, 'traderActivity', q, pol(T)] as [number, Read, A.Query, O.Policy]),
     [HAND.T, 'traderActivity', { minPositionCount: '1' }, pol(T, ALL, 10)],
     [HAND.T, 'traderActivity', { minPositionCount: '0', endTime: '2025-10-05T00:00:00Z' }, pol(T, ALL, 10)],
     [HAND.T, 'traderActivity', {}, pol(NONE)],
@@ -330,7 +364,10 @@ describe('hand-built records through the API (the oracle unit cases)', () => {
   it('a key without stats.read is refused on all five reads', async () => {
     const key = await s.h.key({ scopes: ['events.read', 'positions.read', 'messages.read', 'directory.read'] });
     for (const read of READ_NAMES) {
-      const res = await s.h.get(url(A.PATHS[read], read === 'traderStats' ? { traderIds: '1' } : read === 'assetStats' ? { assetIds: '1' } : {}), key);
+      const res = await s.h.get(
+        url(A.PATHS[read], read === 'traderStats' ? { traderIds: '1' } : read === 'assetStats' ? { assetIds: '1' } : {}),
+        key,
+      );
       expect(res.status, read).toBe(403);
       expect(res.body.error.code, read).toBe('FORBIDDEN');
     }
@@ -358,8 +395,11 @@ describe('demo data set: random parameter sets under random policies (seeded)', 
     const clockStart = genNow - 36 * HOUR;
     const demo = [...generateDemo({ scale: 'small', now: new Date(genNow) }), ...multiByteRecords(genNow)] as O.TopicRec[];
     // Only price samples may lie ahead of the clock (see the top of the file).
-    const records = demo.filter((r) => !(r.topic === 'trade-events' && Date.parse(r.value.timeOfEvent) > clockStart)
-      && !(r.topic === 'messages' && Date.parse(r.value.writtenAt) > clockStart));
+    const records = demo.filter(
+      (r) =>
+        !(r.topic === 'trade-events' && Date.parse(r.value.timeOfEvent) > clockStart) &&
+        !(r.topic === 'messages' && Date.parse(r.value.writtenAt) > clockStart),
+    );
     // Extras: a trader sharing deleted trader 7's source (it now owns 7's messages), one sharing
     // trader 1's source (1 keeps them: the lowest id), tags with upper-case and multi-byte names.
     const t7 = demo.find((r) => r.topic === 'traders' && r.value.id === 7 && r.value.source)!.value;
@@ -367,9 +407,20 @@ describe('demo data set: random parameter sets under random policies (seeded)', 
     records.push(
       { topic: 'traders', value: { id: 10_100, name: 'Seven Heir', slug: null, avatarUrl: null, source: t7.source, version: 1 } },
       { topic: 'traders', value: { id: 10_101, name: 'Alpha Twin', slug: null, avatarUrl: null, source: t1.source, version: 1 } },
-      { topic: 'trader-tags', value: { traderId: EXTRA.trader, version: 1, tags: [
-        { category: 'style', name: 'scalp' }, { category: 'thematic', name: 'Öl' }, { category: 'region', name: 'europa' }, { category: 'thematic', name: 'énergie' }, { category: 'thematic', name: 'zinc' },
-      ] } },
+      {
+        topic: 'trader-tags',
+        value: {
+          traderId: EXTRA.trader,
+          version: 1,
+          tags: [
+            { category: 'style', name: 'scalp' },
+            { category: 'thematic', name: 'Öl' },
+            { category: 'region', name: 'europa' },
+            { category: 'thematic', name: 'énergie' },
+            { category: 'thematic', name: 'zinc' },
+          ],
+        },
+      },
       { topic: 'trader-tags', value: { traderId: EXTRA.trader + 1, version: 1, tags: [{ category: 'thematic', name: 'gold' }] } },
       { topic: 'trader-tags', value: { traderId: EXTRA.trader + 1, version: 2, tags: [], deleted: true } },
     );
@@ -384,7 +435,7 @@ describe('demo data set: random parameter sets under random policies (seeded)', 
     deletedTraders = [...w.deleted.traders];
     openTimes = aw.positions.map((x) => x.p.openAt);
     // The policy pool: a few fixed ones and random ones (each gets one account and key).
-    const r = prng(0xA11A);
+    const r = prng(0xa11a);
     const visibility = (): O.Visibility => {
       const u = r.next();
       if (u < 0.2) return ALL;
@@ -397,16 +448,26 @@ describe('demo data set: random parameter sets under random policies (seeded)', 
     };
     policies = [pol(ALL, ALL, 30), pol(ALL, ALL, 3), pol(ALL, NONE), pol(NONE, ALL), pol(NONE, NONE, 7)];
     for (let i = 0; i < 24; i++) {
-      policies.push(pol(r.chance(0.1) ? NONE : visibility(), r.chance(0.15) ? NONE : visibility(), r.chance(0.5) ? r.pick([1, 3, 7, 10, 30, 45, 60, 100]) : null));
+      policies.push(
+        pol(
+          r.chance(0.1) ? NONE : visibility(),
+          r.chance(0.15) ? NONE : visibility(),
+          r.chance(0.5) ? r.pick([1, 3, 7, 10, 30, 45, 60, 100]) : null,
+        ),
+      );
     }
   }, 240_000);
-  afterAll(async () => { await s?.h.close(); });
+  afterAll(async () => {
+    await s?.h.close();
+  });
 
   // ----- parameter generators
 
   /** A time in the data (the last 125 days), sometimes exactly a position's openAt; in varied RFC 3339 spellings. */
-  const someTime = (r: Rng): number => (r.chance(0.15) ? r.pick(openTimes)
-    : genNow - r.int(0, 125) * DAY - r.int(0, 23) * HOUR - r.int(0, 59) * MIN - (r.chance(0.3) ? r.int(0, 59_999) : 0));
+  const someTime = (r: Rng): number =>
+    r.chance(0.15)
+      ? r.pick(openTimes)
+      : genNow - r.int(0, 125) * DAY - r.int(0, 23) * HOUR - r.int(0, 59) * MIN - (r.chance(0.3) ? r.int(0, 59_999) : 0);
   function spell(r: Rng, t: number): string {
     const u = r.next();
     if (u < 0.08) return new Date(t + 2 * HOUR).toISOString().replace('Z', '+02:00');
@@ -418,8 +479,10 @@ describe('demo data set: random parameter sets under random policies (seeded)', 
     if (u < 0.3) return;
     const a = someTime(r);
     const b = r.chance(0.05) ? a : someTime(r);
-    if (u < 0.7) { q.startTime = spell(r, Math.min(a, b)); q.endTime = spell(r, Math.max(a, b)); }
-    else if (u < 0.85) q.startTime = spell(r, a);
+    if (u < 0.7) {
+      q.startTime = spell(r, Math.min(a, b));
+      q.endTime = spell(r, Math.max(a, b));
+    } else if (u < 0.85) q.startTime = spell(r, a);
     else q.endTime = spell(r, a);
   }
   /** Trader ids: some the signal visibility permits, some not, now and then a deleted, unknown or sourceless one. */
@@ -438,7 +501,9 @@ describe('demo data set: random parameter sets under random policies (seeded)', 
   const gen: Record<Read, (r: Rng, p: O.Policy) => A.Query> = {
     traderStats(r, p) {
       const q: A.Query = {};
-      const ids = r.chance(0.06) ? r.subset(live, 120, 200) : tradersFor(r, p.signalVisibility, r.chance(0.8) ? busy.slice(0, 80) : live, 12);
+      const ids = r.chance(0.06)
+        ? r.subset(live, 120, 200)
+        : tradersFor(r, p.signalVisibility, r.chance(0.8) ? busy.slice(0, 80) : live, 12);
       if (r.chance(0.1) && ids.length < 200) ids.push(ids[0]!);
       q.traderIds = csv(ids);
       bounds(r, q);
@@ -477,16 +542,23 @@ describe('demo data set: random parameter sets under random policies (seeded)', 
       const interval = r.chance(0.25) ? undefined : r.pick(['hour', 'day', 'week']);
       if (interval) q.interval = interval;
       if (r.chance(0.3)) q.eventTypes = csv(r.subset(['open', 'close', 'increase', 'decrease'], 1, 3));
-      if (r.chance(0.3)) q.traderIds = csv(tradersFor(r, r.chance(0.5) ? p.messageVisibility : p.signalVisibility, r.chance(0.5) ? withMessages : busy.slice(0, 60), 8));
+      if (r.chance(0.3))
+        q.traderIds = csv(
+          tradersFor(r, r.chance(0.5) ? p.messageVisibility : p.signalVisibility, r.chance(0.5) ? withMessages : busy.slice(0, 60), 8),
+        );
       if (r.chance(0.5)) q.limit = r.int(1, 50);
       const u = r.next();
       if (u < 0.2) return q; // default: the 7 days before serverTime
       const span = interval === 'hour' ? HOUR : interval === 'week' ? 7 * DAY : DAY;
-      if (u < 0.3) { q.endTime = spell(r, someTime(r)); return q; }
+      if (u < 0.3) {
+        q.endTime = spell(r, someTime(r));
+        return q;
+      }
       const start = u < 0.4 ? s.clock.now - r.int(0, 160) * span : someTime(r);
       q.startTime = spell(r, start);
       // mostly within the bucket limit, sometimes just over it
-      if (u >= 0.4 || r.chance(0.5)) q.endTime = spell(r, start + (r.chance(0.1) ? r.int(167, 175) : r.int(0, 150)) * span + r.int(0, 59) * MIN);
+      if (u >= 0.4 || r.chance(0.5))
+        q.endTime = spell(r, start + (r.chance(0.1) ? r.int(167, 175) : r.int(0, 150)) * span + r.int(0, 59) * MIN);
       return q;
     },
     traderActivity(r, p) {
@@ -541,7 +613,7 @@ describe('demo data set: random parameter sets under random policies (seeded)', 
 
   for (const read of READ_NAMES) {
     it(`${A.PATHS[read]}: ${COUNTS[read]} random parameter sets and policies`, async () => {
-      const r = prng(0x5EED + READ_NAMES.indexOf(read) * 7919);
+      const r = prng(0x5eed + READ_NAMES.indexOf(read) * 7919);
       for (let i = 0; i < COUNTS[read]; i++) {
         // The clock moves forward a few minutes between cases.
         s.clock.now += r.int(0, 12) * MIN + r.int(0, 59_999);
@@ -555,9 +627,15 @@ describe('demo data set: random parameter sets under random policies (seeded)', 
           // The same question 1 ms before and exactly when a window comes of age.
           const b = nextBoundary(s.clock.now, 6 * HOUR);
           if (b) {
-            const q: A.Query = read === 'traderStats'
-              ? { traderIds: csv([b.x.p.traderId, ...r.subset(busy.slice(0, 20), 0, 3)]) }
-              : { metric: r.pick(['avg_return', 'win_rate', 'median_return', 'sharpe_ratio']), timeBasedPerformanceWindow: b.win, minPositions: 0, assetIds: String(b.x.p.assetId) };
+            const q: A.Query =
+              read === 'traderStats'
+                ? { traderIds: csv([b.x.p.traderId, ...r.subset(busy.slice(0, 20), 0, 3)]) }
+                : {
+                    metric: r.pick(['avg_return', 'win_rate', 'median_return', 'sharpe_ratio']),
+                    timeBasedPerformanceWindow: b.win,
+                    minPositions: 0,
+                    assetIds: String(b.x.p.assetId),
+                  };
             s.clock.now = b.E - 1;
             const before = await check(s, read, q, OPEN);
             s.clock.now = b.E;
@@ -592,14 +670,22 @@ describe('demo data set: random parameter sets under random policies (seeded)', 
   }
 
   /** `fn` with a limit of rows held in memory set to 0: the read takes them back in SQL instead. */
-  async function heldInSql<L extends Record<K, number>, K extends keyof L & string>(limits: L, name: K, fn: () => Promise<void>): Promise<void> {
+  async function heldInSql<L extends Record<K, number>, K extends keyof L & string>(
+    limits: L,
+    name: K,
+    fn: () => Promise<void>,
+  ): Promise<void> {
     const held = limits[name];
     (limits as Record<K, number>)[name] = 0;
-    try { await fn(); } finally { (limits as Record<K, number>)[name] = held; }
+    try {
+      await fn();
+    } finally {
+      (limits as Record<K, number>)[name] = held;
+    }
   }
 
   it('/v2/activity-summaries: 40 random parameter sets with the events on ineligible assets taken back in SQL (more of them than are held in memory)', async () => {
-    const r = prng(0xC0FFEE);
+    const r = prng(0xc0ffee);
     await heldInSql(CORRECTION_LIMITS, 'maxHeldEvents', async () => {
       for (let i = 0; i < 40; i++) {
         s.clock.now += r.int(0, 12) * MIN;
@@ -617,7 +703,7 @@ describe('demo data set: random parameter sets under random policies (seeded)', 
   }, 180_000);
 
   it('/v2/traders/activity: 30 random parameter sets with the positions on ineligible assets excluded in SQL (more of them than are held in memory)', async () => {
-    const r = prng(0xBEEF);
+    const r = prng(0xbeef);
     await heldInSql(SAMPLE_LIMITS, 'maxHeldPositions', async () => {
       for (let i = 0; i < 30; i++) {
         s.clock.now += r.int(0, 12) * MIN;
@@ -629,8 +715,10 @@ describe('demo data set: random parameter sets under random policies (seeded)', 
   }, 180_000);
 
   it('totals: at least 500 random parameter sets compared, most of them with rows', () => {
-    console.info(`analytics oracle: ${sets} random parameter sets, ${repeats} repeats, ${boundaryPairs} window boundary pairs `
-      + `(${boundaryFlips} where the answer changed at E); ${JSON.stringify(stats)}`);
+    console.info(
+      `analytics oracle: ${sets} random parameter sets, ${repeats} repeats, ${boundaryPairs} window boundary pairs ` +
+        `(${boundaryFlips} where the answer changed at E); ${JSON.stringify(stats)}`,
+    );
     expect(sets).toBeGreaterThanOrEqual(500);
     expect(stats.nonEmpty).toBeGreaterThan(0.6 * sets);
     expect(boundaryPairs).toBeGreaterThanOrEqual(20);

@@ -16,16 +16,26 @@ let key: string;
 
 beforeAll(async () => {
   h = await createHarness({ clock: () => NOW });
-  const open = (id: number, assetId: number) => build.event(id, { positionId: id, traderId: 1, assetId, direction: 'long', price: 100, timeOfEvent: iso(NOW - id * DAY) });
+  const open = (id: number, assetId: number) =>
+    build.event(id, { positionId: id, traderId: 1, assetId, direction: 'long', price: 100, timeOfEvent: iso(NOW - id * DAY) });
   await h.given([
     build.trader(1),
-    build.asset(5), build.asset(LOW + 5, { markets: [{ quoteSymbol: 'USD', active: false, preferred: true }] }),
-    build.asset(7), build.asset(LOW + 7),
-    open(1, 5), open(2, 5), open(3, LOW + 5), open(4, 7), open(5, LOW + 7), open(6, LOW + 7),
+    build.asset(5),
+    build.asset(LOW + 5, { markets: [{ quoteSymbol: 'USD', active: false, preferred: true }] }),
+    build.asset(7),
+    build.asset(LOW + 7),
+    open(1, 5),
+    open(2, 5),
+    open(3, LOW + 5),
+    open(4, 7),
+    open(5, LOW + 7),
+    open(6, LOW + 7),
   ]);
   key = await h.key();
 });
-afterAll(async () => { await h?.close(); });
+afterAll(async () => {
+  await h?.close();
+});
 
 const rank = async (assetIds: string) => {
   const res = await h.get(`/v2/traders/rankings?metric=position_count&startTime=2026-01-01T00:00:00.000Z&assetIds=${assetIds}`, key);
@@ -51,11 +61,14 @@ describe('asset sets on their low 16 bits only where exact', () => {
   it('asset stats and trader activity agree', async () => {
     const stats = await h.get(`/v2/assets/stats?assetIds=7,${LOW + 7},5`, key);
     expect(stats.status).toBe(200);
-    const longs = (id: number) => stats.body.data.results.find((r: { assetId: number }) => r.assetId === id)?.summary.marketPositioning.longCount;
+    const longs = (id: number) =>
+      stats.body.data.results.find((r: { assetId: number }) => r.assetId === id)?.summary.marketPositioning.longCount;
     expect([longs(7), longs(LOW + 7), longs(5)]).toEqual([1, 2, 2]);
     const activity = await h.get(`/v2/traders/activity?minPositionCount=0&assetIds=${LOW + 7}`, key);
     expect(activity.status).toBe(200);
-    expect(activity.body.data.results.map((r: { traderId: number; positionCount: number }) => [r.traderId, r.positionCount])).toEqual([[1, 2]]);
+    expect(activity.body.data.results.map((r: { traderId: number; positionCount: number }) => [r.traderId, r.positionCount])).toEqual([
+      [1, 2],
+    ]);
     const all = await h.get('/v2/traders/activity?minPositionCount=0', key);
     expect(all.body.data.results.map((r: { traderId: number; positionCount: number }) => [r.traderId, r.positionCount])).toEqual([[1, 5]]);
   });

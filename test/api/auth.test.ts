@@ -1,7 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createKey, putAccount, revokeKey } from '../../apps/admin.ts';
-import { SCOPES, type AccountRecord, type Scope, type VisibilityPolicy } from '../../schemas/topics/index.ts';
+import { type AccountRecord, SCOPES, type Scope, type VisibilityPolicy } from '../../schemas/topics/index.ts';
 import { build, createHarness, type Harness } from '../helpers/harness.ts';
 
 /**
@@ -42,7 +42,10 @@ const CONTRACT_SCOPES = Object.keys(SECTION_5_SCOPES) as Scope[];
  * needs none. `family` is the section 5 family the scope is for.
  */
 interface ContractRoute {
-  path: string; versions: readonly ('v1' | 'v2')[]; scope: Scope; family: string;
+  path: string;
+  versions: readonly ('v1' | 'v2')[];
+  scope: Scope;
+  family: string;
   visibility: 'message' | 'signal' | 'either' | 'both' | null;
   /** A valid query (with the read's required parameters). */
   query: string;
@@ -54,20 +57,83 @@ const SECTION_4: readonly ContractRoute[] = [
   { path: '/assets', versions: ['v1', 'v2'], scope: 'directory.read', family: 'trader and asset discovery', visibility: null, query: '' },
   { path: '/events', versions: ['v1', 'v2'], scope: 'events.read', family: 'events', visibility: 'signal', query: '' },
   { path: '/messages', versions: ['v1', 'v2'], scope: 'messages.read', family: 'messages', visibility: 'message', query: '' },
-  { path: '/positions', versions: ['v1', 'v2'], scope: 'positions.read', family: 'position history and open positions', visibility: 'signal', query: '' },
-  { path: '/positions/open', versions: ['v1', 'v2'], scope: 'positions.read', family: 'position history and open positions', visibility: 'signal', query: '' },
+  {
+    path: '/positions',
+    versions: ['v1', 'v2'],
+    scope: 'positions.read',
+    family: 'position history and open positions',
+    visibility: 'signal',
+    query: '',
+  },
+  {
+    path: '/positions/open',
+    versions: ['v1', 'v2'],
+    scope: 'positions.read',
+    family: 'position history and open positions',
+    visibility: 'signal',
+    query: '',
+  },
   // A feed group shows a message's text and its trade events: both visibilities.
   { path: '/feed', versions: ['v1', 'v2'], scope: 'feed.read', family: 'partner feed', visibility: 'both', query: '' },
   // A channel summary describes one trader's channel: message visibility; aggregate summaries name no trader or channel.
-  { path: '/channel-summaries', versions: ['v1', 'v2'], scope: 'summaries.read', family: 'channel and aggregate summaries', visibility: 'message', query: '' },
-  { path: '/aggregate-summaries', versions: ['v1', 'v2'], scope: 'summaries.read', family: 'channel and aggregate summaries', visibility: null, query: '' },
+  {
+    path: '/channel-summaries',
+    versions: ['v1', 'v2'],
+    scope: 'summaries.read',
+    family: 'channel and aggregate summaries',
+    visibility: 'message',
+    query: '',
+  },
+  {
+    path: '/aggregate-summaries',
+    versions: ['v1', 'v2'],
+    scope: 'summaries.read',
+    family: 'channel and aggregate summaries',
+    visibility: null,
+    query: '',
+  },
   // Stats reads (README "Analytics reads"): position and event figures need signal visibility; activity
   // summaries count messages under message visibility and events under signal visibility, so either.
-  { path: '/traders/activity', versions: ['v2'], scope: 'stats.read', family: 'trader stats, asset stats, trader activity, rankings, activity summaries', visibility: 'signal', query: '' },
-  { path: '/traders/stats', versions: ['v1', 'v2'], scope: 'stats.read', family: 'trader stats, asset stats, trader activity, rankings, activity summaries', visibility: 'signal', query: '?traderIds=1' },
-  { path: '/assets/stats', versions: ['v1', 'v2'], scope: 'stats.read', family: 'trader stats, asset stats, trader activity, rankings, activity summaries', visibility: 'signal', query: '?assetIds=1' },
-  { path: '/traders/rankings', versions: ['v1', 'v2'], scope: 'stats.read', family: 'trader stats, asset stats, trader activity, rankings, activity summaries', visibility: 'signal', query: '' },
-  { path: '/activity-summaries', versions: ['v1', 'v2'], scope: 'stats.read', family: 'trader stats, asset stats, trader activity, rankings, activity summaries', visibility: 'either', query: '' },
+  {
+    path: '/traders/activity',
+    versions: ['v2'],
+    scope: 'stats.read',
+    family: 'trader stats, asset stats, trader activity, rankings, activity summaries',
+    visibility: 'signal',
+    query: '',
+  },
+  {
+    path: '/traders/stats',
+    versions: ['v1', 'v2'],
+    scope: 'stats.read',
+    family: 'trader stats, asset stats, trader activity, rankings, activity summaries',
+    visibility: 'signal',
+    query: '?traderIds=1',
+  },
+  {
+    path: '/assets/stats',
+    versions: ['v1', 'v2'],
+    scope: 'stats.read',
+    family: 'trader stats, asset stats, trader activity, rankings, activity summaries',
+    visibility: 'signal',
+    query: '?assetIds=1',
+  },
+  {
+    path: '/traders/rankings',
+    versions: ['v1', 'v2'],
+    scope: 'stats.read',
+    family: 'trader stats, asset stats, trader activity, rankings, activity summaries',
+    visibility: 'signal',
+    query: '',
+  },
+  {
+    path: '/activity-summaries',
+    versions: ['v1', 'v2'],
+    scope: 'stats.read',
+    family: 'trader stats, asset stats, trader activity, rankings, activity summaries',
+    visibility: 'either',
+    query: '',
+  },
 ];
 /** Operational routes of section 4 (no scope shown): not part of the matrix. */
 const OPERATIONAL = /^\/v[12]\/(healthz|openapi\.json|docs)(\/.*)?$/;
@@ -85,13 +151,20 @@ function mountedGetRoutes(app: FastifyInstance): string[] {
   const stack: string[] = [];
   const out: string[] = [];
   for (const line of tree.split('\n')) {
-    const m = /^((?:│   |    )*)(?:├── |└── )(\S+)(?: \(([^)]*)\))?/.exec(line);
+    const m = /^((?:│ {3}| {4})*)(?:├── |└── )(\S+)(?: \(([^)]*)\))?/.exec(line);
     if (!m) continue;
     const depth = m[1]!.length / 4;
     const path = (depth > 0 ? stack[depth - 1]! : '') + m[2]!;
     stack.length = depth;
     stack.push(path);
-    if (m[3] !== undefined && m[3].split(',').map((x) => x.trim()).includes('GET')) out.push(path);
+    if (
+      m[3] !== undefined &&
+      m[3]
+        .split(',')
+        .map((x) => x.trim())
+        .includes('GET')
+    )
+      out.push(path);
   }
   return out;
 }
@@ -120,7 +193,9 @@ function expectOk(res: Res): void {
 }
 
 // ---- Data: 3 traders (1 TELEGRAM, 2 X, 3 TELEGRAM), 2 assets, messages, events, positions, prices. ----
-const T1 = 1; const T2 = 2; const T3 = 3;
+const T1 = 1;
+const T2 = 2;
+const T3 = 3;
 const DATA = [
   build.source('tg-1', { platform: 'TELEGRAM' }),
   build.source('x-2', { platform: 'X', profileUrl: 'https://x.com/x-2' }),
@@ -146,7 +221,15 @@ const DATA = [
   build.event(1022, { positionId: 102, traderId: T1, assetId: 2, price: 48, type: 'close', timeOfEvent: ago(4 * HOUR) }),
   build.event(1111, { positionId: 111, traderId: T1, assetId: 1, price: 90, timeOfEvent: ago(20 * DAY) }),
   // trader 2: open short position 201 (asset 2)
-  build.event(2011, { positionId: 201, traderId: T2, assetId: 2, direction: 'short', price: 50, timeOfEvent: ago(3 * HOUR), messageId: 'm2a' }),
+  build.event(2011, {
+    positionId: 201,
+    traderId: T2,
+    assetId: 2,
+    direction: 'short',
+    price: 50,
+    timeOfEvent: ago(3 * HOUR),
+    messageId: 'm2a',
+  }),
   // trader 3: open position 301 (asset 1)
   build.event(3011, { positionId: 301, traderId: T3, assetId: 1, price: 105, timeOfEvent: ago(4 * HOUR) }),
 ];
@@ -184,12 +267,21 @@ beforeAll(async () => {
   visibilityKeys.set('message only', await h.key({ scopes: CONTRACT_SCOPES, account: { messageVisibility: all, signalVisibility: none } }));
   visibilityKeys.set('signal only', await h.key({ scopes: CONTRACT_SCOPES, account: { messageVisibility: none, signalVisibility: all } }));
   visibilityKeys.set('neither', await h.key({ scopes: CONTRACT_SCOPES, account: { messageVisibility: none, signalVisibility: none } }));
-  visibilityKeys.set('restricted both', await h.key({ scopes: CONTRACT_SCOPES, account: {
-    messageVisibility: vis('platforms', { platforms: ['X'] }), signalVisibility: vis('traders', { traderIds: [T1] }),
-  } }));
+  visibilityKeys.set(
+    'restricted both',
+    await h.key({
+      scopes: CONTRACT_SCOPES,
+      account: {
+        messageVisibility: vis('platforms', { platforms: ['X'] }),
+        signalVisibility: vis('traders', { traderIds: [T1] }),
+      },
+    }),
+  );
   allKey = await h.key({ scopes: CONTRACT_SCOPES });
 });
-afterAll(async () => { await h?.close(); });
+afterAll(async () => {
+  await h?.close();
+});
 
 describe('test data sanity', () => {
   it('an all-visibility key sees every event, message, position and trader', async () => {
@@ -209,7 +301,7 @@ describe('test data sanity', () => {
 });
 
 describe('scope matrix (contract sections 4 and 5, written out above)', () => {
-  it('the two contract tables agree, and the service knows exactly the contract\'s scopes', () => {
+  it("the two contract tables agree, and the service knows exactly the contract's scopes", () => {
     for (const r of SECTION_4) expect(SECTION_5_SCOPES[r.scope], r.path).toBe(r.family);
     expect([...SCOPES].sort()).toEqual([...CONTRACT_SCOPES].sort());
   });
@@ -244,14 +336,24 @@ describe('scope matrix (contract sections 4 and 5, written out above)', () => {
       it(`visibility: ${route.visibility === null ? 'needs none' : `needs ${route.visibility} visibility`} (403 FORBIDDEN without it)`, async () => {
         const needs = (msg: boolean, sig: boolean): boolean => {
           switch (route.visibility) {
-            case 'message': return msg;
-            case 'signal': return sig;
-            case 'either': return msg || sig;
-            case 'both': return msg && sig;
-            case null: return true;
+            case 'message':
+              return msg;
+            case 'signal':
+              return sig;
+            case 'either':
+              return msg || sig;
+            case 'both':
+              return msg && sig;
+            case null:
+              return true;
           }
         };
-        for (const [name, msg, sig] of [['message only', true, false], ['signal only', false, true], ['neither', false, false], ['restricted both', true, true]] as const) {
+        for (const [name, msg, sig] of [
+          ['message only', true, false],
+          ['signal only', false, true],
+          ['neither', false, false],
+          ['restricted both', true, true],
+        ] as const) {
           const res = await h.get(url, visibilityKeys.get(name)!);
           if (needs(msg, sig)) expectOk(res);
           else expectError(res, 403, 'FORBIDDEN');
@@ -292,7 +394,14 @@ describe('scope matrix (contract sections 4 and 5, written out above)', () => {
 
 describe('key and account lifecycle', () => {
   it('a revoked key -> 401', async () => {
-    putAccount(h.log, { id: 'revoker', status: 'active', emailVerified: true, messageVisibility: vis('all'), signalVisibility: vis('all'), historyWindowDays: null });
+    putAccount(h.log, {
+      id: 'revoker',
+      status: 'active',
+      emailVerified: true,
+      messageVisibility: vis('all'),
+      signalVisibility: vis('all'),
+      historyWindowDays: null,
+    });
     const { key, record } = createKey(h.log, 'revoker', ['events.read']);
     await h.settle();
     expectOk(await h.get('/v2/events', key)); // also warms the auth cache
@@ -303,7 +412,14 @@ describe('key and account lifecycle', () => {
   });
 
   it('a blocked account -> 403 on the next request after settle; active again -> 200', async () => {
-    const account = { id: 'blockme', status: 'active' as const, emailVerified: true, messageVisibility: vis('all'), signalVisibility: vis('all'), historyWindowDays: null };
+    const account = {
+      id: 'blockme',
+      status: 'active' as const,
+      emailVerified: true,
+      messageVisibility: vis('all'),
+      signalVisibility: vis('all'),
+      historyWindowDays: null,
+    };
     const key = await accountKey(account);
     expectOk(await h.get('/v2/events', key)); // cached as allowed
     putAccount(h.log, { ...account, status: 'blocked' });
@@ -316,7 +432,14 @@ describe('key and account lifecycle', () => {
   });
 
   it('an account whose email is not verified -> 403', async () => {
-    const account = { id: 'unverified', status: 'active' as const, emailVerified: true, messageVisibility: vis('all'), signalVisibility: vis('all'), historyWindowDays: null };
+    const account = {
+      id: 'unverified',
+      status: 'active' as const,
+      emailVerified: true,
+      messageVisibility: vis('all'),
+      signalVisibility: vis('all'),
+      historyWindowDays: null,
+    };
     const key = await accountKey(account);
     expectOk(await h.get('/v2/events', key));
     putAccount(h.log, { ...account, emailVerified: false });
@@ -395,13 +518,16 @@ describe('visibility policies', () => {
   });
 
   it('the directory shows a trader when either visibility permits', async () => {
-    const key = await accountKey({ messageVisibility: vis('platforms', { platforms: ['X'] }), signalVisibility: vis('traders', { traderIds: [T1] }) });
+    const key = await accountKey({
+      messageVisibility: vis('platforms', { platforms: ['X'] }),
+      signalVisibility: vis('traders', { traderIds: [T1] }),
+    });
     const dir = await h.get('/v2/traders?limit=200', key);
     expectOk(dir);
     expect(sorted(ids(dir))).toEqual([T1, T2]);
   });
 
-  it('signal none + message all: events/positions 403, messages 200, traderIds selects that trader\'s messages', async () => {
+  it("signal none + message all: events/positions 403, messages 200, traderIds selects that trader's messages", async () => {
     const key = await accountKey({ messageVisibility: vis('all'), signalVisibility: vis('none') });
     for (const v of ['v1', 'v2']) {
       expectError(await h.get(`/${v}/events`, key), 403, 'FORBIDDEN');
@@ -436,7 +562,14 @@ describe('visibility policies', () => {
   });
 
   it('visibility changes apply on the next request after settle', async () => {
-    const account = { id: 'changing', status: 'active' as const, emailVerified: true, messageVisibility: vis('all'), signalVisibility: vis('all'), historyWindowDays: null };
+    const account = {
+      id: 'changing',
+      status: 'active' as const,
+      emailVerified: true,
+      messageVisibility: vis('all'),
+      signalVisibility: vis('all'),
+      historyWindowDays: null,
+    };
     const key = await accountKey(account);
     expect(sorted(ids(await h.get('/v2/events?limit=200', key)))).toEqual(sorted(ALL_EVENT_IDS));
     putAccount(h.log, { ...account, signalVisibility: vis('traders', { traderIds: [T3] }) });
@@ -450,7 +583,9 @@ describe('visibility policies', () => {
 
 describe('account history window (historyWindowDays: 10)', () => {
   let key: string;
-  beforeAll(async () => { key = await accountKey({ historyWindowDays: 10 }); });
+  beforeAll(async () => {
+    key = await accountKey({ historyWindowDays: 10 });
+  });
 
   const floorOf = (res: Res) => Date.parse(res.body.data.meta.serverTime) - 10 * DAY;
 

@@ -10,10 +10,18 @@ const ago = (ms: number) => new Date(Date.now() - ms).toISOString();
 beforeAll(async () => {
   h = await createHarness();
   await h.given([
-    build.source('src-1'), build.trader(1, { name: 'Alice' }),
-    build.source('src-2', { platform: 'X' }), build.trader(2, { name: 'Bob', source: { platform: 'X', sourceIdentityId: 'src-2' } }),
+    build.source('src-1'),
+    build.trader(1, { name: 'Alice' }),
+    build.source('src-2', { platform: 'X' }),
+    build.trader(2, { name: 'Bob', source: { platform: 'X', sourceIdentityId: 'src-2' } }),
     build.trader(3, { name: 'Deleted Dave', source: null }),
-    build.asset(1, { symbol: 'BTC', markets: [{ quoteSymbol: 'USDT', active: true, preferred: true }, { quoteSymbol: 'USD', active: true, preferred: false }] }),
+    build.asset(1, {
+      symbol: 'BTC',
+      markets: [
+        { quoteSymbol: 'USDT', active: true, preferred: true },
+        { quoteSymbol: 'USD', active: true, preferred: false },
+      ],
+    }),
     build.asset(2, { symbol: 'SPX', assetClass: 'equities', category: 'Indices' }),
     build.asset(3, { symbol: 'AAPL', assetClass: 'equities', category: 'Technology' }),
     build.asset(4, { symbol: 'BND', assetClass: 'bonds' }),
@@ -30,13 +38,18 @@ beforeAll(async () => {
   await h.given([build.trader(3, { name: 'Deleted Dave', source: null, version: 2, deleted: true })]);
   key = await h.key();
 });
-afterAll(async () => { await h?.close(); });
+afterAll(async () => {
+  await h?.close();
+});
 
 describe('envelopes and request ids', () => {
   it('success envelope with requestId echoed in x-request-id', async () => {
     const res = await h.get('/v2/events?limit=1', key);
     expect(res.status).toBe(200);
-    expect(res.body).toMatchObject({ success: true, data: { results: expect.any(Array), meta: { hasMore: true, nextCursor: expect.any(String) } } });
+    expect(res.body).toMatchObject({
+      success: true,
+      data: { results: expect.any(Array), meta: { hasMore: true, nextCursor: expect.any(String) } },
+    });
     expect(typeof res.body.requestId).toBe('string');
     expect(res.headers['x-request-id']).toBe(res.body.requestId);
   });
@@ -50,7 +63,11 @@ describe('envelopes and request ids', () => {
   it('error envelope on errors, with requestId', async () => {
     const res = await h.get('/v2/nope', key);
     expect(res.status).toBe(404);
-    expect(res.body).toEqual({ success: false, error: { code: 'NOT_FOUND', message: expect.any(String), details: null }, requestId: res.headers['x-request-id'] });
+    expect(res.body).toEqual({
+      success: false,
+      error: { code: 'NOT_FOUND', message: expect.any(String), details: null },
+      requestId: res.headers['x-request-id'],
+    });
   });
 });
 
@@ -73,11 +90,16 @@ describe('serverTime and appliedTimeRange', () => {
   });
 
   it('is on historical lists and absent on open positions and directories', async () => {
-    for (const p of ['/v2/events', '/v2/messages', '/v2/positions']) expect((await h.get(p, key)).body.data.meta.appliedTimeRange).toBeDefined();
+    for (const p of ['/v2/events', '/v2/messages', '/v2/positions'])
+      expect((await h.get(p, key)).body.data.meta.appliedTimeRange).toBeDefined();
     for (const p of ['/v2/positions/open', '/v2/traders', '/v2/assets']) {
       const meta = (await h.get(p, key)).body.data.meta;
       expect(meta.appliedTimeRange).toBeUndefined();
-      expect(meta).toEqual({ hasMore: expect.any(Boolean), nextCursor: meta.hasMore ? expect.any(String) : null, serverTime: expect.any(String) });
+      expect(meta).toEqual({
+        hasMore: expect.any(Boolean),
+        nextCursor: meta.hasMore ? expect.any(String) : null,
+        serverTime: expect.any(String),
+      });
     }
   });
 
@@ -115,7 +137,9 @@ describe('limits and validation', () => {
     expect(bad.body.error.details[0]).toEqual({ param: 'types', message: expect.stringContaining('open, close, increase, decrease') });
     expect((await h.get('/v2/events?traderIds=1,,2', key)).status).toBe(400);
     const repeated = await h.get('/v2/events?types=open&types=close', key);
-    expect(repeated.body.error.details).toEqual([{ param: 'types', message: 'given more than once; pass it once (lists are comma-separated)' }]);
+    expect(repeated.body.error.details).toEqual([
+      { param: 'types', message: 'given more than once; pass it once (lists are comma-separated)' },
+    ]);
     expect((await h.get('/v2/events?startTime=yesterday', key)).body.error.details[0].param).toBe('startTime');
   });
 
@@ -175,7 +199,16 @@ describe('eligibility and quoteSymbol', () => {
   it('resolves quoteSymbol from the preferred active market at read time', async () => {
     const q = async () => (await h.get('/v2/events?assetIds=1&limit=1', key)).body.data.results[0].quoteSymbol;
     expect(await q()).toBe('USDT');
-    await h.given([build.asset(1, { symbol: 'BTC', version: 2, markets: [{ quoteSymbol: 'USDT', active: false, preferred: true }, { quoteSymbol: 'USD', active: true, preferred: false }] })]);
+    await h.given([
+      build.asset(1, {
+        symbol: 'BTC',
+        version: 2,
+        markets: [
+          { quoteSymbol: 'USDT', active: false, preferred: true },
+          { quoteSymbol: 'USD', active: true, preferred: false },
+        ],
+      }),
+    ]);
     expect(await q()).toBe('USD');
     const pos = (await h.get('/v2/positions?assetIds=1&limit=1', key)).body.data.results[0];
     expect(pos.quoteSymbol).toBe('USD');
@@ -208,8 +241,19 @@ describe('operational routes', () => {
     const v1 = (await h.get('/v1/openapi.json')).body;
     const v2 = (await h.get('/v2/openapi.json')).body;
     expect((await h.get('/openapi.json')).body).toEqual(v1);
-    expect(Object.keys(v2.paths)).toEqual(expect.arrayContaining(['/traders', '/assets', '/events', '/messages', '/positions', '/positions/open', '/healthz']));
-    expect(v2.paths['/events'].get.parameters.map((p: any) => p.name)).toEqual(['traderIds', 'assetIds', 'directions', 'types', 'startTime', 'endTime', 'limit', 'cursor']);
+    expect(Object.keys(v2.paths)).toEqual(
+      expect.arrayContaining(['/traders', '/assets', '/events', '/messages', '/positions', '/positions/open', '/healthz']),
+    );
+    expect(v2.paths['/events'].get.parameters.map((p: any) => p.name)).toEqual([
+      'traderIds',
+      'assetIds',
+      'directions',
+      'types',
+      'startTime',
+      'endTime',
+      'limit',
+      'cursor',
+    ]);
     // v1's /traders is the legacy discovery (tradeCount, minTrades), not the v2 directory
     expect(v1.paths['/traders'].get.parameters.map((p: any) => p.name)).toContain('minTrades');
     expect(v2.paths['/traders'].get.parameters.map((p: any) => p.name)).not.toContain('minTrades');

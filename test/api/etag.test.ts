@@ -4,14 +4,15 @@
 // If-None-Match naming the current tag answers 304 with no body, and for a read the cache holds,
 // without a query. A change of the data, or of the clock that changes a clock-relative answer,
 // gives a new tag.
+
+import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ReadCache } from '../../apps/api/read-cache.ts';
 import { buildApi } from '../../apps/api/server.ts';
 import { ApiKeyAuthenticator } from '../../apps/auth/keys.ts';
 import { MemoryCache } from '../../apps/cache/memory.ts';
-import { ReadCache } from '../../apps/api/read-cache.ts';
 import type { Store } from '../../storage/port.ts';
 import { build, createHarness, type Harness } from '../helpers/harness.ts';
-import type { FastifyInstance } from 'fastify';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -32,25 +33,41 @@ async function get(url: string, headers: Record<string, string> = {}, k = key) {
 beforeAll(async () => {
   h = await createHarness({ clock: () => now });
   await h.given([
-    build.source('src-1'), build.trader(1), build.asset(1), build.message('m1', 'src-1', iso(NOW - DAY)),
+    build.source('src-1'),
+    build.trader(1),
+    build.asset(1),
+    build.message('m1', 'src-1', iso(NOW - DAY)),
     // Position 1 opened 20 hours ago: its 1D window comes of age in 4 hours (a clock-relative answer).
     build.event(1, { positionId: 1, messageId: 'm1', timeOfEvent: iso(NOW - 20 * HOUR) }),
-    build.price(1, iso(NOW - 21 * HOUR), 100), build.price(1, iso(NOW + 5 * HOUR), 110),
+    build.price(1, iso(NOW - 21 * HOUR), 100),
+    build.price(1, iso(NOW + 5 * HOUR), 110),
   ]);
   key = await h.key();
   // The app under test reads through a store that counts its queries.
   const counting: Store = new Proxy(h.store, {
     get(target, prop, recv) {
       const v = Reflect.get(target, prop, recv);
-      if (prop === 'query' || prop === 'exec') return (...args: unknown[]) => { queries++; return (v as Function).apply(target, args); };
+      if (prop === 'query' || prop === 'exec')
+        return (...args: unknown[]) => {
+          queries++;
+          return (v as Function).apply(target, args);
+        };
       return typeof v === 'function' ? v.bind(target) : v;
     },
   });
-  app = buildApi({ store: counting, auth: new ApiKeyAuthenticator(h.store, new MemoryCache()), readCache: new ReadCache(new MemoryCache(undefined, undefined, () => now), () => now),
-    dataVersion: () => h.dataVersion(), clock: () => now });
+  app = buildApi({
+    store: counting,
+    auth: new ApiKeyAuthenticator(h.store, new MemoryCache()),
+    readCache: new ReadCache(new MemoryCache(undefined, undefined, () => now), () => now),
+    dataVersion: () => h.dataVersion(),
+    clock: () => now,
+  });
   await app.ready();
 });
-afterAll(async () => { await app?.close(); await h?.close(); });
+afterAll(async () => {
+  await app?.close();
+  await h?.close();
+});
 
 describe('ETag and If-None-Match', () => {
   it('a cached read: a weak ETag, the same on the next answer; If-None-Match with it -> 304, no body, no query', async () => {
@@ -125,7 +142,7 @@ describe('ETag and If-None-Match', () => {
 });
 
 describe('issue 24: ETags are per caller and carry no moment of another account', () => {
-  it('two accounts of one policy share a cache entry but never a tag; one\'s tag is not current for the other', async () => {
+  it("two accounts of one policy share a cache entry but never a tag; one's tag is not current for the other", async () => {
     const a = await h.key({ account: { id: 'tenant-a' } });
     const b = await h.key({ account: { id: 'tenant-b' } });
     const ra = await get('/v2/assets', {}, a);

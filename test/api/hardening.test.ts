@@ -20,14 +20,23 @@ const EVENTS = Array.from({ length: 60 }, (_, i) => build.event(i + 1, { positio
 
 beforeAll(async () => {
   h = await createHarness();
-  await h.given([build.source('src-1'), build.trader(1), build.asset(1), build.price(1, ago(40 * DAY), 100), ...EVENTS,
-    build.message('m1', 'src-1', ago(2 * HOUR)), build.message('m2', 'src-1', ago(20 * DAY))]);
+  await h.given([
+    build.source('src-1'),
+    build.trader(1),
+    build.asset(1),
+    build.price(1, ago(40 * DAY), 100),
+    ...EVENTS,
+    build.message('m1', 'src-1', ago(2 * HOUR)),
+    build.message('m2', 'src-1', ago(20 * DAY)),
+  ]);
   allKey = await h.key({ account: { id: 'unrestricted' } });
   weekKey = await h.key({ account: { id: 'week', historyWindowDays: 7 } });
   await h.app.listen({ port: 0, host: '127.0.0.1' });
   port = (h.app.server.address() as { port: number }).port;
 });
-afterAll(async () => { await h?.close(); });
+afterAll(async () => {
+  await h?.close();
+});
 
 type Res = Awaited<ReturnType<Harness['get']>>;
 function expectError(res: Res, status: number, code: string, param?: string): void {
@@ -61,7 +70,10 @@ describe('issue 5: cursors cannot widen the history window', () => {
       expect(res.status).toBe(200);
       const floor = Date.parse(res.body.data.meta.serverTime) - 7 * DAY;
       expect(Date.parse(res.body.data.meta.appliedTimeRange.startTime)).toBeGreaterThanOrEqual(floor);
-      for (const e of res.body.data.results) { expect(Date.parse(e.timeOfEvent)).toBeGreaterThanOrEqual(floor); seen.push(e.timeOfEvent); }
+      for (const e of res.body.data.results) {
+        expect(Date.parse(e.timeOfEvent)).toBeGreaterThanOrEqual(floor);
+        seen.push(e.timeOfEvent);
+      }
       cursor = res.body.data.meta.nextCursor ?? undefined;
     } while (cursor);
     expect(seen).toHaveLength(14);
@@ -69,15 +81,20 @@ describe('issue 5: cursors cannot widen the history window', () => {
 
   it('editing the window inside its own cursor gives 400 Malformed cursor', async () => {
     const cursor = await cursorOf('/v2/events?limit=3', weekKey);
-    const widened = edit(cursor, (p) => { p.w = [0, null]; });
+    const widened = edit(cursor, (p) => {
+      p.w = [0, null];
+    });
     const res = await h.get(`/v2/events?limit=3&cursor=${widened}`, weekKey);
     expectError(res, 400, 'INVALID_CURSOR');
     expect(res.body.error.message).toBe('Malformed cursor');
   });
 
   it('replaying an unmodified cursor of the unrestricted account gives 400 INVALID_CURSOR', async () => {
-    for (const path of ['/v2/events?startTime=2000-01-01T00:00:00Z&limit=3', '/v2/messages?startTime=2000-01-01T00:00:00Z&limit=1',
-      '/v2/positions?startTime=2000-01-01T00:00:00Z&limit=3']) {
+    for (const path of [
+      '/v2/events?startTime=2000-01-01T00:00:00Z&limit=3',
+      '/v2/messages?startTime=2000-01-01T00:00:00Z&limit=1',
+      '/v2/positions?startTime=2000-01-01T00:00:00Z&limit=3',
+    ]) {
       const foreign = await cursorOf(path, allKey);
       expectError(await h.get(`${path}&cursor=${foreign}`, weekKey), 400, 'INVALID_CURSOR');
     }
@@ -102,8 +119,30 @@ describe('issue 5: cursors cannot widen the history window', () => {
   it('edited sort keys and windows are refused as malformed, never a 500', async () => {
     const cursor = await cursorOf('/v2/events?limit=3', allKey);
     const edits: ((p: any) => void)[] = [
-      (p) => { p.k = [p.k[0], 'zzz']; }, (p) => { p.k = []; }, (p) => { p.k = [2 ** 64, 1]; }, (p) => { p.k = [-1.5, 1]; },
-      (p) => { p.w = ['NaN', null]; }, (p) => { p.w = [1e300, null]; }, (p) => { p.k = [p.k[0], 2 ** 53]; }, (p) => { p.f = 'x'; },
+      (p) => {
+        p.k = [p.k[0], 'zzz'];
+      },
+      (p) => {
+        p.k = [];
+      },
+      (p) => {
+        p.k = [2 ** 64, 1];
+      },
+      (p) => {
+        p.k = [-1.5, 1];
+      },
+      (p) => {
+        p.w = ['NaN', null];
+      },
+      (p) => {
+        p.w = [1e300, null];
+      },
+      (p) => {
+        p.k = [p.k[0], 2 ** 53];
+      },
+      (p) => {
+        p.f = 'x';
+      },
     ];
     for (const change of edits) {
       const res = await h.get(`/v2/events?limit=3&cursor=${edit(cursor, change)}`, allKey);
@@ -140,8 +179,17 @@ describe('issue 5: validation (DESIGN 6): every refusal is a 400 naming its para
   });
 
   it('date-times are RFC 3339 with a real calendar date, no leap second, within 1970..2299', async () => {
-    for (const t of ['2016-12-31T23:59:60Z', '0000-01-01T00:00:00Z', '1969-12-31T23:59:59Z', '2300-01-01T00:00:00Z', '2026-02-30T00:00:00Z',
-      '2026-01-01T24:00:00Z', '2026-01-01T00:00:00', '2026-01-01', 'yesterday']) {
+    for (const t of [
+      '2016-12-31T23:59:60Z',
+      '0000-01-01T00:00:00Z',
+      '1969-12-31T23:59:59Z',
+      '2300-01-01T00:00:00Z',
+      '2026-02-30T00:00:00Z',
+      '2026-01-01T24:00:00Z',
+      '2026-01-01T00:00:00',
+      '2026-01-01',
+      'yesterday',
+    ]) {
       expectError(await h.get(`/v2/events?startTime=${encodeURIComponent(t)}`, allKey), 400, 'VALIDATION_ERROR', 'startTime');
     }
     const ok = await h.get(`/v2/events?startTime=${encodeURIComponent('2024-02-29T00:00:00+02:00')}&endTime=2299-12-31T23:59:59Z`, allKey);
@@ -179,19 +227,30 @@ function raw(request: string): Promise<{ status: number; headers: Record<string,
       const text = Buffer.concat(chunks).toString('utf8');
       const [head, ...rest] = text.split('\r\n\r\n');
       const lines = head!.split('\r\n');
-      const headers = Object.fromEntries(lines.slice(1).map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]));
+      const headers = Object.fromEntries(
+        lines.slice(1).map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]),
+      );
       let body: any = rest.join('\r\n\r\n');
-      try { body = JSON.parse(body); } catch { /* the test then fails on the envelope */ }
+      try {
+        body = JSON.parse(body);
+      } catch {
+        /* the test then fails on the envelope */
+      }
       resolve({ status: Number(lines[0]!.split(' ')[1]), headers, body });
     });
     socket.end(request);
   });
 }
-const get = (target: string, extra = '') => raw(`GET ${target} HTTP/1.1\r\nHost: localhost\r\nx-api-key: ${allKey}\r\n${extra}Connection: close\r\n\r\n`);
+const get = (target: string, extra = '') =>
+  raw(`GET ${target} HTTP/1.1\r\nHost: localhost\r\nx-api-key: ${allKey}\r\n${extra}Connection: close\r\n\r\n`);
 
 function expectRawError(res: Awaited<ReturnType<typeof raw>>, status: number, code: string): void {
   expect(res.status, JSON.stringify(res.body)).toBe(status);
-  expect(res.body).toEqual({ success: false, error: { code, message: expect.any(String), details: res.body.error?.details ?? null }, requestId: expect.any(String) });
+  expect(res.body).toEqual({
+    success: false,
+    error: { code, message: expect.any(String), details: res.body.error?.details ?? null },
+    requestId: expect.any(String),
+  });
   expect(res.body.error.message.length).toBeGreaterThan(0);
   expect(res.headers['x-request-id']).toBe(res.body.requestId);
 }
@@ -212,7 +271,9 @@ describe('issue 5: status codes over a real socket, all in the error envelope', 
 
   it('other methods get 405 with Allow: GET; unknown paths 404', async () => {
     for (const method of ['POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS', 'HEAD']) {
-      const res = await raw(`${method} /v2/events HTTP/1.1\r\nHost: localhost\r\nContent-Length: 2\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n{}`);
+      const res = await raw(
+        `${method} /v2/events HTTP/1.1\r\nHost: localhost\r\nContent-Length: 2\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n{}`,
+      );
       expect(res.status).toBe(405);
       expect(res.headers.allow).toBe('GET');
       if (method !== 'HEAD') expectRawError(res, 405, 'METHOD_NOT_ALLOWED');

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ALL, createKey, putAccount, revokeKey } from '../../apps/admin.ts';
-import { buildApi } from '../../apps/api/server.ts';
 import { ReadCache } from '../../apps/api/read-cache.ts';
+import { buildApi } from '../../apps/api/server.ts';
 import { ApiKeyAuthenticator } from '../../apps/auth/keys.ts';
 import { MemoryCache } from '../../apps/cache/memory.ts';
 import { build, createHarness, type Harness } from '../helpers/harness.ts';
@@ -22,11 +22,17 @@ const iso = (ms: number) => new Date(ms).toISOString();
 
 beforeAll(async () => {
   h = await createHarness();
-  await h.given([build.source('src-1'), build.trader(1), build.asset(1),
-    ...Array.from({ length: 8 }, (_, i) => build.event(i + 1, { timeOfEvent: iso(NOW - (i + 1) * HOUR) }))]);
+  await h.given([
+    build.source('src-1'),
+    build.trader(1),
+    build.asset(1),
+    ...Array.from({ length: 8 }, (_, i) => build.event(i + 1, { timeOfEvent: iso(NOW - (i + 1) * HOUR) })),
+  ]);
   key = await h.key();
 });
-afterAll(async () => { await h?.close(); });
+afterAll(async () => {
+  await h?.close();
+});
 
 /** Store queries during `f`, apart from key look-ups. */
 async function readQueries(f: () => Promise<unknown>): Promise<number> {
@@ -41,8 +47,13 @@ async function readQueries(f: () => Promise<unknown>): Promise<number> {
 
 /** The API with a read cache, both on the given clock; `get` sends the test key. */
 function cachedApp(clock: { now: number }) {
-  const app = buildApi({ store: h.store, auth: new ApiKeyAuthenticator(h.store, new MemoryCache()), dataVersion: () => 1, clock: () => clock.now,
-    readCache: new ReadCache(new MemoryCache(undefined, undefined, () => clock.now), () => clock.now) });
+  const app = buildApi({
+    store: h.store,
+    auth: new ApiKeyAuthenticator(h.store, new MemoryCache()),
+    dataVersion: () => 1,
+    clock: () => clock.now,
+    readCache: new ReadCache(new MemoryCache(undefined, undefined, () => clock.now), () => clock.now),
+  });
   return { app, get: (url: string) => app.inject({ method: 'GET', url, headers: { 'x-api-key': key } }) };
 }
 
@@ -56,7 +67,9 @@ describe('hot path', () => {
       const one = await readQueries(() => get('/v2/events?limit=3'));
       expect(one).toBeGreaterThan(0);
       let answers: any[] = [];
-      const many = await readQueries(async () => { answers = await Promise.all(Array.from({ length: 20 }, () => get('/v2/events?limit=4'))); });
+      const many = await readQueries(async () => {
+        answers = await Promise.all(Array.from({ length: 20 }, () => get('/v2/events?limit=4')));
+      });
       expect(many).toBe(one);
       const bodies = answers.map((a) => a.json());
       expect(new Set(bodies.map((b) => b.requestId)).size).toBe(20);
@@ -76,7 +89,11 @@ describe('hot path', () => {
       // the default window ending a ms earlier is another answer.
       clock.now = NOW - 1;
       let res: any;
-      expect(await readQueries(async () => { res = await get('/v2/events?limit=3'); })).toBeGreaterThan(0);
+      expect(
+        await readQueries(async () => {
+          res = await get('/v2/events?limit=3');
+        }),
+      ).toBeGreaterThan(0);
       expect(res.json().data.meta.appliedTimeRange.endTime).toBe(iso(NOW - 1));
     } finally {
       await app.close();
@@ -98,7 +115,14 @@ describe('authentication answers kept in the process', () => {
   });
 
   it('an authenticator not told of commits refuses a blocked account and a revoked key within 30 s', async () => {
-    const account = { id: 'elsewhere', status: 'active' as const, emailVerified: true, messageVisibility: ALL, signalVisibility: ALL, historyWindowDays: null };
+    const account = {
+      id: 'elsewhere',
+      status: 'active' as const,
+      emailVerified: true,
+      messageVisibility: ALL,
+      signalVisibility: ALL,
+      historyWindowDays: null,
+    };
     putAccount(h.log, account);
     const blocked = createKey(h.log, account.id, ['events.read']).key;
     putAccount(h.log, { ...account, id: 'elsewhere-2' });

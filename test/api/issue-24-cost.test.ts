@@ -4,15 +4,22 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ApiKeyAuthenticator } from '../../apps/auth/keys.ts';
 import { MemoryCache } from '../../apps/cache/memory.ts';
-import { Admission, admissionDefaults, boundedStore, LIST_COST, type AdmissionOptions } from '../../apps/reads/cost.ts';
-import type { Store } from '../../storage/port.ts';
+import { Admission, type AdmissionOptions, admissionDefaults, boundedStore, LIST_COST } from '../../apps/reads/cost.ts';
 import { ApiError } from '../../schemas/api/errors.ts';
+import type { Store } from '../../storage/port.ts';
 import { createHarness, type Harness } from '../helpers/harness.ts';
 import { rawMcp } from '../helpers/mcp-client.ts';
 
 const opts = (o: Partial<AdmissionOptions>): AdmissionOptions => ({ ...admissionDefaults(2), ...o });
 const later = () => Date.now() + 10_000;
-const codeOf = async (p: unknown): Promise<string> => { try { await p; return 'granted'; } catch (e) { return (e as ApiError).code; } };
+const codeOf = async (p: unknown): Promise<string> => {
+  try {
+    await p;
+    return 'granted';
+  } catch (e) {
+    return (e as ApiError).code;
+  }
+};
 
 describe('issue 24: admission control', () => {
   it('gives an account at most its share of the slots: another account still gets one at once', async () => {
@@ -33,15 +40,23 @@ describe('issue 24: admission control', () => {
     const first = await a.acquire('noisy', later());
     const order: string[] = [];
     const queued = [
-      ...[1, 2, 3].map((i) => Promise.resolve(a.acquire('noisy', later())).then((s) => { order.push(`noisy${i}`); s.release(); })),
-      Promise.resolve(a.acquire('quiet', later())).then((s) => { order.push('quiet'); s.release(); }),
+      ...[1, 2, 3].map((i) =>
+        Promise.resolve(a.acquire('noisy', later())).then((s) => {
+          order.push(`noisy${i}`);
+          s.release();
+        }),
+      ),
+      Promise.resolve(a.acquire('quiet', later())).then((s) => {
+        order.push('quiet');
+        s.release();
+      }),
     ];
     first.release();
     await Promise.all(queued);
     expect(order.indexOf('quiet')).toBeLessThanOrEqual(1); // behind at most one of the noisy account's queries
   });
 
-  it('refuses with OVERLOADED past the account\'s queue, past the whole queue, and past the longest wait', async () => {
+  it("refuses with OVERLOADED past the account's queue, past the whole queue, and past the longest wait", async () => {
     const a = new Admission(opts({ slots: 1, perAccount: 1, queue: 2, perAccountQueue: 1, maxWaitMs: 50 }));
     const held = (await a.acquire('x', later())).release;
     const queuedX = a.acquire('x', later());
@@ -51,7 +66,11 @@ describe('issue 24: admission control', () => {
     expect(await codeOf(queuedX)).toBe('OVERLOADED'); // waited longer than maxWaitMs
     expect(await codeOf(queuedY)).toBe('OVERLOADED');
     held();
-    try { await a.acquire('x', later()); } catch { /* */ }
+    try {
+      await a.acquire('x', later());
+    } catch {
+      /* */
+    }
     expect(a.waiting).toBe(0);
   });
 
@@ -77,9 +96,18 @@ describe('issue 24: admission control', () => {
     const share = () => new Admission(opts({ slots: 2, perAccount: 1, shareMsPerSecond: 500, shareBurstMs: 1_000 }));
     const deadline = () => Date.now() + 10_000;
     /** Takes a slot, keeps it `ms` (fake time), gives it back. */
-    const hold = async (a: Admission, account: string, ms: number) => { const s = await a.acquire(account, deadline()); vi.advanceTimersByTime(ms); s.release(); return s; };
-    beforeAll(() => { vi.useFakeTimers(); });
-    afterAll(() => { vi.useRealTimers(); });
+    const hold = async (a: Admission, account: string, ms: number) => {
+      const s = await a.acquire(account, deadline());
+      vi.advanceTimersByTime(ms);
+      s.release();
+      return s;
+    };
+    beforeAll(() => {
+      vi.useFakeTimers();
+    });
+    afterAll(() => {
+      vi.useRealTimers();
+    });
 
     it('alone, an account is never held back, however long it keeps its slot', async () => {
       const a = share();
@@ -96,19 +124,27 @@ describe('issue 24: admission control', () => {
       for (let i = 0; i < 100; i++) {
         if (!noisy) {
           const next = a.acquire('noisy', deadline()); // held back by its share at times: then it waits
-          if (next instanceof Promise) { noisyWaited++; void next.then((s) => { noisy = s; }); } else noisy = next;
+          if (next instanceof Promise) {
+            noisyWaited++;
+            void next.then((s) => {
+              noisy = s;
+            });
+          } else noisy = next;
         }
         const quiet = a.acquire('quiet', deadline());
         expect(quiet).not.toBeInstanceOf(Promise);
         await vi.advanceTimersByTimeAsync(12);
         (quiet as { release: () => void }).release();
         await vi.advanceTimersByTimeAsync(38);
-        if (noisy) { noisy.release(); noisy = undefined; }
+        if (noisy) {
+          noisy.release();
+          noisy = undefined;
+        }
       }
       expect(noisyWaited).toBeGreaterThan(0); // the noisy account did go past its share
     });
 
-    it('an account past its share waits while another reads until it is back under, then reads below the other\'s priority', async () => {
+    it("an account past its share waits while another reads until it is back under, then reads below the other's priority", async () => {
       const a = share();
       await hold(a, 'noisy', 2_000); // a second more than it had saved up: it owes 1 s, 2 s at 500 ms/s
       const quiet = await a.acquire('quiet', deadline());
@@ -116,7 +152,9 @@ describe('issue 24: admission control', () => {
       let granted: { priority: number; release: () => void } | undefined;
       const held = a.acquire('noisy', deadline());
       expect(held).toBeInstanceOf(Promise);
-      void Promise.resolve(held).then((s) => { granted = s; });
+      void Promise.resolve(held).then((s) => {
+        granted = s;
+      });
       await vi.advanceTimersByTimeAsync(1_900);
       expect(granted).toBeUndefined();
       await vi.advanceTimersByTimeAsync(200);
@@ -130,7 +168,11 @@ describe('issue 24: admission control', () => {
   it('an OVERLOADED refusal says when to retry', async () => {
     const a = new Admission(opts({ slots: 1, perAccount: 1, queue: 0 }));
     void a.acquire('x', later());
-    await expect(a.acquire('y', later())).rejects.toMatchObject({ code: 'OVERLOADED', status: 503, details: { retryAfterSeconds: expect.any(Number) } });
+    await expect(a.acquire('y', later())).rejects.toMatchObject({
+      code: 'OVERLOADED',
+      status: 503,
+      details: { retryAfterSeconds: expect.any(Number) },
+    });
   });
 });
 
@@ -142,12 +184,16 @@ describe('issue 24: cost bounds', () => {
     await h.listen();
     key = await h.key();
   }, 60_000);
-  afterAll(async () => { await h?.close(); });
+  afterAll(async () => {
+    await h?.close();
+  });
 
   const bounded = (cost: Partial<typeof LIST_COST>) => boundedStore(h.store, { ...LIST_COST, ...cost }, Date.now() + 10_000);
 
   it('a query that reads more rows than its bound is QUERY_TOO_LARGE naming the bound', async () => {
-    const err = await bounded({ rowsRead: 1000 }).query('SELECT count() AS n FROM numbers(100000)').catch((e) => e);
+    const err = await bounded({ rowsRead: 1000 })
+      .query('SELECT count() AS n FROM numbers(100000)')
+      .catch((e) => e);
     expect(err).toBeInstanceOf(ApiError);
     expect(err).toMatchObject({ code: 'QUERY_TOO_LARGE', status: 422, details: { bound: 'rows' } });
     expect(err.message).toMatch(/shorter startTime\.\.endTime|fewer ids/);
@@ -155,19 +201,27 @@ describe('issue 24: cost bounds', () => {
 
   it('a query that runs longer than its time bound stops there: QUERY_TOO_LARGE, not a wait', async () => {
     const t0 = Date.now();
-    const err = await bounded({ timeMs: 200, rowsRead: 1e12, bytesRead: 1e13 }).query('SELECT count() AS n FROM numbers(100000000000) WHERE sipHash64(number) % 7 = 1').catch((e) => e);
+    const err = await bounded({ timeMs: 200, rowsRead: 1e12, bytesRead: 1e13 })
+      .query('SELECT count() AS n FROM numbers(100000000000) WHERE sipHash64(number) % 7 = 1')
+      .catch((e) => e);
     expect(err).toMatchObject({ code: 'QUERY_TOO_LARGE', details: { bound: 'time' } });
     expect(Date.now() - t0).toBeLessThan(3_000);
   });
 
   it('a query that needs more memory than its bound is QUERY_TOO_LARGE', async () => {
-    const err = await bounded({ memoryBytes: 8 * 2 ** 20 }).query('SELECT groupArray(number) AS a FROM numbers(20000000)').catch((e) => e);
+    const err = await bounded({ memoryBytes: 8 * 2 ** 20 })
+      .query('SELECT groupArray(number) AS a FROM numbers(20000000)')
+      .catch((e) => e);
     expect(err).toMatchObject({ code: 'QUERY_TOO_LARGE', details: { bound: expect.stringMatching(/memory|result/) } });
   });
 
   it('the bounds stay with the read, and a failed read leaves nothing behind: the store answers the next query whole and unbounded', async () => {
-    await bounded({ rowsRead: 10 }).query('SELECT count() FROM numbers(100)').catch(() => {});
-    await bounded({ memoryBytes: 8 * 2 ** 20 }).query('SELECT groupArray(number) AS a FROM numbers(20000000)').catch(() => {});
+    await bounded({ rowsRead: 10 })
+      .query('SELECT count() FROM numbers(100)')
+      .catch(() => {});
+    await bounded({ memoryBytes: 8 * 2 ** 20 })
+      .query('SELECT groupArray(number) AS a FROM numbers(20000000)')
+      .catch(() => {});
     expect(await h.store.query<{ n: number }>('SELECT count() AS n FROM numbers(100000)')).toEqual([{ n: 100000 }]);
   });
 
@@ -179,8 +233,11 @@ describe('issue 24: cost bounds', () => {
 
   it('MCP: the same read is a tool error with the same code', async () => {
     const token = await h.token({ account: 'acct1' });
-    const r = await rawMcp(h.urls().mcpUrl, { authorization: `Bearer ${token}` },
-      { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'list_trader_stats', arguments: { traderIds: [1, 2, 3] } } });
+    const r = await rawMcp(
+      h.urls().mcpUrl,
+      { authorization: `Bearer ${token}` },
+      { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'list_trader_stats', arguments: { traderIds: [1, 2, 3] } } },
+    );
     expect(r.status).toBe(200);
     expect(r.json.result.isError).toBe(true);
     expect(JSON.parse(r.json.result.content[0].text).error.code).toBe('QUERY_TOO_LARGE');
@@ -190,9 +247,13 @@ describe('issue 24: cost bounds', () => {
 describe('issue 24: overload over HTTP', () => {
   let h: Harness;
   beforeAll(async () => {
-    h = await createHarness({ admission: new Admission({ ...admissionDefaults(1), perAccount: 1, queue: 1, perAccountQueue: 1, maxWaitMs: 5_000 }) });
+    h = await createHarness({
+      admission: new Admission({ ...admissionDefaults(1), perAccount: 1, queue: 1, perAccountQueue: 1, maxWaitMs: 5_000 }),
+    });
   }, 60_000);
-  afterAll(async () => { await h?.close(); });
+  afterAll(async () => {
+    await h?.close();
+  });
 
   it('a burst of one account past its queue is 503 OVERLOADED with Retry-After; the rest are answered; never a 500', async () => {
     const key = await h.key();
@@ -224,22 +285,33 @@ describe('issue 24: refusals that cost nothing', () => {
       h = await createHarness({ mcp: true, rateLimits: { perMinute: 2, perAccount: new Map(), perAddress: 8 } });
       await h.listen();
     }, 60_000);
-    afterAll(async () => { await h?.close(); });
+    afterAll(async () => {
+      await h?.close();
+    });
 
     it('MCP: a JSON-RPC batch is refused with a JSON-RPC error, whatever it holds', async () => {
       await h.key({ account: { id: 'batcher' } });
       const token = await h.token({ account: 'batcher' });
-      const call = (id: number) => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'list_trader_stats', arguments: { traderIds: [1] } } });
+      const call = (id: number) => ({
+        jsonrpc: '2.0',
+        id,
+        method: 'tools/call',
+        params: { name: 'list_trader_stats', arguments: { traderIds: [1] } },
+      });
       const r = await rawMcp(h.urls().mcpUrl, { authorization: `Bearer ${token}` }, [call(1), call(2)]);
       expect(r.status).toBe(400);
       expect(r.json).toMatchObject({ jsonrpc: '2.0', error: { code: -32600, message: expect.stringMatching(/batch/i) }, id: null });
     });
 
-    it('MCP: each tool call counts against the account\'s requests per minute; past it, a RATE_LIMITED tool error', async () => {
+    it("MCP: each tool call counts against the account's requests per minute; past it, a RATE_LIMITED tool error", async () => {
       await h.key({ account: { id: 'caller' } });
       const token = await h.token({ account: 'caller' });
-      const call = () => rawMcp(h.urls().mcpUrl, { authorization: `Bearer ${token}` },
-        { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'list_assets', arguments: {} } });
+      const call = () =>
+        rawMcp(
+          h.urls().mcpUrl,
+          { authorization: `Bearer ${token}` },
+          { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'list_assets', arguments: {} } },
+        );
       const results = [await call(), await call(), await call()].map((r) => r.json.result);
       expect(results.slice(0, 2).map((r) => r.isError ?? false)).toEqual([false, false]);
       expect(results[2].isError).toBe(true);
@@ -263,7 +335,9 @@ describe('issue 24: refusals that cost nothing', () => {
       expect(over.json()).toMatchObject({ success: false, error: { code: 'RATE_LIMITED' } });
       expect(Number(over.headers['retry-after'])).toBeGreaterThan(0);
       // Another address is not affected.
-      expect((await h.app.inject({ method: 'GET', url: '/v2/assets', headers: { 'x-api-key': key }, remoteAddress: '10.0.0.9' })).statusCode).toBe(200);
+      expect(
+        (await h.app.inject({ method: 'GET', url: '/v2/assets', headers: { 'x-api-key': key }, remoteAddress: '10.0.0.9' })).statusCode,
+      ).toBe(200);
     });
   });
 });

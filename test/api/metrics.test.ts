@@ -12,13 +12,15 @@ function sample(text: string, name: string, labels: Record<string, string> = {})
     const m = /^[^{\s]+(?:\{(.*)\})?\s+(\S+)$/.exec(line);
     if (!m) continue;
     const have = Object.fromEntries([...(m[1] ?? '').matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]));
-    if (Object.entries(labels).every(([k, v]) => have[k] === v) && Object.keys(have).length === Object.keys(labels).length) return Number(m[2]);
+    if (Object.entries(labels).every(([k, v]) => have[k] === v) && Object.keys(have).length === Object.keys(labels).length)
+      return Number(m[2]);
   }
   return 0;
 }
 
 /** How much a sample grew between two scrapes. */
-const grew = (before: string, after: string, name: string, labels: Record<string, string>) => sample(after, name, labels) - sample(before, name, labels);
+const grew = (before: string, after: string, name: string, labels: Record<string, string>) =>
+  sample(after, name, labels) - sample(before, name, labels);
 
 const T0 = Date.parse('2026-03-01T10:00:00Z');
 const at = (min: number) => new Date(T0 + min * 60_000).toISOString();
@@ -42,8 +44,14 @@ describe('/metrics (Prometheus)', () => {
     const before = await scrape();
     const events = [1, 2, 3].map((i) => build.event(9000 + i, { positionId: 900 + i, timeOfEvent: at(i), messageId: `m-${i}` }));
     const broken = { topic: 'trade-events' as const, value: { id: 9100, type: 'open' } }; // no direction, price, ...: dead-lettered
-    await h.given([build.trader(1), build.source('src-1'), build.asset(1), ...events, broken,
-      ...[1, 2, 3].map((i) => build.message(`m-${i}`, 'src-1', at(i)))]);
+    await h.given([
+      build.trader(1),
+      build.source('src-1'),
+      build.asset(1),
+      ...events,
+      broken,
+      ...[1, 2, 3].map((i) => build.message(`m-${i}`, 'src-1', at(i))),
+    ]);
     const after = await scrape();
     const delta = (topic: string, outcome: string) => grew(before, after, 'signalbase_projector_records_total', { topic, outcome });
     expect(delta('trade-events', 'applied')).toBe(3);
@@ -61,13 +69,15 @@ describe('/metrics (Prometheus)', () => {
     await h.get('/v2/events?limit=0', key);
     await h.get('/v2/no-such-read', key);
     const after = await scrape();
-    const count = (operation: string, status: string) => grew(before, after, 'signalbase_http_request_duration_seconds_count', { operation, status });
+    const count = (operation: string, status: string) =>
+      grew(before, after, 'signalbase_http_request_duration_seconds_count', { operation, status });
     expect(count('list_assets', '200')).toBe(2);
     expect(count('list_assets', '401')).toBe(1);
     expect(count('list_events', '400')).toBe(1);
     expect(count('unmatched', '404')).toBe(1);
-    expect(sample(after, 'signalbase_http_request_duration_seconds_bucket', { operation: 'list_assets', status: '200', le: '+Inf' }))
-      .toBe(sample(after, 'signalbase_http_request_duration_seconds_count', { operation: 'list_assets', status: '200' }));
+    expect(sample(after, 'signalbase_http_request_duration_seconds_bucket', { operation: 'list_assets', status: '200', le: '+Inf' })).toBe(
+      sample(after, 'signalbase_http_request_duration_seconds_count', { operation: 'list_assets', status: '200' }),
+    );
   });
 
   it('counts read-cache misses and hits: the same first page three times on unchanged data is one miss, then hits', async () => {

@@ -8,7 +8,10 @@ import { build, createHarness, type Harness, type TopicRecord } from '../helpers
 let h: Harness;
 /** Every record given so far, in order. */
 const given: TopicRecord[] = [];
-const give = async (records: TopicRecord[]) => { given.push(...records); await h.given(records); };
+const give = async (records: TopicRecord[]) => {
+  given.push(...records);
+  await h.given(records);
+};
 let key: string;
 const HOUR = 3600e3;
 const ago = (ms: number) => new Date(Date.now() - ms).toISOString();
@@ -23,14 +26,20 @@ async function openIds(): Promise<{ all: number[]; trader1: number[] }> {
 beforeAll(async () => {
   h = await createHarness();
   await give([
-    build.source('src-1'), build.trader(1, { name: 'Alice' }), build.trader(2, { name: 'Bob', source: null }),
+    build.source('src-1'),
+    build.trader(1, { name: 'Alice' }),
+    build.trader(2, { name: 'Bob', source: null }),
     build.asset(1, { symbol: 'BTC' }),
-    ...[10, 11, 12, 13].map((p, i) => build.event(p * 10, { positionId: p, traderId: 1, assetId: 1, price: 100, timeOfEvent: ago((10 - i) * HOUR) })),
+    ...[10, 11, 12, 13].map((p, i) =>
+      build.event(p * 10, { positionId: p, traderId: 1, assetId: 1, price: 100, timeOfEvent: ago((10 - i) * HOUR) }),
+    ),
     build.price(1, ago(HOUR / 2), 110),
   ]);
   key = await h.key();
 });
-afterAll(async () => { await h?.close(); });
+afterAll(async () => {
+  await h?.close();
+});
 
 describe('open positions across batches', () => {
   it('lists every open position', async () => {
@@ -40,7 +49,18 @@ describe('open positions across batches', () => {
   it('drops a position closed by a later batch, and lists it again when the close is deleted', async () => {
     await give([build.event(111, { positionId: 11, traderId: 1, assetId: 1, type: 'close', price: 105, timeOfEvent: ago(2 * HOUR) })]);
     expect(await openIds()).toEqual({ all: [13, 12, 10], trader1: [13, 12, 10] });
-    await give([build.event(111, { positionId: 11, traderId: 1, assetId: 1, type: 'close', price: 105, timeOfEvent: ago(2 * HOUR), version: 2, deleted: true })]);
+    await give([
+      build.event(111, {
+        positionId: 11,
+        traderId: 1,
+        assetId: 1,
+        type: 'close',
+        price: 105,
+        timeOfEvent: ago(2 * HOUR),
+        version: 2,
+        deleted: true,
+      }),
+    ]);
     expect(await openIds()).toEqual({ all: [13, 12, 11, 10], trader1: [13, 12, 11, 10] });
   });
 

@@ -17,8 +17,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateDemo } from '../../projectors/demo/generate.ts';
 import { build, createHarness, type Harness } from '../helpers/harness.ts';
 import * as O from '../oracle/oracle.ts';
-import { EXTRA, assetSearches, multiByteRecords, traderSearches } from '../oracle/oracle-data.ts';
-import { expectSameClampedList, expectSameList, prng, url, walk, type Params, type Rng } from '../oracle/walk.ts';
+import { assetSearches, EXTRA, multiByteRecords, traderSearches } from '../oracle/oracle-data.ts';
+import { expectSameClampedList, expectSameList, type Params, prng, type Rng, url, walk } from '../oracle/walk.ts';
 
 const MIN = 60_000;
 const HOUR = 60 * MIN;
@@ -26,10 +26,19 @@ const DAY = 24 * HOUR;
 const iso = (t: number) => new Date(t).toISOString();
 const csv = (xs: readonly (string | number)[]) => xs.join(',');
 const list = (v: string | number | undefined): any[] | undefined =>
-  v === undefined || v === '' ? undefined : String(v).split(',').map((x) => (/^\d+$/.test(x) ? Number(x) : x));
+  v === undefined || v === ''
+    ? undefined
+    : String(v)
+        .split(',')
+        .map((x) => (/^\d+$/.test(x) ? Number(x) : x));
 
 const PATH: Record<O.ListRead, string> = {
-  events: '/v2/events', positions: '/v2/positions', open: '/v2/positions/open', messages: '/v2/messages', traders: '/v2/traders', assets: '/v2/assets',
+  events: '/v2/events',
+  positions: '/v2/positions',
+  open: '/v2/positions/open',
+  messages: '/v2/messages',
+  traders: '/v2/traders',
+  assets: '/v2/assets',
 };
 const READS: O.ListRead[] = ['events', 'positions', 'open', 'messages', 'traders', 'assets'];
 type Historical = 'events' | 'positions' | 'messages';
@@ -41,7 +50,8 @@ const TIME: Record<Historical, (r: any) => number> = {
   messages: (r) => Date.parse(r.source.preview.writtenAt),
 };
 /** Id hydration: no default window (the history window still applies). */
-const hydrates = (read: O.ListRead, q: Params) => (read === 'positions' && q.positionIds !== undefined) || (read === 'messages' && q.ids !== undefined);
+const hydrates = (read: O.ListRead, q: Params) =>
+  (read === 'positions' && q.positionIds !== undefined) || (read === 'messages' && q.ids !== undefined);
 
 let h: Harness;
 let records: O.TopicRec[];
@@ -65,7 +75,9 @@ beforeAll(async () => {
   live = [...w.traders.keys()].sort((a, b) => a - b);
   withMessages = [...new Set(O.messages(w, {}).map((m) => m.traderId))].sort((a, b) => a - b);
 }, 180_000);
-afterAll(async () => { await h?.close(); });
+afterAll(async () => {
+  await h?.close();
+});
 
 // ---------------------------------------------------------------------------------------------------
 // Keys per policy
@@ -75,7 +87,13 @@ async function keyFor(p: O.Policy): Promise<string> {
   const id = JSON.stringify(p);
   let key = keys.get(id);
   if (key === undefined) {
-    key = await h.key({ account: { messageVisibility: p.messageVisibility as any, signalVisibility: p.signalVisibility as any, historyWindowDays: p.historyWindowDays } });
+    key = await h.key({
+      account: {
+        messageVisibility: p.messageVisibility as any,
+        signalVisibility: p.signalVisibility as any,
+        historyWindowDays: p.historyWindowDays,
+      },
+    });
     keys.set(id, key);
   }
   return key;
@@ -83,8 +101,11 @@ async function keyFor(p: O.Policy): Promise<string> {
 
 const ALL: O.Visibility = { mode: 'all' };
 const NONE: O.Visibility = { mode: 'none' };
-const policy = (messageVisibility: O.Visibility, signalVisibility: O.Visibility, historyWindowDays: number | null = null): O.Policy =>
-  ({ messageVisibility, signalVisibility, historyWindowDays });
+const policy = (messageVisibility: O.Visibility, signalVisibility: O.Visibility, historyWindowDays: number | null = null): O.Policy => ({
+  messageVisibility,
+  signalVisibility,
+  historyWindowDays,
+});
 
 // ---------------------------------------------------------------------------------------------------
 // The oracle's answer for a read, and one checked walk
@@ -94,21 +115,41 @@ function oracleList(read: O.ListRead, q: Params, p: O.Policy | undefined, server
   const days = p?.historyWindowDays ?? null;
   const windowOf = () => win ?? O.resolveWindow(q as any, serverTime, hydrates(read, q), days);
   switch (read) {
-    case 'events': return O.events(w, { ...common, types: list(q.types), window: windowOf() });
-    case 'positions': return O.positions(w, { ...common, positionIds: list(q.positionIds), window: windowOf() }, serverTime);
-    case 'open': return O.openPositions(w, { ...common, window: O.historyWindow(serverTime, days) }, serverTime);
-    case 'messages': return O.messages(w, {
-      traderIds: list(q.traderIds), ids: list(q.ids)?.map(String), sourcePlatforms: list(q.sourcePlatforms), window: windowOf(), policy: p,
-    });
-    case 'traders': return O.traders(w, { search: q.search as string | undefined, sourcePlatforms: list(q.sourcePlatforms), policy: p });
-    case 'assets': return O.assets(w, {
-      search: q.search as string | undefined, assetClass: list(q.assetClass), assetIds: list(q.assetIds), traderIds: list(q.traderIds), policy: p,
-      window: O.historyWindow(serverTime, days),
-    });
+    case 'events':
+      return O.events(w, { ...common, types: list(q.types), window: windowOf() });
+    case 'positions':
+      return O.positions(w, { ...common, positionIds: list(q.positionIds), window: windowOf() }, serverTime);
+    case 'open':
+      return O.openPositions(w, { ...common, window: O.historyWindow(serverTime, days) }, serverTime);
+    case 'messages':
+      return O.messages(w, {
+        traderIds: list(q.traderIds),
+        ids: list(q.ids)?.map(String),
+        sourcePlatforms: list(q.sourcePlatforms),
+        window: windowOf(),
+        policy: p,
+      });
+    case 'traders':
+      return O.traders(w, { search: q.search as string | undefined, sourcePlatforms: list(q.sourcePlatforms), policy: p });
+    case 'assets':
+      return O.assets(w, {
+        search: q.search as string | undefined,
+        assetClass: list(q.assetClass),
+        assetIds: list(q.assetIds),
+        traderIds: list(q.traderIds),
+        policy: p,
+        window: O.historyWindow(serverTime, days),
+      });
   }
 }
 
-interface Outcome { rows: number; expected: number; unrestricted: number; clamped: boolean; band: number }
+interface Outcome {
+  rows: number;
+  expected: number;
+  unrestricted: number;
+  clamped: boolean;
+  band: number;
+}
 const stats = { comparisons: 0, nonEmpty: 0, restricting: 0, windowed: 0, clamped: 0, forbidden: 0, band: 0 };
 
 /**
@@ -198,7 +239,11 @@ function randomVisibility(r: Rng): O.Visibility {
 const WINDOWS = [1, 3, 7, 10, 30, 45, 60, 100];
 function randomPolicy(r: Rng, read: O.ListRead, withWindow: boolean): O.Policy {
   for (;;) {
-    const p = policy(r.chance(0.12) ? NONE : randomVisibility(r), r.chance(0.12) ? NONE : randomVisibility(r), withWindow ? r.pick(WINDOWS) : null);
+    const p = policy(
+      r.chance(0.12) ? NONE : randomVisibility(r),
+      r.chance(0.12) ? NONE : randomVisibility(r),
+      withWindow ? r.pick(WINDOWS) : null,
+    );
     if (O.allowed(read, p)) return p;
   }
 }
@@ -210,8 +255,10 @@ function randomWindow(r: Rng, q: Params): void {
   if (u < 0.3) return; // default window
   const a = randomTime(r);
   const b = randomTime(r);
-  if (u < 0.65) { q.startTime = iso(Math.min(a, b)); q.endTime = iso(Math.max(a, b)); }
-  else if (u < 0.85) q.startTime = iso(a);
+  if (u < 0.65) {
+    q.startTime = iso(Math.min(a, b));
+    q.endTime = iso(Math.max(a, b));
+  } else if (u < 0.85) q.startTime = iso(a);
   else q.endTime = iso(a);
 }
 
@@ -241,7 +288,14 @@ function randomParams(read: O.ListRead, r: Rng, p: O.Policy): Params {
       break;
     case 'messages':
       // traderIds select by assigned source: mostly traders the signal visibility does not permit.
-      if (r.chance(0.5)) q.traderIds = csv(tradersFor(r, p.messageVisibility, withMessages.filter((id) => r.chance(0.5) || !O.permits(p.signalVisibility, w.traders.get(id)))));
+      if (r.chance(0.5))
+        q.traderIds = csv(
+          tradersFor(
+            r,
+            p.messageVisibility,
+            withMessages.filter((id) => r.chance(0.5) || !O.permits(p.signalVisibility, w.traders.get(id))),
+          ),
+        );
       if (r.chance(0.2)) q.ids = csv(r.subset([...w.messages.keys()], 20, 80));
       if (r.chance(0.3)) q.sourcePlatforms = r.pick(['TELEGRAM', 'X', 'TELEGRAM,X']);
       if (q.ids === undefined || r.chance(0.3)) randomWindow(r, q);
@@ -251,7 +305,10 @@ function randomParams(read: O.ListRead, r: Rng, p: O.Policy): Params {
       if (r.chance(0.3)) q.sourcePlatforms = r.pick(['TELEGRAM', 'X', 'TELEGRAM,X']);
       break;
     case 'assets':
-      if (r.chance(0.85)) q.traderIds = csv(tradersFor(r, p.signalVisibility, [...busy.slice(0, 60), EXTRA.trader, EXTRA.trader + 1, EXTRA.trader + 4]).slice(0, 5));
+      if (r.chance(0.85))
+        q.traderIds = csv(
+          tradersFor(r, p.signalVisibility, [...busy.slice(0, 60), EXTRA.trader, EXTRA.trader + 1, EXTRA.trader + 4]).slice(0, 5),
+        );
       if (r.chance(0.25)) q.assetClass = csv(r.subset(['crypto', 'stocks', 'indices', 'commodities', 'fx'], 1, 3));
       if (r.chance(0.2)) q.search = r.pick([...assetSearches(w).map((c) => c.search), 'o', 'us']);
       if (r.chance(0.15)) q.assetIds = csv(r.subset(ASSET_IDS, 5, 30));
@@ -267,7 +324,7 @@ const CASES = 8;
 describe('random policies (seeded): every row exactly as the oracle says', () => {
   for (const read of READS) {
     it(`${PATH[read]}: ${CASES} random policies and filters, half of them with a history window`, async () => {
-      const r = prng(0x5EED + READS.indexOf(read) * 7919);
+      const r = prng(0x5eed + READS.indexOf(read) * 7919);
       let nonEmpty = 0;
       let restricting = 0;
       let clamped = 0;
@@ -297,10 +354,10 @@ describe('random policies (seeded): every row exactly as the oracle says', () =>
 
 describe('policy rules, one at a time', () => {
   /** Traders with messages (and positions), by platform. */
-  const pick = (platform: string | null, n: number, skip = 0) => withMessages
-    .filter((id) => busy.includes(id) && (w.traders.get(id).source?.platform ?? null) === platform).slice(skip, skip + n);
+  const pick = (platform: string | null, n: number, skip = 0) =>
+    withMessages.filter((id) => busy.includes(id) && (w.traders.get(id).source?.platform ?? null) === platform).slice(skip, skip + n);
 
-  it('messages: message visibility filters by the message\'s trader; traderIds selects by assigned source whatever the signal visibility', async () => {
+  it("messages: message visibility filters by the message's trader; traderIds selects by assigned source whatever the signal visibility", async () => {
     const [a] = pick('TELEGRAM', 1);
     const [b, c] = pick('X', 2);
     // signal visibility permits only a; messages of b and c are still selected by traderIds
@@ -332,7 +389,7 @@ describe('policy rules, one at a time', () => {
     expect(msg.expected).toBeGreaterThan(0);
   });
 
-  it('signal visibility filters events, positions and open positions by the row\'s trader (platforms use the assigned source)', async () => {
+  it("signal visibility filters events, positions and open positions by the row's trader (platforms use the assigned source)", async () => {
     for (const platform of ['TELEGRAM', 'X']) {
       const p = policy(NONE, { mode: 'platforms', platforms: [platform] });
       for (const read of ['events', 'positions', 'open'] as const) {
@@ -346,8 +403,15 @@ describe('policy rules, one at a time', () => {
     const both = policy(NONE, { mode: 'platforms', platforms: ['TELEGRAM', 'X'] });
     const out = await check('positions', both, { traderIds: '3,1,2', startTime: iso(genNow - 100 * DAY) }, 50);
     expect(out.expected).toBeGreaterThan(0);
-    expect(oracleList('positions', { traderIds: '3', startTime: iso(genNow - 100 * DAY) }, O.OPEN_POLICY, Date.now()).length).toBeGreaterThan(0);
-    const three = await check('positions', policy(NONE, { mode: 'traders', traderIds: [3, 7, 99_999] }), { startTime: iso(genNow - 100 * DAY) }, 50);
+    expect(
+      oracleList('positions', { traderIds: '3', startTime: iso(genNow - 100 * DAY) }, O.OPEN_POLICY, Date.now()).length,
+    ).toBeGreaterThan(0);
+    const three = await check(
+      'positions',
+      policy(NONE, { mode: 'traders', traderIds: [3, 7, 99_999] }),
+      { startTime: iso(genNow - 100 * DAY) },
+      50,
+    );
     expect(three.expected).toBeGreaterThan(0);
   });
 
@@ -359,10 +423,20 @@ describe('policy rules, one at a time', () => {
     expect(out.expected).toBeLessThan(out.unrestricted);
     const rows = oracleList('traders', {}, p, Date.now());
     expect(rows.some((t) => t.id === 3 && t.source === null)).toBe(true);
-    expect(rows.filter((t) => t.source?.platform === 'TELEGRAM').map((t) => t.id).sort()).toEqual([...tg].sort());
+    expect(
+      rows
+        .filter((t) => t.source?.platform === 'TELEGRAM')
+        .map((t) => t.id)
+        .sort(),
+    ).toEqual([...tg].sort());
     for (const c of traderSearches(w)) await check('traders', p, { search: c.search }, 4);
     await check('traders', policy(NONE, { mode: 'platforms', platforms: ['TELEGRAM'] }), { search: 'a' }, 31);
-    await check('traders', policy({ mode: 'traders', traderIds: [EXTRA.trader, EXTRA.trader + 3, EXTRA.trader + 7] }, NONE), { search: '東京' }, 1);
+    await check(
+      'traders',
+      policy({ mode: 'traders', traderIds: [EXTRA.trader, EXTRA.trader + 3, EXTRA.trader + 7] }, NONE),
+      { search: '東京' },
+      1,
+    );
   });
 
   it('assets: traderIds counts only positions of signal-visible traders; without traderIds the policy plays no part', async () => {
@@ -377,7 +451,8 @@ describe('policy rules, one at a time', () => {
     const all = await check('assets', policy(NONE, NONE), {}, 11);
     expect(all.expected).toBe(all.unrestricted);
     expect(all.expected).toBeGreaterThan(50);
-    for (const s of assetSearches(w)) await check('assets', p, { search: s.search, traderIds: csv([a!, b!, EXTRA.trader, EXTRA.trader + 1]) }, 2);
+    for (const s of assetSearches(w))
+      await check('assets', p, { search: s.search, traderIds: csv([a!, b!, EXTRA.trader, EXTRA.trader + 1]) }, 2);
   });
 
   it('a read whose visibility is none is 403 FORBIDDEN', async () => {
@@ -402,9 +477,14 @@ describe('history window (DESIGN 6): the start is clamped forward to serverTime 
       const cases: [string, Params, 'rows' | 'empty', boolean][] = [
         ['both bounds omitted: default window, start clamped', {}, 'rows', true],
         ['an older explicit start is clamped', { startTime: iso(genNow - 60 * DAY) }, 'rows', true],
-        ['an older explicit start with an end: clamped, end kept', { startTime: iso(genNow - 60 * DAY), endTime: iso(genNow - 2 * DAY) }, 'rows', true],
+        [
+          'an older explicit start with an end: clamped, end kept',
+          { startTime: iso(genNow - 60 * DAY), endTime: iso(genNow - 2 * DAY) },
+          'rows',
+          true,
+        ],
         ['a start inside the window is kept', { startTime: iso(genNow - 5 * DAY) }, 'rows', false],
-        ['only an end: the start is the window\'s', { endTime: iso(genNow - 3 * DAY) }, 'rows', true],
+        ["only an end: the start is the window's", { endTime: iso(genNow - 3 * DAY) }, 'rows', true],
         ['an end before the window: nothing', { startTime: iso(genNow - 60 * DAY), endTime: iso(genNow - 40 * DAY) }, 'empty', true],
       ];
       for (const [what, q, want, clamps] of cases) {
@@ -424,13 +504,19 @@ describe('history window (DESIGN 6): the start is clamped forward to serverTime 
 
   it('id hydration (no default window) is held to the history window too', async () => {
     const pos = [...w.positions.values()].filter((x) => w.traders.has(x.traderId)).sort((a, b) => a.id - b.id);
-    const positionIds = csv([...pos.filter((x) => x.openAt < genNow - 30 * DAY).slice(0, 30), ...pos.filter((x) => x.openAt > genNow - 8 * DAY).slice(0, 30)].map((x) => x.id));
+    const positionIds = csv(
+      [...pos.filter((x) => x.openAt < genNow - 30 * DAY).slice(0, 30), ...pos.filter((x) => x.openAt > genNow - 8 * DAY).slice(0, 30)].map(
+        (x) => x.id,
+      ),
+    );
     const a = await check('positions', p, { positionIds }, 7);
     expect(a.clamped).toBe(true);
     expect(a.expected).toBeGreaterThan(0);
     expect(a.expected).toBeLessThan(a.unrestricted);
     const all = O.messages(w, {});
-    const ids = csv([...all.filter((m) => Date.parse(m.source.preview.writtenAt) < genNow - 30 * DAY).slice(0, 30), ...all.slice(0, 30)].map((m) => m.id));
+    const ids = csv(
+      [...all.filter((m) => Date.parse(m.source.preview.writtenAt) < genNow - 30 * DAY).slice(0, 30), ...all.slice(0, 30)].map((m) => m.id),
+    );
     const m = await check('messages', p, { ids }, 7);
     expect(m.clamped).toBe(true);
     expect(m.expected).toBeGreaterThan(0);
@@ -473,17 +559,25 @@ describe('issue 24: the history window bounds open positions (by openAt) and /as
     // Traders that hold some asset only through positions older than the window.
     const days = 10;
     const floor = Date.now() - days * DAY;
-    const candidates = busy.filter((t) => {
-      const assetsOf = (keep: (x: O.Pos) => boolean) => new Set([...w.positions.values()].filter((x) => x.traderId === t && keep(x)).map((x) => x.assetId));
-      const recent = assetsOf((x) => x.openAt >= floor + HOUR);
-      return [...assetsOf((x) => x.openAt < floor - HOUR)].some((id) => !recent.has(id) && O.eligibleAsset(w, id)) && recent.size > 0;
-    }).slice(0, 3);
+    const candidates = busy
+      .filter((t) => {
+        const assetsOf = (keep: (x: O.Pos) => boolean) =>
+          new Set([...w.positions.values()].filter((x) => x.traderId === t && keep(x)).map((x) => x.assetId));
+        const recent = assetsOf((x) => x.openAt >= floor + HOUR);
+        return [...assetsOf((x) => x.openAt < floor - HOUR)].some((id) => !recent.has(id) && O.eligibleAsset(w, id)) && recent.size > 0;
+      })
+      .slice(0, 3);
     expect(candidates.length).toBeGreaterThan(0);
     const out = await check('assets', policy(ALL, ALL, days), { traderIds: csv(candidates) }, 2);
     expect(out.expected).toBeGreaterThan(0);
     expect(out.expected).toBeLessThan(out.unrestricted);
     // A window that ends before any of a trader's positions: no assets at all.
-    const one = await check('assets', policy(ALL, { mode: 'platforms', platforms: ['TELEGRAM', 'X'] }, 1), { traderIds: csv(busy.slice(0, 30)) }, 7);
+    const one = await check(
+      'assets',
+      policy(ALL, { mode: 'platforms', platforms: ['TELEGRAM', 'X'] }, 1),
+      { traderIds: csv(busy.slice(0, 30)) },
+      7,
+    );
     expect(one.expected).toBeLessThan(one.unrestricted);
   });
 
@@ -493,10 +587,14 @@ describe('issue 24: the history window bounds open positions (by openAt) and /as
     try {
       const iso2 = (t: number) => new Date(t).toISOString();
       await c.given([
-        build.source('src-1'), build.trader(1), build.asset(1), build.asset(2),
+        build.source('src-1'),
+        build.trader(1),
+        build.asset(1),
+        build.asset(2),
         build.event(1, { positionId: 1, assetId: 1, timeOfEvent: iso2(now - 9 * DAY) }),
         build.event(2, { positionId: 2, assetId: 2, timeOfEvent: iso2(now - 3 * DAY) }),
-        build.price(1, iso2(now - 10 * DAY), 100), build.price(2, iso2(now - 10 * DAY), 100),
+        build.price(1, iso2(now - 10 * DAY), 100),
+        build.price(2, iso2(now - 10 * DAY), 100),
       ]);
       const k = await c.key({ account: { historyWindowDays: 10 } });
       const open = async () => (await c.get('/v2/positions/open', k)).body.data.results.map((x: any) => x.id);
@@ -512,7 +610,9 @@ describe('issue 24: the history window bounds open positions (by openAt) and /as
       // Another account without a window still sees both (its own cache entries).
       const all = await c.key({ account: { id: 'unlimited' } });
       expect((await c.get('/v2/positions/open', all)).body.data.results.map((x: any) => x.id)).toEqual([2, 1]);
-    } finally { await c.close(); }
+    } finally {
+      await c.close();
+    }
   });
 });
 

@@ -9,9 +9,9 @@
 // multi-byte UTF-8 (ClickHouse orders strings byte-wise).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { build, createHarness, type Harness } from '../helpers/harness.ts';
+import { type Ep, expectedFor, PATH } from '../oracle/lists.ts';
 import * as O from '../oracle/oracle.ts';
-import { page, prng, walk, url, type Params, type Rng } from '../oracle/walk.ts';
-import { expectedFor, PATH, type Ep } from '../oracle/lists.ts';
+import { type Params, page, prng, type Rng, url, walk } from '../oracle/walk.ts';
 
 const SEC = 1000;
 const HOUR = 3_600_000;
@@ -36,13 +36,22 @@ function makeData(): O.TopicRec[] {
   for (const id of TRADER_IDS) {
     const platform = platformOf(id);
     if (id !== 8) {
-      recs.push(build.source(`s${id}`, {
-        platform, displayName: id % 5 === 0 ? null : `Desk ${id}`, handle: id % 7 === 0 ? null : `h${id}_calls`,
-        profileUrl: platform === 'X' ? `https://x.com/h${id}` : `https://t.me/h${id}`,
-      }));
+      recs.push(
+        build.source(`s${id}`, {
+          platform,
+          displayName: id % 5 === 0 ? null : `Desk ${id}`,
+          handle: id % 7 === 0 ? null : `h${id}_calls`,
+          profileUrl: platform === 'X' ? `https://x.com/h${id}` : `https://t.me/h${id}`,
+        }),
+      );
     }
     if (id === 9) recs.push(build.source('s9', { platform, version: 2, deleted: true }));
-    const source = id === 5 || id === 6 ? null : id === 30 ? { platform: platformOf(1), sourceIdentityId: 's1' } : { platform, sourceIdentityId: `s${id}` };
+    const source =
+      id === 5 || id === 6
+        ? null
+        : id === 30
+          ? { platform: platformOf(1), sourceIdentityId: 's1' }
+          : { platform, sourceIdentityId: `s${id}` };
     recs.push(build.trader(id, { name: r.pick(names), slug: id % 11 === 0 ? null : `slug-${id}`, source }));
   }
   for (const id of [33, 34, 35, 36]) recs.push(build.trader(id, { name: 'Gone', version: 2, deleted: true, source: null }));
@@ -55,16 +64,33 @@ function makeData(): O.TopicRec[] {
     let markets: any[] = [{ quoteSymbol: 'USD', active: true, preferred: true }];
     if (id === 17 || id === 18) markets = [{ quoteSymbol: 'USD', active: false, preferred: true }];
     if (id === 19) markets = [];
-    if (id % 4 === 2) markets = [{ quoteSymbol: 'EUR', active: false, preferred: true }, { quoteSymbol: 'USDT', active: true, preferred: false }, { quoteSymbol: 'USDC', active: true, preferred: false }];
-    recs.push(build.asset(id, { symbol: r.pick(symbols), name: `${r.pick(['Gold', 'Coin', 'Index', 'Ärmel'])} ${id}`, assetClass, category, markets }));
+    if (id % 4 === 2)
+      markets = [
+        { quoteSymbol: 'EUR', active: false, preferred: true },
+        { quoteSymbol: 'USDT', active: true, preferred: false },
+        { quoteSymbol: 'USDC', active: true, preferred: false },
+      ];
+    recs.push(
+      build.asset(id, {
+        symbol: r.pick(symbols),
+        name: `${r.pick(['Gold', 'Coin', 'Index', 'Ärmel'])} ${id}`,
+        assetClass,
+        category,
+        markets,
+      }),
+    );
     if (id <= 15) {
-      for (let t = BASE - 35 * DAY; t < NOW - HOUR; t += 12 * HOUR) recs.push(build.price(id, iso(t), Math.round(100 * (1 + r.next())) / 10));
+      for (let t = BASE - 35 * DAY; t < NOW - HOUR; t += 12 * HOUR)
+        recs.push(build.price(id, iso(t), Math.round(100 * (1 + r.next())) / 10));
     }
   }
   recs.push(build.asset(20, { version: 2, deleted: true }));
 
   // Positions and events. Event ids are a shuffled pool: id order is unrelated to time order.
-  const pool = r.subset(Array.from({ length: 4000 }, (_, i) => i + 1), 4000);
+  const pool = r.subset(
+    Array.from({ length: 4000 }, (_, i) => i + 1),
+    4000,
+  );
   let next = 0;
   const evs: any[] = [];
   for (let pid = 1; pid <= 260; pid++) {
@@ -75,8 +101,19 @@ function makeData(): O.TopicRec[] {
     const price = r.chance(0.05) ? null : r.chance(0.03) ? 0 : Math.round(1000 * (5 + r.next() * 20)) / 100;
     const common = { positionId: pid, traderId, assetId, direction };
     evs.push(build.event(pool[next++]!, { ...common, type: 'open', price, timeOfEvent: iso(INSTANTS[k]!) }));
-    if (r.chance(0.4)) evs.push(build.event(pool[next++]!, { ...common, type: r.pick(['increase', 'decrease']), price: 11, timeOfEvent: iso(INSTANTS[r.int(k, k + 1)]!) }));
-    if (r.chance(0.55)) evs.push(build.event(pool[next++]!, { ...common, type: 'close', price: 12, timeOfEvent: iso(INSTANTS[r.int(k + 1, INSTANTS.length - 1)]!) }));
+    if (r.chance(0.4))
+      evs.push(
+        build.event(pool[next++]!, {
+          ...common,
+          type: r.pick(['increase', 'decrease']),
+          price: 11,
+          timeOfEvent: iso(INSTANTS[r.int(k, k + 1)]!),
+        }),
+      );
+    if (r.chance(0.55))
+      evs.push(
+        build.event(pool[next++]!, { ...common, type: 'close', price: 12, timeOfEvent: iso(INSTANTS[r.int(k + 1, INSTANTS.length - 1)]!) }),
+      );
   }
   recs.push(...evs);
   for (const e of evs) if (r.chance(0.03)) recs.push({ topic: 'trade-events', value: { ...e.value, version: 2, deleted: true } });
@@ -85,13 +122,19 @@ function makeData(): O.TopicRec[] {
   const used = new Set<string>();
   for (let i = 0; i < 320; i++) {
     let id: string;
-    do id = `${r.pick(['m-', 'm-', 'x-', 'M-'])}${r.int(1, r.chance(0.5) ? 99 : 99_999)}`; while (used.has(id));
+    do id = `${r.pick(['m-', 'm-', 'x-', 'M-'])}${r.int(1, r.chance(0.5) ? 99 : 99_999)}`;
+    while (used.has(id));
     used.add(id);
     const owner = r.pick([...TRADER_IDS, 101, 102]);
     const sid = owner > 100 ? `orphan${owner}` : `s${owner}`;
     const platform = owner > 100 ? 'X' : r.chance(0.93) ? platformOf(owner) : platformOf(owner + 1);
     const t = r.chance(0.8) ? INSTANTS[r.int(0, INSTANTS.length - 1)]! : NOW - r.int(1, 100) * 6 * HOUR;
-    recs.push(build.message(id, sid, iso(t), { platform, attachments: r.chance(0.2) ? [{ type: 'image', url: `https://cdn.example.com/${i}.png` }] : [] }));
+    recs.push(
+      build.message(id, sid, iso(t), {
+        platform,
+        attachments: r.chance(0.2) ? [{ type: 'image', url: `https://cdn.example.com/${i}.png` }] : [],
+      }),
+    );
     if (r.chance(0.03)) recs.push(build.message(id, sid, iso(t), { platform, version: 2, deleted: true }));
   }
   return recs;
@@ -103,11 +146,17 @@ function makeData(): O.TopicRec[] {
 /** < 0 when row a must come before row b; the contract's order, written independently of the oracle. */
 function order(ep: Ep, a: any, b: any): number {
   switch (ep) {
-    case 'events': return Date.parse(b.timeOfEvent) - Date.parse(a.timeOfEvent) || b.id - a.id;
-    case 'positions': case 'open': return Date.parse(b.openAt) - Date.parse(a.openAt) || b.id - a.id;
-    case 'messages': return Date.parse(b.source.preview.writtenAt) - Date.parse(a.source.preview.writtenAt) || O.cmpBytes(b.id, a.id);
-    case 'traders': return O.cmpBytes(a.name, b.name) || a.id - b.id;
-    case 'assets': return O.cmpBytes(a.symbol, b.symbol) || a.id - b.id;
+    case 'events':
+      return Date.parse(b.timeOfEvent) - Date.parse(a.timeOfEvent) || b.id - a.id;
+    case 'positions':
+    case 'open':
+      return Date.parse(b.openAt) - Date.parse(a.openAt) || b.id - a.id;
+    case 'messages':
+      return Date.parse(b.source.preview.writtenAt) - Date.parse(a.source.preview.writtenAt) || O.cmpBytes(b.id, a.id);
+    case 'traders':
+      return O.cmpBytes(a.name, b.name) || a.id - b.id;
+    case 'assets':
+      return O.cmpBytes(a.symbol, b.symbol) || a.id - b.id;
   }
 }
 
@@ -139,7 +188,10 @@ function randomWindow(r: Rng, q: Params): void {
   if (u < 0.35) return; // default window
   const a = r.pick(INSTANTS);
   const b = r.pick(INSTANTS);
-  if (u < 0.75) { q.startTime = iso(Math.min(a, b)); q.endTime = iso(Math.max(a, b)); } // bounds on tie instants
+  if (u < 0.75) {
+    q.startTime = iso(Math.min(a, b));
+    q.endTime = iso(Math.max(a, b));
+  } // bounds on tie instants
   else if (u < 0.88) q.startTime = iso(a);
   else q.endTime = iso(a);
 }
@@ -155,7 +207,14 @@ function randomParams(ep: Ep, r: Rng, recs: O.TopicRec[]): Params {
       if (r.chance(0.3)) q.assetIds = csv(r.subset(ASSET_IDS, 1, 6));
       if (r.chance(0.3)) q.directions = csv(r.subset(['long', 'short']));
       if (ep === 'events' && r.chance(0.3)) q.types = csv(r.subset(['open', 'close', 'increase', 'decrease']));
-      if (ep === 'positions' && r.chance(0.2)) q.positionIds = csv(r.subset(Array.from({ length: 270 }, (_, i) => i + 1), 1, 60));
+      if (ep === 'positions' && r.chance(0.2))
+        q.positionIds = csv(
+          r.subset(
+            Array.from({ length: 270 }, (_, i) => i + 1),
+            1,
+            60,
+          ),
+        );
       else if (ep !== 'open') randomWindow(r, q);
       break;
     case 'messages':
@@ -165,7 +224,8 @@ function randomParams(ep: Ep, r: Rng, recs: O.TopicRec[]): Params {
       if (q.ids === undefined || r.chance(0.3)) randomWindow(r, q);
       break;
     case 'traders':
-      if (r.chance(0.5)) q.search = r.pick(['a', 'AL', 'zed', 'beta', 'desk 1', 'H2', 't.me', 'X.COM/', 'slug-1', '😀', 'ärger', 'no-such']);
+      if (r.chance(0.5))
+        q.search = r.pick(['a', 'AL', 'zed', 'beta', 'desk 1', 'H2', 't.me', 'X.COM/', 'slug-1', '😀', 'ärger', 'no-such']);
       if (r.chance(0.3)) q.sourcePlatforms = csv(r.subset(['TELEGRAM', 'X']));
       break;
     case 'assets':
@@ -195,7 +255,9 @@ beforeAll(async () => {
   await h.given(records);
   key = await h.key();
 });
-afterAll(async () => { await h?.close(); });
+afterAll(async () => {
+  await h?.close();
+});
 
 describe('walk-all-pages property (seeded)', () => {
   const EPS: Ep[] = ['events', 'positions', 'open', 'messages', 'traders', 'assets'];
@@ -212,7 +274,7 @@ describe('walk-all-pages property (seeded)', () => {
 
   for (const ep of EPS) {
     it(`${PATH[ep]}: every row exactly once, in order, for random filters and limits`, async () => {
-      const r = prng(0xC0FFEE + EPS.indexOf(ep));
+      const r = prng(0xc0ffee + EPS.indexOf(ep));
       let walks = 0;
       let rowsSeen = 0;
       let nonEmpty = 0;
@@ -235,7 +297,8 @@ describe('walk-all-pages property (seeded)', () => {
         if (ep === 'positions') {
           // Statuses resolve against the serverTime of each page.
           expected.forEach((p, k) => {
-            if (wk.rowTimes[k] !== serverTime) p.timeBasedPerformances = O.timeBasedPerformances(records, { ...p, openAt: Date.parse(p.openAt) }, wk.rowTimes[k]!);
+            if (wk.rowTimes[k] !== serverTime)
+              p.timeBasedPerformances = O.timeBasedPerformances(records, { ...p, openAt: Date.parse(p.openAt) }, wk.rowTimes[k]!);
           });
         }
         expect(O.diff(wk.rows, expected), label).toBeNull();
@@ -316,16 +379,23 @@ describe('deletion mid-walk: tombstones ahead of and behind the cursor', () => {
 
   it('/v2/events: deleted events (incl. the cursor row and an open, which takes its position along)', async () => {
     await deletionWalk({
-      ep: 'events', q: window, limit: 9, pagesBefore: 3,
-      tombstones: (w, ahead, done) => [
-        done.at(-1), done[0], ahead[0], ahead[5], ahead.find((e) => e.type === 'open'), ahead.at(-1),
-      ].filter(Boolean).map((e) => tomb('trade-events', w.events.get(e.id))),
+      ep: 'events',
+      q: window,
+      limit: 9,
+      pagesBefore: 3,
+      tombstones: (w, ahead, done) =>
+        [done.at(-1), done[0], ahead[0], ahead[5], ahead.find((e) => e.type === 'open'), ahead.at(-1)]
+          .filter(Boolean)
+          .map((e) => tomb('trade-events', w.events.get(e.id))),
     });
   });
 
   it('/v2/positions: positions whose events are all tombstoned', async () => {
     await deletionWalk({
-      ep: 'positions', q: { ...window, directions: 'long,short' }, limit: 6, pagesBefore: 4,
+      ep: 'positions',
+      q: { ...window, directions: 'long,short' },
+      limit: 6,
+      pagesBefore: 4,
       tombstones: (w, ahead, done) => {
         const pids = new Set([done.at(-1).id, done[1].id, ahead[0].id, ahead[3].id, ahead.at(-1).id]);
         return [...w.events.values()].filter((e) => pids.has(e.positionId)).map((e) => tomb('trade-events', e));
@@ -335,36 +405,52 @@ describe('deletion mid-walk: tombstones ahead of and behind the cursor', () => {
 
   it('/v2/positions/open: deleted traders take their open positions along', async () => {
     await deletionWalk({
-      ep: 'open', q: {}, limit: 4, pagesBefore: 2,
-      tombstones: (w, ahead, done) => [...new Set([done.at(-1).traderId, ahead[2].traderId, ahead.at(-1).traderId])]
-        .map((id) => tomb('traders', w.traders.get(id))),
+      ep: 'open',
+      q: {},
+      limit: 4,
+      pagesBefore: 2,
+      tombstones: (w, ahead, done) =>
+        [...new Set([done.at(-1).traderId, ahead[2].traderId, ahead.at(-1).traderId])].map((id) => tomb('traders', w.traders.get(id))),
     });
   });
 
   it('/v2/messages: deleted messages', async () => {
     await deletionWalk({
-      ep: 'messages', q: {}, limit: 11, pagesBefore: 2,
-      tombstones: (w, ahead, done) => [done.at(-1), done[3], ahead[0], ahead[1], ahead[7], ahead.at(-1)]
-        .map((m) => tomb('messages', w.messages.get(m.id))),
+      ep: 'messages',
+      q: {},
+      limit: 11,
+      pagesBefore: 2,
+      tombstones: (w, ahead, done) =>
+        [done.at(-1), done[3], ahead[0], ahead[1], ahead[7], ahead.at(-1)].map((m) => tomb('messages', w.messages.get(m.id))),
     });
   });
 
   it('/v2/traders: deleted traders', async () => {
     await deletionWalk({
-      ep: 'traders', q: {}, limit: 5, pagesBefore: 2,
-      tombstones: (w, ahead, done) => [done.at(-1), done[0], ahead[0], ahead[4], ahead.at(-1)]
-        .map((t) => tomb('traders', w.traders.get(t.id))),
+      ep: 'traders',
+      q: {},
+      limit: 5,
+      pagesBefore: 2,
+      tombstones: (w, ahead, done) =>
+        [done.at(-1), done[0], ahead[0], ahead[4], ahead.at(-1)].map((t) => tomb('traders', w.traders.get(t.id))),
     });
   });
 
   it('/v2/assets: a deleted asset and one whose markets all became inactive', async () => {
     await deletionWalk({
-      ep: 'assets', q: {}, limit: 3, pagesBefore: 2,
+      ep: 'assets',
+      q: {},
+      limit: 3,
+      pagesBefore: 2,
       tombstones: (w, ahead, done) => {
         const inactive = w.assets.get(ahead[1].id);
         return [
-          tomb('assets', w.assets.get(done.at(-1).id)), tomb('assets', w.assets.get(ahead[0].id)),
-          { topic: 'assets', value: { ...inactive, version: inactive.version + 1, markets: inactive.markets.map((m: any) => ({ ...m, active: false })) } },
+          tomb('assets', w.assets.get(done.at(-1).id)),
+          tomb('assets', w.assets.get(ahead[0].id)),
+          {
+            topic: 'assets',
+            value: { ...inactive, version: inactive.version + 1, markets: inactive.markets.map((m: any) => ({ ...m, active: false })) },
+          },
         ];
       },
     });
@@ -407,8 +493,12 @@ describe('cursor errors', () => {
   });
 
   const garbage = [
-    'garbage!!', 'not-a-cursor', '%%%', 'eyJrIjpbMSwyXX0', // base64url of {"k":[1,2]} (no fingerprint)
-    Buffer.from('hello world').toString('base64url'), Buffer.from(JSON.stringify({ k: 'x', f: 'abc' })).toString('base64url'),
+    'garbage!!',
+    'not-a-cursor',
+    '%%%',
+    'eyJrIjpbMSwyXX0', // base64url of {"k":[1,2]} (no fingerprint)
+    Buffer.from('hello world').toString('base64url'),
+    Buffer.from(JSON.stringify({ k: 'x', f: 'abc' })).toString('base64url'),
     Buffer.from(JSON.stringify({ k: [1, 2], w: [1], f: 'abc' })).toString('base64url'),
   ];
   for (const ep of ['events', 'positions', 'open', 'messages', 'traders', 'assets'] as Ep[]) {

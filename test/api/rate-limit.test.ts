@@ -17,7 +17,10 @@ describe('RATE_LIMITS', () => {
     const r = parseRateLimits('default=600, acme=6000,k2=1,address=50')!;
     expect(r.perMinute).toBe(600);
     expect(r.perAddress).toBe(50);
-    expect([...r.perAccount]).toEqual([['acme', 6000], ['k2', 1]]);
+    expect([...r.perAccount]).toEqual([
+      ['acme', 6000],
+      ['k2', 1],
+    ]);
     expect(parseRateLimits('k1=5')!.perMinute).toBeUndefined();
   });
 
@@ -39,8 +42,10 @@ describe('RATE_LIMITS', () => {
 describe('per-account rate limits (in process)', () => {
   const perAccount = new Map<string, number>();
   const limits: RateLimits = { perMinute: 3, perAccount };
-  let h: Harness; let unlimited: Harness;
-  let a: string; let b: string;
+  let h: Harness;
+  let unlimited: Harness;
+  let a: string;
+  let b: string;
   beforeAll(async () => {
     h = await createHarness({ rateLimits: limits });
     unlimited = await createHarness();
@@ -48,7 +53,10 @@ describe('per-account rate limits (in process)', () => {
     b = await h.key({ account: { id: 'acct-b' } });
     perAccount.set('acct-b', 5);
   }, 60_000);
-  afterAll(async () => { await h?.close(); await unlimited?.close(); });
+  afterAll(async () => {
+    await h?.close();
+    await unlimited?.close();
+  });
 
   it('answers a key within its limit with the RateLimit headers, then 429 RATE_LIMITED with Retry-After in the error envelope', async () => {
     for (let i = 1; i <= 3; i++) {
@@ -104,14 +112,24 @@ const peer = await redisPeer();
 if ('skip' in peer) console.warn(`skipping the shared rate-limit test: ${peer.skip}`);
 
 describe.skipIf('skip' in peer)('per-account rate limits shared by two API replicas (Redis)', () => {
-  let h: Harness; let redis: Redis;
-  afterAll(async () => { redis?.disconnect(); await h?.close(); if (!('skip' in peer)) await peer.stop(); });
+  let h: Harness;
+  let redis: Redis;
+  afterAll(async () => {
+    redis?.disconnect();
+    await h?.close();
+    if (!('skip' in peer)) await peer.stop();
+  });
 
   it('a key that spent its limit on one replica is refused by the other', async () => {
     redis = new Redis((peer as { url: string }).url);
     const limits: RateLimits = { perMinute: 4, perAccount: new Map(), redis };
     h = await createHarness({ rateLimits: limits });
-    const other = buildApi({ store: h.store, auth: new ApiKeyAuthenticator(h.store, new MemoryCache()), dataVersion: () => 0, rateLimits: limits });
+    const other = buildApi({
+      store: h.store,
+      auth: new ApiKeyAuthenticator(h.store, new MemoryCache()),
+      dataVersion: () => 0,
+      rateLimits: limits,
+    });
     await other.ready();
     try {
       const key = await h.key({ account: { id: `shared-${process.pid}-${Date.now()}` } });
@@ -133,7 +151,11 @@ describe('issue 24: rate limits fail open when Redis does not answer', () => {
     redis.on('error', () => {});
     const lines: string[] = [];
     let counted = 0;
-    const limiter = new RateLimiter({ perMinute: 1, perAccount: new Map(), redis }, (l) => lines.push(l), () => counted++);
+    const limiter = new RateLimiter(
+      { perMinute: 1, perAccount: new Map(), redis },
+      (l) => lines.push(l),
+      () => counted++,
+    );
     try {
       for (let i = 0; i < 5; i++) {
         const t0 = performance.now();

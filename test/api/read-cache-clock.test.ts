@@ -1,7 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { FastifyInstance } from 'fastify';
-import { buildApi } from '../../apps/api/server.ts';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ReadCache } from '../../apps/api/read-cache.ts';
+import { buildApi } from '../../apps/api/server.ts';
 import { ApiKeyAuthenticator } from '../../apps/auth/keys.ts';
 import { MemoryCache } from '../../apps/cache/memory.ts';
 import { CursorCodec } from '../../apps/reads/cursor.ts';
@@ -37,10 +37,16 @@ interface Pair {
 async function pair(h: Harness, start: number, version: () => number): Promise<Pair> {
   const clock = { now: start };
   const deps = {
-    store: h.store, auth: new ApiKeyAuthenticator(h.store, new MemoryCache()), dataVersion: version,
-    clock: () => clock.now, cursors: CursorCodec.random(),
+    store: h.store,
+    auth: new ApiKeyAuthenticator(h.store, new MemoryCache()),
+    dataVersion: version,
+    clock: () => clock.now,
+    cursors: CursorCodec.random(),
   };
-  const cached: FastifyInstance = buildApi({ ...deps, readCache: new ReadCache(new MemoryCache(undefined, undefined, deps.clock), deps.clock) });
+  const cached: FastifyInstance = buildApi({
+    ...deps,
+    readCache: new ReadCache(new MemoryCache(undefined, undefined, deps.clock), deps.clock),
+  });
   const plain: FastifyInstance = buildApi(deps);
   await Promise.all([cached.ready(), plain.ready()]);
   const get = async (app: FastifyInstance, url: string, key: string) => {
@@ -58,7 +64,9 @@ async function pair(h: Harness, start: number, version: () => number): Promise<P
       spy.mockRestore();
       return { body, queried, fresh: await get(plain, url, key) };
     },
-    async close() { await Promise.all([cached.close(), plain.close()]); },
+    async close() {
+      await Promise.all([cached.close(), plain.close()]);
+    },
   };
 }
 
@@ -69,7 +77,10 @@ describe('default-window first pages (injected clock)', () => {
   let h: Harness;
   let key: string;
   let version = 0;
-  const given = async (records: readonly TopicRecord[]) => { await h.given(records); version++; };
+  const given = async (records: readonly TopicRecord[]) => {
+    await h.given(records);
+    version++;
+  };
   // Three rows an hour apart below T0, one far back, and one dated five minutes after T0.
   const PAST = [1, 2, 3].map((n) => T0 - n * HOUR);
   const OLD = T0 - 89 * DAY;
@@ -79,13 +90,17 @@ describe('default-window first pages (injected clock)', () => {
   beforeAll(async () => {
     h = await createHarness();
     await given([
-      build.source('src-1'), build.trader(1), build.asset(1),
+      build.source('src-1'),
+      build.trader(1),
+      build.asset(1),
       ...TIMES.map((t, i) => build.event(i + 1, { timeOfEvent: iso(t) })),
       ...TIMES.map((t, i) => build.message(`m${i + 1}`, 'src-1', iso(t))),
     ]);
     key = await h.key();
   });
-  afterAll(async () => { await h?.close(); });
+  afterAll(async () => {
+    await h?.close();
+  });
 
   /** Row times of a page, per read. */
   const READS = [
@@ -146,7 +161,11 @@ describe('default-window first pages (injected clock)', () => {
         const hit = await p.read(url, key);
         expect(hit.queried).toBe(false);
         expect(hit.body).toEqual(hit.fresh);
-        expect(hit.body.data.meta).toMatchObject({ hasMore: true, serverTime: iso(leaves - 1), appliedTimeRange: defaultRange(leaves - 1) });
+        expect(hit.body.data.meta).toMatchObject({
+          hasMore: true,
+          serverTime: iso(leaves - 1),
+          appliedTimeRange: defaultRange(leaves - 1),
+        });
         expect(hit.body.data.meta.appliedTimeRange.startTime).toBe(iso(PAST[2]!)); // still inside, at the window's first ms
 
         p.clock.now = leaves;
@@ -230,7 +249,10 @@ describe('open positions (injected clock)', () => {
   beforeAll(async () => {
     h = await createHarness();
     await h.given([
-      build.source('src-1'), build.trader(1), build.asset(7, { symbol: 'SEVEN' }), build.asset(8, { symbol: 'EIGHT' }),
+      build.source('src-1'),
+      build.trader(1),
+      build.asset(7, { symbol: 'SEVEN' }),
+      build.asset(8, { symbol: 'EIGHT' }),
       build.event(70, { positionId: 70, assetId: 7, price: 100, timeOfEvent: iso(T0 - 2 * HOUR) }),
       build.event(80, { positionId: 80, assetId: 8, price: 50, timeOfEvent: iso(T0 - HOUR) }),
       build.price(7, iso(T0 - HOUR), 110),
@@ -240,7 +262,9 @@ describe('open positions (injected clock)', () => {
     version++;
     key = await h.key();
   });
-  afterAll(async () => { await h?.close(); });
+  afterAll(async () => {
+    await h?.close();
+  });
 
   it('are cached until the next price sample comes into force, whichever asset it is for, and recomputed at that instant', async () => {
     const p = await pair(h, T0, () => version);
@@ -260,7 +284,10 @@ describe('open positions (injected clock)', () => {
       const eight = await p.read('/v2/positions/open', key);
       expect(eight.queried).toBe(true);
       expect(eight.body).toEqual(eight.fresh);
-      expect(marks(eight.body)).toEqual([[80, 60], [70, 110]]);
+      expect(marks(eight.body)).toEqual([
+        [80, 60],
+        [70, 110],
+      ]);
 
       p.clock.now = T0 + 4 * MIN - 1;
       expect((await p.read('/v2/positions/open', key)).queried).toBe(false);
@@ -268,7 +295,10 @@ describe('open positions (injected clock)', () => {
       const seven = await p.read('/v2/positions/open', key);
       expect(seven.queried).toBe(true);
       expect(seven.body).toEqual(seven.fresh);
-      expect(marks(seven.body)).toEqual([[80, 60], [70, 120]]);
+      expect(marks(seven.body)).toEqual([
+        [80, 60],
+        [70, 120],
+      ]);
     } finally {
       await p.close();
     }

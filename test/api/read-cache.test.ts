@@ -10,11 +10,19 @@ const start = ago(48 * HOUR);
 
 beforeAll(async () => {
   h = await createHarness();
-  await h.given([build.source('src-1'), build.trader(1), build.source('src-2'), build.trader(2, { source: { platform: 'TELEGRAM', sourceIdentityId: 'src-2' } }),
-    build.asset(1), ...Array.from({ length: 10 }, (_, i) => build.event(i + 1, { traderId: (i % 2) + 1, timeOfEvent: ago((i + 1) * HOUR) }))]);
+  await h.given([
+    build.source('src-1'),
+    build.trader(1),
+    build.source('src-2'),
+    build.trader(2, { source: { platform: 'TELEGRAM', sourceIdentityId: 'src-2' } }),
+    build.asset(1),
+    ...Array.from({ length: 10 }, (_, i) => build.event(i + 1, { traderId: (i % 2) + 1, timeOfEvent: ago((i + 1) * HOUR) })),
+  ]);
   key = await h.key();
 });
-afterAll(async () => { await h?.close(); });
+afterAll(async () => {
+  await h?.close();
+});
 
 const queries = () => vi.spyOn(h.store, 'query');
 
@@ -47,7 +55,7 @@ describe('read cache', () => {
     expect((await h.get(url, key)).body.data.results[0].id).toBe(100);
   });
 
-  it('serves a default-window first page from the cache, its window ending at each answer\'s serverTime (the expiry: read-cache-clock.test.ts)', async () => {
+  it("serves a default-window first page from the cache, its window ending at each answer's serverTime (the expiry: read-cache-clock.test.ts)", async () => {
     const first = await h.get('/v2/events?limit=3', key);
     const spy = queries();
     await new Promise((r) => setTimeout(r, 5));
@@ -76,7 +84,9 @@ describe('read cache', () => {
       const evalAt = now + 10 * 60_000; // the 1D window of position 900 ends 10 minutes from "now"
       const openAt = evalAt - 24 * HOUR;
       await timed.given([
-        build.source('src-1'), build.trader(1), build.asset(9, { symbol: 'NINE' }),
+        build.source('src-1'),
+        build.trader(1),
+        build.asset(9, { symbol: 'NINE' }),
         build.event(900, { positionId: 900, assetId: 9, price: 100, timeOfEvent: new Date(openAt).toISOString() }),
         build.price(9, new Date(evalAt + 1000).toISOString(), 110), // the forward sample, already known
       ]);
@@ -90,9 +100,17 @@ describe('read cache', () => {
       };
       expect(await read()).toMatchObject({ perf: { status: 'too_young' }, queried: true });
       now = evalAt - 1;
-      expect(await read()).toEqual({ perf: { window: '1D', status: 'too_young', returnPercentage: null }, serverTime: new Date(evalAt - 1).toISOString(), queried: false });
+      expect(await read()).toEqual({
+        perf: { window: '1D', status: 'too_young', returnPercentage: null },
+        serverTime: new Date(evalAt - 1).toISOString(),
+        queried: false,
+      });
       now = evalAt;
-      expect(await read()).toEqual({ perf: { window: '1D', status: 'ready', returnPercentage: expect.closeTo(10, 9) }, serverTime: new Date(evalAt).toISOString(), queried: true });
+      expect(await read()).toEqual({
+        perf: { window: '1D', status: 'ready', returnPercentage: expect.closeTo(10, 9) },
+        serverTime: new Date(evalAt).toISOString(),
+        queried: true,
+      });
     } finally {
       await timed.close();
     }

@@ -7,7 +7,7 @@ import { generateDemo } from '../../projectors/demo/generate.ts';
 import { build, createHarness, type Harness } from '../helpers/harness.ts';
 import * as O from '../oracle/oracle.ts';
 import { assetSearches, multiByteRecords, traderSearches } from '../oracle/oracle-data.ts';
-import { expectSameList, page, walk, type Params, type Walk } from '../oracle/walk.ts';
+import { expectSameList, type Params, page, type Walk, walk } from '../oracle/walk.ts';
 
 const DAY = 86_400_000;
 const STATUSES = ['ready', 'too_young', 'missing_forward_price', 'missing_entry_price', 'zero_entry_price', 'calculation_error'];
@@ -22,7 +22,11 @@ let genNow: number;
 
 const ids = (s: Iterable<number | string>) => [...s].join(',');
 const list = (v: string | number | undefined): any[] | undefined =>
-  v === undefined || v === '' ? undefined : String(v).split(',').map((x) => (/^\d+$/.test(x) ? Number(x) : x));
+  v === undefined || v === ''
+    ? undefined
+    : String(v)
+        .split(',')
+        .map((x) => (/^\d+$/.test(x) ? Number(x) : x));
 const iso = (t: number) => new Date(t).toISOString();
 
 beforeAll(async () => {
@@ -35,7 +39,9 @@ beforeAll(async () => {
   w = O.buildWorld(records);
   inactiveAssets = new Set([...w.assets.values()].filter((a) => O.quoteSymbol(a) === null).map((a) => a.id));
 }, 120_000);
-afterAll(async () => { await h?.close(); });
+afterAll(async () => {
+  await h?.close();
+});
 
 // ---------------------------------------------------------------------------------------------------
 // Per-read checks: walk, then compare with the oracle
@@ -46,7 +52,11 @@ async function checkEvents(params: Params, limit: number): Promise<Walk> {
   const win = O.resolveWindow(params as any, serverTime);
   expect(wk.first.appliedTimeRange).toEqual(O.appliedTimeRange(win));
   const expected = O.events(w, {
-    traderIds: list(params.traderIds), assetIds: list(params.assetIds), directions: list(params.directions), types: list(params.types), window: win,
+    traderIds: list(params.traderIds),
+    assetIds: list(params.assetIds),
+    directions: list(params.directions),
+    types: list(params.types),
+    window: win,
   });
   expectSameList(`events ${JSON.stringify(params)} limit ${limit}`, wk.rows, expected);
   return wk;
@@ -58,9 +68,17 @@ async function checkPositions(params: Params, limit: number): Promise<Walk> {
   const positionIds = list(params.positionIds);
   const win = O.resolveWindow(params as any, serverTime, positionIds !== undefined);
   expect(wk.first.appliedTimeRange).toEqual(O.appliedTimeRange(win));
-  const expected = O.positions(w, {
-    traderIds: list(params.traderIds), assetIds: list(params.assetIds), directions: list(params.directions), positionIds, window: win,
-  }, serverTime);
+  const expected = O.positions(
+    w,
+    {
+      traderIds: list(params.traderIds),
+      assetIds: list(params.assetIds),
+      directions: list(params.directions),
+      positionIds,
+      window: win,
+    },
+    serverTime,
+  );
   // Statuses resolve against the serverTime of the page a row came from (too_young boundaries).
   const n = Math.min(expected.length, wk.rows.length);
   for (let i = 0; i < n; i++) {
@@ -93,7 +111,12 @@ async function checkMessages(params: Params, limit: number): Promise<Walk> {
   const msgIds = list(params.ids)?.map(String);
   const win = O.resolveWindow(params as any, serverTime, msgIds !== undefined);
   expect(wk.first.appliedTimeRange).toEqual(O.appliedTimeRange(win));
-  const expected = O.messages(w, { traderIds: list(params.traderIds), ids: msgIds, sourcePlatforms: list(params.sourcePlatforms), window: win });
+  const expected = O.messages(w, {
+    traderIds: list(params.traderIds),
+    ids: msgIds,
+    sourcePlatforms: list(params.sourcePlatforms),
+    window: win,
+  });
   expectSameList(`messages ${JSON.stringify(params)} limit ${limit}`, wk.rows, expected);
   return wk;
 }
@@ -108,7 +131,10 @@ async function checkTraders(params: Params, limit: number): Promise<Walk> {
 async function checkAssets(params: Params, limit: number): Promise<Walk> {
   const wk = await walk(h, key, '/v2/assets', params, limit);
   const expected = O.assets(w, {
-    search: params.search as string | undefined, assetClass: list(params.assetClass), assetIds: list(params.assetIds), traderIds: list(params.traderIds),
+    search: params.search as string | undefined,
+    assetClass: list(params.assetClass),
+    assetIds: list(params.assetIds),
+    traderIds: list(params.traderIds),
   });
   expectSameList(`assets ${JSON.stringify(params)} limit ${limit}`, wk.rows, expected);
   return wk;
@@ -164,8 +190,14 @@ describe.concurrent('GET /v2/events', () => {
   });
 
   it('assets and types with an explicit window (both bounds inclusive)', async () => {
-    await checkEvents({ assetIds: '1,2,22,18,60,28', types: 'open,close', startTime: iso(genNow - 100 * DAY), endTime: iso(genNow - 70 * DAY) }, 200);
-    await checkEvents({ assetIds: '22,18,60,28', types: 'close,increase', startTime: iso(genNow - 40 * DAY), endTime: iso(genNow - 20 * DAY) }, 37);
+    await checkEvents(
+      { assetIds: '1,2,22,18,60,28', types: 'open,close', startTime: iso(genNow - 100 * DAY), endTime: iso(genNow - 70 * DAY) },
+      200,
+    );
+    await checkEvents(
+      { assetIds: '22,18,60,28', types: 'close,increase', startTime: iso(genNow - 40 * DAY), endTime: iso(genNow - 20 * DAY) },
+      37,
+    );
     // Bounds equal to an event's own time keep it (inclusive).
     const e = O.events(w, { assetIds: [2], window: { start: genNow - 60 * DAY, end: genNow } }).at(-1)!;
     const wk = await checkEvents({ assetIds: '2', startTime: e.timeOfEvent, endTime: e.timeOfEvent }, 37);
@@ -191,7 +223,10 @@ describe.concurrent('GET /v2/positions', () => {
     for (const p of wk.rows) {
       for (const win of O.WINDOWS) {
         const v = p.timeBasedPerformances[win];
-        if (v === null) { nullWindow++; continue; }
+        if (v === null) {
+          nullWindow++;
+          continue;
+        }
         seen.add(v.status);
         expect(v.window).toBe(win);
         if (v.status === 'ready') expect(Number.isFinite(v.returnPercentage)).toBe(true);
@@ -221,9 +256,18 @@ describe.concurrent('GET /v2/positions', () => {
   it('positionIds: no default window, deleted and ineligible positions stay out', async () => {
     const all = [...w.positions.values()].sort((a, b) => a.id - b.id);
     const eligible = all.filter((p) => !inactiveAssets.has(p.assetId) && !w.deleted.traders.has(p.traderId));
-    const old = eligible.filter((p) => p.openAt < genNow - 100 * DAY).slice(0, 40).map((p) => p.id);
-    const recent = eligible.filter((p) => p.openAt > genNow - 10 * DAY).slice(0, 40).map((p) => p.id);
-    const ineligible = all.filter((p) => inactiveAssets.has(p.assetId) || w.deleted.traders.has(p.traderId)).slice(0, 20).map((p) => p.id);
+    const old = eligible
+      .filter((p) => p.openAt < genNow - 100 * DAY)
+      .slice(0, 40)
+      .map((p) => p.id);
+    const recent = eligible
+      .filter((p) => p.openAt > genNow - 10 * DAY)
+      .slice(0, 40)
+      .map((p) => p.id);
+    const ineligible = all
+      .filter((p) => inactiveAssets.has(p.assetId) || w.deleted.traders.has(p.traderId))
+      .slice(0, 20)
+      .map((p) => p.id);
     const deleted = [...w.deleted.positions].slice(0, 20);
     expect(old.length).toBeGreaterThan(10);
     expect(ineligible.length).toBeGreaterThan(5);
@@ -288,10 +332,19 @@ describe.concurrent('GET /v2/messages', () => {
   it('ids hydration: no default window; orphan, deleted and unknown ids stay out', async () => {
     const all = [...w.messages.values()].sort((a, b) => (a.id < b.id ? -1 : 1));
     const owned = new Set(O.messages(w, {}).map((m) => m.id));
-    const old = all.filter((m) => owned.has(m.id) && Date.parse(m.writtenAt) < genNow - 95 * DAY).slice(0, 60).map((m) => m.id);
-    const recent = all.filter((m) => owned.has(m.id) && Date.parse(m.writtenAt) > genNow - 5 * DAY).slice(0, 60).map((m) => m.id);
+    const old = all
+      .filter((m) => owned.has(m.id) && Date.parse(m.writtenAt) < genNow - 95 * DAY)
+      .slice(0, 60)
+      .map((m) => m.id);
+    const recent = all
+      .filter((m) => owned.has(m.id) && Date.parse(m.writtenAt) > genNow - 5 * DAY)
+      .slice(0, 60)
+      .map((m) => m.id);
     const deleted = [...w.deleted.messages].slice(0, 10);
-    const orphans = all.filter((m) => !owned.has(m.id)).slice(0, 20).map((m) => m.id);
+    const orphans = all
+      .filter((m) => !owned.has(m.id))
+      .slice(0, 20)
+      .map((m) => m.id);
     expect(old.length).toBeGreaterThan(10);
     expect(orphans.length).toBeGreaterThan(5);
     const msgIds = [...old, ...recent, ...deleted, ...orphans, 'tg-999999', 'no-such-id'].join(',');
@@ -323,7 +376,9 @@ describe.concurrent('GET /v2/traders', () => {
 
   it('searches taken from the data match several rows: name, slug, handle, profile URL, display name parts; mixed case; multi-byte', async () => {
     const cases = traderSearches(w);
-    expect(cases.map((c) => c.what)).toEqual(expect.arrayContaining(['part of a name', 'part of a slug', 'part of a handle', 'profile URL host', 'part of a display name']));
+    expect(cases.map((c) => c.what)).toEqual(
+      expect.arrayContaining(['part of a name', 'part of a slug', 'part of a handle', 'profile URL host', 'part of a display name']),
+    );
     expect(cases.filter((c) => c.what.startsWith('multi-byte')).length).toBeGreaterThanOrEqual(4);
     for (const c of cases) {
       expect(c.matches, `${c.what} ${c.search}`).toBeGreaterThanOrEqual(2);
@@ -348,7 +403,15 @@ describe.concurrent('GET /v2/assets', () => {
   });
 
   it('assetClass lists (indices, stocks, ...), search, assetIds and traderIds intersect', async () => {
-    for (const assetClass of ['indices', 'stocks', 'indices,stocks', 'crypto', 'fx,commodities', 'crypto,stocks,indices,commodities,fx', '']) {
+    for (const assetClass of [
+      'indices',
+      'stocks',
+      'indices,stocks',
+      'crypto',
+      'fx,commodities',
+      'crypto,stocks,indices,commodities,fx',
+      '',
+    ]) {
       await checkAssets({ assetClass }, 37);
     }
     await checkAssets({ search: 'coin' }, 37);
@@ -398,7 +461,10 @@ describe('fold and join edge cases (own data)', () => {
   beforeAll(async () => {
     h2 = await createHarness();
     recs.push(
-      build.source('e1'), build.source('e2'), build.source('e3'), build.source('e3', { version: 2, deleted: true }),
+      build.source('e1'),
+      build.source('e2'),
+      build.source('e3'),
+      build.source('e3', { version: 2, deleted: true }),
       build.trader(501, { name: 'Edge One', source: { platform: 'TELEGRAM', sourceIdentityId: 'e1' } }),
       build.trader(502, { name: 'Edge Two', source: { platform: 'TELEGRAM', sourceIdentityId: 'e1' } }),
       build.trader(503, { name: 'Edge Three', source: { platform: 'TELEGRAM', sourceIdentityId: 'e2' } }),
@@ -407,14 +473,26 @@ describe('fold and join edge cases (own data)', () => {
       build.trader(504, { name: 'Edge Four', source: { platform: 'TELEGRAM', sourceIdentityId: 'e3' } }),
       build.trader(509, { name: 'Edge Nine', source: null }),
       build.asset(601),
-      build.asset(602, { markets: [{ quoteSymbol: 'EUR', active: false, preferred: true }, { quoteSymbol: 'USDC', active: true, preferred: false }, { quoteSymbol: 'GBP', active: true, preferred: false }] }),
+      build.asset(602, {
+        markets: [
+          { quoteSymbol: 'EUR', active: false, preferred: true },
+          { quoteSymbol: 'USDC', active: true, preferred: false },
+          { quoteSymbol: 'GBP', active: true, preferred: false },
+        ],
+      }),
       build.asset(603), // no price series
       // Prices of 601: a re-versioned sample and a tombstoned one.
-      build.price(601, at(-10), 90), build.price(601, at(24), 110), build.price(601, at(24), 120, { version: 2 }),
-      build.price(601, at(25), 500), build.price(601, at(25), 500, { version: 2, deleted: true }),
-      build.price(601, at(24 * 7 + 6), 130), build.price(601, at(24 * 30 + 24) , 140), build.price(601, at(24 * 35), 150),
+      build.price(601, at(-10), 90),
+      build.price(601, at(24), 110),
+      build.price(601, at(24), 120, { version: 2 }),
+      build.price(601, at(25), 500),
+      build.price(601, at(25), 500, { version: 2, deleted: true }),
+      build.price(601, at(24 * 7 + 6), 130),
+      build.price(601, at(24 * 30 + 24), 140),
+      build.price(601, at(24 * 35), 150),
       // 602: forward samples exactly at the tolerance edge and 1 ms past it.
-      build.price(602, at(100 + 24 + 1), 50), build.price(602, new Date(T + (200 + 24 + 1) * 3_600_000 + 1).toISOString(), 50),
+      build.price(602, at(100 + 24 + 1), 50),
+      build.price(602, new Date(T + (200 + 24 + 1) * 3_600_000 + 1).toISOString(), 50),
       build.price(602, at(24 * 35), 60),
       // p1: two opens at the same time: the lower id wins.
       build.event(7002, { positionId: 9001, traderId: 501, assetId: 601, direction: 'short', price: 10, timeOfEvent: at(0) }),
@@ -426,24 +504,44 @@ describe('fold and join edge cases (own data)', () => {
       // p3: close tombstoned -> open again.
       build.event(7005, { positionId: 9003, traderId: 502, assetId: 601, direction: 'short', price: 80, timeOfEvent: at(3) }),
       build.event(7006, { positionId: 9003, traderId: 502, assetId: 601, type: 'close', price: 90, timeOfEvent: at(5) }),
-      build.event(7006, { positionId: 9003, traderId: 502, assetId: 601, type: 'close', price: 90, timeOfEvent: at(5), version: 2, deleted: true }),
+      build.event(7006, {
+        positionId: 9003,
+        traderId: 502,
+        assetId: 601,
+        type: 'close',
+        price: 90,
+        timeOfEvent: at(5),
+        version: 2,
+        deleted: true,
+      }),
       // p4, p5: tolerance edges on 602 (quote: first active market).
       build.event(7007, { positionId: 9004, traderId: 503, assetId: 602, price: 40, timeOfEvent: at(100) }),
       build.event(7008, { positionId: 9005, traderId: 503, assetId: 602, price: 40, timeOfEvent: at(200) }),
       // p6: asset without prices -> null windows; p7: too young.
       build.event(7009, { positionId: 9006, traderId: 504, assetId: 603, price: 5, timeOfEvent: at(10) }),
-      build.event(7010, { positionId: 9007, traderId: 504, assetId: 601, price: 5, timeOfEvent: new Date(Date.now() - 3_600_000).toISOString() }),
+      build.event(7010, {
+        positionId: 9007,
+        traderId: 504,
+        assetId: 601,
+        price: 5,
+        timeOfEvent: new Date(Date.now() - 3_600_000).toISOString(),
+      }),
       // p9 (trader 509): two opens, the earliest without a price -> openPrice null.
       build.event(7101, { positionId: 9009, traderId: 509, assetId: 601, price: null, timeOfEvent: at(0) }),
       build.event(7102, { positionId: 9009, traderId: 509, assetId: 601, type: 'open', price: 100, timeOfEvent: at(1) }),
       // Messages: e1 is shared by 501 and 502 (501 owns), e2 by deleted 500 and 503 (503 owns), e3's identity is deleted.
-      build.message('e-9', 'e1', at(3)), build.message('e-10', 'e1', at(3)), build.message('e-1', 'e2', at(4)),
-      build.message('e-2', 'e3', at(5)), build.message('e-3', 'nobody', at(6)),
+      build.message('e-9', 'e1', at(3)),
+      build.message('e-10', 'e1', at(3)),
+      build.message('e-1', 'e2', at(4)),
+      build.message('e-2', 'e3', at(5)),
+      build.message('e-3', 'nobody', at(6)),
     );
     await h2.given(recs);
     key2 = await h2.key();
   }, 60_000);
-  afterAll(async () => { await h2?.close(); });
+  afterAll(async () => {
+    await h2?.close();
+  });
 
   const all = { startTime: '2000-01-01T00:00:00Z' };
   async function both(path: string, params: Params) {
@@ -472,7 +570,12 @@ describe('fold and join edge cases (own data)', () => {
     expect(r.wk.rows.map((p) => p.id)).toContain(9003);
     r = await both('/v2/messages', all);
     expectSameList('edge messages', r.wk.rows, O.messages(recs, {}));
-    expect(r.wk.rows.map((m) => [m.id, m.traderId])).toEqual([['e-2', 504], ['e-1', 503], ['e-9', 501], ['e-10', 501]]);
+    expect(r.wk.rows.map((m) => [m.id, m.traderId])).toEqual([
+      ['e-2', 504],
+      ['e-1', 503],
+      ['e-9', 501],
+      ['e-10', 501],
+    ]);
     r = await both('/v2/traders', {});
     expectSameList('edge traders', r.wk.rows, O.traders(recs, {}));
     expect(r.wk.rows.find((t) => t.id === 504)!.source).toBeNull();

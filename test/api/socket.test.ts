@@ -8,12 +8,18 @@ let key: string;
 
 beforeAll(async () => {
   h = await createHarness();
-  await h.given([build.source('src-1'), build.trader(1), build.asset(1),
-    ...Array.from({ length: 30 }, (_, i) => build.event(i + 1, { timeOfEvent: new Date(Date.now() - (i + 1) * 60e3).toISOString() }))]);
+  await h.given([
+    build.source('src-1'),
+    build.trader(1),
+    build.asset(1),
+    ...Array.from({ length: 30 }, (_, i) => build.event(i + 1, { timeOfEvent: new Date(Date.now() - (i + 1) * 60e3).toISOString() })),
+  ]);
   key = await h.key({ scopes: ['events.read'] });
   base = await h.app.listen({ port: 0, host: '127.0.0.1' });
 });
-afterAll(async () => { await h?.close(); });
+afterAll(async () => {
+  await h?.close();
+});
 
 describe('REST over a socket', () => {
   it('walks pages with fetch and the x-api-key header', async () => {

@@ -8,7 +8,7 @@ import { ListEnvelope } from '../../schemas/api/envelope.ts';
 import { AggregateSummary, ChannelSummary } from '../../schemas/api/resources.ts';
 import { build, createHarness, type Harness, type TopicRecord } from '../helpers/harness.ts';
 import { prng } from '../helpers/prng.ts';
-import { resolveWindow, type Policy, type TopicRec } from '../oracle/oracle.ts';
+import { type Policy, resolveWindow, type TopicRec } from '../oracle/oracle.ts';
 import * as S from '../oracle/summaries.ts';
 
 const HOUR = 3_600_000;
@@ -19,21 +19,64 @@ const schemas = { channel: Compile(ListEnvelope(ChannelSummary, true)), aggregat
 const PATH = { channel: '/v2/channel-summaries', aggregate: '/v2/aggregate-summaries' } as const;
 type Kind = keyof typeof PATH;
 
-const channel = (id: string, traderId: number, start: number, end: number, over: Record<string, unknown> = {}): TopicRecord => ({ topic: 'channel-summaries', value: {
-  id, traderId, windowStart: iso(start), windowEnd: iso(end), generatedAt: iso(end + HOUR), status: 'safe',
-  overview: `overview ${id}`, keyInsights: [`insight ${id}`], marketBias: 'bullish',
-  mentionedAssets: [{ symbol: 'BTC', name: 'Bitcoin', stance: 'bullish', confidence: 'high' }], version: 1, ...over } });
-const aggregate = (id: string, start: number, end: number, over: Record<string, unknown> = {}): TopicRecord => ({ topic: 'aggregate-summaries', value: {
-  id, windowStart: iso(start), windowEnd: iso(end), generatedAt: iso(end + HOUR), status: 'safe', headline: `headline ${id}`, overview: `overview ${id}`,
-  dominantNarratives: ['n1'], contrarianTheses: [], marketDrivers: ['rates'], risks: ['r1'],
-  assetSentiment: [{ symbol: 'ETH', name: null, discussionRank: 1, sentiment: 'mixed', intensity: 'low', thesis: 't', drivers: [], contrarianAngle: null, confidence: 'medium' }],
-  coverage: { eligibleSourceCount: 10, activeSourceCount: 4, messageCount: 120, attachmentCount: 3 }, version: 1, ...over } });
+const channel = (id: string, traderId: number, start: number, end: number, over: Record<string, unknown> = {}): TopicRecord => ({
+  topic: 'channel-summaries',
+  value: {
+    id,
+    traderId,
+    windowStart: iso(start),
+    windowEnd: iso(end),
+    generatedAt: iso(end + HOUR),
+    status: 'safe',
+    overview: `overview ${id}`,
+    keyInsights: [`insight ${id}`],
+    marketBias: 'bullish',
+    mentionedAssets: [{ symbol: 'BTC', name: 'Bitcoin', stance: 'bullish', confidence: 'high' }],
+    version: 1,
+    ...over,
+  },
+});
+const aggregate = (id: string, start: number, end: number, over: Record<string, unknown> = {}): TopicRecord => ({
+  topic: 'aggregate-summaries',
+  value: {
+    id,
+    windowStart: iso(start),
+    windowEnd: iso(end),
+    generatedAt: iso(end + HOUR),
+    status: 'safe',
+    headline: `headline ${id}`,
+    overview: `overview ${id}`,
+    dominantNarratives: ['n1'],
+    contrarianTheses: [],
+    marketDrivers: ['rates'],
+    risks: ['r1'],
+    assetSentiment: [
+      {
+        symbol: 'ETH',
+        name: null,
+        discussionRank: 1,
+        sentiment: 'mixed',
+        intensity: 'low',
+        thesis: 't',
+        drivers: [],
+        contrarianAngle: null,
+        confidence: 'medium',
+      },
+    ],
+    coverage: { eligibleSourceCount: 10, activeSourceCount: 4, messageCount: 120, attachmentCount: 3 },
+    version: 1,
+    ...over,
+  },
+});
 
 let h: Harness;
 let key: string;
 const records: TopicRec[] = [];
 
-async function given(recs: TopicRecord[]) { records.push(...(recs as TopicRec[])); await h.given(recs); }
+async function given(recs: TopicRecord[]) {
+  records.push(...(recs as TopicRec[]));
+  await h.given(recs);
+}
 
 async function page(kind: Kind, query: string, k = key) {
   const res = await h.get(`${PATH[kind]}${query}`, k);
@@ -61,19 +104,25 @@ const ids = (rows: any[]) => rows.map((r) => r.id);
 beforeAll(async () => {
   h = await createHarness({ clock: () => NOW });
   await given([
-    build.source('src-1'), build.trader(1, { name: 'Alice' }),
-    build.source('src-2', { platform: 'X' }), build.trader(2, { name: 'Bob', source: { platform: 'X', sourceIdentityId: 'src-2' } }),
+    build.source('src-1'),
+    build.trader(1, { name: 'Alice' }),
+    build.source('src-2', { platform: 'X' }),
+    build.trader(2, { name: 'Bob', source: { platform: 'X', sourceIdentityId: 'src-2' } }),
     build.trader(3, { name: 'Carol', source: null }),
     channel('c1', 1, NOW - 3 * DAY, NOW - 2 * DAY),
     channel('c2', 2, NOW - 2 * DAY, NOW - DAY),
     channel('c3', 1, NOW - DAY, NOW, { status: 'low_signal' }),
     channel('c4', 3, NOW - 100 * DAY, NOW - 95 * DAY),
     channel('c5', 1, NOW - 2 * DAY, NOW - DAY), // ties c2 on windowStart: ids descending, c5 first
-    aggregate('a1', NOW - 2 * DAY, NOW - DAY), aggregate('a2', NOW - DAY, NOW, { status: 'low_signal' }), aggregate('a3', NOW - 7 * DAY, NOW - 6 * DAY),
+    aggregate('a1', NOW - 2 * DAY, NOW - DAY),
+    aggregate('a2', NOW - DAY, NOW, { status: 'low_signal' }),
+    aggregate('a3', NOW - 7 * DAY, NOW - 6 * DAY),
   ]);
   key = await h.key();
 });
-afterAll(async () => { await h?.close(); });
+afterAll(async () => {
+  await h?.close();
+});
 
 describe('GET /channel-summaries and /aggregate-summaries', () => {
   it('newest windowStart first (ties by id descending), only safe ones by default, over the 90-day default window', async () => {
@@ -102,17 +151,40 @@ describe('GET /channel-summaries and /aggregate-summaries', () => {
   it('rows carry exactly the contract fields: no trader metadata or channel identity', async () => {
     const [c] = (await page('channel', `?startTime=${iso(NOW - 3 * DAY)}&endTime=${iso(NOW - 2 * DAY - 1)}`)).results;
     expect(c).toEqual({
-      id: 'c1', traderId: 1, windowStart: iso(NOW - 3 * DAY), windowEnd: iso(NOW - 2 * DAY), generatedAt: iso(NOW - 2 * DAY + HOUR), status: 'safe',
-      overview: 'overview c1', keyInsights: ['insight c1'], marketBias: 'bullish', mentionedAssets: [{ symbol: 'BTC', name: 'Bitcoin', stance: 'bullish', confidence: 'high' }],
+      id: 'c1',
+      traderId: 1,
+      windowStart: iso(NOW - 3 * DAY),
+      windowEnd: iso(NOW - 2 * DAY),
+      generatedAt: iso(NOW - 2 * DAY + HOUR),
+      status: 'safe',
+      overview: 'overview c1',
+      keyInsights: ['insight c1'],
+      marketBias: 'bullish',
+      mentionedAssets: [{ symbol: 'BTC', name: 'Bitcoin', stance: 'bullish', confidence: 'high' }],
     });
     const [a] = (await page('aggregate', `?startTime=${iso(NOW - 7 * DAY)}&endTime=${iso(NOW - 6 * DAY)}`)).results;
-    expect(Object.keys(a).sort()).toEqual(['assetSentiment', 'contrarianTheses', 'coverage', 'dominantNarratives', 'generatedAt', 'headline', 'id',
-      'marketDrivers', 'overview', 'risks', 'status', 'windowEnd', 'windowStart']);
+    expect(Object.keys(a).sort()).toEqual([
+      'assetSentiment',
+      'contrarianTheses',
+      'coverage',
+      'dominantNarratives',
+      'generatedAt',
+      'headline',
+      'id',
+      'marketDrivers',
+      'overview',
+      'risks',
+      'status',
+      'windowEnd',
+      'windowStart',
+    ]);
     expect(a.coverage).toEqual({ eligibleSourceCount: 10, activeSourceCount: 4, messageCount: 120, attachmentCount: 3 });
   });
 
-  it('channel summaries follow message visibility and the trader\'s liveness; aggregate summaries need no visibility', async () => {
-    const onlyX = await h.key({ account: { messageVisibility: { mode: 'platforms', platforms: ['X'] }, signalVisibility: { mode: 'all' } } });
+  it("channel summaries follow message visibility and the trader's liveness; aggregate summaries need no visibility", async () => {
+    const onlyX = await h.key({
+      account: { messageVisibility: { mode: 'platforms', platforms: ['X'] }, signalVisibility: { mode: 'all' } },
+    });
     expect(ids((await page('channel', '', onlyX)).results)).toEqual(['c2']);
     const noMessages = await h.key({ account: { messageVisibility: { mode: 'none' }, signalVisibility: { mode: 'all' } } });
     expect((await h.get(PATH.channel, noMessages)).status).toBe(403);
@@ -132,7 +204,10 @@ describe('GET /channel-summaries and /aggregate-summaries', () => {
   });
 
   it('a new version replaces a summary (also when its window moves); a tombstone removes it; a deleted trader takes its summaries along', async () => {
-    await given([channel('c1', 1, NOW - 10 * DAY, NOW - 9 * DAY, { version: 2, overview: 'moved' }), aggregate('a3', NOW - 7 * DAY, NOW - 6 * DAY, { version: 2, deleted: true })]);
+    await given([
+      channel('c1', 1, NOW - 10 * DAY, NOW - 9 * DAY, { version: 2, overview: 'moved' }),
+      aggregate('a3', NOW - 7 * DAY, NOW - 6 * DAY, { version: 2, deleted: true }),
+    ]);
     const c = await page('channel', '');
     expect(ids(c.results)).toEqual(['c5', 'c2', 'c1']);
     expect(c.results[2]).toMatchObject({ windowStart: iso(NOW - 10 * DAY), overview: 'moved' });
@@ -148,7 +223,8 @@ describe('GET /channel-summaries and /aggregate-summaries', () => {
     expect(ids((await page('channel', '')).results)).not.toContain('c-over');
     expect(ids((await page('aggregate', '')).results)).not.toContain('a-over');
     const dead = await h.store.query<{ topic: string; reason: string; raw: string }>(
-      "SELECT topic, reason, raw FROM $db.dead_letters FINAL WHERE topic IN ('channel-summaries', 'aggregate-summaries')");
+      "SELECT topic, reason, raw FROM $db.dead_letters FINAL WHERE topic IN ('channel-summaries', 'aggregate-summaries')",
+    );
     expect(dead.map((d) => d.topic).sort()).toEqual(['aggregate-summaries', 'channel-summaries']);
     for (const d of dead) expect(d.reason).toMatch(/keyInsights|risks/);
     expect(dead.map((d) => JSON.parse(d.raw).id).sort()).toEqual(['a-over', 'c-over']);
@@ -184,7 +260,8 @@ describe('summaries equal the oracle (random records, parameters and policies)',
       const t = () => NOW - r.int(-5, 210) * DAY + r.int(0, 23) * HOUR;
       if (r.chance(0.6)) q.startTime = iso(t());
       if (r.chance(0.5)) q.endTime = iso(t());
-      if (q.startTime && q.endTime && Date.parse(q.startTime as string) > Date.parse(q.endTime as string)) [q.startTime, q.endTime] = [q.endTime, q.startTime];
+      if (q.startTime && q.endTime && Date.parse(q.startTime as string) > Date.parse(q.endTime as string))
+        [q.startTime, q.endTime] = [q.endTime, q.startTime];
       if (r.chance(0.5)) q.includeLowSignal = r.chance(0.7);
       const p = r.int(0, policies.length - 1);
       const window = resolveWindow(q as any, NOW, false, policies[p]!.historyWindowDays);

@@ -29,20 +29,33 @@ beforeAll(async () => {
   const open = (id: number, traderId: number, assetId: number, at: number, over: Record<string, unknown> = {}) =>
     build.event(id, { positionId: id, traderId, assetId, timeOfEvent: iso(at), ...over });
   await h.given([
-    build.source('src-1'), build.trader(1, { name: 'Alice' }),
-    build.source('src-2', { platform: 'X' }), build.trader(2, { name: 'Bob', source: { platform: 'X', sourceIdentityId: 'src-2' } }),
+    build.source('src-1'),
+    build.trader(1, { name: 'Alice' }),
+    build.source('src-2', { platform: 'X' }),
+    build.trader(2, { name: 'Bob', source: { platform: 'X', sourceIdentityId: 'src-2' } }),
     build.trader(3, { name: 'Carol', source: null }),
     build.trader(4, { name: 'Dave', source: null }),
     build.trader(5, { name: 'Erin', source: null }),
-    build.asset(1), build.asset(2), build.asset(3, { markets: [{ quoteSymbol: 'USD', active: false, preferred: true }] }),
+    build.asset(1),
+    build.asset(2),
+    build.asset(3, { markets: [{ quoteSymbol: 'USD', active: false, preferred: true }] }),
     // Alice: four positions on eligible assets, opened 40, 20, 10 and 5 days ago.
-    open(11, 1, 1, NOW - 40 * DAY), open(12, 1, 1, NOW - 20 * DAY), open(13, 1, 2, NOW - 10 * DAY), open(14, 1, 2, NOW - 5 * DAY, { direction: 'short' }),
+    open(11, 1, 1, NOW - 40 * DAY),
+    open(12, 1, 1, NOW - 20 * DAY),
+    open(13, 1, 2, NOW - 10 * DAY),
+    open(14, 1, 2, NOW - 5 * DAY, { direction: 'short' }),
     // Bob: three positions, one of them deleted (its only event is a tombstone).
-    open(21, 2, 1, NOW - 3 * DAY), open(22, 2, 1, NOW - 2 * DAY), open(23, 2, 2, NOW - DAY),
+    open(21, 2, 1, NOW - 3 * DAY),
+    open(22, 2, 1, NOW - 2 * DAY),
+    open(23, 2, 2, NOW - DAY),
     // Carol: three positions, all on an asset without an active market.
-    open(31, 3, 3, NOW - 3 * DAY), open(32, 3, 3, NOW - 2 * DAY), open(33, 3, 3, NOW - DAY),
+    open(31, 3, 3, NOW - 3 * DAY),
+    open(32, 3, 3, NOW - 2 * DAY),
+    open(33, 3, 3, NOW - DAY),
     // Dave: three positions, then deleted as a trader.
-    open(41, 4, 1, NOW - 3 * DAY), open(42, 4, 1, NOW - 2 * DAY), open(43, 4, 1, NOW - DAY),
+    open(41, 4, 1, NOW - 3 * DAY),
+    open(42, 4, 1, NOW - 2 * DAY),
+    open(43, 4, 1, NOW - DAY),
   ]);
   await h.given([
     build.event(23, { positionId: 23, traderId: 2, assetId: 2, timeOfEvent: iso(NOW - DAY), version: 2, deleted: true }),
@@ -50,15 +63,29 @@ beforeAll(async () => {
   ]);
   key = await h.key();
 });
-afterAll(async () => { await h?.close(); });
+afterAll(async () => {
+  await h?.close();
+});
 
 describe('GET /v1/traders (legacy trader discovery)', () => {
   it('minTrades defaults to 3: only traders with at least 3 eligible positions, with the directory fields and tradeCount', async () => {
     const { results, meta } = await traders();
     expect(counts(results)).toEqual([['Alice', 4]]);
     expect(results[0]).toEqual({
-      id: 1, name: 'Alice', slug: 'trader-1', avatarUrl: null, tradeCount: 4,
-      source: { platform: 'TELEGRAM', sourceIdentityId: 'src-1', displayName: 'Source src-1', handle: 'src-1', avatarUrl: null, profileUrl: 'https://t.me/src-1', audienceCount: 100 },
+      id: 1,
+      name: 'Alice',
+      slug: 'trader-1',
+      avatarUrl: null,
+      tradeCount: 4,
+      source: {
+        platform: 'TELEGRAM',
+        sourceIdentityId: 'src-1',
+        displayName: 'Source src-1',
+        handle: 'src-1',
+        avatarUrl: null,
+        profileUrl: 'https://t.me/src-1',
+        audienceCount: 100,
+      },
     });
     expect(meta).toMatchObject({ hasMore: false, nextCursor: null, appliedTimeRange: { startTime: null, endTime: null } });
   });
@@ -66,14 +93,22 @@ describe('GET /v1/traders (legacy trader discovery)', () => {
   it('minTrades=0 gives the whole visible directory (deleted traders left out), alphabetical', async () => {
     const { results } = await traders('?minTrades=0');
     // Bob's deleted position and Carol's positions on an asset without an active market are not counted.
-    expect(counts(results)).toEqual([['Alice', 4], ['Bob', 2], ['Carol', 0], ['Erin', 0]]);
+    expect(counts(results)).toEqual([
+      ['Alice', 4],
+      ['Bob', 2],
+      ['Carol', 0],
+      ['Erin', 0],
+    ]);
   });
 
   it('startTime and endTime scope tradeCount and minTrades by position open time (inclusive)', async () => {
     const { results, meta } = await traders(`?minTrades=2&startTime=${iso(NOW - 20 * DAY)}&endTime=${iso(NOW - 10 * DAY)}`);
     expect(counts(results)).toEqual([['Alice', 2]]);
     expect(meta.appliedTimeRange).toEqual({ startTime: iso(NOW - 20 * DAY), endTime: iso(NOW - 10 * DAY) });
-    expect(counts((await traders(`?minTrades=1&startTime=${iso(NOW - 5 * DAY)}`)).results)).toEqual([['Alice', 1], ['Bob', 2]]);
+    expect(counts((await traders(`?minTrades=1&startTime=${iso(NOW - 5 * DAY)}`)).results)).toEqual([
+      ['Alice', 1],
+      ['Bob', 2],
+    ]);
   });
 
   it('pages with keyset cursors in name order, the filters kept', async () => {
@@ -99,10 +134,20 @@ describe('GET /v1/traders (legacy trader discovery)', () => {
 
   it('tradeCount counts only what signal visibility shows; message visibility alone lists the directory with 0', async () => {
     const messageOnly = await h.key({ account: { messageVisibility: { mode: 'all' }, signalVisibility: { mode: 'none' } } });
-    expect(counts((await traders('?minTrades=0', messageOnly)).results)).toEqual([['Alice', 0], ['Bob', 0], ['Carol', 0], ['Erin', 0]]);
+    expect(counts((await traders('?minTrades=0', messageOnly)).results)).toEqual([
+      ['Alice', 0],
+      ['Bob', 0],
+      ['Carol', 0],
+      ['Erin', 0],
+    ]);
     expect((await traders('', messageOnly)).results).toEqual([]);
     const onlyBob = await h.key({ account: { messageVisibility: { mode: 'all' }, signalVisibility: { mode: 'traders', traderIds: [2] } } });
-    expect(counts((await traders('?minTrades=0', onlyBob)).results)).toEqual([['Alice', 0], ['Bob', 2], ['Carol', 0], ['Erin', 0]]);
+    expect(counts((await traders('?minTrades=0', onlyBob)).results)).toEqual([
+      ['Alice', 0],
+      ['Bob', 2],
+      ['Carol', 0],
+      ['Erin', 0],
+    ]);
   });
 
   it('rejects minTrades that is not a non-negative integer', async () => {
@@ -133,8 +178,18 @@ describe('the v1 surface', () => {
   });
 
   it('the reads with a v1 form answer the same rows under /v1 as under /v2', async () => {
-    for (const path of ['/assets', '/events', '/positions', '/positions/open', '/messages', '/traders/stats?traderIds=1,2', '/assets/stats?assetIds=1,2',
-      '/traders/rankings', '/traders/rankings?metric=win_rate&timeBasedPerformanceWindow=1D', '/activity-summaries?groupBy=trader']) {
+    for (const path of [
+      '/assets',
+      '/events',
+      '/positions',
+      '/positions/open',
+      '/messages',
+      '/traders/stats?traderIds=1,2',
+      '/assets/stats?assetIds=1,2',
+      '/traders/rankings',
+      '/traders/rankings?metric=win_rate&timeBasedPerformanceWindow=1D',
+      '/activity-summaries?groupBy=trader',
+    ]) {
       const [a, b] = await Promise.all([h.get(`/v1${path}`, key), h.get(`/v2${path}`, key)]);
       expect(a.status, path).toBe(200);
       expect(a.body.data.results, path).toEqual(b.body.data.results);

@@ -7,17 +7,17 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateApiKey } from '../../apps/auth/keys.ts';
+import { SCOPES, TOPIC_NAMES } from '../../schemas/topics/index.ts';
+import { freePort, pollUntil, runCli, type ServerProcess, startProcess } from '../helpers/cli.ts';
+import { type ClickHousePeer, startClickHousePeer } from '../helpers/clickhouse-peer.ts';
 import { demoSlice } from '../helpers/demo-slice.ts';
-import { TOPIC_NAMES, SCOPES } from '../../schemas/topics/index.ts';
-import { startClickHousePeer, type ClickHousePeer } from '../helpers/clickhouse-peer.ts';
-import { freePort, pollUntil, runCli, startProcess, type ServerProcess } from '../helpers/cli.ts';
 import { createHarness, type Harness, type TopicRecord } from '../helpers/harness.ts';
-import { kafkaMock, type KafkaMock } from '../helpers/kafka-mock.ts';
+import { type KafkaMock, kafkaMock } from '../helpers/kafka-mock.ts';
 import { connect, startTestIssuer } from '../helpers/mcp-client.ts';
-import { redisPeer, type RedisPeer } from '../helpers/redis.ts';
+import { type RedisPeer, redisPeer } from '../helpers/redis.ts';
 
 const DAY = 86_400_000;
 const NOW = Date.now() - 40 * DAY; // every window of the data has come of age: answers do not move with the clock
@@ -28,16 +28,29 @@ const demoRecords = (): TopicRecord[] => demoSlice({ seed: 9, now: NOW, traders:
 const start = new Date(NOW - 60 * DAY).toISOString();
 const end = new Date(NOW).toISOString();
 const READS = [
-  '/v2/traders?limit=200', '/v2/assets?limit=200', `/v2/events?limit=200&startTime=${start}&endTime=${end}`,
-  `/v2/positions?limit=200&startTime=${start}&endTime=${end}`, `/v2/messages?limit=200&startTime=${start}&endTime=${end}`,
-  `/v2/feed?limit=100&startTime=${start}&endTime=${end}`, `/v2/traders/stats?traderIds=1,2,3,4,5,6,7,8,9,10&startTime=${start}&endTime=${end}`,
+  '/v2/traders?limit=200',
+  '/v2/assets?limit=200',
+  `/v2/events?limit=200&startTime=${start}&endTime=${end}`,
+  `/v2/positions?limit=200&startTime=${start}&endTime=${end}`,
+  `/v2/messages?limit=200&startTime=${start}&endTime=${end}`,
+  `/v2/feed?limit=100&startTime=${start}&endTime=${end}`,
+  `/v2/traders/stats?traderIds=1,2,3,4,5,6,7,8,9,10&startTime=${start}&endTime=${end}`,
   `/v2/assets/stats?assetIds=1,2,3,4,5,6&startTime=${start}&endTime=${end}`,
   `/v2/traders/rankings?metric=avg_return&timeBasedPerformanceWindow=1D&minPositions=0&startTime=${start}&endTime=${end}`,
-  `/v2/activity-summaries?interval=week&startTime=${start}&endTime=${end}`, `/v1/traders?minTrades=0&startTime=${start}&endTime=${end}`,
+  `/v2/activity-summaries?interval=week&startTime=${start}&endTime=${end}`,
+  `/v1/traders?minTrades=0&startTime=${start}&endTime=${end}`,
 ];
 /** Without what differs by design between servers: the time of the answer and the cursors (signed per deployment). */
-const canonical = (v: unknown): unknown => JSON.parse(JSON.stringify(v, (k, x) =>
-  (k === 'serverTime' || k === 'dataComputedAt' || k === 'nextCursor' ? null : typeof x === 'number' && !Number.isInteger(x) ? Number(x.toPrecision(12)) : x)));
+const canonical = (v: unknown): unknown =>
+  JSON.parse(
+    JSON.stringify(v, (k, x) =>
+      k === 'serverTime' || k === 'dataComputedAt' || k === 'nextCursor'
+        ? null
+        : typeof x === 'number' && !Number.isInteger(x)
+          ? Number(x.toPrecision(12))
+          : x,
+    ),
+  );
 
 let mock: KafkaMock | { skip: string };
 let redis: RedisPeer;
@@ -59,7 +72,7 @@ let kafkaEnv: Record<string, string>;
 
 async function get(base: string, path: string, k = key.key) {
   const res = await fetch(`${base}${path}`, { headers: { 'x-api-key': k } });
-  return { status: res.status, body: await res.json() as any };
+  return { status: res.status, body: (await res.json()) as any };
 }
 
 beforeAll(async () => {
@@ -81,17 +94,47 @@ beforeAll(async () => {
   issuer = issuerServer.issuer;
 
   const env = {
-    KAFKA_BROKERS: mock.brokers.join(','), CLICKHOUSE_URL: peer.url, CLICKHOUSE_DATABASE: `dist_${process.pid}`, REDIS_URL: redis.url,
-    CURSOR_SECRET: 'a shared secret of at least thirty-two bytes', LOG_LEVEL: 'warn', REDIS_PREFIX: `t${process.pid}`,
+    KAFKA_BROKERS: mock.brokers.join(','),
+    CLICKHOUSE_URL: peer.url,
+    CLICKHOUSE_DATABASE: `dist_${process.pid}`,
+    REDIS_URL: redis.url,
+    CURSOR_SECRET: 'a shared secret of at least thirty-two bytes',
+    LOG_LEVEL: 'warn',
+    REDIS_PREFIX: `t${process.pid}`,
     KAFKA_TOPIC_PREFIX: PREFIX,
   };
   kafkaEnv = { KAFKA_BROKERS: env.KAFKA_BROKERS, KAFKA_TOPIC_PREFIX: PREFIX };
   // The records, an account and two keys, through `signalbase ingest --to kafka`.
   const file = join(dir, 'records.ndjson');
-  const account = { id: 'acme', status: 'active', emailVerified: true, messageVisibility: ALL, signalVisibility: ALL, historyWindowDays: null, version: 1 };
-  const keyRecord = (k: typeof key, v = 1, isRevoked = false) => ({ id: k.id, keyHash: k.keyHash, accountId: 'acme', scopes: [...SCOPES], revoked: isRevoked, createdAt: new Date().toISOString(), version: v });
-  writeFileSync(file, [...records, { topic: 'accounts', value: account }, { topic: 'api-keys', value: keyRecord(key) }, { topic: 'api-keys', value: keyRecord(revoked) }]
-    .map((r) => JSON.stringify(r)).join('\n'));
+  const account = {
+    id: 'acme',
+    status: 'active',
+    emailVerified: true,
+    messageVisibility: ALL,
+    signalVisibility: ALL,
+    historyWindowDays: null,
+    version: 1,
+  };
+  const keyRecord = (k: typeof key, v = 1, isRevoked = false) => ({
+    id: k.id,
+    keyHash: k.keyHash,
+    accountId: 'acme',
+    scopes: [...SCOPES],
+    revoked: isRevoked,
+    createdAt: new Date().toISOString(),
+    version: v,
+  });
+  writeFileSync(
+    file,
+    [
+      ...records,
+      { topic: 'accounts', value: account },
+      { topic: 'api-keys', value: keyRecord(key) },
+      { topic: 'api-keys', value: keyRecord(revoked) },
+    ]
+      .map((r) => JSON.stringify(r))
+      .join('\n'),
+  );
   const ingest = await runCli(['ingest', file, '--to', 'kafka'], env, 120_000);
   expect(ingest.code, ingest.stderr).toBe(0);
 
@@ -105,11 +148,16 @@ beforeAll(async () => {
   mcpUrl = `http://127.0.0.1:${mcpPort}/mcp`;
   procs.push(await startProcess(['mcp'], { ...env, PORT: String(mcpPort), MCP_URL: mcpUrl, AUTH_ISSUER: issuer }, /mcp: MCP/, 60_000));
   // Projected: the key works and the projector's lag is 0.
-  const ready = await pollUntil(async () => {
-    const r = await get(apis[0]!, '/v2/healthz').catch(() => null);
-    const e = await get(apis[0]!, '/v2/events?limit=1').catch(() => null);
-    return { lag: r?.body?.data?.results?.[0]?.projectorLag, events: e?.status };
-  }, (v) => v.lag === 0 && v.events === 200, 150_000, 500);
+  const ready = await pollUntil(
+    async () => {
+      const r = await get(apis[0]!, '/v2/healthz').catch(() => null);
+      const e = await get(apis[0]!, '/v2/events?limit=1').catch(() => null);
+      return { lag: r?.body?.data?.results?.[0]?.projectorLag, events: e?.status };
+    },
+    (v) => v.lag === 0 && v.events === 200,
+    150_000,
+    500,
+  );
   expect(ready.ok, JSON.stringify(ready.value) + procs.map((p) => p.stdout() + p.stderr()).join('\n')).toBe(true);
 }, 300_000);
 
@@ -158,21 +206,46 @@ describe('projector, two API replicas and an MCP process on Kafka, ClickHouse an
     if (skipped()) return ctx.skip();
     for (const api of apis) expect((await get(api, '/v2/assets?limit=1', revoked.key)).status).toBe(200);
     const file = join(dir, 'revoke.ndjson');
-    writeFileSync(file, JSON.stringify({ topic: 'api-keys', value: { id: revoked.id, keyHash: revoked.keyHash, accountId: 'acme', scopes: [...SCOPES], revoked: true, createdAt: new Date().toISOString(), version: 2 } }));
+    writeFileSync(
+      file,
+      JSON.stringify({
+        topic: 'api-keys',
+        value: {
+          id: revoked.id,
+          keyHash: revoked.keyHash,
+          accountId: 'acme',
+          scopes: [...SCOPES],
+          revoked: true,
+          createdAt: new Date().toISOString(),
+          version: 2,
+        },
+      }),
+    );
     const ingest = await runCli(['ingest', file, '--to', 'kafka'], kafkaEnv, 60_000);
     expect(ingest.code, ingest.stderr).toBe(0);
     const t0 = Date.now();
     for (const api of apis) {
-      const r = await pollUntil(() => get(api, '/v2/assets?limit=1', revoked.key).then((x) => x.status), (s) => s === 401, 30_000 - (Date.now() - t0), 250);
+      const r = await pollUntil(
+        () => get(api, '/v2/assets?limit=1', revoked.key).then((x) => x.status),
+        (s) => s === 401,
+        30_000 - (Date.now() - t0),
+        250,
+      );
       expect(r.ok, `${api} still takes the revoked key`).toBe(true);
     }
     for (const api of apis) expect((await get(api, '/v2/assets?limit=1')).status).toBe(200); // the other key still works
   });
 
-  it('the MCP process takes the issuer\'s tokens; a tool answers what REST answers', async (ctx) => {
+  it("the MCP process takes the issuer's tokens; a tool answers what REST answers", async (ctx) => {
     if (skipped()) return ctx.skip();
-    const token = await new SignJWT({ scope: 'stats.read events.read' }).setProtectedHeader({ alg: 'ES256', kid: 'k1', typ: 'at+jwt' })
-      .setIssuer(issuer).setAudience(mcpUrl).setSubject('acme').setIssuedAt().setExpirationTime('5m').sign((await signing).privateKey);
+    const token = await new SignJWT({ scope: 'stats.read events.read' })
+      .setProtectedHeader({ alg: 'ES256', kid: 'k1', typ: 'at+jwt' })
+      .setIssuer(issuer)
+      .setAudience(mcpUrl)
+      .setSubject('acme')
+      .setIssuedAt()
+      .setExpirationTime('5m')
+      .sign((await signing).privateKey);
     const client = await connect(mcpUrl, { token });
     expect((await client.listTools()).tools.map((t) => t.name)).toContain('rank_traders');
     const args = { metric: 'avg_return', timeBasedPerformanceWindow: '1D', minPositions: 0, startTime: start, endTime: end };
@@ -184,7 +257,7 @@ describe('projector, two API replicas and an MCP process on Kafka, ClickHouse an
     expect((await fetch(mcpUrl.replace('/mcp', '/v2/events'), { headers: { 'x-api-key': key.key } })).status).toBe(404);
   });
 
-  it('every API replica reports the projector\'s lag, in total and per Kafka partition, without a Kafka client of its own', async (ctx) => {
+  it("every API replica reports the projector's lag, in total and per Kafka partition, without a Kafka client of its own", async (ctx) => {
     if (skipped()) return ctx.skip();
     for (const api of apis) {
       const health = await get(api, '/v2/healthz');

@@ -1,6 +1,8 @@
 // Issue 24 item 6: /metrics needs no credential, so it must not tell how many accounts and API keys
 // exist or change; and it can be served on a listener of its own (METRICS_PORT, loopback unless
 // METRICS_HOST says otherwise) instead of the API port.
+
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApi } from '../../apps/api/server.ts';
 import { ApiKeyAuthenticator } from '../../apps/auth/keys.ts';
@@ -8,13 +10,14 @@ import { MemoryCache } from '../../apps/cache/memory.ts';
 import { loadConfig } from '../../apps/config.ts';
 import { redisKeys, sharedReadApp } from '../../apps/distributed.ts';
 import { Metrics, serveMetrics } from '../../apps/metrics.ts';
-import { Redis } from 'ioredis';
 import { freePort } from '../helpers/cli.ts';
 import { build, createHarness, type Harness } from '../helpers/harness.ts';
 import { redisPeer } from '../helpers/redis.ts';
 
 let h: Harness;
-beforeAll(async () => { h = await createHarness({ metrics: ({ lag }) => new Metrics({ projectorLag: lag }) }); }, 60_000);
+beforeAll(async () => {
+  h = await createHarness({ metrics: ({ lag }) => new Metrics({ projectorLag: lag }) });
+}, 60_000);
 afterAll(() => h?.close());
 
 const scrape = async () => (await h.app.inject({ method: 'GET', url: '/metrics' })).body;
@@ -28,7 +31,10 @@ describe('issue 24: /metrics shows no account or API-key counts', () => {
     expect(text).toMatch(/^signalbase_projector_records_total\{topic="traders",outcome="applied"\} 1$/m);
     expect(text).not.toMatch(/topic="(accounts|api-keys)"/);
     // Dead letters of those topics are not counted either.
-    await h.given([{ topic: 'accounts', value: { id: 'broken' } }, { topic: 'api-keys', value: { id: 'broken' } }]);
+    await h.given([
+      { topic: 'accounts', value: { id: 'broken' } },
+      { topic: 'api-keys', value: { id: 'broken' } },
+    ]);
     expect(await scrape()).not.toMatch(/topic="(accounts|api-keys)"/);
   });
 });
@@ -45,7 +51,13 @@ describe('issue 24: /metrics on a port of its own', () => {
 
   it('served there (GET /metrics only), and not on the app when it is', async () => {
     const metrics = new Metrics();
-    const app = buildApi({ store: h.store, auth: new ApiKeyAuthenticator(h.store, new MemoryCache()), dataVersion: () => 0, metrics, metricsRoute: false });
+    const app = buildApi({
+      store: h.store,
+      auth: new ApiKeyAuthenticator(h.store, new MemoryCache()),
+      dataVersion: () => 0,
+      metrics,
+      metricsRoute: false,
+    });
     const served = await serveMetrics(metrics, loadConfig({ METRICS_PORT: '0' }).metrics!);
     try {
       expect(served.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/metrics$/);
@@ -71,10 +83,20 @@ describe('issue 24: distributed read replicas take METRICS_PORT and MCP_ALLOWED_
     const redis = new Redis(peer.url);
     const secret = Buffer.alloc(32, 7);
     const port = await freePort();
-    const api = sharedReadApp('api', { store: h.store, redis, keys: redisKeys('issue24-metrics'), secret, metricsListen: { port, host: '127.0.0.1' } });
+    const api = sharedReadApp('api', {
+      store: h.store,
+      redis,
+      keys: redisKeys('issue24-metrics'),
+      secret,
+      metricsListen: { port, host: '127.0.0.1' },
+    });
     const mcp = sharedReadApp('mcp', {
-      store: h.store, redis, keys: redisKeys('issue24-metrics'), secret,
-      mcp: { mcpUrl: 'https://mcp.example/mcp', issuer: 'https://issuer.example' }, allowedOrigins: ['https://app.example'],
+      store: h.store,
+      redis,
+      keys: redisKeys('issue24-metrics'),
+      secret,
+      mcp: { mcpUrl: 'https://mcp.example/mcp', issuer: 'https://issuer.example' },
+      allowedOrigins: ['https://app.example'],
     });
     try {
       await api.listen({ port: 0, host: '127.0.0.1' });
@@ -82,7 +104,13 @@ describe('issue 24: distributed read replicas take METRICS_PORT and MCP_ALLOWED_
       expect(res.status).toBe(200);
       expect(await res.text()).toContain('signalbase_data_version');
       expect((await api.inject({ method: 'GET', url: '/metrics' })).statusCode).toBe(404);
-      const post = (origin?: string) => mcp.inject({ method: 'POST', url: '/mcp', headers: { 'content-type': 'application/json', ...(origin ? { origin } : {}) }, payload: { jsonrpc: '2.0', id: 1, method: 'tools/list' } });
+      const post = (origin?: string) =>
+        mcp.inject({
+          method: 'POST',
+          url: '/mcp',
+          headers: { 'content-type': 'application/json', ...(origin ? { origin } : {}) },
+          payload: { jsonrpc: '2.0', id: 1, method: 'tools/list' },
+        });
       expect((await post('https://evil.example')).statusCode).toBe(403);
       expect((await post('https://app.example')).statusCode).toBe(401); // past the Origin check: no token
       expect((await post('https://mcp.example')).statusCode).toBe(401);
@@ -94,6 +122,11 @@ describe('issue 24: distributed read replicas take METRICS_PORT and MCP_ALLOWED_
       await peer.stop();
     }
     // Closed with the app.
-    expect(await fetch(`http://127.0.0.1:${port}/metrics`).then(() => 'open', () => 'closed')).toBe('closed');
+    expect(
+      await fetch(`http://127.0.0.1:${port}/metrics`).then(
+        () => 'open',
+        () => 'closed',
+      ),
+    ).toBe('closed');
   });
 });

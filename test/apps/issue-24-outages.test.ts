@@ -13,8 +13,8 @@ import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
-import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import type { Redis } from 'ioredis';
+import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseRateLimits } from '../../apps/api/rate-limit.ts';
 import { generateApiKey } from '../../apps/auth/keys.ts';
@@ -22,15 +22,15 @@ import { READ_STORE_TIMEOUT_MS } from '../../apps/config.ts';
 import { connectRedis, redisKeys, sharedProjector, sharedReadApp } from '../../apps/distributed.ts';
 import { KafkaAppender } from '../../projectors/log/kafka.ts';
 import { ensureSchema } from '../../projectors/runner.ts';
-import { ClickHouseStore } from '../../storage/clickhouse.ts';
 import { SCOPES, TOPIC_NAMES, topicByName } from '../../schemas/topics/index.ts';
-import { startClickHousePeer, type ClickHousePeer } from '../helpers/clickhouse-peer.ts';
+import { ClickHouseStore } from '../../storage/clickhouse.ts';
 import { freePort, pollUntil, sleep } from '../helpers/cli.ts';
-import { rawMcp, startTestIssuer } from '../helpers/mcp-client.ts';
+import { type ClickHousePeer, startClickHousePeer } from '../helpers/clickhouse-peer.ts';
 import { demoSlice } from '../helpers/demo-slice.ts';
 import { createHarness, type Harness, type TopicRecord } from '../helpers/harness.ts';
-import { kafkaMock, type KafkaMock } from '../helpers/kafka-mock.ts';
-import { ownRedisServer, type OwnRedis } from '../helpers/redis.ts';
+import { type KafkaMock, kafkaMock } from '../helpers/kafka-mock.ts';
+import { rawMcp, startTestIssuer } from '../helpers/mcp-client.ts';
+import { type OwnRedis, ownRedisServer } from '../helpers/redis.ts';
 
 const DAY = 86_400_000;
 const NOW = Date.now() - 40 * DAY; // every window of the data has come of age: answers do not move with the clock
@@ -46,13 +46,25 @@ const BOUND_MS = 5_000;
 const start = new Date(NOW - 60 * DAY).toISOString();
 const end = new Date(NOW).toISOString();
 const READS = [
-  '/v2/traders?limit=50', '/v2/assets?limit=50', `/v2/events?limit=50&startTime=${start}&endTime=${end}`,
-  `/v2/positions?limit=50&startTime=${start}&endTime=${end}`, `/v2/messages?limit=50&startTime=${start}&endTime=${end}`,
-  `/v2/feed?limit=20&startTime=${start}&endTime=${end}`, `/v2/traders/stats?traderIds=1,2,3&startTime=${start}&endTime=${end}`,
+  '/v2/traders?limit=50',
+  '/v2/assets?limit=50',
+  `/v2/events?limit=50&startTime=${start}&endTime=${end}`,
+  `/v2/positions?limit=50&startTime=${start}&endTime=${end}`,
+  `/v2/messages?limit=50&startTime=${start}&endTime=${end}`,
+  `/v2/feed?limit=20&startTime=${start}&endTime=${end}`,
+  `/v2/traders/stats?traderIds=1,2,3&startTime=${start}&endTime=${end}`,
 ];
 /** Without what differs by design between answers: their time and the cursors (signed per deployment). */
-const canonical = (v: unknown): unknown => JSON.parse(JSON.stringify(v, (k, x) =>
-  (k === 'serverTime' || k === 'dataComputedAt' || k === 'nextCursor' ? null : typeof x === 'number' && !Number.isInteger(x) ? Number(x.toPrecision(12)) : x)));
+const canonical = (v: unknown): unknown =>
+  JSON.parse(
+    JSON.stringify(v, (k, x) =>
+      k === 'serverTime' || k === 'dataComputedAt' || k === 'nextCursor'
+        ? null
+        : typeof x === 'number' && !Number.isInteger(x)
+          ? Number(x.toPrecision(12))
+          : x,
+    ),
+  );
 
 // The records in three parts: the second (later trade events) reaches Kafka while Redis is away, and
 // Redis is killed while the projector applies the third (the last trade events).
@@ -64,8 +76,30 @@ const late = new Set([...second, ...third]);
 const first = records.filter((r) => !late.has(r));
 const key = generateApiKey();
 const credentials: TopicRecord[] = [
-  { topic: 'accounts', value: { id: 'acme', status: 'active', emailVerified: true, messageVisibility: ALL, signalVisibility: ALL, historyWindowDays: null, version: 1 } },
-  { topic: 'api-keys', value: { id: key.id, keyHash: key.keyHash, accountId: 'acme', scopes: [...SCOPES], revoked: false, createdAt: new Date(NOW).toISOString(), version: 1 } },
+  {
+    topic: 'accounts',
+    value: {
+      id: 'acme',
+      status: 'active',
+      emailVerified: true,
+      messageVisibility: ALL,
+      signalVisibility: ALL,
+      historyWindowDays: null,
+      version: 1,
+    },
+  },
+  {
+    topic: 'api-keys',
+    value: {
+      id: key.id,
+      keyHash: key.keyHash,
+      accountId: 'acme',
+      scopes: [...SCOPES],
+      revoked: false,
+      createdAt: new Date(NOW).toISOString(),
+      version: 1,
+    },
+  },
 ];
 
 let redis: OwnRedis | { skip: string };
@@ -90,7 +124,11 @@ const TOOL = { name: 'list_events', arguments: { limit: 50, startTime: start, en
  */
 async function callTool(): Promise<{ ms: number; data?: unknown; error?: string; status: number; retryAfter?: string | null }> {
   const t0 = performance.now();
-  const r = await rawMcp(mcp!.url, { authorization: `Bearer ${mcp!.token}` }, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: TOOL });
+  const r = await rawMcp(
+    mcp!.url,
+    { authorization: `Bearer ${mcp!.token}` },
+    { jsonrpc: '2.0', id: 1, method: 'tools/call', params: TOOL },
+  );
   const ms = performance.now() - t0;
   const json = r.json ?? JSON.parse(/^data: (.*)$/m.exec(r.text)?.[1] ?? 'null');
   if (r.status !== 200) return { ms, status: r.status, error: json?.error, retryAfter: r.headers.get('retry-after') };
@@ -102,11 +140,19 @@ const skipped = () => 'skip' in redis || 'skip' in mock;
 
 async function append(recs: readonly TopicRecord[]): Promise<void> {
   const byTopic = new Map<string, { key: string; value: unknown }[]>();
-  for (const r of recs) (byTopic.get(r.topic) ?? byTopic.set(r.topic, []).get(r.topic)!).push({ key: topicByName.get(r.topic)!.key(r.value), value: r.value });
+  for (const r of recs)
+    (byTopic.get(r.topic) ?? byTopic.set(r.topic, []).get(r.topic)!).push({ key: topicByName.get(r.topic)!.key(r.value), value: r.value });
   for (const [topic, list] of byTopic) await appender.append(topic, list);
 }
 
-interface Sample { phase: string; path: string; status: number; ms: number; body: any; retryAfter: string | null }
+interface Sample {
+  phase: string;
+  path: string;
+  status: number;
+  ms: number;
+  body: any;
+  retryAfter: string | null;
+}
 
 async function get(base: string, path: string, k = key.key): Promise<Omit<Sample, 'phase'>> {
   const t0 = performance.now();
@@ -132,12 +178,27 @@ function readLoad(phase: { name: string }, workers = 3) {
       await sleep(5);
     }
   });
-  return { samples, async stop() { running = false; await Promise.all(loops); return samples; } };
+  return {
+    samples,
+    async stop() {
+      running = false;
+      await Promise.all(loops);
+      return samples;
+    },
+  };
 }
 
 const worst = (s: readonly Sample[]) => Math.round(Math.max(0, ...s.map((x) => x.ms)));
-const slowest = (s: readonly Sample[]) => [...s].sort((x, y) => y.ms - x.ms).slice(0, 3).map((x) => `${x.phase} ${x.path.split('?')[0]} ${x.status} ${Math.round(x.ms)} ms`).join('; ');
-const healthz = async (base: string) => { const r = await get(base, '/v2/healthz'); return { status: r.status, health: r.body?.data?.results?.[0] } as const; };
+const slowest = (s: readonly Sample[]) =>
+  [...s]
+    .sort((x, y) => y.ms - x.ms)
+    .slice(0, 3)
+    .map((x) => `${x.phase} ${x.path.split('?')[0]} ${x.status} ${Math.round(x.ms)} ms`)
+    .join('; ');
+const healthz = async (base: string) => {
+  const r = await get(base, '/v2/healthz');
+  return { status: r.status, health: r.body?.data?.results?.[0] } as const;
+};
 /** What a read answers while the store is away: the read's query failed, or the look-up of its key (cached for seconds) did. */
 const UNAVAILABLE = ['STORE_UNAVAILABLE', 'AUTHENTICATION_UNAVAILABLE'];
 const counter = (text: string, line: RegExp) => Number(line.exec(text)?.[1] ?? 0);
@@ -149,7 +210,10 @@ let clientErrorLines = 0;
 
 beforeAll(async () => {
   console.error = (...args: unknown[]) => {
-    if (typeof args[0] === 'string' && args[0].includes('[@clickhouse/client]')) { clientErrorLines++; return; }
+    if (typeof args[0] === 'string' && args[0].includes('[@clickhouse/client]')) {
+      clientErrorLines++;
+      return;
+    }
     consoleError(...args);
   };
   redis = await ownRedisServer();
@@ -172,7 +236,12 @@ beforeAll(async () => {
   await append([...first, ...credentials]);
   const projectorRedis = connectRedis(redisUrl);
   clients.push(projectorRedis);
-  await pollUntil(async () => projectorRedis.status, (s) => s === 'ready', 10_000, 20);
+  await pollUntil(
+    async () => projectorRedis.status,
+    (s) => s === 'ready',
+    10_000,
+    20,
+  );
   // The projector's store, which can stop Redis in the middle of a batch: after the batch's reads, before its first insert.
   const tripping = new Proxy(projectorStore, {
     get(target, prop) {
@@ -187,7 +256,14 @@ beforeAll(async () => {
       };
     },
   });
-  projector = sharedProjector(tripping, { brokers, redis: projectorRedis, keys, clientId: 'outage-projector', maxWaitMs: 20, say: (l) => said.push(l) });
+  projector = sharedProjector(tripping, {
+    brokers,
+    redis: projectorRedis,
+    keys,
+    clientId: 'outage-projector',
+    maxWaitMs: 20,
+    say: (l) => said.push(l),
+  });
   await projector.sub.caughtUp();
 
   // Two replicas as `signalbase api` builds them: each its own Redis client and ClickHouse client.
@@ -198,10 +274,22 @@ beforeAll(async () => {
     clients.push(r);
     stores.push(store);
     // Rate limits counted in Redis (far above this load): they fail open too.
-    const app = sharedReadApp('api', { store, redis: r, keys, secret, rateLimits: parseRateLimits('default=1000000,address=1000000'), say: (l) => said.push(`replica ${i}: ${l}`) });
+    const app = sharedReadApp('api', {
+      store,
+      redis: r,
+      keys,
+      secret,
+      rateLimits: parseRateLimits('default=1000000,address=1000000'),
+      say: (l) => said.push(`replica ${i}: ${l}`),
+    });
     replicas.push({ app, url: await app.listen({ port: 0, host: '127.0.0.1' }) });
   }
-  const ready = await pollUntil(() => Promise.all(replicas.map((r) => get(r.url, READS[0]!).then((x) => x.status))), (s) => s.every((x) => x === 200), 20_000, 100);
+  const ready = await pollUntil(
+    () => Promise.all(replicas.map((r) => get(r.url, READS[0]!).then((x) => x.status))),
+    (s) => s.every((x) => x === 200),
+    20_000,
+    100,
+  );
   expect(ready.ok, JSON.stringify(ready.value)).toBe(true);
 
   const signing = await generateKeyPair('ES256');
@@ -212,10 +300,23 @@ beforeAll(async () => {
   const store = await new ClickHouseStore({ url: peer.url, database, requestTimeoutMs: READ_STORE_TIMEOUT_MS }).init();
   clients.push(r);
   stores.push(store);
-  const app = sharedReadApp('mcp', { store, redis: r, keys, secret, mcp: { mcpUrl, issuer: issuer.issuer }, say: (l) => said.push(`mcp: ${l}`) });
+  const app = sharedReadApp('mcp', {
+    store,
+    redis: r,
+    keys,
+    secret,
+    mcp: { mcpUrl, issuer: issuer.issuer },
+    say: (l) => said.push(`mcp: ${l}`),
+  });
   await app.listen({ port: Number(new URL(mcpUrl).port), host: '127.0.0.1' });
-  const token = await new SignJWT({ scope: 'events.read' }).setProtectedHeader({ alg: 'ES256', kid: 'k1', typ: 'at+jwt' })
-    .setIssuer(issuer.issuer).setAudience(mcpUrl).setSubject('acme').setIssuedAt().setExpirationTime('10m').sign(signing.privateKey);
+  const token = await new SignJWT({ scope: 'events.read' })
+    .setProtectedHeader({ alg: 'ES256', kid: 'k1', typ: 'at+jwt' })
+    .setIssuer(issuer.issuer)
+    .setAudience(mcpUrl)
+    .setSubject('acme')
+    .setIssuedAt()
+    .setExpirationTime('10m')
+    .sign(signing.privateKey);
   mcp = { app, issuer, url: mcpUrl, token };
 }, 180_000);
 
@@ -227,7 +328,10 @@ afterAll(async () => {
   await projector?.stop();
   await appender?.close();
   for (const c of clients) c.disconnect();
-  for (const s of stores) { await s.drop().catch(() => {}); await s.close(); }
+  for (const s of stores) {
+    await s.drop().catch(() => {});
+    await s.close();
+  }
   await reference?.close();
   await peer?.close();
   if (mock && 'stop' in mock) await mock.stop();
@@ -286,7 +390,9 @@ describe('issue 24: outages survived', () => {
     const lines = said.filter((l) => l.startsWith('replica 0: Redis'));
     expect(lines.length, lines.join('\n')).toBeGreaterThanOrEqual(1);
     expect(lines.length, lines.join('\n')).toBeLessThanOrEqual(3);
-    console.log(`Redis outage: ${during.length} reads while it was away, worst ${worst(during)} ms; ${samples.length} reads in all, worst ${worst(samples)} ms; a tool call while it was away ${Math.round(toolDown.ms)} ms; slowest: ${slowest(samples)}`);
+    console.log(
+      `Redis outage: ${during.length} reads while it was away, worst ${worst(during)} ms; ${samples.length} reads in all, worst ${worst(samples)} ms; a tool call while it was away ${Math.round(toolDown.ms)} ms; slowest: ${slowest(samples)}`,
+    );
 
     // Back: the read models equal the embedded projection of every record, on both replicas.
     for (const [i, path] of READS.entries()) {
@@ -297,13 +403,18 @@ describe('issue 24: outages survived', () => {
     }
     expect(answers.get(READS[2]!)).not.toEqual(before.get(READS[2]!)); // the second part is there
     // And cached again: a data version is published anew (Redis restarted empty), and reads hit the shared cache.
-    const cached = await pollUntil(async () => {
-      const h = await healthz(replicas[1]!.url);
-      await get(replicas[0]!.url, READS[0]!);
-      await get(replicas[1]!.url, READS[0]!);
-      const text = await (await fetch(`${replicas[1]!.url}/metrics`)).text();
-      return { version: h.health?.dataVersion, hits: counter(text, /^signalbase_read_cache_requests_total\{result="hit"\} (\d+)$/m) };
-    }, (v) => typeof v.version === 'number' && v.hits > 0, 15_000, 250);
+    const cached = await pollUntil(
+      async () => {
+        const h = await healthz(replicas[1]!.url);
+        await get(replicas[0]!.url, READS[0]!);
+        await get(replicas[1]!.url, READS[0]!);
+        const text = await (await fetch(`${replicas[1]!.url}/metrics`)).text();
+        return { version: h.health?.dataVersion, hits: counter(text, /^signalbase_read_cache_requests_total\{result="hit"\} (\d+)$/m) };
+      },
+      (v) => typeof v.version === 'number' && v.hits > 0,
+      15_000,
+      250,
+    );
     expect(cached.ok, JSON.stringify(cached.value)).toBe(true);
   }, 60_000);
 
@@ -318,7 +429,11 @@ describe('issue 24: outages survived', () => {
     phase.name = 'redis-hung';
     // At least 2 s, and until enough reads were answered meanwhile (a loaded machine answers fewer).
     const hungSince = Date.now();
-    while (Date.now() - hungSince < 2_000 || (load.samples.filter((x) => x.phase === 'redis-hung').length <= 10 && Date.now() - hungSince < 20_000)) await sleep(100);
+    while (
+      Date.now() - hungSince < 2_000 ||
+      (load.samples.filter((x) => x.phase === 'redis-hung').length <= 10 && Date.now() - hungSince < 20_000)
+    )
+      await sleep(100);
     const metrics = await (await fetch(`${replicas[1]!.url}/metrics`)).text();
     own.resume();
     phase.name = 'redis-answers';
@@ -331,7 +446,9 @@ describe('issue 24: outages survived', () => {
     expect(during.length).toBeGreaterThan(10);
     for (const s of during) expect(canonical(s.body.data), s.path).toEqual(answers.get(s.path));
     expect(counter(metrics, /^signalbase_redis_errors_total\{operation="data_version"\} (\d+)$/m)).toBeGreaterThan(0);
-    console.log(`Redis hung: ${during.length} reads while it did not answer, worst ${worst(during)} ms; ${samples.length} reads in all, worst ${worst(samples)} ms; slowest: ${slowest(samples)}`);
+    console.log(
+      `Redis hung: ${during.length} reads while it did not answer, worst ${worst(during)} ms; ${samples.length} reads in all, worst ${worst(samples)} ms; slowest: ${slowest(samples)}`,
+    );
   }, 60_000);
 
   it('the ClickHouse server stopped during a read load: a read answers from the read cache or 503 STORE_UNAVAILABLE with Retry-After, within the bound; /healthz says degraded; all answers again when it is back', async (ctx) => {
@@ -342,14 +459,24 @@ describe('issue 24: outages survived', () => {
     await sleep(500);
     await peer.stop();
     phase.name = 'store-down';
-    const degraded = await pollUntil(() => Promise.all(replicas.map((r) => healthz(r.url))), (hs) => hs.every((h) => h.status === 503 && h.health?.status === 'degraded'), 3_000, 100);
+    const degraded = await pollUntil(
+      () => Promise.all(replicas.map((r) => healthz(r.url))),
+      (hs) => hs.every((h) => h.status === 503 && h.health?.status === 'degraded'),
+      3_000,
+      100,
+    );
     // A read the cache cannot answer (a parameter set not asked before), and a tool call.
     const miss = await get(replicas[0]!.url, `/v2/events?limit=7&startTime=${start}&endTime=${end}`);
     const toolDown = await callTool();
     await sleep(2_500);
     await peer.restart();
     phase.name = 'store-back';
-    const ok = await pollUntil(() => Promise.all(replicas.map((r) => healthz(r.url))), (hs) => hs.every((h) => h.status === 200 && h.health?.status === 'ok'), 10_000, 100);
+    const ok = await pollUntil(
+      () => Promise.all(replicas.map((r) => healthz(r.url))),
+      (hs) => hs.every((h) => h.status === 200 && h.health?.status === 'ok'),
+      10_000,
+      100,
+    );
     await sleep(1_000);
     const samples = await load.stop();
 
@@ -376,10 +503,17 @@ describe('issue 24: outages survived', () => {
     // The analytics read is not cached: it found the store away (or the key's look-up did, once its cached answer expired).
     expect(during.some((s) => s.status === 503)).toBe(true);
     const codes = (code: string) => during.filter((s) => s.body?.error?.code === code).length;
-    console.log(`ClickHouse outage: ${during.length} reads while it was away (503: ${codes('STORE_UNAVAILABLE')} STORE_UNAVAILABLE, ${codes('AUTHENTICATION_UNAVAILABLE')} AUTHENTICATION_UNAVAILABLE), worst ${worst(during)} ms; ${samples.length} reads in all, worst ${worst(samples)} ms; healthz degraded after ${degraded.ms} ms, ok again ${ok.ms} ms after the restart; @clickhouse/client logged ${clientErrorLines} errors so far`);
+    console.log(
+      `ClickHouse outage: ${during.length} reads while it was away (503: ${codes('STORE_UNAVAILABLE')} STORE_UNAVAILABLE, ${codes('AUTHENTICATION_UNAVAILABLE')} AUTHENTICATION_UNAVAILABLE), worst ${worst(during)} ms; ${samples.length} reads in all, worst ${worst(samples)} ms; healthz degraded after ${degraded.ms} ms, ok again ${ok.ms} ms after the restart; @clickhouse/client logged ${clientErrorLines} errors so far`,
+    );
 
     expect(ok.ok, JSON.stringify(ok.value)).toBe(true);
-    expect(samples.filter((s) => s.phase === 'store-back').slice(-READS.length * 2).every((s) => s.status === 200)).toBe(true);
+    expect(
+      samples
+        .filter((s) => s.phase === 'store-back')
+        .slice(-READS.length * 2)
+        .every((s) => s.status === 200),
+    ).toBe(true);
     for (const [i, path] of READS.entries()) {
       const r = await get(replicas[i % 2]!.url, path);
       expect(r.status, path).toBe(200);
@@ -392,8 +526,13 @@ describe('issue 24: outages survived', () => {
     if (skipped()) return ctx.skip();
     const own = redis as OwnRedis;
     let tripped!: () => void;
-    const killed = new Promise<void>((resolve) => { tripped = resolve; });
-    killOnInsert = async () => { await own.stop(); tripped(); };
+    const killed = new Promise<void>((resolve) => {
+      tripped = resolve;
+    });
+    killOnInsert = async () => {
+      await own.stop();
+      tripped();
+    };
     await append(third);
     const kill = await Promise.race([killed.then(() => true), sleep(20_000).then(() => false)]);
     expect(kill, 'the projector applied a batch of the third part').toBe(true);

@@ -6,20 +6,33 @@ import { spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig, readSettings, type ProcessKind } from '../../apps/config.ts';
+import { ConfigError, loadConfig, type ProcessKind, readSettings } from '../../apps/config.ts';
 
 const ROOT = join(import.meta.dirname, '..', '..');
 const cli = (args: string[], env: Record<string, string> = {}) => {
   // Only what the test gives (and what node needs to run), so the machine's own variables do not leak in.
-  const r = spawnSync(process.execPath, [join(ROOT, 'bin', 'signalbase.mjs'), ...args], { encoding: 'utf8', env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env }, timeout: 60_000 });
+  const r = spawnSync(process.execPath, [join(ROOT, 'bin', 'signalbase.mjs'), ...args], {
+    encoding: 'utf8',
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env },
+    timeout: 60_000,
+  });
   return { status: r.status, out: r.stdout, err: r.stderr };
 };
 
 /** The variables `kind` reads, seen from outside: every name the loader looks up in an environment that records them. */
 function namesRead(kind: ProcessKind): string[] {
   const seen = new Set<string>();
-  const env = new Proxy({} as NodeJS.ProcessEnv, { get: (_t, k) => { if (typeof k === 'string') seen.add(k); return undefined; } });
-  try { readSettings(kind, env); } catch (e) { if (!(e instanceof ConfigError)) throw e; }
+  const env = new Proxy({} as NodeJS.ProcessEnv, {
+    get: (_t, k) => {
+      if (typeof k === 'string') seen.add(k);
+      return undefined;
+    },
+  });
+  try {
+    readSettings(kind, env);
+  } catch (e) {
+    if (!(e instanceof ConfigError)) throw e;
+  }
   return [...seen].filter((n) => /^[A-Z][A-Z0-9_]+$/.test(n)).sort();
 }
 
@@ -41,8 +54,16 @@ describe('issue 25: one configuration', () => {
     expect(loadConfig({}).host).toBe('127.0.0.1');
   });
 
-  it('each command\'s --help names every variable its process reads', () => {
-    const commands: [string, ProcessKind][] = [['start', 'start'], ['projector', 'projector'], ['api', 'api'], ['mcp', 'mcp'], ['topics', 'topics'], ['ingest', 'ingest'], ['keys', 'admin']];
+  it("each command's --help names every variable its process reads", () => {
+    const commands: [string, ProcessKind][] = [
+      ['start', 'start'],
+      ['projector', 'projector'],
+      ['api', 'api'],
+      ['mcp', 'mcp'],
+      ['topics', 'topics'],
+      ['ingest', 'ingest'],
+      ['keys', 'admin'],
+    ];
     for (const [command, kind] of commands) {
       const help = cli([command, '--help']).out;
       const names = namesRead(kind);
@@ -51,7 +72,7 @@ describe('issue 25: one configuration', () => {
     }
   });
 
-  it('the README\'s configuration table lists exactly the variables `signalbase start` reads', () => {
+  it("the README's configuration table lists exactly the variables `signalbase start` reads", () => {
     const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
     const section = readme.slice(readme.indexOf('## Configuration'), readme.indexOf('\n## ', readme.indexOf('## Configuration') + 5));
     const documented = [...section.matchAll(/^\| `([A-Z][A-Z0-9_]+)` \|/gm)].map((m) => m[1]!).sort();
@@ -65,7 +86,9 @@ describe('issue 25: one configuration', () => {
         if (!e.isFile() || !e.name.endsWith('.ts')) continue;
         const file = relative(ROOT, join(e.parentPath, e.name));
         if (file === 'apps/config.ts') continue;
-        for (const m of readFileSync(join(ROOT, file), 'utf8').matchAll(/\b(?:process\.)?env(?:\.([A-Z][A-Z0-9_]+)|\[['"]([A-Z][A-Z0-9_]+)['"]\])/g)) {
+        for (const m of readFileSync(join(ROOT, file), 'utf8').matchAll(
+          /\b(?:process\.)?env(?:\.([A-Z][A-Z0-9_]+)|\[['"]([A-Z][A-Z0-9_]+)['"]\])/g,
+        )) {
           offenders.push(`${file}: ${m[1] ?? m[2]}`);
         }
       }

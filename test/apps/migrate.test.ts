@@ -28,7 +28,11 @@ async function start(lines: string[]) {
 describe('upgrades: read models of an earlier version are rebuilt from the log on start', () => {
   it('an earlier DATA_DIR (no version, old unsanitized rows, log fully committed) is rebuilt; a restart does not rebuild again', async () => {
     const log = new EmbeddedLog(dataDir);
-    const recs = [build.source('src-1'), build.trader(1), build.message('m1', 'src-1', '2026-01-01T00:00:00Z', { text: '<b>bold</b> move' })];
+    const recs = [
+      build.source('src-1'),
+      build.trader(1),
+      build.message('m1', 'src-1', '2026-01-01T00:00:00Z', { text: '<b>bold</b> move' }),
+    ];
     for (const r of recs) log.appendSync(r.topic, [{ key: '', value: r.value }]);
     // What the earlier version left: its tables with the row as it stored it, and the log committed.
     const old = await openChdbStore(storePath(dataDir));

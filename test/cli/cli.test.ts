@@ -1,9 +1,9 @@
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, pollUntil, runCli, startServer, type CliResult, type ServerProcess } from '../helpers/cli.ts';
 import { auth } from '@modelcontextprotocol/sdk/client/auth.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type CliResult, freePort, pollUntil, runCli, type ServerProcess, startServer } from '../helpers/cli.ts';
 import { connect, signIn, TestOAuthProvider } from '../helpers/mcp-client.ts';
 
 /**
@@ -14,7 +14,11 @@ import { connect, signIn, TestOAuthProvider } from '../helpers/mcp-client.ts';
 
 const HOUR = 3_600_000;
 const tmpDirs: string[] = [];
-const tempDir = (prefix: string) => { const d = mkdtempSync(join(tmpdir(), prefix)); tmpDirs.push(d); return d; };
+const tempDir = (prefix: string) => {
+  const d = mkdtempSync(join(tmpdir(), prefix));
+  tmpDirs.push(d);
+  return d;
+};
 
 let dataDir: string;
 let port: number;
@@ -27,13 +31,22 @@ async function get(path: string, key?: string): Promise<{ status: number; body: 
   const res = await fetch(`http://127.0.0.1:${port}${path}`, { headers: key ? { 'x-api-key': key } : {} });
   const text = await res.text();
   let body: any = text;
-  try { body = JSON.parse(text); } catch { /* not JSON */ }
+  try {
+    body = JSON.parse(text);
+  } catch {
+    /* not JSON */
+  }
   return { status: res.status, body };
 }
 
 /** Polls every 200 ms for up to 15 s until GET path with key answers `status` (the suite loads both CPUs: a live batch waits its turn). */
 async function expectStatusWithin(path: string, key: string, status: number, timeoutMs = 15_000) {
-  const r = await pollUntil(() => get(path, key), (res) => res.status === status, timeoutMs, 200);
+  const r = await pollUntil(
+    () => get(path, key),
+    (res) => res.status === status,
+    timeoutMs,
+    200,
+  );
   expect(r.value.status, `GET ${path} after ${r.ms} ms: ${JSON.stringify(r.value.body)}`).toBe(status);
   return r.value;
 }
@@ -42,7 +55,10 @@ function logSizes(dir: string): Record<string, number> {
   const logDir = join(dir, 'log');
   if (!existsSync(logDir)) return {};
   const out: Record<string, number> = {};
-  for (const f of readdirSync(logDir).filter((f) => f.endsWith('.ndjson')).sort()) out[f] = statSync(join(logDir, f)).size;
+  for (const f of readdirSync(logDir)
+    .filter((f) => f.endsWith('.ndjson'))
+    .sort())
+    out[f] = statSync(join(logDir, f)).size;
   return out;
 }
 
@@ -81,11 +97,17 @@ let background: {
 function startBackgroundRuns() {
   const dir = tempDir('signalbase-ingest-fresh-');
   const file = join(dir, 'records.ndjson');
-  writeFileSync(file, [
-    JSON.stringify({ topic: 'traders', value: { id: 900001, name: 'Ingested', slug: 'ingested', avatarUrl: null, source: null, version: 1 } }),
-    JSON.stringify({ topic: 'traders', value: { id: 'not-a-number', name: '', version: 1 } }),
-    '',
-  ].join('\n'));
+  writeFileSync(
+    file,
+    [
+      JSON.stringify({
+        topic: 'traders',
+        value: { id: 900001, name: 'Ingested', slug: 'ingested', avatarUrl: null, source: null, version: 1 },
+      }),
+      JSON.stringify({ topic: 'traders', value: { id: 'not-a-number', name: '', version: 1 } }),
+      '',
+    ].join('\n'),
+  );
   background = {
     mainHelp: runCli(['--help']),
     cmdHelp: Promise.all(HELP_CMDS.map((c) => runCli([c, '--help']))),
@@ -124,7 +146,10 @@ describe('signalbase start (first start on a fresh DATA_DIR)', () => {
     expect(out).toMatch(/seeding/i);
     demoKey = readFileSync(join(dataDir, 'demo-api-key.txt'), 'utf8').trim();
     expect(demoKey).toMatch(KEY_RE);
-    const printed = out.split('\n').map((l) => l.trim()).filter((l) => KEY_RE.test(l));
+    const printed = out
+      .split('\n')
+      .map((l) => l.trim())
+      .filter((l) => KEY_RE.test(l));
     expect(printed).toEqual([demoKey]);
     const res = await get('/v2/events', demoKey);
     expect(res.status).toBe(200);
@@ -142,13 +167,18 @@ describe('signalbase start (first start on a fresh DATA_DIR)', () => {
     expect(await auth(provider, { serverUrl: mcpUrl })).toBe('REDIRECT');
     const answer = await signIn(provider.authorizationUrl!, { account: 'demo', password });
     expect(answer.status, answer.html.slice(0, 300)).toBe(302);
-    expect(await auth(provider, { serverUrl: mcpUrl, authorizationCode: new URL(answer.location!).searchParams.get('code')! })).toBe('AUTHORIZED');
+    expect(await auth(provider, { serverUrl: mcpUrl, authorizationCode: new URL(answer.location!).searchParams.get('code')! })).toBe(
+      'AUTHORIZED',
+    );
     const client = await connect(mcpUrl, { provider });
     const { tools } = await client.listTools();
     expect(tools).toHaveLength(15);
     const traderId = (await get('/v2/traders?limit=1', demoKey)).body.data.results[0].id;
     const assetId = (await get('/v2/assets?limit=1', demoKey)).body.data.results[0].id;
-    const args: Record<string, Record<string, unknown>> = { list_trader_stats: { traderIds: [traderId] }, list_asset_stats: { assetIds: [assetId] } };
+    const args: Record<string, Record<string, unknown>> = {
+      list_trader_stats: { traderIds: [traderId] },
+      list_asset_stats: { assetIds: [assetId] },
+    };
     for (const t of tools) {
       const r = await client.callTool({ name: t.name, arguments: args[t.name] ?? {} });
       expect(r.isError, `${t.name}: ${JSON.stringify(r.content).slice(0, 200)}`).toBeFalsy();
@@ -224,7 +254,9 @@ describe('signalbase start (first start on a fresh DATA_DIR)', () => {
   it('issue 24: accounts create|set --scopes: keys and tokens beyond them are refused, and narrowing takes effect on existing keys and tokens', async () => {
     const acc = await runCli(['accounts', 'create', 'narrow', '--scopes', 'events.read,positions.read'], env());
     expect(acc.code, acc.stderr).toBe(0);
-    expect((await runCli(['accounts', 'list'], env())).stdout.split('\n').find((l) => l.startsWith('narrow '))).toMatch(/scopes=events\.read,positions\.read$/);
+    expect((await runCli(['accounts', 'list'], env())).stdout.split('\n').find((l) => l.startsWith('narrow '))).toMatch(
+      /scopes=events\.read,positions\.read$/,
+    );
     const bad = await runCli(['accounts', 'create', 'badscopes', '--scopes', 'events.read,nope'], env());
     expect(bad.code).not.toBe(0);
     expect(bad.stderr).toMatch(/--scopes takes a comma-separated list/);
@@ -246,7 +278,11 @@ describe('signalbase start (first start on a fresh DATA_DIR)', () => {
     expect(minted.code, minted.stderr).toBe(0);
     const tools = async () => {
       const client = await connect(`http://127.0.0.1:${port}/mcp`, { token: lastLine(minted.stdout) });
-      try { return (await client.listTools()).tools.map((t) => t.name).sort(); } finally { await client.close(); }
+      try {
+        return (await client.listTools()).tools.map((t) => t.name).sort();
+      } finally {
+        await client.close();
+      }
     };
     expect(await tools()).toEqual(['list_events', 'list_open_positions', 'list_positions']);
 
@@ -296,11 +332,17 @@ describe('signalbase start (first start on a fresh DATA_DIR)', () => {
 
   it('ingest of a file with one non-JSON line exits non-zero and appends nothing', async () => {
     const file = join(tempDir('signalbase-ingest-'), 'bad.ndjson');
-    writeFileSync(file, [
-      JSON.stringify({ topic: 'traders', value: { id: 900001, name: 'Ingested', slug: null, avatarUrl: null, source: null, version: 1 } }),
-      '{this is not json',
-      '',
-    ].join('\n'));
+    writeFileSync(
+      file,
+      [
+        JSON.stringify({
+          topic: 'traders',
+          value: { id: 900001, name: 'Ingested', slug: null, avatarUrl: null, source: null, version: 1 },
+        }),
+        '{this is not json',
+        '',
+      ].join('\n'),
+    );
     const before = logSizes(dataDir);
     const r = await runCli(['ingest', file], env());
     expect(r.code).not.toBe(0);

@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runCli, type CliResult } from '../helpers/cli.ts';
+import { type CliResult, runCli } from '../helpers/cli.ts';
 import { eventText } from '../projectors/records.ts';
 
 /**
@@ -11,13 +11,21 @@ import { eventText } from '../projectors/records.ts';
  * text it validated. The runs start together in beforeAll; each test checks one.
  */
 const dirs: string[] = [];
-const tempDir = () => { const d = mkdtempSync(join(tmpdir(), 'signalbase-ingest-test-')); dirs.push(d); return d; };
+const tempDir = () => {
+  const d = mkdtempSync(join(tmpdir(), 'signalbase-ingest-test-'));
+  dirs.push(d);
+  return d;
+};
 const line = (topic: string, valueText: string) => `{"topic": "${topic}", "value": ${valueText}}`;
 
 /** A value as a producer may write it: spacing, key order and `1.50` that a re-serialisation would change. */
 const HAND_WRITTEN = eventText(41, { price: '1.50' }).replace('{', '{ ').replaceAll('":', '" : ');
 
-interface Run { dir: string; file: string; result: Promise<CliResult> }
+interface Run {
+  dir: string;
+  file: string;
+  result: Promise<CliResult>;
+}
 function ingest(lines: readonly string[] | Buffer, prepare?: (dataDir: string) => void): Run {
   const dir = tempDir();
   const file = join(dir, 'records.ndjson');
@@ -82,13 +90,16 @@ describe('signalbase ingest', () => {
     expect(r.stderr).toMatch(/appended 2 records/);
     expect(r.stderr).toMatch(/projected 2 records\n/);
     expect(readFileSync(logFile(good.dir, 'trade-events'), 'utf8')).toBe(
-      `{"k":"41","v":${HAND_WRITTEN}}\n{"k":"42","v":${eventText(42, { id: '9007199254740991' })}}\n`);
+      `{"k":"41","v":${HAND_WRITTEN}}\n{"k":"42","v":${eventText(42, { id: '9007199254740991' })}}\n`,
+    );
   });
 
   it('issue 5: after a torn last line the append starts on a fresh line: the fragment is dead-lettered, the record projected', async () => {
     const r = await torn.result;
     expect(r.code, r.stderr).toBe(0);
-    expect(readFileSync(logFile(torn.dir, 'trade-events'), 'utf8')).toBe(`{"k":"39","v":${eventText(39)}}\n${TORN}\n{"k":"43","v":${eventText(43)}}\n`);
+    expect(readFileSync(logFile(torn.dir, 'trade-events'), 'utf8')).toBe(
+      `{"k":"39","v":${eventText(39)}}\n${TORN}\n{"k":"43","v":${eventText(43)}}\n`,
+    );
     expect(r.stderr).toMatch(/projected 3 records, 1 went to the dead-letter table/);
   });
 

@@ -6,7 +6,7 @@ import { chmodSync, lstatSync, mkdtempSync, readdirSync, rmSync, statSync } from
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, startServer, type ServerProcess } from '../helpers/cli.ts';
+import { freePort, type ServerProcess, startServer } from '../helpers/cli.ts';
 
 let server: ServerProcess | undefined;
 let dataDir: string;
@@ -22,7 +22,11 @@ beforeAll(async () => {
   api = `http://127.0.0.1:${port}`;
   // Make the dev authorization server write its files: the signing key and a client registration.
   expect((await fetch(`${api}/.well-known/jwks.json`)).status).toBe(200);
-  const reg = await fetch(`${api}/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ redirect_uris: ['http://127.0.0.1:9/cb'], token_endpoint_auth_method: 'none' }) });
+  const reg = await fetch(`${api}/register`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ redirect_uris: ['http://127.0.0.1:9/cb'], token_endpoint_auth_method: 'none' }),
+  });
   expect(reg.status).toBe(201);
 }, 180_000);
 afterAll(async () => {
@@ -43,12 +47,23 @@ function walk(dir: string): { path: string; mode: number; dir: boolean }[] {
   return out;
 }
 
-describe('issue 24: DATA_DIR is its owner\'s alone', () => {
+describe("issue 24: DATA_DIR is its owner's alone", () => {
   it('DATA_DIR is 0700 and nothing under it is readable, writable or searchable by group or others', () => {
     const entries = walk(dataDir);
     const names = entries.map((e) => e.path.slice(dataDir.length + 1));
     // What the brief names is there: the log and offsets, chdb, demo key and password, auth files, cursor secret.
-    for (const expected of ['log', 'log/offsets', 'chdb', 'demo-api-key.txt', 'demo-password.txt', 'cursor-secret', 'auth/passwords.json', 'auth/signing-key.json', 'auth/clients.ndjson', 'auth/urls.json']) {
+    for (const expected of [
+      'log',
+      'log/offsets',
+      'chdb',
+      'demo-api-key.txt',
+      'demo-password.txt',
+      'cursor-secret',
+      'auth/passwords.json',
+      'auth/signing-key.json',
+      'auth/clients.ndjson',
+      'auth/urls.json',
+    ]) {
       expect(names, expected).toContain(expected);
     }
     expect(names.some((n) => n.startsWith('log/') && n.endsWith('.ndjson'))).toBe(true);

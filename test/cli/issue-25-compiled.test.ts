@@ -13,11 +13,19 @@ const out = join(ROOT, `.tmp-build-${process.pid}`);
 const dirs: string[] = [];
 
 const run = (entry: string, args: string[], env: Record<string, string> = {}) =>
-  execFileSync(process.execPath, [entry, ...args], { encoding: 'utf8', env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  execFileSync(process.execPath, [entry, ...args], {
+    encoding: 'utf8',
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
 
 describe('issue 25: the compiled build', () => {
   beforeAll(() => {
-    execFileSync(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(ROOT, 'tsconfig.build.json'), '--outDir', out], { cwd: ROOT, stdio: 'pipe' });
+    execFileSync(
+      process.execPath,
+      [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(ROOT, 'tsconfig.build.json'), '--outDir', out],
+      { cwd: ROOT, stdio: 'pipe' },
+    );
   }, 120_000);
   afterAll(() => {
     rmSync(out, { recursive: true, force: true });
@@ -25,7 +33,8 @@ describe('issue 25: the compiled build', () => {
   });
 
   it('compiles every source to JavaScript', () => {
-    for (const f of ['apps/cli.js', 'apps/embedded.js', 'storage/chdb.js', 'projectors/demo/append-worker.js', 'schemas/topics/index.js']) expect(existsSync(join(out, f)), f).toBe(true);
+    for (const f of ['apps/cli.js', 'apps/embedded.js', 'storage/chdb.js', 'projectors/demo/append-worker.js', 'schemas/topics/index.js'])
+      expect(existsSync(join(out, f)), f).toBe(true);
     // Relative imports name the compiled files, not the TypeScript ones.
     expect(readFileSync(join(out, 'apps', 'cli.js'), 'utf8')).not.toMatch(/from '\.{1,2}\/[^']*\.ts'/);
   });
@@ -40,7 +49,9 @@ describe('issue 25: the compiled build', () => {
   it('the compiled CLI seeds a data directory (its demo generator runs on a worker thread)', () => {
     const dir = mkdtempSync(join(tmpdir(), 'signalbase-compiled-'));
     dirs.push(dir);
-    const r = spawnSync(process.execPath, [join(out, 'apps', 'cli.js'), 'seed', '--scale', 'small', '--data-dir', dir], { encoding: 'utf8' });
+    const r = spawnSync(process.execPath, [join(out, 'apps', 'cli.js'), 'seed', '--scale', 'small', '--data-dir', dir], {
+      encoding: 'utf8',
+    });
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout + r.stderr).toMatch(/wrote \d+ demo records/);
     expect(JSON.parse(readFileSync(join(dir, 'seeded.json'), 'utf8'))).toMatchObject({ scale: 'small' });

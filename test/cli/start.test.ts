@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { EmbeddedLog } from '../../projectors/log/embedded.ts';
-import { freePort, pollUntil, sleep, startServer, type ServerProcess } from '../helpers/cli.ts';
+import { freePort, pollUntil, type ServerProcess, sleep, startServer } from '../helpers/cli.ts';
 
 const dirs: string[] = [];
 let server: ServerProcess | undefined;
@@ -24,9 +24,13 @@ describe('issue 5: start listens before it has caught up with the log', () => {
     const log = new EmbeddedLog(dataDir);
     const t0 = Date.UTC(2026, 0, 1);
     for (let i = 0; i < PRICES; i += 10_000) {
-      log.appendSync('prices', Array.from({ length: 10_000 }, (_, j) => ({
-        key: '1', value: { assetId: 1, at: new Date(t0 + (i + j) * 60_000).toISOString(), price: 100 + j, version: 1 },
-      })));
+      log.appendSync(
+        'prices',
+        Array.from({ length: 10_000 }, (_, j) => ({
+          key: '1',
+          value: { assetId: 1, at: new Date(t0 + (i + j) * 60_000).toISOString(), price: 100 + j, version: 1 },
+        })),
+      );
     }
     const port = await freePort();
     const base = `http://127.0.0.1:${port}`;
@@ -35,24 +39,35 @@ describe('issue 5: start listens before it has caught up with the log', () => {
     const pending = startServer({ PORT: String(port), DATA_DIR: dataDir, LOG_LEVEL: 'silent' }, 120_000);
     let first: { status: number; body: any } | undefined;
     while (!first) {
-      first = await fetch(`${base}/healthz`).then(async (r) => ({ status: r.status, body: await r.json() }), () => undefined);
+      first = await fetch(`${base}/healthz`).then(
+        async (r) => ({ status: r.status, body: await r.json() }),
+        () => undefined,
+      );
       if (!first) await sleep(20);
     }
     expect(Date.now() - started).toBeLessThan(15_000);
     expect(first.status).toBe(503);
     expect(first.body).toEqual({
       success: true,
-      data: { results: [{ status: 'starting', dataVersion: expect.any(Number), projectorLag: expect.any(Number) }], meta: { serverTime: expect.any(String) } },
+      data: {
+        results: [{ status: 'starting', dataVersion: expect.any(Number), projectorLag: expect.any(Number) }],
+        meta: { serverTime: expect.any(String) },
+      },
       requestId: expect.any(String),
     });
     expect(first.body.data.results[0].projectorLag).toBeGreaterThan(0);
     server = await pending;
     // The first start also seeds the demo set: the lag is bounded by every line the log holds.
-    const lines = readdirSync(join(dataDir, 'log')).filter((f) => f.endsWith('.ndjson'))
+    const lines = readdirSync(join(dataDir, 'log'))
+      .filter((f) => f.endsWith('.ndjson'))
       .reduce((n, f) => n + readFileSync(join(dataDir, 'log', f), 'utf8').split('\n').length - 1, 0);
     expect(lines).toBeGreaterThan(PRICES);
     expect(first.body.data.results[0].projectorLag).toBeLessThanOrEqual(lines);
-    const ok = await pollUntil((): Promise<any> => fetch(`${base}/v2/healthz`).then((r) => r.json()), (b: any) => b.data.results[0].status === 'ok', 60_000);
+    const ok = await pollUntil(
+      (): Promise<any> => fetch(`${base}/v2/healthz`).then((r) => r.json()),
+      (b: any) => b.data.results[0].status === 'ok',
+      60_000,
+    );
     expect(ok.ok).toBe(true);
     expect(ok.value.data.results[0].projectorLag).toBe(0);
     expect(server.stdout()).toMatch(/read models up to date \(\d+ records projected/);

@@ -73,9 +73,15 @@ export function rawRequest(port: number, req: RawRequest, timeoutMs = 20_000): P
       else resolve({ ok: false, error: socketError ?? (chunks.length ? 'unparseable response' : 'connection closed without a response') });
     };
     const sock = connect({ port, host: '127.0.0.1' });
-    const timer = setTimeout(() => { socketError = `no complete answer within ${timeoutMs} ms`; sock.destroy(); finish(); }, timeoutMs);
+    const timer = setTimeout(() => {
+      socketError = `no complete answer within ${timeoutMs} ms`;
+      sock.destroy();
+      finish();
+    }, timeoutMs);
     sock.on('data', (d: Buffer) => chunks.push(d));
-    sock.on('error', (e) => { socketError = e.message; });
+    sock.on('error', (e) => {
+      socketError = e.message;
+    });
     sock.on('close', finish);
     sock.on('connect', () => {
       const headers: Record<string, string> = { Host: `127.0.0.1:${port}`, Connection: 'close', ...req.headers };

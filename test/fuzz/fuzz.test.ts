@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { formatSummary, PROPERTIES, runFuzz, setupContext, type FuzzContext } from './suite.ts';
+import { type FuzzContext, formatSummary, PROPERTIES, runFuzz, setupContext } from './suite.ts';
 
 /**
  * The schema-driven fuzz suite (DESIGN section 8) as a fixed-seed bounded run: 2,000 generated
@@ -10,8 +10,12 @@ const SEED = 20_260_105;
 const RUNS = 2000;
 
 let ctx: FuzzContext;
-beforeAll(async () => { ctx = await setupContext(); });
-afterAll(async () => { await ctx?.server.close(); });
+beforeAll(async () => {
+  ctx = await setupContext();
+});
+afterAll(async () => {
+  await ctx?.server.close();
+});
 
 describe('fuzz: every route of the registry', () => {
   it(`${RUNS} generated requests + the fixed HTTP cases hold ${Object.keys(PROPERTIES).length} properties (seed ${SEED})`, async () => {

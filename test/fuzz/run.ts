@@ -26,9 +26,14 @@ let code = 1;
 try {
   let last = 0;
   const summary = await runFuzz(ctx, {
-    runs, seed, concurrency,
+    runs,
+    seed,
+    concurrency,
     progress: (done, total) => {
-      if (process.stderr.isTTY && (done - last >= 250 || done === total)) { last = done; process.stderr.write(`\r${done}/${total}`); }
+      if (process.stderr.isTTY && (done - last >= 250 || done === total)) {
+        last = done;
+        process.stderr.write(`\r${done}/${total}`);
+      }
     },
   });
   if (process.stderr.isTTY) process.stderr.write('\n');

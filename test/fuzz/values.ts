@@ -20,14 +20,26 @@ export interface PV {
 
 export const MAX_SAFE = Number.MAX_SAFE_INTEGER; // 2^53 - 1: ids are 1 .. 2^53-1 (DESIGN 6)
 
-export type Kind = 'integer' | 'number' | 'boolean' | 'enum' | 'datetime' | 'idlist' | 'enumlist' | 'strlist' | 'cursor' | 'watermark' | 'text';
+export type Kind =
+  | 'integer'
+  | 'number'
+  | 'boolean'
+  | 'enum'
+  | 'datetime'
+  | 'idlist'
+  | 'enumlist'
+  | 'strlist'
+  | 'cursor'
+  | 'watermark'
+  | 'text';
 
 export function enumOf(s: S | undefined): string[] | null {
   if (!s) return null;
   if (Array.isArray(s.enum)) return s.enum.map(String);
   if (s.const !== undefined) return [String(s.const)];
   const alts = s.anyOf ?? s.oneOf;
-  if (Array.isArray(alts) && alts.length && alts.every((a: S) => a.const !== undefined || Array.isArray(a.enum))) return alts.flatMap((a: S) => enumOf(a)!);
+  if (Array.isArray(alts) && alts.length && alts.every((a: S) => a.const !== undefined || Array.isArray(a.enum)))
+    return alts.flatMap((a: S) => enumOf(a)!);
   return null;
 }
 
@@ -58,7 +70,11 @@ export const enc = (label: string, value: string): Omit<PV, 'validity'> => ({ la
 /** A value written verbatim on the wire: `+` means a space, `%XX` escapes may be broken. */
 export function raw(label: string, wire: string): Omit<PV, 'validity'> {
   let decoded: string | null;
-  try { decoded = decodeURIComponent(wire.replace(/\+/g, ' ')); } catch { decoded = null; }
+  try {
+    decoded = decodeURIComponent(wire.replace(/\+/g, ' '));
+  } catch {
+    decoded = null;
+  }
   return { label, wire, decoded };
 }
 
@@ -67,8 +83,10 @@ function lenientDecode(wire: string): string {
   const bytes: number[] = [];
   const s = wire.replace(/\+/g, ' ');
   for (let i = 0; i < s.length; i++) {
-    if (s[i] === '%' && /^[0-9a-fA-F]{2}$/.test(s.slice(i + 1, i + 3))) { bytes.push(parseInt(s.slice(i + 1, i + 3), 16)); i += 2; }
-    else for (const b of Buffer.from(s[i]!, 'utf8')) bytes.push(b);
+    if (s[i] === '%' && /^[0-9a-fA-F]{2}$/.test(s.slice(i + 1, i + 3))) {
+      bytes.push(parseInt(s.slice(i + 1, i + 3), 16));
+      i += 2;
+    } else for (const b of Buffer.from(s[i]!, 'utf8')) bytes.push(b);
   }
   return Buffer.from(bytes).toString('utf8');
 }
@@ -76,7 +94,8 @@ function lenientDecode(wire: string): string {
 // ------------------------------------------------------------------------------------------------
 // The oracle: DESIGN section 6 Validation row applied to a property's schema.
 
-const daysIn = (y: number, m: number) => (m === 2 ? ((y % 4 === 0 && y % 100 !== 0) || y % 400 === 0 ? 29 : 28) : [4, 6, 9, 11].includes(m) ? 30 : 31);
+const daysIn = (y: number, m: number) =>
+  m === 2 ? ((y % 4 === 0 && y % 100 !== 0) || y % 400 === 0 ? 29 : 28) : [4, 6, 9, 11].includes(m) ? 30 : 31;
 const MIN_T = Date.UTC(1970, 0, 1);
 const MAX_T = Date.UTC(2299, 11, 31, 23, 59, 59, 999);
 
@@ -118,29 +137,43 @@ export function judge(name: string, s: S, decoded: string): Validity {
   if (typeof s.minLength === 'number' && codePoints(decoded) < s.minLength) return 'invalid';
   if (typeof s.maxLength === 'number' && codePoints(decoded) > s.maxLength) return 'invalid';
   switch (kind) {
-    case 'integer': return judgeInteger(decoded, s.minimum, s.maximum);
+    case 'integer':
+      return judgeInteger(decoded, s.minimum, s.maximum);
     case 'number': {
       if (!/^(0|[1-9][0-9]*)(\.[0-9]+)?$/.test(decoded)) return 'unknown';
       const n = Number(decoded);
       if ((s.minimum !== undefined && n < s.minimum) || (s.maximum !== undefined && n > s.maximum)) return 'invalid';
       return 'valid';
     }
-    case 'boolean': return decoded === 'true' || decoded === 'false' ? 'valid' : ['1', '0'].includes(decoded) ? 'unknown' : 'invalid';
-    case 'watermark': return decoded === '0' ? 'valid' : 'unknown'; // anything else but a real watermark: INVALID_CURSOR (verdictExpect)
-    case 'enum': return enumOf(s)!.includes(decoded) ? 'valid' : 'invalid';
-    case 'datetime': return judgeDateTime(decoded);
-    case 'idlist': case 'enumlist': case 'strlist': {
+    case 'boolean':
+      return decoded === 'true' || decoded === 'false' ? 'valid' : ['1', '0'].includes(decoded) ? 'unknown' : 'invalid';
+    case 'watermark':
+      return decoded === '0' ? 'valid' : 'unknown'; // anything else but a real watermark: INVALID_CURSOR (verdictExpect)
+    case 'enum':
+      return enumOf(s)!.includes(decoded) ? 'valid' : 'invalid';
+    case 'datetime':
+      return judgeDateTime(decoded);
+    case 'idlist':
+    case 'enumlist':
+    case 'strlist': {
       if (s.pattern && !new RegExp(s.pattern, 'u').test(decoded)) return 'invalid';
       if (decoded === '') return s.pattern ? 'valid' : 'unknown';
       const items = decoded.split(',');
       if (items.some((x) => x === '')) return 'invalid';
       const item = s['x-list'] as S;
       for (const x of items) {
-        const v = kind === 'idlist'
-          ? judgeInteger(x, Math.max(1, item.minimum ?? 1), Math.min(MAX_SAFE, item.maximum ?? MAX_SAFE))
-          : kind === 'enumlist' ? (enumOf(item)!.includes(x) ? 'valid' : 'invalid')
-            : (typeof item.minLength === 'number' && codePoints(x) < item.minLength) || (typeof item.maxLength === 'number' && codePoints(x) > item.maxLength)
-              || (item.pattern && !new RegExp(item.pattern, 'u').test(x)) ? 'invalid' : 'valid';
+        const v =
+          kind === 'idlist'
+            ? judgeInteger(x, Math.max(1, item.minimum ?? 1), Math.min(MAX_SAFE, item.maximum ?? MAX_SAFE))
+            : kind === 'enumlist'
+              ? enumOf(item)!.includes(x)
+                ? 'valid'
+                : 'invalid'
+              : (typeof item.minLength === 'number' && codePoints(x) < item.minLength) ||
+                  (typeof item.maxLength === 'number' && codePoints(x) > item.maxLength) ||
+                  (item.pattern && !new RegExp(item.pattern, 'u').test(x))
+                ? 'invalid'
+                : 'valid';
         if (v === 'invalid') return 'invalid';
       }
       const max = s['x-list-max'];
@@ -151,7 +184,8 @@ export function judge(name: string, s: S, decoded: string): Validity {
       if (kind === 'strlist' && CONTROL.test(decoded)) return 'unknown';
       return 'valid';
     }
-    case 'cursor': return 'unknown';
+    case 'cursor':
+      return 'unknown';
     case 'text': {
       if (s.pattern && !new RegExp(s.pattern, 'u').test(decoded)) return 'invalid';
       // A free string without a length bound may carry meaning (e.g. a watermark): only its length is judged.
@@ -172,7 +206,12 @@ export function judgeWire(name: string, s: S, v: Omit<PV, 'validity'>): PV {
 // ------------------------------------------------------------------------------------------------
 // Valid values
 
-export interface IdPools { traderIds: number[]; assetIds: number[]; positionIds: number[]; messageIds: string[] }
+export interface IdPools {
+  traderIds: number[];
+  assetIds: number[];
+  positionIds: number[];
+  messageIds: string[];
+}
 
 const DAY = 86_400_000;
 
@@ -187,16 +226,21 @@ function knownIds(name: string, pools: IdPools): number[] {
 export function formatDateTime(t: number, style: number): string {
   const iso = new Date(t).toISOString();
   switch (style % 5) {
-    case 0: return iso;
-    case 1: return iso.replace(/\.\d{3}Z$/, 'Z');
-    case 2: { // an offset other than Z
-      const off = ((style >> 3) % 27 - 13) * 60 + ((style >> 2) % 2) * 30;
+    case 0:
+      return iso;
+    case 1:
+      return iso.replace(/\.\d{3}Z$/, 'Z');
+    case 2: {
+      // an offset other than Z
+      const off = (((style >> 3) % 27) - 13) * 60 + ((style >> 2) % 2) * 30;
       const local = new Date(t + off * 60_000).toISOString().slice(0, 19);
       const a = Math.abs(off);
       return `${local}${off < 0 ? '-' : '+'}${String(Math.floor(a / 60)).padStart(2, '0')}:${String(a % 60).padStart(2, '0')}`;
     }
-    case 3: return iso.replace(/Z$/, '123Z'); // microseconds
-    default: return iso.replace(/\.\d{3}Z$/, '+00:00');
+    case 3:
+      return iso.replace(/Z$/, '123Z'); // microseconds
+    default:
+      return iso.replace(/\.\d{3}Z$/, '+00:00');
   }
 }
 
@@ -209,9 +253,13 @@ export function validArb(name: string, s: S, pools: IdPools, now: number): fc.Ar
 
 function validArbEncoded(name: string, s: S, pools: IdPools, now: number): fc.Arbitrary<PV> {
   const kind = kindOf(name, s);
-  const wrap = (label: string) => (v: string): PV => judgeWire(name, s, enc(`${kind}:valid-${label}`, v));
+  const wrap =
+    (label: string) =>
+    (v: string): PV =>
+      judgeWire(name, s, enc(`${kind}:valid-${label}`, v));
   switch (kind) {
-    case 'integer': case 'number': {
+    case 'integer':
+    case 'number': {
       const min = Math.ceil(s.minimum ?? 0);
       const max = Math.floor(s.maximum ?? min + 10_000);
       return fc.oneof(
@@ -219,37 +267,61 @@ function validArbEncoded(name: string, s: S, pools: IdPools, now: number): fc.Ar
         fc.constantFrom(min, max, ...(typeof s.default === 'number' ? [s.default] : [])).map((n) => wrap('bound')(String(n))),
       );
     }
-    case 'boolean': return fc.constantFrom('true', 'false').map(wrap('bool'));
-    case 'watermark': return fc.constant('0').map(wrap('zero'));
-    case 'enum': return fc.constantFrom(...enumOf(s)!).map(wrap('member'));
+    case 'boolean':
+      return fc.constantFrom('true', 'false').map(wrap('bool'));
+    case 'watermark':
+      return fc.constant('0').map(wrap('zero'));
+    case 'enum':
+      return fc.constantFrom(...enumOf(s)!).map(wrap('member'));
     case 'datetime':
       return fc.oneof(
-        fc.tuple(fc.integer({ min: 0, max: 200 * 24 }), fc.nat(255)).map(([h, st]) => wrap('recent')(formatDateTime(now - h * 3_600_000, st))),
-        fc.tuple(fc.integer({ min: Date.UTC(1970, 0, 1), max: Date.UTC(2299, 11, 31) }), fc.nat(255)).map(([t, st]) => wrap('any')(formatDateTime(t, st))),
-        fc.constantFrom('1970-01-01T00:00:00Z', '2299-12-31T23:59:59.999Z', '2024-02-29T12:00:00Z', '2026-01-01T00:00:00-00:00').map(wrap('edge')),
+        fc
+          .tuple(fc.integer({ min: 0, max: 200 * 24 }), fc.nat(255))
+          .map(([h, st]) => wrap('recent')(formatDateTime(now - h * 3_600_000, st))),
+        fc
+          .tuple(fc.integer({ min: Date.UTC(1970, 0, 1), max: Date.UTC(2299, 11, 31) }), fc.nat(255))
+          .map(([t, st]) => wrap('any')(formatDateTime(t, st))),
+        fc
+          .constantFrom('1970-01-01T00:00:00Z', '2299-12-31T23:59:59.999Z', '2024-02-29T12:00:00Z', '2026-01-01T00:00:00-00:00')
+          .map(wrap('edge')),
       );
     case 'idlist': {
       const ids = knownIds(name, pools);
       const max = Math.min(8, s['x-list-max'] ?? 8);
-      return fc.uniqueArray(fc.oneof({ arbitrary: fc.constantFrom(...ids), weight: 6 }, fc.integer({ min: 1, max: 1_000_000 }), fc.constant(MAX_SAFE)), { minLength: 1, maxLength: max })
+      return fc
+        .uniqueArray(
+          fc.oneof({ arbitrary: fc.constantFrom(...ids), weight: 6 }, fc.integer({ min: 1, max: 1_000_000 }), fc.constant(MAX_SAFE)),
+          { minLength: 1, maxLength: max },
+        )
         .map((xs) => wrap('ids')(xs.join(',')));
     }
     case 'enumlist': {
       const values = enumOf(s['x-list'])!;
       const allowEmpty = s.pattern ? new RegExp(s.pattern, 'u').test('') : false;
-      return fc.uniqueArray(fc.constantFrom(...values), { minLength: allowEmpty ? 0 : 1, maxLength: values.length }).map((xs) => wrap('members')(xs.join(',')));
+      return fc
+        .uniqueArray(fc.constantFrom(...values), { minLength: allowEmpty ? 0 : 1, maxLength: values.length })
+        .map((xs) => wrap('members')(xs.join(',')));
     }
     case 'strlist':
-      return fc.uniqueArray(fc.oneof({ arbitrary: fc.constantFrom(...pools.messageIds), weight: 4 }, fc.stringMatching(/^[A-Za-z0-9_.-]{1,16}$/)), { minLength: 1, maxLength: 6 })
+      return fc
+        .uniqueArray(
+          fc.oneof({ arbitrary: fc.constantFrom(...pools.messageIds), weight: 4 }, fc.stringMatching(/^[A-Za-z0-9_.-]{1,16}$/)),
+          { minLength: 1, maxLength: 6 },
+        )
         .map((xs) => wrap('items')(xs.join(',')));
-    case 'cursor': return fc.constant(enc('cursor:none', 'x')).map((v) => ({ ...v, validity: 'unknown' as const }));
+    case 'cursor':
+      return fc.constant(enc('cursor:none', 'x')).map((v) => ({ ...v, validity: 'unknown' as const }));
     case 'text': {
       const maxLen = Math.max(1, Math.min(s.maxLength ?? 30, 30));
       const minLen = Math.min(s.minLength ?? 1, maxLen);
-      return fc.oneof(
-        fc.constantFrom('BTC', 'alpha', 'Ärger', '😀', 'a', "O'Brien", 'S P X').filter((x) => codePoints(x) <= maxLen && codePoints(x) >= minLen),
-        fc.string({ minLength: Math.max(1, minLen), maxLength: maxLen }),
-      ).map(wrap('text'));
+      return fc
+        .oneof(
+          fc
+            .constantFrom('BTC', 'alpha', 'Ärger', '😀', 'a', "O'Brien", 'S P X')
+            .filter((x) => codePoints(x) <= maxLen && codePoints(x) >= minLen),
+          fc.string({ minLength: Math.max(1, minLen), maxLength: maxLen }),
+        )
+        .map(wrap('text'));
     }
   }
 }
@@ -257,7 +329,17 @@ function validArbEncoded(name: string, s: S, pools: IdPools, now: number): fc.Ar
 // ------------------------------------------------------------------------------------------------
 // Hostile values
 
-const SQL = ["' OR 1=1 --", '{limit:UInt32}', '); DROP TABLE events; --', "1' UNION SELECT name FROM system.tables --", '${db}.events', '{db:Identifier}', '\\', "'", '"'];
+const SQL = [
+  "' OR 1=1 --",
+  '{limit:UInt32}',
+  '); DROP TABLE events; --',
+  "1' UNION SELECT name FROM system.tables --",
+  '${db}.events',
+  '{db:Identifier}',
+  '\\',
+  "'",
+  '"',
+];
 
 function generic(): Omit<PV, 'validity'>[] {
   return [
@@ -299,15 +381,36 @@ function integerHostile(s: S): Omit<PV, 'validity'>[] {
   const min = s.minimum ?? 0;
   const max = s.maximum;
   return [
-    enc('integer:hex', '0x10'), enc('integer:exponent', '1e1'), enc('integer:plus', '+5'), raw('integer:plus-raw', '+5'),
-    enc('integer:lead-space', ' 5'), enc('integer:trail-space', '5 '), enc('integer:tab', '\t5'), enc('integer:negative', '-1'),
-    enc('integer:neg-zero', '-0'), enc('integer:fraction', '1.5'), enc('integer:fraction-zero', '5.0'), enc('integer:Infinity', 'Infinity'),
-    enc('integer:-Infinity', '-Infinity'), enc('integer:NaN', 'NaN'), enc('integer:1e309', '1e309'), enc('integer:400-nines', '9'.repeat(400)),
-    enc('integer:2^53', '9007199254740992'), enc('integer:2^64', '18446744073709551616'), enc('integer:binary', '0b1'), enc('integer:octal', '0o7'),
-    enc('integer:underscore', '1_0'), enc('integer:bigint-suffix', '5n'), enc('integer:arabic-digit', '٣'), enc('integer:fullwidth-digit', '５'),
-    enc('integer:leading-zero', '007'), enc('integer:below-min', String(min - 1)), enc('integer:min', String(min)),
+    enc('integer:hex', '0x10'),
+    enc('integer:exponent', '1e1'),
+    enc('integer:plus', '+5'),
+    raw('integer:plus-raw', '+5'),
+    enc('integer:lead-space', ' 5'),
+    enc('integer:trail-space', '5 '),
+    enc('integer:tab', '\t5'),
+    enc('integer:negative', '-1'),
+    enc('integer:neg-zero', '-0'),
+    enc('integer:fraction', '1.5'),
+    enc('integer:fraction-zero', '5.0'),
+    enc('integer:Infinity', 'Infinity'),
+    enc('integer:-Infinity', '-Infinity'),
+    enc('integer:NaN', 'NaN'),
+    enc('integer:1e309', '1e309'),
+    enc('integer:400-nines', '9'.repeat(400)),
+    enc('integer:2^53', '9007199254740992'),
+    enc('integer:2^64', '18446744073709551616'),
+    enc('integer:binary', '0b1'),
+    enc('integer:octal', '0o7'),
+    enc('integer:underscore', '1_0'),
+    enc('integer:bigint-suffix', '5n'),
+    enc('integer:arabic-digit', '٣'),
+    enc('integer:fullwidth-digit', '５'),
+    enc('integer:leading-zero', '007'),
+    enc('integer:below-min', String(min - 1)),
+    enc('integer:min', String(min)),
     ...(max !== undefined ? [enc('integer:above-max', String(max + 1)), enc('integer:max', String(max))] : []),
-    enc('integer:list', '1,2'), enc('integer:true', 'true'),
+    enc('integer:list', '1,2'),
+    enc('integer:true', 'true'),
   ];
 }
 
@@ -316,13 +419,41 @@ const members = (n: number, f: (i: number) => string) => Array.from({ length: n 
 function idListHostile(s: S): Omit<PV, 'validity'>[] {
   const max = s['x-list-max'] ?? 1000;
   return [
-    enc('idlist:2^53', '9007199254740992'), enc('idlist:2^53+1', '9007199254740993'), enc('idlist:2^53-1', '9007199254740991'),
-    enc('idlist:18-nines', '9'.repeat(18)), enc('idlist:2^64', '18446744073709551616'), enc('idlist:400-nines', '9'.repeat(400)),
-    enc('idlist:zero', '0'), enc('idlist:negative', '-1'), enc('idlist:hex', '0x10'), enc('idlist:exponent', '1e3'), enc('idlist:fraction', '1.0'),
-    enc('idlist:empty-member', '1,,2'), enc('idlist:leading-comma', ',1'), enc('idlist:trailing-comma', '1,'), enc('idlist:space', '1, 2'),
-    enc('idlist:semicolon', '1;2'), enc('idlist:word', '1,2,abc'), enc('idlist:plus', '+1'), enc('idlist:mixed-big', '1,9007199254740993'),
-    enc('idlist:at-max', members(max, (i) => String(i + 1))), enc('idlist:over-max', members(max + 1, (i) => String(i + 1))),
-    enc('idlist:10000-members', members(10_000, (i) => String(i + 1))), enc('idlist:10000-same', members(10_000, () => '1')),
+    enc('idlist:2^53', '9007199254740992'),
+    enc('idlist:2^53+1', '9007199254740993'),
+    enc('idlist:2^53-1', '9007199254740991'),
+    enc('idlist:18-nines', '9'.repeat(18)),
+    enc('idlist:2^64', '18446744073709551616'),
+    enc('idlist:400-nines', '9'.repeat(400)),
+    enc('idlist:zero', '0'),
+    enc('idlist:negative', '-1'),
+    enc('idlist:hex', '0x10'),
+    enc('idlist:exponent', '1e3'),
+    enc('idlist:fraction', '1.0'),
+    enc('idlist:empty-member', '1,,2'),
+    enc('idlist:leading-comma', ',1'),
+    enc('idlist:trailing-comma', '1,'),
+    enc('idlist:space', '1, 2'),
+    enc('idlist:semicolon', '1;2'),
+    enc('idlist:word', '1,2,abc'),
+    enc('idlist:plus', '+1'),
+    enc('idlist:mixed-big', '1,9007199254740993'),
+    enc(
+      'idlist:at-max',
+      members(max, (i) => String(i + 1)),
+    ),
+    enc(
+      'idlist:over-max',
+      members(max + 1, (i) => String(i + 1)),
+    ),
+    enc(
+      'idlist:10000-members',
+      members(10_000, (i) => String(i + 1)),
+    ),
+    enc(
+      'idlist:10000-same',
+      members(10_000, () => '1'),
+    ),
   ];
 }
 
@@ -330,21 +461,48 @@ function enumListHostile(s: S): Omit<PV, 'validity'>[] {
   const values = enumOf(s['x-list'])!;
   const v = values[0]!;
   return [
-    enc('enumlist:upper', v.toUpperCase() === v ? v.toLowerCase() : v.toUpperCase()), enc('enumlist:trailing-comma', `${v},`),
-    enc('enumlist:leading-comma', `,${v}`), enc('enumlist:empty-member', `${v},,${v}`), enc('enumlist:space', `${v}, ${v}`),
-    enc('enumlist:all', 'all'), enc('enumlist:equities', 'equities'), enc('enumlist:other', 'other'), enc('enumlist:unknown-member', `${v},bogus`),
-    enc('enumlist:lookalike', v.replace(/[a-z]/, (c) => String.fromCharCode(c.charCodeAt(0) + 0xfee0))), enc('enumlist:nul-suffix', `${v}\u0000`),
-    enc('enumlist:all-members', values.join(',')), enc('enumlist:duplicates', `${v},${v}`),
-    enc('enumlist:10000-members', members(10_000, (i) => values[i % values.length]!)),
+    enc('enumlist:upper', v.toUpperCase() === v ? v.toLowerCase() : v.toUpperCase()),
+    enc('enumlist:trailing-comma', `${v},`),
+    enc('enumlist:leading-comma', `,${v}`),
+    enc('enumlist:empty-member', `${v},,${v}`),
+    enc('enumlist:space', `${v}, ${v}`),
+    enc('enumlist:all', 'all'),
+    enc('enumlist:equities', 'equities'),
+    enc('enumlist:other', 'other'),
+    enc('enumlist:unknown-member', `${v},bogus`),
+    enc(
+      'enumlist:lookalike',
+      v.replace(/[a-z]/, (c) => String.fromCharCode(c.charCodeAt(0) + 0xfee0)),
+    ),
+    enc('enumlist:nul-suffix', `${v}\u0000`),
+    enc('enumlist:all-members', values.join(',')),
+    enc('enumlist:duplicates', `${v},${v}`),
+    enc(
+      'enumlist:10000-members',
+      members(10_000, (i) => values[i % values.length]!),
+    ),
   ];
 }
 
 function strListHostile(s: S): Omit<PV, 'validity'>[] {
   const max = s['x-list-max'] ?? 1000;
   return [
-    enc('strlist:empty-member', 'a,,b'), enc('strlist:only-comma', ','), enc('strlist:trailing-comma', 'm-1,'),
-    enc('strlist:at-max', members(max, (i) => `m-${i + 1}`)), enc('strlist:over-max', members(max + 1, (i) => `m-${i + 1}`)),
-    enc('strlist:10000-members', members(10_000, (i) => `m${i}`)), enc('strlist:long-member', 'm'.repeat(5000)),
+    enc('strlist:empty-member', 'a,,b'),
+    enc('strlist:only-comma', ','),
+    enc('strlist:trailing-comma', 'm-1,'),
+    enc(
+      'strlist:at-max',
+      members(max, (i) => `m-${i + 1}`),
+    ),
+    enc(
+      'strlist:over-max',
+      members(max + 1, (i) => `m-${i + 1}`),
+    ),
+    enc(
+      'strlist:10000-members',
+      members(10_000, (i) => `m${i}`),
+    ),
+    enc('strlist:long-member', 'm'.repeat(5000)),
   ];
 }
 
@@ -352,57 +510,118 @@ function enumHostile(s: S): Omit<PV, 'validity'>[] {
   const values = enumOf(s)!;
   const v = values[0]!;
   return [
-    enc('enum:upper', v.toUpperCase() === v ? v.toLowerCase() : v.toUpperCase()), enc('enum:list', values.slice(0, 2).join(',')),
-    enc('enum:space', ` ${v}`), enc('enum:unknown', 'bogus'), enc('enum:nul-suffix', `${v}\u0000`), enc('enum:member', v),
+    enc('enum:upper', v.toUpperCase() === v ? v.toLowerCase() : v.toUpperCase()),
+    enc('enum:list', values.slice(0, 2).join(',')),
+    enc('enum:space', ` ${v}`),
+    enc('enum:unknown', 'bogus'),
+    enc('enum:nul-suffix', `${v}\u0000`),
+    enc('enum:member', v),
   ];
 }
 
 function dateTimeHostile(now: number): Omit<PV, 'validity'>[] {
   const base = new Date(now).toISOString();
   return [
-    enc('datetime:feb-30', '2026-02-30T00:00:00Z'), enc('datetime:feb-29-non-leap', '2025-02-29T00:00:00Z'), enc('datetime:leap-second', '2016-12-31T23:59:60Z'),
-    enc('datetime:year-0', '0000-01-01T00:00:00Z'), enc('datetime:year-2300', '2300-01-01T00:00:00Z'), enc('datetime:year-9999', '9999-12-31T23:59:59Z'),
-    enc('datetime:before-1970', '1969-12-31T23:59:59Z'), enc('datetime:offset-before-1970', '1970-01-01T00:00:00+01:00'),
-    enc('datetime:offset-after-2299', '2299-12-31T23:59:59-01:00'), enc('datetime:no-zone', '2026-01-01T00:00:00'), enc('datetime:hour-24', '2026-01-01T24:00:00Z'),
-    enc('datetime:month-13', '2026-13-01T00:00:00Z'), enc('datetime:day-0', '2026-01-00T00:00:00Z'), enc('datetime:minute-60', '2026-01-01T00:60:00Z'),
-    enc('datetime:offset-24', '2026-01-01T00:00:00+24:00'), enc('datetime:offset-no-colon', '2026-01-01T00:00:00+0100'),
-    enc('datetime:date-only', '2026-01-01'), enc('datetime:space-separator', '2026-01-01 00:00:00Z'), enc('datetime:lowercase', '2026-01-01t00:00:00z'),
-    enc('datetime:expanded-year', '+002026-01-01T00:00:00Z'), enc('datetime:negative-year', '-000001-01-01T00:00:00Z'),
-    enc('datetime:10-fraction-digits', '2026-01-01T00:00:00.1234567891Z'), enc('datetime:epoch-number', '1700000000'), enc('datetime:word-now', 'now'),
-    enc('datetime:js-date-string', new Date(now).toString()), enc('datetime:trailing-nul', `${base}\u0000`), enc('datetime:trailing-space', `${base} `),
-    enc('datetime:single-digit', '2026-1-1T0:0:0Z'), enc('datetime:min', '1970-01-01T00:00:00Z'), enc('datetime:max', '2299-12-31T23:59:59.999Z'),
+    enc('datetime:feb-30', '2026-02-30T00:00:00Z'),
+    enc('datetime:feb-29-non-leap', '2025-02-29T00:00:00Z'),
+    enc('datetime:leap-second', '2016-12-31T23:59:60Z'),
+    enc('datetime:year-0', '0000-01-01T00:00:00Z'),
+    enc('datetime:year-2300', '2300-01-01T00:00:00Z'),
+    enc('datetime:year-9999', '9999-12-31T23:59:59Z'),
+    enc('datetime:before-1970', '1969-12-31T23:59:59Z'),
+    enc('datetime:offset-before-1970', '1970-01-01T00:00:00+01:00'),
+    enc('datetime:offset-after-2299', '2299-12-31T23:59:59-01:00'),
+    enc('datetime:no-zone', '2026-01-01T00:00:00'),
+    enc('datetime:hour-24', '2026-01-01T24:00:00Z'),
+    enc('datetime:month-13', '2026-13-01T00:00:00Z'),
+    enc('datetime:day-0', '2026-01-00T00:00:00Z'),
+    enc('datetime:minute-60', '2026-01-01T00:60:00Z'),
+    enc('datetime:offset-24', '2026-01-01T00:00:00+24:00'),
+    enc('datetime:offset-no-colon', '2026-01-01T00:00:00+0100'),
+    enc('datetime:date-only', '2026-01-01'),
+    enc('datetime:space-separator', '2026-01-01 00:00:00Z'),
+    enc('datetime:lowercase', '2026-01-01t00:00:00z'),
+    enc('datetime:expanded-year', '+002026-01-01T00:00:00Z'),
+    enc('datetime:negative-year', '-000001-01-01T00:00:00Z'),
+    enc('datetime:10-fraction-digits', '2026-01-01T00:00:00.1234567891Z'),
+    enc('datetime:epoch-number', '1700000000'),
+    enc('datetime:word-now', 'now'),
+    enc('datetime:js-date-string', new Date(now).toString()),
+    enc('datetime:trailing-nul', `${base}\u0000`),
+    enc('datetime:trailing-space', `${base} `),
+    enc('datetime:single-digit', '2026-1-1T0:0:0Z'),
+    enc('datetime:min', '1970-01-01T00:00:00Z'),
+    enc('datetime:max', '2299-12-31T23:59:59.999Z'),
     raw('datetime:plus-offset-raw', '2026-01-01T00:00:00+01:00'),
   ];
 }
 
 function booleanHostile(): Omit<PV, 'validity'>[] {
-  return [enc('boolean:upper', 'TRUE'), enc('boolean:one', '1'), enc('boolean:yes', 'yes'), enc('boolean:list', 'true,false'), enc('boolean:true', 'true')];
+  return [
+    enc('boolean:upper', 'TRUE'),
+    enc('boolean:one', '1'),
+    enc('boolean:yes', 'yes'),
+    enc('boolean:list', 'true,false'),
+    enc('boolean:true', 'true'),
+  ];
 }
 
 /** Hostile values for one property: the per-type ones and the general ones, judged by the oracle. */
 export function hostileValues(name: string, s: S, now: number): PV[] {
   const kind = kindOf(name, s);
-  const specific = kind === 'integer' || kind === 'number' ? integerHostile(s)
-    : kind === 'idlist' ? idListHostile(s)
-      : kind === 'enumlist' ? enumListHostile(s)
-        : kind === 'strlist' ? strListHostile(s)
-          : kind === 'enum' ? enumHostile(s)
-            : kind === 'datetime' ? dateTimeHostile(now)
-              : kind === 'boolean' ? booleanHostile()
-                : kind === 'watermark' ? [enc('watermark:number', '12345'), enc('watermark:negative', '-1'), enc('watermark:forged', 'eyJrIjpbMV19.AAAAAAAAAAAAAAAAAAAAAA'), enc('watermark:dots', 'a.b.c')]
-                : [enc('text:201-chars', 'a'.repeat((s.maxLength ?? 200) + 1)), enc('text:max-chars', 'a'.repeat(s.maxLength ?? 200)), enc('text:astral-at-max', '😀'.repeat(s.maxLength ?? 200))];
+  const specific =
+    kind === 'integer' || kind === 'number'
+      ? integerHostile(s)
+      : kind === 'idlist'
+        ? idListHostile(s)
+        : kind === 'enumlist'
+          ? enumListHostile(s)
+          : kind === 'strlist'
+            ? strListHostile(s)
+            : kind === 'enum'
+              ? enumHostile(s)
+              : kind === 'datetime'
+                ? dateTimeHostile(now)
+                : kind === 'boolean'
+                  ? booleanHostile()
+                  : kind === 'watermark'
+                    ? [
+                        enc('watermark:number', '12345'),
+                        enc('watermark:negative', '-1'),
+                        enc('watermark:forged', 'eyJrIjpbMV19.AAAAAAAAAAAAAAAAAAAAAA'),
+                        enc('watermark:dots', 'a.b.c'),
+                      ]
+                    : [
+                        enc('text:201-chars', 'a'.repeat((s.maxLength ?? 200) + 1)),
+                        enc('text:max-chars', 'a'.repeat(s.maxLength ?? 200)),
+                        enc('text:astral-at-max', '😀'.repeat(s.maxLength ?? 200)),
+                      ];
   return [...specific, ...generic()].map((v) => judgeWire(name, s, v));
 }
 
 export const HOSTILE_NAMES: Omit<PV, 'validity'>[] = [
-  enc('name:unknown', 'foo'), enc('name:case', 'LIMIT'), enc('name:brackets', 'limit[]'), enc('name:dotted', 'a.b'), enc('name:proto', '__proto__'),
-  enc('name:constructor', 'constructor'), enc('name:toString', 'toString'), enc('name:space', ' '), enc('name:nul', '\u0000'),
-  enc('name:long', 'n'.repeat(300)), enc('name:sql', "'; DROP TABLE x; --"), enc('name:trailing-space', 'limit '), raw('name:pct-ff', '%FF'),
-  raw('name:pct-bare', '%'), enc('name:unicode', 'ｌimit'), enc('name:nul-suffix', 'limit\u0000'), enc('name:equals-inside', 'a=b'),
+  enc('name:unknown', 'foo'),
+  enc('name:case', 'LIMIT'),
+  enc('name:brackets', 'limit[]'),
+  enc('name:dotted', 'a.b'),
+  enc('name:proto', '__proto__'),
+  enc('name:constructor', 'constructor'),
+  enc('name:toString', 'toString'),
+  enc('name:space', ' '),
+  enc('name:nul', '\u0000'),
+  enc('name:long', 'n'.repeat(300)),
+  enc('name:sql', "'; DROP TABLE x; --"),
+  enc('name:trailing-space', 'limit '),
+  raw('name:pct-ff', '%FF'),
+  raw('name:pct-bare', '%'),
+  enc('name:unicode', 'ｌimit'),
+  enc('name:nul-suffix', 'limit\u0000'),
+  enc('name:equals-inside', 'a=b'),
   enc('name:ampersand-inside', 'a&b'),
 ];
 
 /** A real parameter name written with percent-escapes: the server must see the plain name. */
-export const encodeName = (name: string): string => [...name].map((ch) => `%${ch.charCodeAt(0).toString(16).toUpperCase().padStart(2, '0')}`).join('');
+export const encodeName = (name: string): string =>
+  [...name].map((ch) => `%${ch.charCodeAt(0).toString(16).toUpperCase().padStart(2, '0')}`).join('');
 
 export { DAY };

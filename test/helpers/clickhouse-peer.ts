@@ -11,10 +11,23 @@ import type { AddressInfo } from 'node:net';
 import { Session } from 'chdb';
 
 /** URL parameters the client sends that are not settings of the statement. */
-const CLIENT_PARAMS = new Set(['query', 'query_id', 'database', 'default_format', 'enable_http_compression', 'wait_end_of_query', 'session_id', 'session_timeout', 'user', 'password']);
+const CLIENT_PARAMS = new Set([
+  'query',
+  'query_id',
+  'database',
+  'default_format',
+  'enable_http_compression',
+  'wait_end_of_query',
+  'session_id',
+  'session_timeout',
+  'user',
+  'password',
+]);
 
 export interface ClickHousePeer {
-  url: string; requests: number; close(): Promise<void>;
+  url: string;
+  requests: number;
+  close(): Promise<void>;
   /** The server goes away (outage tests): the port is closed and open connections are dropped; the data stays. */
   stop(): Promise<void>;
   /** Back on the same port, with the same data. */
@@ -41,11 +54,20 @@ export async function startClickHousePeer(path: string): Promise<ClickHousePeer>
   peer.stop = async () => {
     if (!listening) return;
     listening = false;
-    await new Promise<void>((resolve) => { server.close(() => resolve()); server.closeAllConnections(); });
+    await new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeAllConnections();
+    });
   };
   peer.restart = async () => {
     if (listening) return;
-    await new Promise<void>((resolve, reject) => { server.once('error', reject); server.listen(port, '127.0.0.1', () => { server.off('error', reject); resolve(); }); });
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, '127.0.0.1', () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
     listening = true;
   };
   peer.close = async () => {
@@ -61,7 +83,10 @@ async function handle(session: Session, req: IncomingMessage, res: ServerRespons
   if (req.destroyed) return;
   const body = await new Promise<Buffer>((resolve, reject) => {
     const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c)).on('end', () => resolve(Buffer.concat(chunks))).on('error', reject)
+    req
+      .on('data', (c: Buffer) => chunks.push(c))
+      .on('end', () => resolve(Buffer.concat(chunks)))
+      .on('error', reject)
       .on('close', () => reject(new Error('the connection closed before the request was read')));
   }).catch(() => undefined);
   if (body === undefined) return;
@@ -82,11 +107,16 @@ async function handle(session: Session, req: IncomingMessage, res: ServerRespons
     }
     const inUrl = form?.get('query') ?? url.searchParams.get('query');
     const data = form ? Buffer.alloc(0) : body;
-    const insert = inUrl !== null && data.length > 0 ? /^\s*INSERT\s+INTO\s+([\w.]+)\s*(?:\(([^)]*)\))?\s*FORMAT\s+(\w+)\s*$/i.exec(inUrl) : null;
-    if (inUrl !== null && data.length > 0 && !insert) throw peerError(`the peer takes data in the body only for INSERT INTO t [(columns)] FORMAT f, not: ${inUrl.slice(0, 200)}`);
+    const insert =
+      inUrl !== null && data.length > 0 ? /^\s*INSERT\s+INTO\s+([\w.]+)\s*(?:\(([^)]*)\))?\s*FORMAT\s+(\w+)\s*$/i.exec(inUrl) : null;
+    if (inUrl !== null && data.length > 0 && !insert)
+      throw peerError(`the peer takes data in the body only for INSERT INTO t [(columns)] FORMAT f, not: ${inUrl.slice(0, 200)}`);
     if (insert) {
       await session.insert({
-        table: insert[1]!, values: data, format: insert[3]! as never, settings,
+        table: insert[1]!,
+        values: data,
+        format: insert[3]! as never,
+        settings,
         ...(insert[2] ? { columns: insert[2].split(',').map((c) => c.trim().replace(/^`|`$/g, '')) } : {}),
       });
       res.writeHead(200, { 'Content-Type': 'text/plain; charset=UTF-8' }).end();
@@ -98,13 +128,16 @@ async function handle(session: Session, req: IncomingMessage, res: ServerRespons
     const result = Object.keys(params).length
       ? await session.queryBindAsync(sql, decodeParams(sql, params), { format })
       : await session.queryAsync(sql, { format });
-    res.writeHead(200, { 'Content-Type': 'text/plain; charset=UTF-8', 'X-ClickHouse-Format': format }).end(Buffer.from(result.text(), 'utf8'));
+    res
+      .writeHead(200, { 'Content-Type': 'text/plain; charset=UTF-8', 'X-ClickHouse-Format': format })
+      .end(Buffer.from(result.text(), 'utf8'));
   } catch (err) {
     const e = err as { message?: string; clickhouseCode?: number };
     const message = e.message ?? String(err);
     const code = e.clickhouseCode ?? Number(/Code: (\d+)/.exec(message)?.[1] ?? 1001);
     if (process.env.PEER_DEBUG) console.error('PEER', message.slice(0, 400), req.url?.slice(0, 300));
-    res.writeHead(500, { 'Content-Type': 'text/plain; charset=UTF-8', 'X-ClickHouse-Exception-Code': String(code) })
+    res
+      .writeHead(500, { 'Content-Type': 'text/plain; charset=UTF-8', 'X-ClickHouse-Exception-Code': String(code) })
       .end(/^Code: \d+/.test(message) ? message : `Code: ${code}. DB::Exception: ${message}. (PEER_ERROR)`);
   }
 }
@@ -113,17 +146,26 @@ async function handle(session: Session, req: IncomingMessage, res: ServerRespons
 const applied = new Map<Session, { defaults: Map<string, string>; now: Set<string> }>();
 async function applySettings(session: Session, settings: Record<string, string>): Promise<void> {
   let state = applied.get(session);
-  if (!state) applied.set(session, state = { defaults: new Map(), now: new Set() });
+  if (!state) applied.set(session, (state = { defaults: new Map(), now: new Set() }));
   for (const name of Object.keys(settings)) {
     if (!/^\w+$/.test(name)) throw peerError(`not a setting name: ${name.slice(0, 60)}`);
     if (!state.defaults.has(name)) {
-      const [row] = JSON.parse(`[${(await session.queryBindAsync('SELECT value FROM system.settings WHERE name = {n:String}', { n: name }, { format: 'JSONEachRow' })).text().trim()}]`) as { value: string }[];
-      if (!row) throw Object.assign(new Error(`Code: 115. DB::Exception: Unknown setting ${name}. (UNKNOWN_SETTING)`), { clickhouseCode: 115 });
+      const [row] = JSON.parse(
+        `[${(await session.queryBindAsync('SELECT value FROM system.settings WHERE name = {n:String}', { n: name }, { format: 'JSONEachRow' })).text().trim()}]`,
+      ) as { value: string }[];
+      if (!row)
+        throw Object.assign(new Error(`Code: 115. DB::Exception: Unknown setting ${name}. (UNKNOWN_SETTING)`), { clickhouseCode: 115 });
       state.defaults.set(name, row.value);
     }
   }
-  const wanted = new Map([...[...state.now].filter((n) => !(n in settings)).map((n) => [n, state!.defaults.get(n)!] as const), ...Object.entries(settings)]);
-  for (const [name, value] of wanted) await session.queryAsync(`SET ${name} = ${/^-?\d+(\.\d+)?$/.test(value) ? value : `'${value.replace(/[\\']/g, (c) => `\\${c}`)}'`}`, { format: 'TabSeparated' });
+  const wanted = new Map([
+    ...[...state.now].filter((n) => !(n in settings)).map((n) => [n, state!.defaults.get(n)!] as const),
+    ...Object.entries(settings),
+  ]);
+  for (const [name, value] of wanted)
+    await session.queryAsync(`SET ${name} = ${/^-?\d+(\.\d+)?$/.test(value) ? value : `'${value.replace(/[\\']/g, (c) => `\\${c}`)}'`}`, {
+      format: 'TabSeparated',
+    });
   state.now = new Set(Object.keys(settings));
 }
 
@@ -140,7 +182,8 @@ function multipart(text: string, boundary: string): Map<string, string> {
   return parts;
 }
 
-const peerError = (message: string) => Object.assign(new Error(`Code: 1001. DB::Exception: ${message}. (PEER_ERROR)`), { clickhouseCode: 1001 });
+const peerError = (message: string) =>
+  Object.assign(new Error(`Code: 1001. DB::Exception: ${message}. (PEER_ERROR)`), { clickhouseCode: 1001 });
 
 /** Each `param_*` value (ClickHouse's escaped text) as the JS value chdb formats back to the same text, by its declared type. */
 function decodeParams(sql: string, raw: Record<string, string>): Record<string, unknown> {
@@ -167,7 +210,14 @@ function decodeValue(type: string, text: string): unknown {
     return v;
   }
   if (/^U?Int(8|16|32|64|128|256)$/.test(type)) return integer(text);
-  if (/^Float(32|64)$/.test(type)) return text === 'nan' ? Number.NaN : text === '+inf' || text === 'inf' ? Number.POSITIVE_INFINITY : text === '-inf' ? Number.NEGATIVE_INFINITY : Number(text);
+  if (/^Float(32|64)$/.test(type))
+    return text === 'nan'
+      ? Number.NaN
+      : text === '+inf' || text === 'inf'
+        ? Number.POSITIVE_INFINITY
+        : text === '-inf'
+          ? Number.NEGATIVE_INFINITY
+          : Number(text);
   if (/^(String|FixedString\(\d+\)|Enum\d*\(.*\)|Date.*|UUID|IPv[46]|Decimal.*)$/.test(type)) return unescapeLiteral(text);
   throw peerError(`the peer cannot decode parameters of type ${type}`);
 }
@@ -184,18 +234,29 @@ const unescapeLiteral = (s: string) => s.replace(/\\(.)/gs, (_, c: string) => ES
 /** A value of ClickHouse's literal syntax as the client writes array parameters: [..], '..', numbers, NULL. */
 function literal(p: { s: string; i: number }): unknown {
   const { s } = p;
-  const skip = () => { while (s[p.i] === ' ') p.i++; };
+  const skip = () => {
+    while (s[p.i] === ' ') p.i++;
+  };
   skip();
   if (s[p.i] === '[') {
     p.i++;
     const items: unknown[] = [];
     skip();
-    if (s[p.i] === ']') { p.i++; return items; }
+    if (s[p.i] === ']') {
+      p.i++;
+      return items;
+    }
     for (;;) {
       items.push(literal(p));
       skip();
-      if (s[p.i] === ',') { p.i++; continue; }
-      if (s[p.i] === ']') { p.i++; return items; }
+      if (s[p.i] === ',') {
+        p.i++;
+        continue;
+      }
+      if (s[p.i] === ']') {
+        p.i++;
+        return items;
+      }
       throw peerError(`bad array literal at ${p.i}: ${s.slice(0, 100)}`);
     }
   }
@@ -203,8 +264,15 @@ function literal(p: { s: string; i: number }): unknown {
     let out = '';
     for (p.i++; p.i < s.length; p.i++) {
       const c = s[p.i]!;
-      if (c === '\\') { const n = s[++p.i]!; out += ESCAPES[n] ?? n; continue; }
-      if (c === "'") { p.i++; return out; }
+      if (c === '\\') {
+        const n = s[++p.i]!;
+        out += ESCAPES[n] ?? n;
+        continue;
+      }
+      if (c === "'") {
+        p.i++;
+        return out;
+      }
       out += c;
     }
     throw peerError(`unterminated string literal: ${s.slice(0, 100)}`);

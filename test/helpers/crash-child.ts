@@ -33,9 +33,9 @@
 // a go line: exit 0 without touching anything.
 import { EmbeddedLog } from '../../projectors/log/embedded.ts';
 import { applyBatch, migrateReadModels, PROJECTOR_GROUP } from '../../projectors/runner.ts';
+import { TOPIC_NAMES } from '../../schemas/topics/index.ts';
 import { openChdbStore } from '../../storage/chdb.ts';
 import type { Store } from '../../storage/port.ts';
-import { TOPIC_NAMES } from '../../schemas/topics/index.ts';
 
 function arg(name: string): string | undefined {
   const i = process.argv.indexOf(`--${name}`);
@@ -58,7 +58,10 @@ function firstLine(): Promise<string | null> {
     process.stdin.on('data', (d: string) => {
       buf += d;
       const nl = buf.indexOf('\n');
-      if (nl !== -1) { process.stdin.pause(); resolve(buf.slice(0, nl)); }
+      if (nl !== -1) {
+        process.stdin.pause();
+        resolve(buf.slice(0, nl));
+      }
     });
     process.stdin.on('end', () => resolve(null));
   });
@@ -97,35 +100,62 @@ function instrumented(store: Store): Store {
   const wrote = (table: string, rows: number) => {
     say(`w ${table} ${rows}`);
     reached(`write-${++batchWrites}-${batchTopic}`);
-    if (rows > 0) { reached('write'); reached(table); }
+    if (rows > 0) {
+      reached('write');
+      reached(table);
+    }
   };
   return {
-    get database() { return store.database; },
+    get database() {
+      return store.database;
+    },
     query: (sql, params) => store.query(sql, params),
     // An INSERT ... SELECT (the activity roll-up) is a write too; its row count is not known here.
-    async exec(sql, params) { await store.exec(sql, params); const m = /^\s*INSERT INTO \$db\.(\w+)/.exec(sql); if (m) wrote(m[1]!, 1); },
+    async exec(sql, params) {
+      await store.exec(sql, params);
+      const m = /^\s*INSERT INTO \$db\.(\w+)/.exec(sql);
+      if (m) wrote(m[1]!, 1);
+    },
     close: () => store.close(),
-    async insert(table, rows) { await store.insert(table, rows); wrote(table, rows.length); },
-    async insertCompact(table, columns, rows) { await store.insertCompact(table, columns, rows); wrote(table, rows.length); },
+    async insert(table, rows) {
+      await store.insert(table, rows);
+      wrote(table, rows.length);
+    },
+    async insertCompact(table, columns, rows) {
+      await store.insertCompact(table, columns, rows);
+      wrote(table, rows.length);
+    },
   };
 }
 
 const log = new EmbeddedLog(dataDir, 20);
 const chdb = await openChdbStore(chdbPath, db);
 const store = instrumented(chdb);
-await migrateReadModels(chdb, () => log.writeOffsets(group, {}), (l) => say(`# ${l}`));
+await migrateReadModels(
+  chdb,
+  () => log.writeOffsets(group, {}),
+  (l) => say(`# ${l}`),
+);
 say('ready');
-const sub = log.subscribe(group, TOPIC_NAMES, async (batch) => {
-  say(`b ${batch.topic} ${batch.records.length} ${batch.records.at(-1)?.offset ?? ''}`);
-  batchTopic = batch.topic;
-  batchWrites = 0;
-  reached(`start-${batch.topic}`);
-  await applyBatch(store, batch);
-}, {
-  maxBatch,
-  onCommit: (batch) => { say(`c ${batch.topic}`); reached('commit'); },
-  onError: (err, batch) => say(`# batch of ${batch.topic} failed: ${(err as Error).message.replace(/\s+/g, ' ').slice(0, 300)}`),
-});
+const sub = log.subscribe(
+  group,
+  TOPIC_NAMES,
+  async (batch) => {
+    say(`b ${batch.topic} ${batch.records.length} ${batch.records.at(-1)?.offset ?? ''}`);
+    batchTopic = batch.topic;
+    batchWrites = 0;
+    reached(`start-${batch.topic}`);
+    await applyBatch(store, batch);
+  },
+  {
+    maxBatch,
+    onCommit: (batch) => {
+      say(`c ${batch.topic}`);
+      reached('commit');
+    },
+    onError: (err, batch) => say(`# batch of ${batch.topic} failed: ${(err as Error).message.replace(/\s+/g, ' ').slice(0, 300)}`),
+  },
+);
 say('projecting');
 await sub.caughtUp();
 say('caught-up');

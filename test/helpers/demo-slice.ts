@@ -15,15 +15,25 @@ export function demoSlice(o: { seed: number; now: number; traders: number; asset
     if (r.topic === 'traders' && v.id <= o.traders && v.source) sources.add(v.source.sourceIdentityId);
   }
   const since = o.priceDays === undefined ? -Infinity : o.now - o.priceDays * 86_400_000;
-  return all.filter((r) => {
-    const v = r.value as any;
-    switch (r.topic) {
-      case 'traders': case 'trader-tags': return (v.id ?? v.traderId) <= o.traders;
-      case 'source-identities': case 'messages': return sources.has(v.sourceIdentityId);
-      case 'trade-events': return v.traderId <= o.traders && v.assetId <= o.assets;
-      case 'prices': return v.assetId <= o.assets && Date.parse(v.at) > since;
-      case 'channel-summaries': return sources.has(v.sourceIdentityId ?? '') || v.traderId <= o.traders;
-      default: return true;
-    }
-  }).map((r) => ({ topic: r.topic as TopicRecord['topic'], value: r.value }));
+  return all
+    .filter((r) => {
+      const v = r.value as any;
+      switch (r.topic) {
+        case 'traders':
+        case 'trader-tags':
+          return (v.id ?? v.traderId) <= o.traders;
+        case 'source-identities':
+        case 'messages':
+          return sources.has(v.sourceIdentityId);
+        case 'trade-events':
+          return v.traderId <= o.traders && v.assetId <= o.assets;
+        case 'prices':
+          return v.assetId <= o.assets && Date.parse(v.at) > since;
+        case 'channel-summaries':
+          return sources.has(v.sourceIdentityId ?? '') || v.traderId <= o.traders;
+        default:
+          return true;
+      }
+    })
+    .map((r) => ({ topic: r.topic as TopicRecord['topic'], value: r.value }));
 }

@@ -20,14 +20,14 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Kafka, logLevel } from 'kafkajs';
 import { Redis } from 'ioredis';
+import { Kafka, logLevel } from 'kafkajs';
 import { ensureTopics, redisKeys, sharedProjector, sharedReadApp } from '../../apps/distributed.ts';
 import { EmbeddedLog } from '../../projectors/log/embedded.ts';
 import { KafkaAppender } from '../../projectors/log/kafka.ts';
 import { ensureSchema } from '../../projectors/runner.ts';
 import { TOPIC_NAMES } from '../../schemas/topics/index.ts';
-import { appendGiven, putTestKey, type Harness, type HarnessOptions } from './harness.ts';
+import { appendGiven, type Harness, type HarnessOptions, putTestKey } from './harness.ts';
 import { kafkaMock } from './kafka-mock.ts';
 import { redisPeer } from './redis.ts';
 import { newTestDatabase, openTestStore, releaseTestDatabase } from './test-store.ts';
@@ -69,7 +69,10 @@ async function kafkaFor(database: string): Promise<{ brokers: string[]; prefix: 
 }
 
 export async function createDistributedHarness(opts: HarnessOptions): Promise<Harness> {
-  if (opts.mcp || opts.metrics) throw new Error('the distributed harness runs the REST suites: MCP and metrics have suites of their own over these processes (test/apps/distributed.test.ts)');
+  if (opts.mcp || opts.metrics)
+    throw new Error(
+      'the distributed harness runs the REST suites: MCP and metrics have suites of their own over these processes (test/apps/distributed.test.ts)',
+    );
   harnesses++;
   const database = newTestDatabase();
   const kafka = await kafkaFor(database);
@@ -78,14 +81,27 @@ export async function createDistributedHarness(opts: HarnessOptions): Promise<Ha
   const dataDir = mkdtempSync(join(tmpdir(), 'signalbase-log-'));
   const staging = new EmbeddedLog(dataDir, 20);
   const appender = new KafkaAppender({ brokers: kafka.brokers, clientId: 'test-ingest', topicPrefix: kafka.prefix });
-  const say = (line: string) => { if (process.env.SIGNALBASE_TEST_VERBOSE) console.log(line); };
+  const say = (line: string) => {
+    if (process.env.SIGNALBASE_TEST_VERBOSE) console.log(line);
+  };
 
   const store = await openTestStore(database);
   await ensureSchema(store);
   const projectorRedis = new Redis(redisUrl);
   let version = 0;
   const startProjector = (on: typeof store) =>
-    sharedProjector(on, { brokers: kafka.brokers, topicPrefix: kafka.prefix, clientId: 'test-projector', maxWaitMs: 20, redis: projectorRedis, keys, say, onCommit: () => { version++; } });
+    sharedProjector(on, {
+      brokers: kafka.brokers,
+      topicPrefix: kafka.prefix,
+      clientId: 'test-projector',
+      maxWaitMs: 20,
+      redis: projectorRedis,
+      keys,
+      say,
+      onCommit: () => {
+        version++;
+      },
+    });
   // The projector writes through a store client of its own, as `signalbase projector` does.
   const projectorStores = [await openTestStore(database)];
   let projector = startProjector(projectorStores[0]!);
@@ -94,32 +110,48 @@ export async function createDistributedHarness(opts: HarnessOptions): Promise<Ha
   // data version) and cursor codec on the one shared secret. They read through the harness's
   // store client, `h.store`, which the suites inspect and instrument (the SQL a read sends).
   const secret = randomBytes(32);
-  const replicas = await Promise.all([0, 1].map(async () => {
-    const replicaRedis = new Redis(redisUrl);
-    const app = sharedReadApp('api', { store, redis: replicaRedis, keys, secret, clock: opts.clock, ...(opts.rateLimits ? { rateLimits: opts.rateLimits } : {}) });
-    await app.ready();
-    return { app, redis: replicaRedis };
-  }));
+  const replicas = await Promise.all(
+    [0, 1].map(async () => {
+      const replicaRedis = new Redis(redisUrl);
+      const app = sharedReadApp('api', {
+        store,
+        redis: replicaRedis,
+        keys,
+        secret,
+        clock: opts.clock,
+        ...(opts.rateLimits ? { rateLimits: opts.rateLimits } : {}),
+      });
+      await app.ready();
+      return { app, redis: replicaRedis };
+    }),
+  );
   let turn = 0;
 
   // Whatever the staging log holds past what was forwarded goes onto Kafka, one call at a time.
   const forwarded = new Map<string, number>();
   let forwarding: Promise<void> = Promise.resolve();
-  const forward = () => (forwarding = forwarding.then(async () => {
-    for (const topic of TOPIC_NAMES) {
-      let from = forwarded.get(topic) ?? 0;
-      for (;;) {
-        const { records, next } = staging.read(topic, from, 5000);
-        if (next === from) break;
-        await appender.append(topic, records.map((r) => {
-          if (r.oversize) throw new Error('the distributed harness does not forward records over MAX_RECORD_BYTES (Kafka brokers refuse them before the projector sees them)');
-          return { key: r.key, raw: r.value };
-        }));
-        from = next;
+  const forward = () =>
+    (forwarding = forwarding.then(async () => {
+      for (const topic of TOPIC_NAMES) {
+        let from = forwarded.get(topic) ?? 0;
+        for (;;) {
+          const { records, next } = staging.read(topic, from, 5000);
+          if (next === from) break;
+          await appender.append(
+            topic,
+            records.map((r) => {
+              if (r.oversize)
+                throw new Error(
+                  'the distributed harness does not forward records over MAX_RECORD_BYTES (Kafka brokers refuse them before the projector sees them)',
+                );
+              return { key: r.key, raw: r.value };
+            }),
+          );
+          from = next;
+        }
+        forwarded.set(topic, from);
       }
-      forwarded.set(topic, from);
-    }
-  }));
+    }));
   const admin = new Kafka({ brokers: kafka.brokers, clientId: 'test-admin', logLevel: logLevel.NOTHING }).admin();
   await admin.connect();
   const settle = async () => {
@@ -127,14 +159,23 @@ export async function createDistributedHarness(opts: HarnessOptions): Promise<Ha
     await projector.sub.caughtUp();
     for (const topic of TOPIC_NAMES) {
       const dropped = (await admin.fetchTopicOffsets(kafka.prefix + topic)).filter((p) => p.low !== '0');
-      if (dropped.length) throw new Error(`the Kafka mock dropped the oldest records of ${topic} partitions ${dropped.map((p) => p.partition).join(', ')} (about 5 MiB per partition): raise PARTITIONS in ${import.meta.url}`);
+      if (dropped.length)
+        throw new Error(
+          `the Kafka mock dropped the oldest records of ${topic} partitions ${dropped.map((p) => p.partition).join(', ')} (about 5 MiB per partition): raise PARTITIONS in ${import.meta.url}`,
+        );
     }
   };
 
   let accounts = 0;
   const h: Harness = {
-    store, log: staging, app: replicas[0]!.app, dataDir,
-    async given(records) { appendGiven(staging, records); await settle(); },
+    store,
+    log: staging,
+    app: replicas[0]!.app,
+    dataDir,
+    async given(records) {
+      appendGiven(staging, records);
+      await settle();
+    },
     settle,
     dataVersion: () => version,
     async restartProjector() {
@@ -155,18 +196,23 @@ export async function createDistributedHarness(opts: HarnessOptions): Promise<Ha
       return { status: res.statusCode, body: res.json(), headers: res.headers };
     },
     listen: () => Promise.reject(new Error('the distributed harness has no MCP')),
-    urls: () => { throw new Error('the distributed harness has no MCP'); },
+    urls: () => {
+      throw new Error('the distributed harness has no MCP');
+    },
     password: () => Promise.reject(new Error('the distributed harness has no MCP')),
     token: () => Promise.reject(new Error('the distributed harness has no MCP')),
     async close() {
-      for (const r of replicas) { await r.app.close(); r.redis.disconnect(); }
+      for (const r of replicas) {
+        await r.app.close();
+        r.redis.disconnect();
+      }
       await projector.stop();
       await appender.close();
       await admin.disconnect();
       await kafka.stop();
       for (const s of projectorStores) await s.close();
       // The harness's keys go with it (a shared REDIS_URL outlives the run).
-      for (let cursor = '0'; ;) {
+      for (let cursor = '0'; ; ) {
         const [next, found] = await projectorRedis.scan(cursor, 'MATCH', `${keys.prefix}:*`, 'COUNT', 1000);
         if (found.length) await projectorRedis.del(...found);
         if ((cursor = next) === '0') break;
@@ -176,7 +222,11 @@ export async function createDistributedHarness(opts: HarnessOptions): Promise<Ha
       await store.close();
       rmSync(dataDir, { recursive: true, force: true });
       await releaseTestDatabase();
-      if (--harnesses === 0) { const r = redis; redis = undefined; await (await r)?.stop(); }
+      if (--harnesses === 0) {
+        const r = redis;
+        redis = undefined;
+        await (await r)?.stop();
+      }
     },
   };
   return h;

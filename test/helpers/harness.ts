@@ -1,31 +1,34 @@
 // The contract suites read with one key, some in parallel, on a loaded machine: admission is held to its own tests (issue 24), not to their timing.
-import { Admission, admissionDefaults } from '../../apps/reads/cost.ts';
-import type { RateLimits } from '../../apps/api/rate-limit.ts';
-import type { Metrics } from '../../apps/metrics.ts';
+
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
-import { buildApi } from '../../apps/api/server.ts';
-import { ApiKeyAuthenticator } from '../../apps/auth/keys.ts';
-import { MemoryCache } from '../../apps/cache/memory.ts';
-import { ReadCache } from '../../apps/api/read-cache.ts';
 import { ALL, createKey, putAccount } from '../../apps/admin.ts';
-import { EmbeddedLog } from '../../projectors/log/embedded.ts';
-import { ensureSchema, runProjector } from '../../projectors/runner.ts';
-import type { Store } from '../../storage/port.ts';
-import { newTestDatabase, openTestStore, releaseTestDatabase, type TestStore } from './test-store.ts';
-import { createDistributedHarness } from './distributed-harness.ts';
-import { SCOPES, type AccountRecord, type Scope, type TopicName } from '../../schemas/topics/index.ts';
-import { topicByName } from '../../schemas/topics/index.ts';
+import type { RateLimits } from '../../apps/api/rate-limit.ts';
+import { ReadCache } from '../../apps/api/read-cache.ts';
+import { buildApi } from '../../apps/api/server.ts';
 import { DevAuthorizationServer } from '../../apps/auth/dev-server.ts';
+import { ApiKeyAuthenticator } from '../../apps/auth/keys.ts';
 import { setPassword } from '../../apps/auth/passwords.ts';
 import { loadSigningKey, mintAccessToken } from '../../apps/auth/signing.ts';
-import { TokenVerifier, type AuthUrls } from '../../apps/mcp/bearer.ts';
+import { MemoryCache } from '../../apps/cache/memory.ts';
+import { type AuthUrls, TokenVerifier } from '../../apps/mcp/bearer.ts';
+import type { Metrics } from '../../apps/metrics.ts';
+import { Admission, admissionDefaults } from '../../apps/reads/cost.ts';
+import { EmbeddedLog } from '../../projectors/log/embedded.ts';
+import { ensureSchema, runProjector } from '../../projectors/runner.ts';
+import { type AccountRecord, SCOPES, type Scope, type TopicName, topicByName } from '../../schemas/topics/index.ts';
+import type { Store } from '../../storage/port.ts';
+import { createDistributedHarness } from './distributed-harness.ts';
+import { newTestDatabase, openTestStore, releaseTestDatabase, type TestStore } from './test-store.ts';
 
 export type { TestStore } from './test-store.ts';
 
-export interface TopicRecord { topic: TopicName; value: any }
+export interface TopicRecord {
+  topic: TopicName;
+  value: any;
+}
 
 export interface Harness {
   store: TestStore;
@@ -67,7 +70,11 @@ export function appendGiven(log: EmbeddedLog, records: readonly TopicRecord[]): 
   for (const r of records) {
     const topic = topicByName.get(r.topic)!;
     let key = '';
-    try { key = topic.key(r.value); } catch { /* invalid record: dead-lettered */ }
+    try {
+      key = topic.key(r.value);
+    } catch {
+      /* invalid record: dead-lettered */
+    }
     (byTopic.get(r.topic) ?? byTopic.set(r.topic, []).get(r.topic)!).push({ key, value: r.value });
   }
   for (const [topic, recs] of byTopic) log.appendSync(topic, recs);
@@ -78,12 +85,23 @@ export type KeyOptions = { scopes?: readonly Scope[]; account?: Partial<Omit<Acc
 /** Appends an account (all visible, no history window unless overridden) and a new key of it; returns the key. */
 export function putTestKey(log: EmbeddedLog, defaultId: string, opts: KeyOptions): string {
   const id = opts.account?.id ?? defaultId;
-  putAccount(log, { id, status: 'active', emailVerified: true, messageVisibility: ALL, signalVisibility: ALL, historyWindowDays: null, ...opts.account });
+  putAccount(log, {
+    id,
+    status: 'active',
+    emailVerified: true,
+    messageVisibility: ALL,
+    signalVisibility: ALL,
+    historyWindowDays: null,
+    ...opts.account,
+  });
   return createKey(log, id, opts.scopes ?? SCOPES).key;
 }
 
 export interface HarnessOptions {
-  clock?: () => number; rateLimits?: RateLimits; admission?: Admission; metrics?: (h: { lag: () => Promise<number>; store: Store }) => Metrics;
+  clock?: () => number;
+  rateLimits?: RateLimits;
+  admission?: Admission;
+  metrics?: (h: { lag: () => Promise<number>; store: Store }) => Metrics;
   /** Mounts the MCP tool server and the dev authorization server (real HTTP: call `listen`). */
   mcp?: boolean | { jwksCooldownMs?: number; issuer?: string };
 }
@@ -99,22 +117,46 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
   const authCache = new MemoryCache();
   const auth = new ApiKeyAuthenticator(store, authCache);
   let urls: AuthUrls | undefined;
-  const mcpUrls = () => urls ?? (() => { throw new Error('call listen() first'); })();
+  const mcpUrls = () =>
+    urls ??
+    (() => {
+      throw new Error('call listen() first');
+    })();
   // `issuer`: tokens come from that authorization server (AUTH_ISSUER), and the dev one is not mounted.
   const { issuer: otherIssuer, ...mcpOpts } = typeof opts.mcp === 'object' ? opts.mcp : {};
-  const mcp = opts.mcp ? { verifier: new TokenVerifier({ store, cache: authCache, urls: mcpUrls, clock, ...mcpOpts }), urls: mcpUrls } : undefined;
+  const mcp = opts.mcp
+    ? { verifier: new TokenVerifier({ store, cache: authCache, urls: mcpUrls, clock, ...mcpOpts }), urls: mcpUrls }
+    : undefined;
   const devAuth = opts.mcp && !otherIssuer ? new DevAuthorizationServer({ dataDir, store, urls: mcpUrls, clock }) : undefined;
   let version = 0;
   let projector: ReturnType<typeof runProjector>;
   const metrics = opts.metrics?.({ lag: () => projector.lag(), store });
-  const onCommit = (info: { topic: string; applied: number; dead: number }) => { version++; metrics?.committed(info); return auth.invalidate(); };
+  const onCommit = (info: { topic: string; applied: number; dead: number }) => {
+    version++;
+    metrics?.committed(info);
+    return auth.invalidate();
+  };
   projector = runProjector(log, store, { onCommit });
   const projectorStores: TestStore[] = [];
-  const app = buildApi({ store, auth, readCache: new ReadCache(new MemoryCache(undefined, undefined, clock), clock), dataVersion: () => version, clock, rateLimits: opts.rateLimits, metrics, admission: opts.admission ?? new Admission({ ...admissionDefaults(), perAccount: 4, maxWaitMs: 9_000 }), ...(mcp ? { mcp } : {}), ...(devAuth ? { devAuth } : {}) });
+  const app = buildApi({
+    store,
+    auth,
+    readCache: new ReadCache(new MemoryCache(undefined, undefined, clock), clock),
+    dataVersion: () => version,
+    clock,
+    rateLimits: opts.rateLimits,
+    metrics,
+    admission: opts.admission ?? new Admission({ ...admissionDefaults(), perAccount: 4, maxWaitMs: 9_000 }),
+    ...(mcp ? { mcp } : {}),
+    ...(devAuth ? { devAuth } : {}),
+  });
   await app.ready();
   let accounts = 0;
   const h: Harness = {
-    store, log, app, dataDir,
+    store,
+    log,
+    app,
+    dataDir,
     async listen() {
       const address = await app.listen({ port: 0, host: '127.0.0.1' });
       urls = { mcpUrl: `${address}/mcp`, issuer: otherIssuer ?? address };
@@ -125,8 +167,13 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
     async token(o) {
       const u = mcpUrls();
       return mintAccessToken(await loadSigningKey(dataDir), {
-        issuer: o.issuer ?? u.issuer, audience: o.audience ?? u.mcpUrl, accountId: o.account, scopes: o.scopes ?? SCOPES,
-        clientId: 'test', ttlSeconds: o.ttlSeconds ?? 600, now: clock(),
+        issuer: o.issuer ?? u.issuer,
+        audience: o.audience ?? u.mcpUrl,
+        accountId: o.account,
+        scopes: o.scopes ?? SCOPES,
+        clientId: 'test',
+        ttlSeconds: o.ttlSeconds ?? 600,
+        now: clock(),
       });
     },
     async given(records) {
@@ -166,20 +213,91 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
 
 /** Small record builders with sensible defaults, for specs that state their own data. */
 export const build = {
-  trader: (id: number, over: Record<string, unknown> = {}) => ({ topic: 'traders' as const, value: {
-    id, name: `Trader ${id}`, slug: `trader-${id}`, avatarUrl: null, source: { platform: 'TELEGRAM', sourceIdentityId: `src-${id}` }, version: 1, ...over } }),
-  source: (sourceIdentityId: string, over: Record<string, unknown> = {}) => ({ topic: 'source-identities' as const, value: {
-    platform: 'TELEGRAM', sourceIdentityId, displayName: `Source ${sourceIdentityId}`, handle: sourceIdentityId, avatarUrl: null,
-    profileUrl: `https://t.me/${sourceIdentityId}`, audienceCount: 100, version: 1, ...over } }),
-  asset: (id: number, over: Record<string, unknown> = {}) => ({ topic: 'assets' as const, value: {
-    id, name: `Asset ${id}`, symbol: `A${id}`, logoUrl: null, assetClass: 'crypto', category: null,
-    markets: [{ quoteSymbol: 'USD', active: true, preferred: true }], version: 1, ...over } }),
-  event: (id: number, over: Record<string, unknown> = {}) => ({ topic: 'trade-events' as const, value: {
-    id, type: 'open', direction: 'long', price: 100, timeOfEvent: '2026-01-01T00:00:00.000Z', assumed: false, retrospective: false,
-    autoGenerated: false, positionId: id, traderId: 1, assetId: 1, messageId: null, version: 1, ...over } }),
-  price: (assetId: number, at: string, price: number, over: Record<string, unknown> = {}) => ({ topic: 'prices' as const, value: {
-    assetId, at, price, version: 1, ...over } }),
-  message: (id: string, sourceIdentityId: string, writtenAt: string, over: Record<string, unknown> = {}) => ({ topic: 'messages' as const, value: {
-    id, platform: 'TELEGRAM', sourceIdentityId, writtenAt, url: null, text: `message ${id}`, attachments: [], isEdited: false,
-    isReply: false, isQuote: false, isRepost: false, version: 1, ...over } }),
+  trader: (id: number, over: Record<string, unknown> = {}) => ({
+    topic: 'traders' as const,
+    value: {
+      id,
+      name: `Trader ${id}`,
+      slug: `trader-${id}`,
+      avatarUrl: null,
+      source: { platform: 'TELEGRAM', sourceIdentityId: `src-${id}` },
+      version: 1,
+      ...over,
+    },
+  }),
+  source: (sourceIdentityId: string, over: Record<string, unknown> = {}) => ({
+    topic: 'source-identities' as const,
+    value: {
+      platform: 'TELEGRAM',
+      sourceIdentityId,
+      displayName: `Source ${sourceIdentityId}`,
+      handle: sourceIdentityId,
+      avatarUrl: null,
+      profileUrl: `https://t.me/${sourceIdentityId}`,
+      audienceCount: 100,
+      version: 1,
+      ...over,
+    },
+  }),
+  asset: (id: number, over: Record<string, unknown> = {}) => ({
+    topic: 'assets' as const,
+    value: {
+      id,
+      name: `Asset ${id}`,
+      symbol: `A${id}`,
+      logoUrl: null,
+      assetClass: 'crypto',
+      category: null,
+      markets: [{ quoteSymbol: 'USD', active: true, preferred: true }],
+      version: 1,
+      ...over,
+    },
+  }),
+  event: (id: number, over: Record<string, unknown> = {}) => ({
+    topic: 'trade-events' as const,
+    value: {
+      id,
+      type: 'open',
+      direction: 'long',
+      price: 100,
+      timeOfEvent: '2026-01-01T00:00:00.000Z',
+      assumed: false,
+      retrospective: false,
+      autoGenerated: false,
+      positionId: id,
+      traderId: 1,
+      assetId: 1,
+      messageId: null,
+      version: 1,
+      ...over,
+    },
+  }),
+  price: (assetId: number, at: string, price: number, over: Record<string, unknown> = {}) => ({
+    topic: 'prices' as const,
+    value: {
+      assetId,
+      at,
+      price,
+      version: 1,
+      ...over,
+    },
+  }),
+  message: (id: string, sourceIdentityId: string, writtenAt: string, over: Record<string, unknown> = {}) => ({
+    topic: 'messages' as const,
+    value: {
+      id,
+      platform: 'TELEGRAM',
+      sourceIdentityId,
+      writtenAt,
+      url: null,
+      text: `message ${id}`,
+      attachments: [],
+      isEdited: false,
+      isReply: false,
+      isQuote: false,
+      isRepost: false,
+      version: 1,
+      ...over,
+    },
+  }),
 };

@@ -26,7 +26,10 @@ function binary(): { path: string } | { skip: string } {
   if (existsSync(path)) return { path };
   mkdirSync(dirname(path), { recursive: true });
   const cc = spawnSync('gcc', ['-O2', '-o', `${path}.${process.pid}`, SOURCE, '-lrdkafka'], { encoding: 'utf8' });
-  if (cc.error || cc.status !== 0) return { skip: `cannot compile the Kafka mock harness (gcc and Debian's librdkafka-dev; .ci/run installs them): ${cc.error?.message ?? cc.stderr.slice(0, 300)}` };
+  if (cc.error || cc.status !== 0)
+    return {
+      skip: `cannot compile the Kafka mock harness (gcc and Debian's librdkafka-dev; .ci/run installs them): ${cc.error?.message ?? cc.stderr.slice(0, 300)}`,
+    };
   spawnSync('mv', [`${path}.${process.pid}`, path]);
   return { path };
 }
@@ -38,7 +41,9 @@ export async function kafkaMock(brokers: number, topics: Record<string, number>)
     if (process.env.CI === 'true') throw new Error(bin.skip);
     return bin;
   }
-  const child = spawn(bin.path, [String(brokers), ...Object.entries(topics).map(([t, n]) => `${t}:${n}`)], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const child = spawn(bin.path, [String(brokers), ...Object.entries(topics).map(([t, n]) => `${t}:${n}`)], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
   const lines = createInterface({ input: child.stdout! });
   const waiting: { resolve: (line: string) => void; reject: (err: Error) => void }[] = [];
   let exited: Error | undefined;
@@ -47,9 +52,11 @@ export async function kafkaMock(brokers: number, topics: Record<string, number>)
     exited = new Error(`the Kafka mock harness exited (${code})`);
     for (const w of waiting.splice(0)) w.reject(exited);
   });
-  const next = () => new Promise<string>((resolve, reject) => {
-    if (exited) reject(exited); else waiting.push({ resolve, reject });
-  });
+  const next = () =>
+    new Promise<string>((resolve, reject) => {
+      if (exited) reject(exited);
+      else waiting.push({ resolve, reject });
+    });
   const first = await next();
   if (!first.startsWith('bootstrap ')) throw new Error(`the Kafka mock harness said: ${first}`);
   // One command at a time: answers come in order.
@@ -66,11 +73,15 @@ export async function kafkaMock(brokers: number, topics: Record<string, number>)
       chain = run.catch(() => {});
       return run;
     },
-    stop: () => new Promise<void>((resolve) => {
-      if (child.exitCode !== null) { resolve(); return; }
-      child.once('exit', () => resolve());
-      child.stdin!.end();
-      setTimeout(() => child.kill('SIGKILL'), 2000).unref();
-    }),
+    stop: () =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null) {
+          resolve();
+          return;
+        }
+        child.once('exit', () => resolve());
+        child.stdin!.end();
+        setTimeout(() => child.kill('SIGKILL'), 2000).unref();
+      }),
   };
 }

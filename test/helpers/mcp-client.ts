@@ -1,5 +1,5 @@
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { OAuthClientProvider } from '@modelcontextprotocol/sdk/client/auth.js';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
 
@@ -13,21 +13,44 @@ export class TestOAuthProvider implements OAuthClientProvider {
   saved?: OAuthTokens;
   verifier = '';
   authorizationUrl?: URL;
-  constructor(readonly redirectUrl = 'http://127.0.0.1:9/callback', private readonly scope?: string) {}
+  constructor(
+    readonly redirectUrl = 'http://127.0.0.1:9/callback',
+    private readonly scope?: string,
+  ) {}
   get clientMetadata(): OAuthClientMetadata {
     return {
-      client_name: 'signalbase test client', redirect_uris: [String(this.redirectUrl)], grant_types: ['authorization_code', 'refresh_token'],
-      response_types: ['code'], token_endpoint_auth_method: 'none', ...(this.scope ? { scope: this.scope } : {}),
+      client_name: 'signalbase test client',
+      redirect_uris: [String(this.redirectUrl)],
+      grant_types: ['authorization_code', 'refresh_token'],
+      response_types: ['code'],
+      token_endpoint_auth_method: 'none',
+      ...(this.scope ? { scope: this.scope } : {}),
     };
   }
-  state() { return 'state-123'; }
-  clientInformation() { return this.client; }
-  saveClientInformation(c: OAuthClientInformationMixed) { this.client = c; }
-  tokens() { return this.saved; }
-  saveTokens(t: OAuthTokens) { this.saved = t; }
-  redirectToAuthorization(url: URL) { this.authorizationUrl = url; }
-  saveCodeVerifier(v: string) { this.verifier = v; }
-  codeVerifier() { return this.verifier; }
+  state() {
+    return 'state-123';
+  }
+  clientInformation() {
+    return this.client;
+  }
+  saveClientInformation(c: OAuthClientInformationMixed) {
+    this.client = c;
+  }
+  tokens() {
+    return this.saved;
+  }
+  saveTokens(t: OAuthTokens) {
+    this.saved = t;
+  }
+  redirectToAuthorization(url: URL) {
+    this.authorizationUrl = url;
+  }
+  saveCodeVerifier(v: string) {
+    this.verifier = v;
+  }
+  codeVerifier() {
+    return this.verifier;
+  }
 }
 
 /** The consent page's hidden sign-in request id, and the scopes it offers. */
@@ -42,7 +65,10 @@ export function parseConsentPage(html: string): { request: string; scopes: strin
  * sign-in form and approves (or denies). Returns the final answer (a redirect to the client, or
  * the page again with an error).
  */
-export async function signIn(authorizationUrl: URL, form: { account: string; password: string; scopes?: string[]; action?: 'approve' | 'deny' }) {
+export async function signIn(
+  authorizationUrl: URL,
+  form: { account: string; password: string; scopes?: string[]; action?: 'approve' | 'deny' },
+) {
   const page = await fetch(authorizationUrl, { redirect: 'manual' });
   const html = await page.text();
   if (page.status !== 200) return { status: page.status, location: page.headers.get('location'), html };
@@ -56,23 +82,37 @@ export async function signIn(authorizationUrl: URL, form: { account: string; pas
 /** An SDK client connected to `mcpUrl` with a bearer token, or with an OAuth provider. */
 export async function connect(mcpUrl: string, auth: { token: string } | { provider: OAuthClientProvider }): Promise<Client> {
   const client = new Client({ name: 'signalbase-test', version: '1.0.0' });
-  const transport = 'token' in auth
-    ? new StreamableHTTPClientTransport(new URL(mcpUrl), { requestInit: { headers: { authorization: `Bearer ${auth.token}` } } })
-    : new StreamableHTTPClientTransport(new URL(mcpUrl), { authProvider: auth.provider });
+  const transport =
+    'token' in auth
+      ? new StreamableHTTPClientTransport(new URL(mcpUrl), { requestInit: { headers: { authorization: `Bearer ${auth.token}` } } })
+      : new StreamableHTTPClientTransport(new URL(mcpUrl), { authProvider: auth.provider });
   await client.connect(transport);
   return client;
 }
 
 /** POST one JSON-RPC request to /mcp with raw headers (for what the SDK client would not send). */
-export async function rawMcp(mcpUrl: string, headers: Record<string, string>, body: unknown = { jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} }) {
+export async function rawMcp(
+  mcpUrl: string,
+  headers: Record<string, string>,
+  body: unknown = { jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} },
+) {
   const res = await fetch(mcpUrl, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-06-18', ...headers },
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': '2025-06-18',
+      ...headers,
+    },
     body: typeof body === 'string' ? body : JSON.stringify(body),
   });
   const text = await res.text();
   let json: any = null;
-  try { json = JSON.parse(text); } catch { /* not JSON */ }
+  try {
+    json = JSON.parse(text);
+  } catch {
+    /* not JSON */
+  }
   return { status: res.status, headers: res.headers, json, text };
 }
 
@@ -88,14 +128,22 @@ export async function startTestIssuer(keys: () => object[], opts: { openid?: boo
   const server = createServer((req, res) => {
     res.setHeader('content-type', 'application/json');
     if (req.url === metadataPath) return res.end(JSON.stringify({ issuer: state.issuer, jwks_uri: `${state.issuer}/jwks` }));
-    if (req.url === '/jwks') { state.fetches++; return res.end(JSON.stringify({ keys: keys() })); }
-    res.statusCode = 404; res.end('{}');
+    if (req.url === '/jwks') {
+      state.fetches++;
+      return res.end(JSON.stringify({ keys: keys() }));
+    }
+    res.statusCode = 404;
+    res.end('{}');
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   state.issuer = `http://127.0.0.1:${(server.address() as import('node:net').AddressInfo).port}`;
   return {
-    get issuer() { return state.issuer; },
-    get fetches() { return state.fetches; },
+    get issuer() {
+      return state.issuer;
+    },
+    get fetches() {
+      return state.fetches;
+    },
     close: () => new Promise<void>((r) => server.close(() => r())),
   };
 }

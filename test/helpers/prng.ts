@@ -16,7 +16,10 @@ export function prng(seed: number) {
   const subset = <T>(xs: readonly T[], min = 1, max = xs.length): T[] => {
     const n = int(min, Math.min(max, xs.length));
     const copy = [...xs];
-    for (let i = copy.length - 1; i > 0; i--) { const j = Math.floor(next() * (i + 1)); [copy[i], copy[j]] = [copy[j]!, copy[i]!]; }
+    for (let i = copy.length - 1; i > 0; i--) {
+      const j = Math.floor(next() * (i + 1));
+      [copy[i], copy[j]] = [copy[j]!, copy[i]!];
+    }
     return copy.slice(0, n);
   };
   return { next, int, pick, chance, subset };

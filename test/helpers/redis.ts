@@ -2,25 +2,35 @@
 // Debian's redis-server on a free loopback port and exports it), else a redis-server started here
 // on a free port and stopped at the end. Without one: a failure under CI=true, a skip with the
 // reason on a developer's machine.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { createServer } from 'node:net';
 import { Redis } from 'ioredis';
 
 export type RedisPeer = { url: string; stop: () => Promise<void> } | { skip: string };
 
-const freePort = () => new Promise<number>((resolve, reject) => {
-  const s = createServer();
-  s.once('error', reject);
-  s.listen(0, '127.0.0.1', () => { const { port } = s.address() as { port: number }; s.close(() => resolve(port)); });
-});
+const freePort = () =>
+  new Promise<number>((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
 
 async function ping(url: string, deadline: number): Promise<void> {
   for (;;) {
     const r = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
     r.on('error', () => {}); // refused while the server starts: retried below
-    try { await r.connect(); await r.ping(); return; } catch (err) {
+    try {
+      await r.connect();
+      await r.ping();
+      return;
+    } catch (err) {
       if (Date.now() > deadline) throw new Error(`no Redis answered at ${url}: ${(err as Error).message}`);
-    } finally { r.disconnect(); }
+    } finally {
+      r.disconnect();
+    }
     await new Promise((res) => setTimeout(res, 50));
   }
 }
@@ -36,18 +46,28 @@ export async function redisPeer(): Promise<RedisPeer> {
     return { skip: why };
   }
   const port = await freePort();
-  const child: ChildProcess = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+  const child: ChildProcess = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
+    stdio: 'ignore',
+  });
   const url = `redis://127.0.0.1:${port}`;
   await ping(url, Date.now() + 10_000);
   return {
     url,
-    stop: () => new Promise<void>((resolve) => { child.once('exit', () => resolve()); child.kill('SIGTERM'); }),
+    stop: () =>
+      new Promise<void>((resolve) => {
+        child.once('exit', () => resolve());
+        child.kill('SIGTERM');
+      }),
   };
 }
 
 /** A redis-server of the test's own, which it can stop and start again on the same port (outage tests). */
 export interface OwnRedis {
-  url: string; port: number; stop(): Promise<void>; start(): Promise<void>; close(): Promise<void>;
+  url: string;
+  port: number;
+  stop(): Promise<void>;
+  start(): Promise<void>;
+  close(): Promise<void>;
   /** SIGSTOP: connections stay open and nothing is answered (a hung server), until `resume`. */
   pause(): void;
   resume(): void;
@@ -68,23 +88,34 @@ export async function ownRedisServer(): Promise<OwnRedis | { skip: string }> {
   const url = `redis://127.0.0.1:${port}`;
   let child: ChildProcess | undefined;
   const own: OwnRedis = {
-    url, port,
+    url,
+    port,
     async start() {
       if (child) return;
-      child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+      child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
+        stdio: 'ignore',
+      });
       await ping(url, Date.now() + 10_000);
     },
     // SIGKILL: the server is gone at once, as when it crashes (and it keeps nothing: no persistence).
-    stop: () => new Promise<void>((resolve) => {
-      const c = child;
-      child = undefined;
-      if (!c || c.exitCode !== null) return resolve();
-      c.once('exit', () => resolve());
-      c.kill('SIGKILL');
-    }),
-    close: () => { own.resume(); return own.stop(); },
-    pause: () => { child?.kill('SIGSTOP'); },
-    resume: () => { child?.kill('SIGCONT'); },
+    stop: () =>
+      new Promise<void>((resolve) => {
+        const c = child;
+        child = undefined;
+        if (!c || c.exitCode !== null) return resolve();
+        c.once('exit', () => resolve());
+        c.kill('SIGKILL');
+      }),
+    close: () => {
+      own.resume();
+      return own.stop();
+    },
+    pause: () => {
+      child?.kill('SIGSTOP');
+    },
+    resume: () => {
+      child?.kill('SIGCONT');
+    },
   };
   await own.start();
   return own;

@@ -15,10 +15,15 @@ import type { TopicRecord } from './harness.ts';
 export function projectionSpec(store: Store) {
   let offset = 0;
   // A replay delivers the same log positions again, so offsets are assigned once per `given`.
-  const toBatches = (records: readonly (TopicRecord | { topic: string; raw: string })[]): LogBatch[] => records.map((r) => ({
-    topic: r.topic, partition: 0, records: [{ key: '', value: 'raw' in r ? r.raw : JSON.stringify(r.value), offset: String(++offset) }],
-  }));
-  const apply = async (batches: readonly LogBatch[]) => { for (const b of batches) await applyBatch(store, b); };
+  const toBatches = (records: readonly (TopicRecord | { topic: string; raw: string })[]): LogBatch[] =>
+    records.map((r) => ({
+      topic: r.topic,
+      partition: 0,
+      records: [{ key: '', value: 'raw' in r ? r.raw : JSON.stringify(r.value), offset: String(++offset) }],
+    }));
+  const apply = async (batches: readonly LogBatch[]) => {
+    for (const b of batches) await applyBatch(store, b);
+  };
   return {
     given: (records: readonly (TopicRecord | { topic: string; raw: string })[]) => ({
       when: <T>(read: () => Promise<T>) => ({
@@ -46,5 +51,12 @@ export async function openSchemaStore(name: string): Promise<{ store: ChdbStore;
   await store.drop();
   await store.init();
   await ensureSchema(store);
-  return { store, close: async () => { await store.drop(); await store.close(); rmSync(dir, { recursive: true, force: true }); } };
+  return {
+    store,
+    close: async () => {
+      await store.drop();
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }

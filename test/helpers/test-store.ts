@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { ChdbStore } from '../../storage/chdb.ts';
 import { ClickHouseStore } from '../../storage/clickhouse.ts';
 import type { Store } from '../../storage/port.ts';
-import { startClickHousePeer, type ClickHousePeer } from './clickhouse-peer.ts';
+import { type ClickHousePeer, startClickHousePeer } from './clickhouse-peer.ts';
 
 /**
  * chdb allows one data directory per process: every test process shares one directory and each
@@ -22,7 +22,8 @@ export type TestStore = Store & { drop(): Promise<void> };
  * (@clickhouse/client over real HTTP): against CLICKHOUSE_URL when set, else against the test peer
  * on chdb (clickhouse-peer.ts), one per process on its data directory.
  */
-export const onClickHouse = () => process.env.SIGNALBASE_TEST_STORE === 'clickhouse' || process.env.SIGNALBASE_TEST_WIRING === 'distributed';
+export const onClickHouse = () =>
+  process.env.SIGNALBASE_TEST_STORE === 'clickhouse' || process.env.SIGNALBASE_TEST_WIRING === 'distributed';
 let peer: Promise<ClickHousePeer> | undefined;
 
 /** The ClickHouse server's URL (the peer is started on first use). */
@@ -44,7 +45,8 @@ export function newTestDatabase(): string {
 /** The last harness of the process closed the chdb session (and the peer): its directory can go too. */
 export async function releaseTestDatabase(): Promise<void> {
   if (--open > 0) return;
-  const p = peer; peer = undefined;
+  const p = peer;
+  peer = undefined;
   await (await p)?.close();
   rmSync(processDir, { recursive: true, force: true });
 }

@@ -1,5 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ALL, putAccount } from '../../apps/admin.ts';
 import { MemoryCache } from '../../apps/cache/memory.ts';
 import { TokenVerifier } from '../../apps/mcp/bearer.ts';
@@ -19,14 +19,21 @@ const metadataUrl = () => `${origin}/.well-known/oauth-protected-resource/mcp`;
 
 beforeAll(async () => {
   h = await createHarness({ mcp: true });
-  await h.given([build.trader(1), build.source('src-1'), build.asset(1), build.event(1, { timeOfEvent: new Date(Date.now() - 86_400_000).toISOString() })]);
+  await h.given([
+    build.trader(1),
+    build.source('src-1'),
+    build.asset(1),
+    build.event(1, { timeOfEvent: new Date(Date.now() - 86_400_000).toISOString() }),
+  ]);
   await h.key({ account: { id: 'carol' } });
   await h.key({ account: { id: 'dave' } });
   await h.key({ account: { id: 'quiet', signalVisibility: { mode: 'none' } } });
   origin = await h.listen();
   mcpUrl = h.urls().mcpUrl;
 });
-afterAll(async () => { await h.close(); });
+afterAll(async () => {
+  await h.close();
+});
 
 const list = (headers: Record<string, string>) => rawMcp(mcpUrl, headers);
 
@@ -74,14 +81,20 @@ describe('refusals on /mcp', () => {
 
   it('a token signed by a key the issuer does not publish: 401 invalid_token', async () => {
     const { privateKey } = await generateKeyPair('ES256');
-    const forged = await new SignJWT({ scope: 'events.read' }).setProtectedHeader({ alg: 'ES256', kid: 'forged', typ: 'at+jwt' })
-      .setIssuer(origin).setAudience(mcpUrl).setSubject('carol').setIssuedAt().setExpirationTime('10m').sign(privateKey);
+    const forged = await new SignJWT({ scope: 'events.read' })
+      .setProtectedHeader({ alg: 'ES256', kid: 'forged', typ: 'at+jwt' })
+      .setIssuer(origin)
+      .setAudience(mcpUrl)
+      .setSubject('carol')
+      .setIssuedAt()
+      .setExpirationTime('10m')
+      .sign(privateKey);
     const r = await list({ authorization: `Bearer ${forged}` });
     expect(r.status).toBe(401);
     expect(challengeOf(r).error).toBe('invalid_token');
   });
 
-  it('a token with none of the server\'s scopes: 403 insufficient_scope listing them', async () => {
+  it("a token with none of the server's scopes: 403 insufficient_scope listing them", async () => {
     const r = await list({ authorization: `Bearer ${await h.token({ account: 'carol', scopes: [] })}` });
     expect(r.status).toBe(403);
     const c = challengeOf(r);
@@ -93,7 +106,15 @@ describe('refusals on /mcp', () => {
     const token = await h.token({ account: 'dave' });
     expect((await list({ authorization: `Bearer ${token}` })).status).toBe(200);
     const set = async (over: Record<string, unknown>) => {
-      putAccount(h.log, { id: 'dave', status: 'active', emailVerified: true, messageVisibility: ALL, signalVisibility: ALL, historyWindowDays: null, ...over });
+      putAccount(h.log, {
+        id: 'dave',
+        status: 'active',
+        emailVerified: true,
+        messageVisibility: ALL,
+        signalVisibility: ALL,
+        historyWindowDays: null,
+        ...over,
+      });
       await h.settle();
     };
     await set({ status: 'blocked' });
@@ -122,7 +143,11 @@ describe('scopes and visibility of tools', () => {
     const client = await connect(mcpUrl, { token });
     expect((await client.listTools()).tools.map((t) => t.name)).toEqual(['list_messages']);
     await client.close();
-    const r = await rawMcp(mcpUrl, { authorization: `Bearer ${token}` }, { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'list_events', arguments: {} } });
+    const r = await rawMcp(
+      mcpUrl,
+      { authorization: `Bearer ${token}` },
+      { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'list_events', arguments: {} } },
+    );
     expect(r.status).toBe(403);
     const c = challengeOf(r);
     expect(c.error).toBe('insufficient_scope');
@@ -147,26 +172,38 @@ describe('protected-resource metadata (RFC 9728)', () => {
       const res = await fetch(url);
       expect(res.status).toBe(200);
       expect(await res.json()).toMatchObject({
-        resource: mcpUrl, authorization_servers: [origin], bearer_methods_supported: ['header'],
+        resource: mcpUrl,
+        authorization_servers: [origin],
+        bearer_methods_supported: ['header'],
         scopes_supported: expect.arrayContaining(['events.read', 'stats.read']),
       });
     }
   });
 });
 
-describe('the issuer\'s JWKS', () => {
+describe("the issuer's JWKS", () => {
   let served: object[] = [];
   let test: Awaited<ReturnType<typeof startTestIssuer>>;
   let issuer: string;
-  beforeAll(async () => { test = await startTestIssuer(() => served); issuer = test.issuer; });
+  beforeAll(async () => {
+    test = await startTestIssuer(() => served);
+    issuer = test.issuer;
+  });
   afterAll(() => test.close());
 
   const keyPair = async (kid: string) => {
     const { privateKey, publicKey } = await generateKeyPair('ES256');
     return { kid, privateKey, jwk: { ...(await exportJWK(publicKey)), kid, alg: 'ES256' } };
   };
-  const sign = (k: { kid: string; privateKey: CryptoKey }) => new SignJWT({ scope: 'events.read' }).setProtectedHeader({ alg: 'ES256', kid: k.kid, typ: 'at+jwt' })
-    .setIssuer(issuer).setAudience(mcpUrl).setSubject('carol').setIssuedAt().setExpirationTime('10m').sign(k.privateKey);
+  const sign = (k: { kid: string; privateKey: CryptoKey }) =>
+    new SignJWT({ scope: 'events.read' })
+      .setProtectedHeader({ alg: 'ES256', kid: k.kid, typ: 'at+jwt' })
+      .setIssuer(issuer)
+      .setAudience(mcpUrl)
+      .setSubject('carol')
+      .setIssuedAt()
+      .setExpirationTime('10m')
+      .sign(k.privateKey);
 
   it('is fetched once and kept, and fetched again when a token names a new kid (key rotation)', async () => {
     const verifier = new TokenVerifier({ store: h.store, cache: new MemoryCache(), urls: () => ({ mcpUrl, issuer }), jwksCooldownMs: 0 });
@@ -176,7 +213,8 @@ describe('the issuer\'s JWKS', () => {
     expect(test.fetches).toBe(1);
     const b = await keyPair('b');
     served = [a.jwk, b.jwk];
-    for (let i = 0; i < 3; i++) expect((await verifier.verify(`Bearer ${await sign(b)}`, undefined)).scopes).toEqual(new Set(['events.read']));
+    for (let i = 0; i < 3; i++)
+      expect((await verifier.verify(`Bearer ${await sign(b)}`, undefined)).scopes).toEqual(new Set(['events.read']));
     expect(test.fetches).toBe(2);
     // A kid that is still unknown after a fresh fetch is refused.
     const c = await keyPair('c');
@@ -197,17 +235,34 @@ describe('AUTH_ISSUER: tokens of a real authorization server, no dev one', () =>
     await other.key({ account: { id: 'gina' } });
     await other.listen();
   });
-  afterAll(async () => { await other.close(); await prod.close(); });
+  afterAll(async () => {
+    await other.close();
+    await prod.close();
+  });
 
   it('the metadata names that server; its tokens (OpenID discovery, `scp` list) are accepted; the dev issuer is not mounted', async () => {
     const origin2 = new URL(other.urls().mcpUrl).origin;
-    expect((await (await fetch(`${origin2}/.well-known/oauth-protected-resource/mcp`)).json() as any).authorization_servers).toEqual([issuer]);
+    expect(((await (await fetch(`${origin2}/.well-known/oauth-protected-resource/mcp`)).json()) as any).authorization_servers).toEqual([
+      issuer,
+    ]);
     expect((await fetch(`${origin2}/.well-known/oauth-authorization-server`)).status).toBe(404);
     expect((await fetch(`${origin2}/authorize`)).status).toBe(404);
-    const token = await new SignJWT({ scp: ['stats.read'] }).setProtectedHeader({ alg: 'ES256', kid: 'prod-1', typ: 'at+jwt' })
-      .setIssuer(issuer).setAudience(other.urls().mcpUrl).setSubject('gina').setIssuedAt().setExpirationTime('5m').sign((await key).privateKey);
+    const token = await new SignJWT({ scp: ['stats.read'] })
+      .setProtectedHeader({ alg: 'ES256', kid: 'prod-1', typ: 'at+jwt' })
+      .setIssuer(issuer)
+      .setAudience(other.urls().mcpUrl)
+      .setSubject('gina')
+      .setIssuedAt()
+      .setExpirationTime('5m')
+      .sign((await key).privateKey);
     const client = await connect(other.urls().mcpUrl, { token });
-    expect((await client.listTools()).tools.map((t) => t.name).sort()).toEqual(['list_asset_stats', 'list_trader_activity', 'list_trader_stats', 'rank_traders', 'summarize_message_activity']);
+    expect((await client.listTools()).tools.map((t) => t.name).sort()).toEqual([
+      'list_asset_stats',
+      'list_trader_activity',
+      'list_trader_stats',
+      'rank_traders',
+      'summarize_message_activity',
+    ]);
     await client.close();
   });
 });

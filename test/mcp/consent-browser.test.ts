@@ -1,11 +1,11 @@
 import { existsSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chromium, type Browser } from 'playwright-core';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { type Browser, chromium } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { build, createHarness, type Harness } from '../helpers/harness.ts';
 import { connect, TestOAuthProvider } from '../helpers/mcp-client.ts';
 
@@ -19,7 +19,8 @@ import { connect, TestOAuthProvider } from '../helpers/mcp-client.ts';
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const present = existsSync(CHROMIUM);
 if (!present && process.env.CI === 'true') throw new Error(`CI=true but no browser at ${CHROMIUM}: .ci/run installs Debian's chromium`);
-if (!present) console.warn(`consent page browser test skipped: no chromium at ${CHROMIUM} (apt-get install chromium, or set CHROMIUM_PATH)`);
+if (!present)
+  console.warn(`consent page browser test skipped: no chromium at ${CHROMIUM} (apt-get install chromium, or set CHROMIUM_PATH)`);
 
 let h: Harness;
 let browser: Browser;
@@ -30,7 +31,12 @@ const received: URL[] = [];
 describe.skipIf(!present)('the consent page in headless Chromium', () => {
   beforeAll(async () => {
     h = await createHarness({ mcp: true });
-    await h.given([build.trader(1), build.source('src-1'), build.asset(1), build.event(1, { timeOfEvent: new Date(Date.now() - 86_400_000).toISOString() })]);
+    await h.given([
+      build.trader(1),
+      build.source('src-1'),
+      build.asset(1),
+      build.event(1, { timeOfEvent: new Date(Date.now() - 86_400_000).toISOString() }),
+    ]);
     await h.key({ account: { id: 'erin' } });
     await h.password('erin', 'erin-password-9');
     await h.listen();
@@ -44,9 +50,18 @@ describe.skipIf(!present)('the consent page in headless Chromium', () => {
     await new Promise<void>((r) => callback.listen(0, '127.0.0.1', r));
     callbackUrl = `http://127.0.0.1:${(callback.address() as AddressInfo).port}/callback`;
     browser = await chromium.launch({
-      executablePath: CHROMIUM, headless: true,
+      executablePath: CHROMIUM,
+      headless: true,
       // This machine's network is closed: no background connections (they would be refused at every start).
-      args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+      args: [
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
     });
   }, 120_000);
   afterAll(async () => {

@@ -13,11 +13,11 @@ import { checkPassword, MAX_CONCURRENT_PASSWORD_CHECKS, PasswordCheckBusy, setPa
 import { loadSigningKey } from '../../apps/auth/signing.ts';
 import { MemoryCache } from '../../apps/cache/memory.ts';
 import { loadConfig } from '../../apps/config.ts';
-import { TokenVerifier, type AuthUrls } from '../../apps/mcp/bearer.ts';
+import { type AuthUrls, TokenVerifier } from '../../apps/mcp/bearer.ts';
 import { SCOPES } from '../../schemas/topics/index.ts';
+import { sleep } from '../helpers/cli.ts';
 import { createHarness, type Harness } from '../helpers/harness.ts';
 import { parseConsentPage, rawMcp, startTestIssuer } from '../helpers/mcp-client.ts';
-import { sleep } from '../helpers/cli.ts';
 
 /**
  * Issue 24 item 6, OAuth and MCP hardening. Expectations from the RFCs and the MCP transport:
@@ -30,7 +30,11 @@ let h: Harness;
 let origin: string;
 let mcpUrl: string;
 const dirs: string[] = [];
-const tempDir = () => { const d = mkdtempSync(join(tmpdir(), 'signalbase-oauth24-')); dirs.push(d); return d; };
+const tempDir = () => {
+  const d = mkdtempSync(join(tmpdir(), 'signalbase-oauth24-'));
+  dirs.push(d);
+  return d;
+};
 
 beforeAll(async () => {
   h = await createHarness({ mcp: true });
@@ -48,19 +52,39 @@ afterAll(async () => {
 });
 
 const json = { 'content-type': 'application/json' };
-const register = (base: string, body: unknown) => fetch(`${base}/register`, { method: 'POST', headers: json, body: typeof body === 'string' ? body : JSON.stringify(body) });
+const register = (base: string, body: unknown) =>
+  fetch(`${base}/register`, { method: 'POST', headers: json, body: typeof body === 'string' ? body : JSON.stringify(body) });
 const pkce = () => {
   const verifier = randomBytes(32).toString('base64url');
   return { verifier, challenge: createHash('sha256').update(verifier).digest('base64url') };
 };
-function authorizeUrl(base: string, clientId: string, redirectUri: string, challenge = pkce().challenge, extra: Record<string, string> = {}): string {
-  const q = new URLSearchParams({ response_type: 'code', client_id: clientId, redirect_uri: redirectUri, code_challenge: challenge, code_challenge_method: 'S256', state: 'st', ...extra });
+function authorizeUrl(
+  base: string,
+  clientId: string,
+  redirectUri: string,
+  challenge = pkce().challenge,
+  extra: Record<string, string> = {},
+): string {
+  const q = new URLSearchParams({
+    response_type: 'code',
+    client_id: clientId,
+    redirect_uri: redirectUri,
+    code_challenge: challenge,
+    code_challenge_method: 'S256',
+    state: 'st',
+    ...extra,
+  });
   return `${base}/authorize?${q}`;
 }
 const getManual = (url: string) => fetch(url, { redirect: 'manual' });
 
 /** A dev authorization server of its own (own limits, clock and DATA_DIR), mounted on a bare app, over the harness's store. */
-async function devServer(o: { dataDir?: string; clock?: () => number } & Pick<ConstructorParameters<typeof DevAuthorizationServer>[0], 'clientLimits' | 'signInBackoff'> = {}) {
+async function devServer(
+  o: { dataDir?: string; clock?: () => number } & Pick<
+    ConstructorParameters<typeof DevAuthorizationServer>[0],
+    'clientLimits' | 'signInBackoff'
+  > = {},
+) {
   const dataDir = o.dataDir ?? tempDir();
   const app = Fastify();
   let urls: AuthUrls | undefined;
@@ -94,8 +118,14 @@ async function consent(base: string, request: string, account: string, password:
 describe('issue 24: redirect URIs are https or loopback http, and errors never go to an unvalidated one', () => {
   it('registration refuses http on a non-loopback host, other schemes and fragments with invalid_redirect_uri', async () => {
     const refused = [
-      'http://example.com/cb', 'http://192.168.1.5:8080/cb', 'http://10.0.0.1/cb', 'http://localhost.evil.example/cb',
-      'http://127.0.0.1.evil.example/cb', 'com.example.app:/cb', 'ftp://127.0.0.1/cb', 'https://app.example/cb#fragment',
+      'http://example.com/cb',
+      'http://192.168.1.5:8080/cb',
+      'http://10.0.0.1/cb',
+      'http://localhost.evil.example/cb',
+      'http://127.0.0.1.evil.example/cb',
+      'com.example.app:/cb',
+      'ftp://127.0.0.1/cb',
+      'https://app.example/cb#fragment',
     ];
     for (const uri of refused) {
       const res = await register(origin, { redirect_uris: [uri], token_endpoint_auth_method: 'none' });
@@ -110,7 +140,13 @@ describe('issue 24: redirect URIs are https or loopback http, and errors never g
 
   it('registration accepts https anywhere and http on 127.0.0.0/8, [::1] and localhost (any port)', async () => {
     const res = await register(origin, {
-      redirect_uris: ['https://app.example/cb', 'http://127.0.0.1:8000/cb', 'http://127.1.2.3/cb', 'http://[::1]:9/cb', 'http://localhost:3000/cb'],
+      redirect_uris: [
+        'https://app.example/cb',
+        'http://127.0.0.1:8000/cb',
+        'http://127.1.2.3/cb',
+        'http://[::1]:9/cb',
+        'http://localhost:3000/cb',
+      ],
       token_endpoint_auth_method: 'none',
     });
     expect(res.status).toBe(201);
@@ -120,9 +156,13 @@ describe('issue 24: redirect URIs are https or loopback http, and errors never g
     const id = await client(origin);
     const cases = {
       'unknown client': authorizeUrl(origin, 'no-such-client', 'http://127.0.0.1:9/cb'),
-      'unknown client, plain PKCE': authorizeUrl(origin, 'no-such-client', 'https://evil.example/cb', undefined, { code_challenge_method: 'plain' }),
+      'unknown client, plain PKCE': authorizeUrl(origin, 'no-such-client', 'https://evil.example/cb', undefined, {
+        code_challenge_method: 'plain',
+      }),
       'unregistered redirect_uri': authorizeUrl(origin, id, 'https://evil.example/cb'),
-      'unregistered redirect_uri, bad resource': authorizeUrl(origin, id, 'https://evil.example/cb', undefined, { resource: 'https://elsewhere.example/mcp' }),
+      'unregistered redirect_uri, bad resource': authorizeUrl(origin, id, 'https://evil.example/cb', undefined, {
+        resource: 'https://elsewhere.example/mcp',
+      }),
       'unregistered redirect_uri, no PKCE': `${origin}/authorize?${new URLSearchParams({ response_type: 'code', client_id: id, redirect_uri: 'http://example.com/cb' })}`,
     };
     for (const [name, url] of Object.entries(cases)) {
@@ -141,8 +181,17 @@ describe('issue 24: redirect URIs are https or loopback http, and errors never g
     const dataDir = tempDir();
     mkdirSync(join(dataDir, 'auth'), { recursive: true });
     const issued = Math.floor(Date.now() / 1000);
-    const legacy = (id: string, uri: string) => ({ client_id: id, client_id_issued_at: issued, redirect_uris: [uri], token_endpoint_auth_method: 'none', client_name: id });
-    writeFileSync(join(dataDir, 'auth', 'clients.json'), JSON.stringify({ ok: legacy('ok', 'http://127.0.0.1:9/cb'), bad: legacy('bad', 'http://evil.example/cb') }));
+    const legacy = (id: string, uri: string) => ({
+      client_id: id,
+      client_id_issued_at: issued,
+      redirect_uris: [uri],
+      token_endpoint_auth_method: 'none',
+      client_name: id,
+    });
+    writeFileSync(
+      join(dataDir, 'auth', 'clients.json'),
+      JSON.stringify({ ok: legacy('ok', 'http://127.0.0.1:9/cb'), bad: legacy('bad', 'http://evil.example/cb') }),
+    );
     const dev = await devServer({ dataDir });
     try {
       expect((await getManual(authorizeUrl(dev.base, 'ok', 'http://127.0.0.1:9/cb'))).status).toBe(200);
@@ -152,7 +201,9 @@ describe('issue 24: redirect URIs are https or loopback http, and errors never g
       // The former whole-file store was imported into the journal and removed.
       expect(existsSync(join(dataDir, 'auth', 'clients.json'))).toBe(false);
       expect(readFileSync(join(dataDir, 'auth', 'clients.ndjson'), 'utf8')).toContain('"ok"');
-    } finally { await dev.close(); }
+    } finally {
+      await dev.close();
+    }
   });
 });
 
@@ -175,14 +226,19 @@ describe('issue 24: registrations are bounded in number and size, expire unused,
       const name = await register(dev.base, { redirect_uris: [uri], client_name: 'n'.repeat(201) });
       expect(name.status).toBe(400);
       expect(await name.json()).toMatchObject({ error: 'invalid_client_metadata' });
-      const contacts = await register(dev.base, { redirect_uris: [uri], contacts: Array.from({ length: 50 }, (_, i) => `a${i}@example.com`) });
+      const contacts = await register(dev.base, {
+        redirect_uris: [uri],
+        contacts: Array.from({ length: 50 }, (_, i) => `a${i}@example.com`),
+      });
       expect(await contacts.json()).toMatchObject({ error: 'invalid_client_metadata' });
       const notJson = await register(dev.base, '{"redirect_uris": [');
       expect(notJson.status).toBe(400);
       expect(await notJson.json()).toMatchObject({ error: 'invalid_client_metadata' });
       // Within the bounds: registered.
       expect((await register(dev.base, { redirect_uris: [uri], client_name: 'n'.repeat(200) })).status).toBe(201);
-    } finally { await dev.close(); }
+    } finally {
+      await dev.close();
+    }
   });
 
   it('at the cap a registration is refused (503, Retry-After); registrations unused for 30 days are forgotten, used ones kept', async () => {
@@ -205,7 +261,9 @@ describe('issue 24: registrations are bounded in number and size, expire unused,
         expect(res.status).toBe(400);
         expect(res.headers.get('location')).toBeNull();
       }
-    } finally { await dev.close(); }
+    } finally {
+      await dev.close();
+    }
   });
 
   it('a registration appends to the clients journal (the file is not rewritten), mode 0600', async () => {
@@ -219,7 +277,9 @@ describe('issue 24: registrations are bounded in number and size, expire unused,
       expect(after.startsWith(before)).toBe(true);
       expect(after.slice(before.length).trim().split('\n')).toHaveLength(1);
       expect(statSync(file).mode & 0o777).toBe(0o600);
-    } finally { await dev.close(); }
+    } finally {
+      await dev.close();
+    }
   });
 
   it('clients and refresh tokens survive restarts: a refresh after a restart rotates, and reuse after another revokes the family', async () => {
@@ -235,7 +295,12 @@ describe('issue 24: registrations are bounded in number and size, expire unused,
       const res = await fetch(`${base}/token`, { method: 'POST', body: new URLSearchParams({ client_id: id, ...params }) });
       return { status: res.status, body: (await res.json()) as any };
     };
-    const issued = await token(first.base, { grant_type: 'authorization_code', code, code_verifier: verifier, redirect_uri: 'http://127.0.0.1:9/cb' });
+    const issued = await token(first.base, {
+      grant_type: 'authorization_code',
+      code,
+      code_verifier: verifier,
+      redirect_uri: 'http://127.0.0.1:9/cb',
+    });
     expect(issued.status).toBe(200);
     await first.close();
 
@@ -248,12 +313,20 @@ describe('issue 24: registrations are bounded in number and size, expire unused,
     const third = await devServer({ dataDir });
     try {
       expect((await getManual(authorizeUrl(third.base, id, 'http://127.0.0.1:9/cb'))).status).toBe(200);
-      expect(await token(third.base, { grant_type: 'refresh_token', refresh_token: issued.body.refresh_token })).toMatchObject({ status: 400, body: { error: 'invalid_grant' } });
+      expect(await token(third.base, { grant_type: 'refresh_token', refresh_token: issued.body.refresh_token })).toMatchObject({
+        status: 400,
+        body: { error: 'invalid_grant' },
+      });
       // The reuse revoked the family: the newest one is gone too.
-      expect(await token(third.base, { grant_type: 'refresh_token', refresh_token: rotated.body.refresh_token })).toMatchObject({ status: 400, body: { error: 'invalid_grant' } });
+      expect(await token(third.base, { grant_type: 'refresh_token', refresh_token: rotated.body.refresh_token })).toMatchObject({
+        status: 400,
+        body: { error: 'invalid_grant' },
+      });
       expect(existsSync(join(dataDir, 'auth', 'refresh-tokens.json'))).toBe(false);
       expect(statSync(join(dataDir, 'auth', 'refresh-tokens.ndjson')).mode & 0o777).toBe(0o600);
-    } finally { await third.close(); }
+    } finally {
+      await third.close();
+    }
   });
 
   it('the journal: replays sets and deletes, skips a torn last line, and compacts to the live records', () => {
@@ -272,7 +345,11 @@ describe('issue 24: registrations are bounded in number and size, expire unused,
     expect(again.get('cold')).toEqual({ n: -1 });
     expect(again.get('gone')).toBeUndefined();
     again.set('new', { n: 1 });
-    expect(new Journal<{ n: number }>(file).entries().sort()).toEqual([['cold', { n: -1 }], ['hot', { n: 99 }], ['new', { n: 1 }]]);
+    expect(new Journal<{ n: number }>(file).entries().sort()).toEqual([
+      ['cold', { n: -1 }],
+      ['hot', { n: 99 }],
+      ['new', { n: 1 }],
+    ]);
   });
 });
 
@@ -333,7 +410,9 @@ describe('issue 24: per-account sign-in backoff and a bound on concurrent passwo
       const ghost = await consent(dev.base, request, 'nobody', 'wrong-3');
       expect([ghost.status, ghost.retryAfter]).toEqual([401, '1']);
       expect(ghost.html).toContain('Too many failed sign-ins for this account');
-    } finally { await dev.close(); }
+    } finally {
+      await dev.close();
+    }
   });
 
   it(`at most ${MAX_CONCURRENT_PASSWORD_CHECKS} password checks hash at once; more are refused at once, and the sign-in page answers 503 with Retry-After`, async () => {
@@ -350,7 +429,8 @@ describe('issue 24: per-account sign-in backoff and a bound on concurrent passwo
   });
 
   it('account names that are Object.prototype members are just unknown accounts (no 500)', async () => {
-    for (const name of ['__proto__', 'constructor', 'toString']) expect(await checkPassword(h.dataDir, name, 'whatever-password')).toBe(false);
+    for (const name of ['__proto__', 'constructor', 'toString'])
+      expect(await checkPassword(h.dataDir, name, 'whatever-password')).toBe(false);
   });
 });
 
@@ -361,8 +441,14 @@ describe('issue 24: bearer tokens must be at+jwt access tokens for MCP_URL alone
   };
   const devToken = async (header: Record<string, unknown>, aud: string | string[] = mcpUrl) => {
     const key = await loadSigningKey(h.dataDir);
-    return new SignJWT({ scope: 'events.read' }).setProtectedHeader({ alg: 'ES256', kid: key.kid, ...header })
-      .setIssuer(origin).setAudience(aud).setSubject('alice').setIssuedAt().setExpirationTime('5m').sign(key.privateKey);
+    return new SignJWT({ scope: 'events.read' })
+      .setProtectedHeader({ alg: 'ES256', kid: key.kid, ...header })
+      .setIssuer(origin)
+      .setAudience(aud)
+      .setSubject('alice')
+      .setIssuedAt()
+      .setExpirationTime('5m')
+      .sign(key.privateKey);
   };
 
   it('the dev issuer mints at+jwt tokens with MCP_URL as audience, and they are accepted', async () => {
@@ -397,9 +483,15 @@ describe('issue 24: bearer tokens must be at+jwt access tokens for MCP_URL alone
       await other.key({ account: { id: 'gina' } });
       await other.listen();
       const url = other.urls().mcpUrl;
-      const sign = (header: Record<string, unknown>, aud: string | string[] = url) => new SignJWT({ scope: 'stats.read' })
-        .setProtectedHeader({ alg: 'ES256', kid: 'ext-1', ...header }).setIssuer(issuer.issuer).setAudience(aud)
-        .setSubject('gina').setIssuedAt().setExpirationTime('5m').sign(key.privateKey);
+      const sign = (header: Record<string, unknown>, aud: string | string[] = url) =>
+        new SignJWT({ scope: 'stats.read' })
+          .setProtectedHeader({ alg: 'ES256', kid: 'ext-1', ...header })
+          .setIssuer(issuer.issuer)
+          .setAudience(aud)
+          .setSubject('gina')
+          .setIssuedAt()
+          .setExpirationTime('5m')
+          .sign(key.privateKey);
       const call = async (token: string) => (await rawMcp(url, { authorization: `Bearer ${token}` })).status;
       expect(await call(await sign({ typ: 'at+jwt' }))).toBe(200);
       expect(await call(await sign({ typ: 'application/at+jwt' }))).toBe(200); // RFC 9068 2.1: the full media type is the same type
@@ -416,7 +508,7 @@ describe('issue 24: bearer tokens must be at+jwt access tokens for MCP_URL alone
 describe('issue 24: Origin is checked on /mcp (DNS rebinding)', () => {
   const tools = { jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} };
 
-  it('no Origin or the MCP URL\'s own origin: served; another origin: 403 with a JSON-RPC error, before the token is looked at', async () => {
+  it("no Origin or the MCP URL's own origin: served; another origin: 403 with a JSON-RPC error, before the token is looked at", async () => {
     const token = await h.token({ account: 'alice' });
     expect((await rawMcp(mcpUrl, { authorization: `Bearer ${token}` }, tools)).status).toBe(200);
     expect((await rawMcp(mcpUrl, { authorization: `Bearer ${token}`, origin }, tools)).status).toBe(200);
@@ -429,14 +521,19 @@ describe('issue 24: Origin is checked on /mcp (DNS rebinding)', () => {
       }
     }
     for (const method of ['GET', 'DELETE']) {
-      expect((await fetch(mcpUrl, { method, headers: { origin: 'https://evil.example', authorization: `Bearer ${token}` } })).status, method).toBe(403);
+      expect(
+        (await fetch(mcpUrl, { method, headers: { origin: 'https://evil.example', authorization: `Bearer ${token}` } })).status,
+        method,
+      ).toBe(403);
     }
   });
 
   it('the CORS preflight still answers the allowed origin, and refuses another', async () => {
-    const preflight = (o: string) => fetch(mcpUrl, {
-      method: 'OPTIONS', headers: { origin: o, 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization, content-type' },
-    });
+    const preflight = (o: string) =>
+      fetch(mcpUrl, {
+        method: 'OPTIONS',
+        headers: { origin: o, 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization, content-type' },
+      });
     const ok = await preflight(origin);
     expect(ok.status).toBe(204);
     expect(ok.headers.get('access-control-allow-methods')).toContain('POST');
@@ -445,14 +542,24 @@ describe('issue 24: Origin is checked on /mcp (DNS rebinding)', () => {
   });
 
   it('MCP_ALLOWED_ORIGINS adds origins (parsed from the environment; anything but an origin refused)', async () => {
-    expect(loadConfig({ MCP_ALLOWED_ORIGINS: 'https://app.example, http://localhost:3000/' }).mcpAllowedOrigins).toEqual(['https://app.example', 'http://localhost:3000']);
+    expect(loadConfig({ MCP_ALLOWED_ORIGINS: 'https://app.example, http://localhost:3000/' }).mcpAllowedOrigins).toEqual([
+      'https://app.example',
+      'http://localhost:3000',
+    ]);
     expect(() => loadConfig({ MCP_ALLOWED_ORIGINS: 'https://app.example/path' })).toThrow(/MCP_ALLOWED_ORIGINS/);
     expect(() => loadConfig({ MCP_ALLOWED_ORIGINS: 'app.example' })).toThrow(/MCP_ALLOWED_ORIGINS/);
     const cache = new MemoryCache();
     let urls: AuthUrls | undefined;
     const app = buildApi({
-      store: h.store, auth: new ApiKeyAuthenticator(h.store, cache), dataVersion: () => 0, rest: false,
-      mcp: { verifier: new TokenVerifier({ store: h.store, cache, urls: () => urls! }), urls: () => urls!, allowedOrigins: loadConfig({ MCP_ALLOWED_ORIGINS: 'https://app.example' }).mcpAllowedOrigins },
+      store: h.store,
+      auth: new ApiKeyAuthenticator(h.store, cache),
+      dataVersion: () => 0,
+      rest: false,
+      mcp: {
+        verifier: new TokenVerifier({ store: h.store, cache, urls: () => urls! }),
+        urls: () => urls!,
+        allowedOrigins: loadConfig({ MCP_ALLOWED_ORIGINS: 'https://app.example' }).mcpAllowedOrigins,
+      },
     });
     try {
       const base = await app.listen({ port: 0, host: '127.0.0.1' });
@@ -463,6 +570,8 @@ describe('issue 24: Origin is checked on /mcp (DNS rebinding)', () => {
       expect((await rawMcp(urls.mcpUrl, { authorization: `Bearer ${token}`, origin: 'https://APP.example:443' }, tools)).status).toBe(200);
       expect((await rawMcp(urls.mcpUrl, { authorization: `Bearer ${token}`, origin: 'https://other.example' }, tools)).status).toBe(403);
       expect((await rawMcp(urls.mcpUrl, { authorization: `Bearer ${token}`, origin: base }, tools)).status).toBe(200);
-    } finally { await app.close(); }
+    } finally {
+      await app.close();
+    }
   });
 });

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, REPO_ROOT, runCli, startServer, type ServerProcess } from '../helpers/cli.ts';
+import { freePort, REPO_ROOT, runCli, type ServerProcess, startServer } from '../helpers/cli.ts';
 
 /**
  * Issue 27: a second real MCP client, independent of the SDK `Client` the other suites use: the
@@ -28,22 +28,38 @@ beforeAll(async () => {
   expect(minted.code, minted.stderr).toBe(0);
   token = minted.stdout.trim().split('\n').at(-1)!;
 }, 240_000);
-afterAll(async () => { await server?.stop(); if (dataDir) rmSync(dataDir, { recursive: true, force: true }); });
+afterAll(async () => {
+  await server?.stop();
+  if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+});
 
 /** `mcp-inspector --cli URL --transport http --header 'Authorization: Bearer ...' ARGS`; its stdout parsed as JSON. */
 function inspector(args: readonly string[]): Promise<{ code: number | null; json: any; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [INSPECTOR, '--cli', mcpUrl, '--transport', 'http', '--header', `Authorization: Bearer ${token}`, ...args], {
-      cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = spawn(
+      process.execPath,
+      [INSPECTOR, '--cli', mcpUrl, '--transport', 'http', '--header', `Authorization: Bearer ${token}`, ...args],
+      {
+        cwd: REPO_ROOT,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     let out = '';
     let err = '';
-    child.stdout.setEncoding('utf8').on('data', (d: string) => { out += d; });
-    child.stderr.setEncoding('utf8').on('data', (d: string) => { err += d; });
+    child.stdout.setEncoding('utf8').on('data', (d: string) => {
+      out += d;
+    });
+    child.stderr.setEncoding('utf8').on('data', (d: string) => {
+      err += d;
+    });
     child.on('error', reject);
     child.on('close', (code) => {
       let json: any = null;
-      try { json = JSON.parse(out.slice(out.indexOf('{'))); } catch { /* left null: the assertion shows the output */ }
+      try {
+        json = JSON.parse(out.slice(out.indexOf('{')));
+      } catch {
+        /* left null: the assertion shows the output */
+      }
       resolve({ code, json, stderr: `${err}\n${out}`.slice(0, 2000) });
     });
   });
@@ -55,13 +71,28 @@ describe('the MCP Inspector CLI against a started server', () => {
     expect(r.code, r.stderr).toBe(0);
     const tools = r.json.tools as any[];
     // stats.read and events.read (contract 4): these six tools and no other.
-    expect(tools.map((t) => t.name).sort()).toEqual(
-      ['list_asset_stats', 'list_events', 'list_trader_activity', 'list_trader_stats', 'rank_traders', 'summarize_message_activity']);
+    expect(tools.map((t) => t.name).sort()).toEqual([
+      'list_asset_stats',
+      'list_events',
+      'list_trader_activity',
+      'list_trader_stats',
+      'rank_traders',
+      'summarize_message_activity',
+    ]);
     for (const t of tools) expect(t.annotations, t.name).toMatchObject({ readOnlyHint: true, idempotentHint: true, openWorldHint: false });
   });
 
   it('calls rank_traders: ranked rows, with the applied window echoed', async () => {
-    const r = await inspector(['--method', 'tools/call', '--tool-name', 'rank_traders', '--tool-arg', 'limit=3', '--tool-arg', 'metric=position_count']);
+    const r = await inspector([
+      '--method',
+      'tools/call',
+      '--tool-name',
+      'rank_traders',
+      '--tool-arg',
+      'limit=3',
+      '--tool-arg',
+      'metric=position_count',
+    ]);
     expect(r.code, r.stderr).toBe(0);
     expect(r.json.isError ?? false, r.stderr).toBe(false);
     const data = r.json.structuredContent;

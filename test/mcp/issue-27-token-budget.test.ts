@@ -1,7 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { countTokens as o200k } from 'gpt-tokenizer/encoding/o200k_base';
 import { countTokens as cl100k } from 'gpt-tokenizer/encoding/cl100k_base';
+import { countTokens as o200k } from 'gpt-tokenizer/encoding/o200k_base';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateDemo } from '../../projectors/demo/generate.ts';
 import { createHarness, type Harness, type TopicRecord } from '../helpers/harness.ts';
 import { connect } from '../helpers/mcp-client.ts';
@@ -27,35 +27,51 @@ let assetIds: number[] = [];
 
 beforeAll(async () => {
   h = await createHarness({ mcp: true, clock: () => NOW });
-  const records = [...generateDemo({ scale: 'small', seed: 42, now: new Date(NOW - 3_600_000) })]
-    .map((r) => ({ topic: r.topic, value: r.value }) as TopicRecord);
+  const records = [...generateDemo({ scale: 'small', seed: 42, now: new Date(NOW - 3_600_000) })].map(
+    (r) => ({ topic: r.topic, value: r.value }) as TopicRecord,
+  );
   await h.given(records);
-  traderIds = records.filter((r) => r.topic === 'traders').map((r) => r.value.id).slice(0, 200);
-  assetIds = records.filter((r) => r.topic === 'assets').map((r) => r.value.id).slice(0, 200);
+  traderIds = records
+    .filter((r) => r.topic === 'traders')
+    .map((r) => r.value.id)
+    .slice(0, 200);
+  assetIds = records
+    .filter((r) => r.topic === 'assets')
+    .map((r) => r.value.id)
+    .slice(0, 200);
   await h.key({ account: { id: 'reader' } });
   await h.listen();
   client = await connect(h.urls().mcpUrl, { token: await h.token({ account: 'reader' }) });
 }, 600_000);
-afterAll(async () => { await client?.close(); await h?.close(); });
+afterAll(async () => {
+  await client?.close();
+  await h?.close();
+});
 
 /** Each tool's calls: its defaults (stats: 20 ids) and its largest size (the maximum `limit`; stats: 200 ids). */
 async function cases(): Promise<{ tool: string; label: string; args: Record<string, unknown>; goal: number }[]> {
   const out: { tool: string; label: string; args: Record<string, unknown>; goal: number }[] = [];
   for (const t of (await client.listTools()).tools) {
     const props = (t.inputSchema.properties ?? {}) as Record<string, any>;
-    const ids = t.name === 'list_trader_stats' ? ['traderIds', traderIds] as const : t.name === 'list_asset_stats' ? ['assetIds', assetIds] as const : null;
+    const ids =
+      t.name === 'list_trader_stats'
+        ? (['traderIds', traderIds] as const)
+        : t.name === 'list_asset_stats'
+          ? (['assetIds', assetIds] as const)
+          : null;
     if (ids) {
       out.push({ tool: t.name, label: '20 ids', args: { [ids[0]]: ids[1].slice(0, 20) }, goal: DEFAULT_GOAL });
       out.push({ tool: t.name, label: '200 ids', args: { [ids[0]]: ids[1].slice(0, 200) }, goal: ANY_GOAL });
     } else {
       out.push({ tool: t.name, label: 'defaults', args: {}, goal: DEFAULT_GOAL });
-      if (props.limit) out.push({ tool: t.name, label: `limit ${props.limit.maximum}`, args: { limit: props.limit.maximum }, goal: ANY_GOAL });
+      if (props.limit)
+        out.push({ tool: t.name, label: `limit ${props.limit.maximum}`, args: { limit: props.limit.maximum }, goal: ANY_GOAL });
     }
   }
   return out;
 }
 
-describe('every tool result fits an assistant\'s budget', () => {
+describe("every tool result fits an assistant's budget", () => {
   it('text and structuredContent: at most 2,500 tokens with default arguments, at most 10,000 with the largest limit', async () => {
     const all = await cases();
     expect(new Set(all.map((c) => c.tool)).size).toBe(15);
@@ -67,7 +83,10 @@ describe('every tool result fits an assistant\'s budget', () => {
       const text = (r.content as { type: string; text: string }[]).map((x) => x.text).join('');
       const structured = JSON.stringify(r.structuredContent);
       if ((r.structuredContent as any).results.length) withRows++;
-      for (const [name, count] of [['o200k', o200k], ['cl100k', cl100k]] as const) {
+      for (const [name, count] of [
+        ['o200k', o200k],
+        ['cl100k', cl100k],
+      ] as const) {
         const t = count(text);
         const s = count(structured);
         if (t > c.goal || s > c.goal) over.push(`${c.tool} ${c.label} (${name}): text ${t}, structuredContent ${s} tokens; goal ${c.goal}`);

@@ -1,8 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { decodeJwt } from 'jose';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { auth, UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { decodeJwt } from 'jose';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { build, createHarness, type Harness } from '../helpers/harness.ts';
 import { connect, rawMcp, signIn, TestOAuthProvider } from '../helpers/mcp-client.ts';
 
@@ -16,9 +16,21 @@ import { connect, rawMcp, signIn, TestOAuthProvider } from '../helpers/mcp-clien
 // Every scope and the contract's section 4 tool names (one per REST read).
 const ALL_SCOPES = ['events.read', 'messages.read', 'feed.read', 'summaries.read', 'positions.read', 'directory.read', 'stats.read'];
 const CONTRACT_TOOLS = [
-  'list_trader_directory', 'list_trader_activity', 'list_traders', 'list_assets', 'list_feed', 'list_events', 'list_messages',
-  'list_channel_summaries', 'list_aggregate_summaries', 'list_positions', 'list_open_positions', 'list_trader_stats', 'list_asset_stats',
-  'rank_traders', 'summarize_message_activity',
+  'list_trader_directory',
+  'list_trader_activity',
+  'list_traders',
+  'list_assets',
+  'list_feed',
+  'list_events',
+  'list_messages',
+  'list_channel_summaries',
+  'list_aggregate_summaries',
+  'list_positions',
+  'list_open_positions',
+  'list_trader_stats',
+  'list_asset_stats',
+  'rank_traders',
+  'summarize_message_activity',
 ];
 /** Arguments each tool needs at least (its required parameters, contract 4). */
 const MINIMAL: Record<string, Record<string, unknown>> = { list_trader_stats: { traderIds: [1] }, list_asset_stats: { assetIds: [1] } };
@@ -30,7 +42,9 @@ let mcpUrl: string;
 beforeAll(async () => {
   h = await createHarness({ mcp: true });
   await h.given([
-    build.trader(1), build.source('src-1'), build.asset(1),
+    build.trader(1),
+    build.source('src-1'),
+    build.asset(1),
     build.event(1, { timeOfEvent: new Date(Date.now() - 3 * 86_400_000).toISOString() }),
     build.message('tg-1', 'src-1', new Date(Date.now() - 3 * 86_400_000).toISOString()),
   ]);
@@ -43,7 +57,9 @@ beforeAll(async () => {
   origin = await h.listen();
   mcpUrl = h.urls().mcpUrl;
 });
-afterAll(async () => { await h.close(); });
+afterAll(async () => {
+  await h.close();
+});
 
 /** Starts the flow as a client application does: connect, get 401, discover, register, and be sent to the authorization URL. */
 async function startFlow(provider = new TestOAuthProvider()) {
@@ -56,7 +72,7 @@ async function startFlow(provider = new TestOAuthProvider()) {
 
 async function tokenRequest(params: Record<string, string>) {
   const res = await fetch(`${origin}/token`, { method: 'POST', body: new URLSearchParams(params) });
-  return { status: res.status, body: await res.json() as any };
+  return { status: res.status, body: (await res.json()) as any };
 }
 
 describe('the whole OAuth flow with the SDK client', () => {
@@ -115,10 +131,18 @@ describe('the whole OAuth flow with the SDK client', () => {
     await transport.finishAuth(new URL(answer.location!).searchParams.get('code')!);
     expect(provider.saved!.scope!.split(' ').sort()).toEqual(['directory.read', 'events.read']);
     const client = await connect(mcpUrl, { provider });
-    expect((await client.listTools()).tools.map((t) => t.name).sort()).toEqual(['list_assets', 'list_events', 'list_trader_directory', 'list_traders']);
+    expect((await client.listTools()).tools.map((t) => t.name).sort()).toEqual([
+      'list_assets',
+      'list_events',
+      'list_trader_directory',
+      'list_traders',
+    ]);
     await client.close();
-    const r = await rawMcp(mcpUrl, { authorization: `Bearer ${provider.saved!.access_token}` },
-      { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'rank_traders', arguments: {} } });
+    const r = await rawMcp(
+      mcpUrl,
+      { authorization: `Bearer ${provider.saved!.access_token}` },
+      { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'rank_traders', arguments: {} } },
+    );
     expect(r.status).toBe(403);
     const challenge = r.headers.get('www-authenticate')!;
     expect(challenge).toContain('error="insufficient_scope"');
@@ -160,7 +184,10 @@ describe('the authorization server refuses', () => {
     expect(await tokenRequest({ ...base, code_verifier: 'x'.repeat(43) })).toMatchObject({ status: 400, body: { error: 'invalid_grant' } });
     const ok = await tokenRequest({ ...base, code_verifier: provider.verifier });
     expect(ok.status).toBe(200);
-    expect(await tokenRequest({ ...base, code_verifier: provider.verifier })).toMatchObject({ status: 400, body: { error: 'invalid_grant' } });
+    expect(await tokenRequest({ ...base, code_verifier: provider.verifier })).toMatchObject({
+      status: 400,
+      body: { error: 'invalid_grant' },
+    });
 
     const plain = new URL(url);
     plain.searchParams.set('code_challenge_method', 'plain');
@@ -192,23 +219,38 @@ describe('the authorization server refuses', () => {
     const answer = await signIn(url, { account: 'hank', password: 'hank-password-1' });
     await transport.finishAuth(new URL(answer.location!).searchParams.get('code')!);
     await h.key({ account: { id: 'hank', status: 'blocked' } });
-    const r = await tokenRequest({ grant_type: 'refresh_token', refresh_token: provider.saved!.refresh_token!, client_id: String(provider.client!.client_id) });
+    const r = await tokenRequest({
+      grant_type: 'refresh_token',
+      refresh_token: provider.saved!.refresh_token!,
+      client_id: String(provider.client!.client_id),
+    });
     expect(r).toMatchObject({ status: 400, body: { error: 'invalid_grant' } });
   });
 
   it('a consent form for a sign-in that does not exist', async () => {
-    const res = await fetch(`${origin}/consent`, { method: 'POST', body: new URLSearchParams({ request: 'forged', account: 'alice', password: 'alice-password-1', scope: 'events.read', action: 'approve' }), redirect: 'manual' });
+    const res = await fetch(`${origin}/consent`, {
+      method: 'POST',
+      body: new URLSearchParams({
+        request: 'forged',
+        account: 'alice',
+        password: 'alice-password-1',
+        scope: 'events.read',
+        action: 'approve',
+      }),
+      redirect: 'manual',
+    });
     expect(res.status).toBe(400);
     expect(res.headers.get('location')).toBeNull();
   });
 
   it('registration (RFC 7591) answers the client management address (RFC 7592), readable with its token only', async () => {
     const res = await fetch(`${origin}/register`, {
-      method: 'POST', headers: { 'content-type': 'application/json' },
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ client_name: 'raw', redirect_uris: ['http://127.0.0.1:9/cb'], token_endpoint_auth_method: 'none' }),
     });
     expect(res.status).toBe(201);
-    const reg = await res.json() as any;
+    const reg = (await res.json()) as any;
     expect(reg.registration_client_uri).toBe(`${origin}/clients/${reg.client_id}`);
     expect(reg.registration_access_token).toEqual(expect.any(String));
     const read = await fetch(reg.registration_client_uri, { headers: { authorization: `Bearer ${reg.registration_access_token}` } });
@@ -216,17 +258,24 @@ describe('the authorization server refuses', () => {
     expect(await read.json()).toMatchObject({ client_id: reg.client_id, redirect_uris: ['http://127.0.0.1:9/cb'], client_name: 'raw' });
     expect((await fetch(reg.registration_client_uri, { headers: { authorization: 'Bearer wrong' } })).status).toBe(401);
     // A redirect URI that is not http(s) is refused at registration.
-    const bad = await fetch(`${origin}/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ redirect_uris: ['javascript:alert(1)'] }) });
+    const bad = await fetch(`${origin}/register`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ redirect_uris: ['javascript:alert(1)'] }),
+    });
     expect(bad.status).toBe(400);
   });
 
   it('publishes RFC 8414 metadata with S256 only, registration, and a JWKS with the signing key', async () => {
-    const meta = await (await fetch(`${origin}/.well-known/oauth-authorization-server`)).json() as any;
+    const meta = (await (await fetch(`${origin}/.well-known/oauth-authorization-server`)).json()) as any;
     expect(meta).toMatchObject({
-      issuer: origin, authorization_endpoint: `${origin}/authorize`, token_endpoint: `${origin}/token`,
-      registration_endpoint: `${origin}/register`, code_challenge_methods_supported: ['S256'],
+      issuer: origin,
+      authorization_endpoint: `${origin}/authorize`,
+      token_endpoint: `${origin}/token`,
+      registration_endpoint: `${origin}/register`,
+      code_challenge_methods_supported: ['S256'],
     });
-    const jwks = await (await fetch(meta.jwks_uri)).json() as any;
+    const jwks = (await (await fetch(meta.jwks_uri)).json()) as any;
     expect(jwks.keys).toHaveLength(1);
     expect(jwks.keys[0]).toMatchObject({ kty: 'EC', alg: 'ES256', kid: expect.any(String) });
     expect(jwks.keys[0].d).toBeUndefined(); // never the private part

@@ -1,8 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import fc from 'fast-check';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { demoSlice } from '../helpers/demo-slice.ts';
+import fc from 'fast-check';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OPERATIONS } from '../../apps/registry.ts';
+import { demoSlice } from '../helpers/demo-slice.ts';
 import { createHarness, type Harness, type TopicRecord } from '../helpers/harness.ts';
 import { connect } from '../helpers/mcp-client.ts';
 
@@ -29,7 +29,13 @@ const records = (): TopicRecord[] => demoSlice({ seed: 11, now: NOW - DAY, trade
 let h: Harness;
 let client: Client;
 let key: string;
-const pools = { traderIds: [] as number[], assetIds: [] as number[], positionIds: [] as number[], ids: [] as string[], names: [] as string[] };
+const pools = {
+  traderIds: [] as number[],
+  assetIds: [] as number[],
+  positionIds: [] as number[],
+  ids: [] as string[],
+  names: [] as string[],
+};
 
 beforeAll(async () => {
   h = await createHarness({ mcp: true, clock: () => NOW });
@@ -37,8 +43,14 @@ beforeAll(async () => {
   await h.given(recs);
   for (const r of recs) {
     const v = r.value as any;
-    if (r.topic === 'traders') { pools.traderIds.push(v.id); pools.names.push(v.name); }
-    if (r.topic === 'trade-events') { pools.positionIds.push(v.positionId); pools.assetIds.push(v.assetId); }
+    if (r.topic === 'traders') {
+      pools.traderIds.push(v.id);
+      pools.names.push(v.name);
+    }
+    if (r.topic === 'trade-events') {
+      pools.positionIds.push(v.positionId);
+      pools.assetIds.push(v.assetId);
+    }
     if (r.topic === 'messages') pools.ids.push(v.id);
   }
   pools.assetIds = [...new Set(pools.assetIds)];
@@ -48,7 +60,10 @@ beforeAll(async () => {
   await h.listen();
   client = await connect(h.urls().mcpUrl, { token: await h.token({ account: 'same' }) });
 }, 300_000);
-afterAll(async () => { await client?.close(); await h?.close(); });
+afterAll(async () => {
+  await client?.close();
+  await h?.close();
+});
 
 /** Arbitrary values of one input property, from its JSON Schema (ids and texts from the data, plus some that are not in it). */
 function valueArb(name: string, s: any): fc.Arbitrary<unknown> {
@@ -58,18 +73,28 @@ function valueArb(name: string, s: any): fc.Arbitrary<unknown> {
     if (s.items.enum) return fc.subarray(s.items.enum as string[], { minLength: min });
     if (s.items.type === 'integer') {
       const pool = name === 'assetIds' ? pools.assetIds : name === 'positionIds' ? pools.positionIds : pools.traderIds;
-      return fc.array(fc.oneof({ weight: 9, arbitrary: fc.constantFrom(...pool) }, { weight: 1, arbitrary: fc.integer({ min: 1, max: 9_999_999 }) }), { minLength: Math.max(min, 1), maxLength: max });
+      return fc.array(
+        fc.oneof({ weight: 9, arbitrary: fc.constantFrom(...pool) }, { weight: 1, arbitrary: fc.integer({ min: 1, max: 9_999_999 }) }),
+        { minLength: Math.max(min, 1), maxLength: max },
+      );
     }
     return fc.array(fc.constantFrom(...pools.ids, 'tg-nonexistent'), { minLength: Math.max(min, 1), maxLength: max });
   }
   if (s.enum) return fc.constantFrom(...(s.enum as string[]));
   if (s.type === 'boolean') return fc.boolean();
   // Small limits mostly, so that there is a next page to compare.
-  if (name === 'limit') return fc.oneof({ weight: 3, arbitrary: fc.integer({ min: s.minimum, max: 4 }) }, { weight: 1, arbitrary: fc.integer({ min: s.minimum, max: s.maximum }) });
+  if (name === 'limit')
+    return fc.oneof(
+      { weight: 3, arbitrary: fc.integer({ min: s.minimum, max: 4 }) },
+      { weight: 1, arbitrary: fc.integer({ min: s.minimum, max: s.maximum }) },
+    );
   if (s.type === 'integer') return fc.integer({ min: s.minimum ?? 0, max: Math.min(s.maximum ?? 100, 12) });
   if (s.format === 'date-time') return fc.integer({ min: NOW - 200 * DAY, max: NOW + DAY }).map((t) => new Date(t).toISOString());
   if (name === 'since') return fc.constant('0');
-  if (name === 'search') return fc.constantFrom(...pools.names).chain((n) => fc.integer({ min: 0, max: Math.max(0, n.length - 3) }).map((i) => n.slice(i, i + 3)));
+  if (name === 'search')
+    return fc
+      .constantFrom(...pools.names)
+      .chain((n) => fc.integer({ min: 0, max: Math.max(0, n.length - 3) }).map((i) => n.slice(i, i + 3)));
   return fc.string({ minLength: 1, maxLength: 8 });
 }
 
@@ -78,8 +103,10 @@ function argsArb(input: any): fc.Arbitrary<Record<string, unknown>> {
   const required = new Set<string>(input.required ?? []);
   const entries = Object.entries(props).filter(([n]) => n !== 'cursor');
   // Each optional parameter in a third of the cases: narrow enough questions that still have rows.
-  const maybe = (n: string, a: fc.Arbitrary<unknown>) => (required.has(n) ? a : fc.oneof({ weight: 2, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: a }));
-  return fc.record(Object.fromEntries(entries.map(([n, s]) => [n, maybe(n, valueArb(n, s))])))
+  const maybe = (n: string, a: fc.Arbitrary<unknown>) =>
+    required.has(n) ? a : fc.oneof({ weight: 2, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: a });
+  return fc
+    .record(Object.fromEntries(entries.map(([n, s]) => [n, maybe(n, valueArb(n, s))])))
     .map((r) => Object.fromEntries(Object.entries(r).filter(([, v]) => v !== undefined)));
 }
 
@@ -142,10 +169,11 @@ async function both(op: (typeof OPERATIONS)[number], args: Record<string, unknow
     }
     const shortened = /\(as with limit (\d+)\)/.exec(text)?.[1];
     const advertised = input?.properties?.limit?.default;
-    const limit = shortened !== undefined ? Number(shortened) : args.limit ?? advertised;
+    const limit = shortened !== undefined ? Number(shortened) : (args.limit ?? advertised);
     expectSame(sc, limit === undefined || limit === args.limit ? r.body.data : (await rest(op, { ...args, limit })).body.data);
     // A since-poll's limit counts changes, not rows; every other page is the start of REST's page.
-    if (args.since === undefined) expectSame(sc.results, (r.body.data.results as unknown[]).slice(0, sc.results.length), 'data.results (the start of the REST page)');
+    if (args.since === undefined)
+      expectSame(sc.results, (r.body.data.results as unknown[]).slice(0, sc.results.length), 'data.results (the start of the REST page)');
     return sc;
   }
   expect(tool.isError, `${op.tool} ${JSON.stringify(args)}: REST ${r.status} ${JSON.stringify(r.body.error)}`).toBe(true);
@@ -161,16 +189,23 @@ describe('every tool answers what its REST read answers', () => {
       const input = (await client.listTools()).tools.find((t) => t.name === op.tool)!.inputSchema;
       let pages = 0;
       let withRows = 0;
-      await fc.assert(fc.asyncProperty(argsArb(input), async (args) => {
-        const first = await both(op, args, input);
-        if (first?.results?.length) withRows++;
-        const cursor = first?.meta?.nextCursor;
-        if (cursor) { pages++; await both(op, { ...args, cursor }, input); }
-      }), { numRuns: RUNS, seed: 20261123 });
+      await fc.assert(
+        fc.asyncProperty(argsArb(input), async (args) => {
+          const first = await both(op, args, input);
+          if (first?.results?.length) withRows++;
+          const cursor = first?.meta?.nextCursor;
+          if (cursor) {
+            pages++;
+            await both(op, { ...args, cursor }, input);
+          }
+        }),
+        { numRuns: RUNS, seed: 20261123 },
+      );
       // Answers with rows were compared, not only refusals and empty answers.
       expect(withRows, `${op.tool}: no answer with rows compared`).toBeGreaterThan(RUNS / 4);
       // The paginated reads were asked for a second page at least once (limits are drawn small enough).
-      if ('cursor' in (input.properties as object) && op.tool !== 'list_feed') expect(pages, `${op.tool}: no second page compared`).toBeGreaterThan(0);
+      if ('cursor' in (input.properties as object) && op.tool !== 'list_feed')
+        expect(pages, `${op.tool}: no second page compared`).toBeGreaterThan(0);
     });
   }
 

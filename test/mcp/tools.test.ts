@@ -1,5 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { build, createHarness, type Harness } from '../helpers/harness.ts';
 import { connect, rawMcp } from '../helpers/mcp-client.ts';
 
@@ -11,13 +11,31 @@ import { connect, rawMcp } from '../helpers/mcp-client.ts';
 
 // Contract section 4: tool, scope; section 1 rule 5: the list-valued parameters.
 const CONTRACT: Record<string, string> = {
-  list_trader_directory: 'directory.read', list_trader_activity: 'stats.read', list_traders: 'directory.read', list_assets: 'directory.read',
-  list_feed: 'feed.read', list_events: 'events.read', list_messages: 'messages.read', list_channel_summaries: 'summaries.read',
-  list_aggregate_summaries: 'summaries.read', list_positions: 'positions.read', list_open_positions: 'positions.read',
-  list_trader_stats: 'stats.read', list_asset_stats: 'stats.read', rank_traders: 'stats.read', summarize_message_activity: 'stats.read',
+  list_trader_directory: 'directory.read',
+  list_trader_activity: 'stats.read',
+  list_traders: 'directory.read',
+  list_assets: 'directory.read',
+  list_feed: 'feed.read',
+  list_events: 'events.read',
+  list_messages: 'messages.read',
+  list_channel_summaries: 'summaries.read',
+  list_aggregate_summaries: 'summaries.read',
+  list_positions: 'positions.read',
+  list_open_positions: 'positions.read',
+  list_trader_stats: 'stats.read',
+  list_asset_stats: 'stats.read',
+  rank_traders: 'stats.read',
+  summarize_message_activity: 'stats.read',
 };
 const LIST_PARAMS = ['traderIds', 'assetIds', 'positionIds', 'ids', 'sourcePlatforms', 'directions', 'types', 'assetClass', 'eventTypes'];
-const ERROR_CODES = ['INVALID_CURSOR', 'UNAUTHORIZED', 'FORBIDDEN', 'AUTHENTICATION_UNAVAILABLE', 'PERFORMANCE_WINDOW_NOT_ELAPSED', 'BUCKET_LIMIT_EXCEEDED'];
+const ERROR_CODES = [
+  'INVALID_CURSOR',
+  'UNAUTHORIZED',
+  'FORBIDDEN',
+  'AUTHENTICATION_UNAVAILABLE',
+  'PERFORMANCE_WINDOW_NOT_ELAPSED',
+  'BUCKET_LIMIT_EXCEEDED',
+];
 
 let h: Harness;
 let origin: string;
@@ -30,7 +48,10 @@ beforeAll(async () => {
   origin = await h.listen();
   client = await connect(h.urls().mcpUrl, { token: await h.token({ account: 'frank' }) });
 });
-afterAll(async () => { await client.close(); await h.close(); });
+afterAll(async () => {
+  await client.close();
+  await h.close();
+});
 
 describe('tools/list', () => {
   it('one read-only tool per contract row, described, with list parameters as arrays and an object outputSchema', async () => {
@@ -61,7 +82,11 @@ describe('tools/list', () => {
 
   it('an unknown tool is a protocol error; arguments of the wrong type are a VALIDATION_ERROR tool result naming them', async () => {
     const token = await h.token({ account: 'frank' });
-    const unknown = await rawMcp(h.urls().mcpUrl, { authorization: `Bearer ${token}` }, { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'drop_tables', arguments: {} } });
+    const unknown = await rawMcp(
+      h.urls().mcpUrl,
+      { authorization: `Bearer ${token}` },
+      { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'drop_tables', arguments: {} } },
+    );
     expect(unknown.status).toBe(200);
     expect(unknown.json.error.code).toBe(-32602);
     const bad = await client.callTool({ name: 'list_events', arguments: { traderIds: 'one', limit: 1000, extra: true } });
@@ -73,7 +98,13 @@ describe('tools/list', () => {
 
   it('a body that is not JSON-RPC gets a JSON-RPC error, never a 500', async () => {
     const token = await h.token({ account: 'frank' });
-    for (const body of ['{not json', '{"jsonrpc":"2.0"}', JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 42 } }), '"x"', 'null']) {
+    for (const body of [
+      '{not json',
+      '{"jsonrpc":"2.0"}',
+      JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 42 } }),
+      '"x"',
+      'null',
+    ]) {
       const r = await rawMcp(h.urls().mcpUrl, { authorization: `Bearer ${token}` }, body);
       expect(r.status, body).toBeLessThan(500);
       expect(r.json?.jsonrpc, body).toBe('2.0');
@@ -114,7 +145,7 @@ describe('documentation for agents', () => {
     expect(md).toMatch(/never evidence for exact trade counts/);
   });
 
-  it('the MCP server\'s instructions carry the evidence rule', () => {
+  it("the MCP server's instructions carry the evidence rule", () => {
     expect(client.getInstructions()).toMatch(/never evidence for exact trade counts/);
   });
 });

@@ -52,8 +52,8 @@
 //     assigned the message's source (whatever the signal visibility); message visibility is
 //     checked against that trader.
 
-import * as O from './oracle.ts';
 import type { Policy, Pos, TopicRec, WindowName, World } from './oracle.ts';
+import * as O from './oracle.ts';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -63,25 +63,45 @@ const iso = (t: number): string => new Date(t).toISOString();
 /** Query parameters as sent (strings; numbers are stringified). Undefined members are omitted. */
 export type Query = Record<string, string | number | undefined>;
 
-export type Answer =
-  | { status: 200; data: any }
-  | { status: number; code: string; details?: unknown };
+export type Answer = { status: 200; data: any } | { status: number; code: string; details?: unknown };
 
-const err = (status: number, code: string, details?: unknown): Answer => (details === undefined ? { status, code } : { status, code, details });
+const err = (status: number, code: string, details?: unknown): Answer =>
+  details === undefined ? { status, code } : { status, code, details };
 
 // ---------------------------------------------------------------------------------------------------
 // The analytics world: the list oracle's world plus tags, and the policy-independent eligible rows
 
-export interface Tag { category: string; name: string }
-export interface Eval { window: WindowName; status: string; returnPercentage: number | null }
+export interface Tag {
+  category: string;
+  name: string;
+}
+export interface Eval {
+  window: WindowName;
+  status: string;
+  returnPercentage: number | null;
+}
 /** A live position of a live trader on an eligible asset, with its mature evaluations. */
 export interface PosX {
-  p: Pos; trader: any;
+  p: Pos;
+  trader: any;
   /** Per window: null when the asset has no price series; else the evaluation once of age. */
   mature: Record<WindowName, Eval | null>;
 }
-export interface EvX { id: number; t: number; type: string; traderId: number; assetId: number; direction: string; trader: any }
-export interface MsgX { id: string; t: number; traderId: number; trader: any }
+export interface EvX {
+  id: number;
+  t: number;
+  type: string;
+  traderId: number;
+  assetId: number;
+  direction: string;
+  trader: any;
+}
+export interface MsgX {
+  id: string;
+  t: number;
+  traderId: number;
+  trader: any;
+}
 
 export interface AWorld {
   w: World;
@@ -126,7 +146,15 @@ export function analyticsWorld(records: readonly TopicRec[]): AWorld {
   for (const e of w.events.values()) {
     const trader = w.traders.get(e.traderId);
     if (!trader || !O.eligibleAsset(w, e.assetId) || !w.positions.has(e.positionId)) continue;
-    events.push({ id: e.id, t: Date.parse(e.timeOfEvent), type: e.type, traderId: e.traderId, assetId: e.assetId, direction: e.direction, trader });
+    events.push({
+      id: e.id,
+      t: Date.parse(e.timeOfEvent),
+      type: e.type,
+      traderId: e.traderId,
+      assetId: e.assetId,
+      direction: e.direction,
+      trader,
+    });
   }
   const own = O.owners(w);
   const messages: MsgX[] = [];
@@ -161,8 +189,12 @@ const time = (v: string | number | undefined): number | null => (v === undefined
 const inList = <T>(v: T, list: readonly T[] | undefined): boolean => list === undefined || list.includes(v);
 const sig = (p: Policy) => p.signalVisibility.mode !== 'none';
 const msgVis = (p: Policy) => p.messageVisibility.mode !== 'none';
-const floorOf = (p: Policy, serverTime: number): number | null => (p.historyWindowDays === null ? null : O.historyFloor(serverTime, p.historyWindowDays));
-const range = (start: number | null, end: number | null) => ({ startTime: start === null ? null : iso(start), endTime: end === null ? null : iso(end) });
+const floorOf = (p: Policy, serverTime: number): number | null =>
+  p.historyWindowDays === null ? null : O.historyFloor(serverTime, p.historyWindowDays);
+const range = (start: number | null, end: number | null) => ({
+  startTime: start === null ? null : iso(start),
+  endTime: end === null ? null : iso(end),
+});
 const inRange = (t: number, start: number | null, end: number | null) => (start === null || t >= start) && (end === null || t <= end);
 
 /** Bounds of the stats reads (trader stats, asset stats, trader activity): omitted = unbounded; the start clamped to the history window. */
@@ -179,7 +211,13 @@ const isAnswer = (x: unknown): x is Answer => typeof x === 'object' && x !== nul
 // ---------------------------------------------------------------------------------------------------
 // Figures
 
-export interface SampleFilter { start: number | null; end: number | null; traderIds?: number[]; assetIds?: number[]; direction?: string }
+export interface SampleFilter {
+  start: number | null;
+  end: number | null;
+  traderIds?: number[];
+  assetIds?: number[];
+  direction?: string;
+}
 
 /** Sample positions: eligible, signal-visible, opened within [start, end], and the filters. */
 export function sample(aw: AWorld, p: Policy, f: SampleFilter): PosX[] {
@@ -197,7 +235,9 @@ export function sample(aw: AWorld, p: Policy, f: SampleFilter): PosX[] {
 export function directionBias(sampleOf: readonly { p: Pos }[]) {
   let longCount = 0;
   let shortCount = 0;
-  for (const x of sampleOf) if (x.p.direction === 'long') longCount++; else shortCount++;
+  for (const x of sampleOf)
+    if (x.p.direction === 'long') longCount++;
+    else shortCount++;
   const n = longCount + shortCount;
   if (n === 0) return { label: 'none', longCount: 0, shortCount: 0, longPercentage: 0, shortPercentage: 0 };
   // 60 % or more, in integers: 5 * count >= 3 * n.
@@ -211,7 +251,10 @@ export function metrics(returns: readonly number[]) {
   if (n === 0) return { averageReturnPercentage: null, medianReturnPercentage: null, winRatePercentage: null, sharpeRatio: null };
   let sum = 0;
   let wins = 0;
-  for (const r of returns) { sum += r; if (r > 0) wins++; }
+  for (const r of returns) {
+    sum += r;
+    if (r > 0) wins++;
+  }
   const mean = sum / n;
   const sorted = [...returns].sort((a, b) => a - b);
   const median = n % 2 === 1 ? sorted[(n - 1) / 2]! : (sorted[n / 2 - 1]! + sorted[n / 2]!) / 2;
@@ -236,7 +279,11 @@ export function timeBasedPerformance(win: WindowName, sampleOf: readonly PosX[],
     window: win,
     ...metrics(returns),
     positionsCount: returns.length,
-    coverage: { sampledPositionsCount: sampled, scoredPositionsCount: returns.length, ratio: sampled === 0 ? null : returns.length / sampled },
+    coverage: {
+      sampledPositionsCount: sampled,
+      scoredPositionsCount: returns.length,
+      ratio: sampled === 0 ? null : returns.length / sampled,
+    },
   };
 }
 
@@ -244,9 +291,18 @@ function sourceOf(w: World, trader: any) {
   if (!trader.source) return null;
   const s = w.sources.get(O.srcKey(trader.source.platform, trader.source.sourceIdentityId));
   if (!s) return null;
-  return { platform: s.platform, sourceIdentityId: s.sourceIdentityId, displayName: s.displayName, handle: s.handle, avatarUrl: s.avatarUrl, profileUrl: s.profileUrl, audienceCount: s.audienceCount };
+  return {
+    platform: s.platform,
+    sourceIdentityId: s.sourceIdentityId,
+    displayName: s.displayName,
+    handle: s.handle,
+    avatarUrl: s.avatarUrl,
+    profileUrl: s.profileUrl,
+    audienceCount: s.audienceCount,
+  };
 }
-const onPlatforms = (trader: any, platforms: string[] | undefined) => platforms === undefined || (trader.source != null && platforms.includes(trader.source.platform));
+const onPlatforms = (trader: any, platforms: string[] | undefined) =>
+  platforms === undefined || (trader.source != null && platforms.includes(trader.source.platform));
 
 // ---------------------------------------------------------------------------------------------------
 // GET /traders/stats
@@ -263,10 +319,16 @@ export function traderStats(records: readonly TopicRec[], q: Query, p: Policy, s
   const missingTraderIds: number[] = [];
   for (const id of ids) {
     const t = aw.w.traders.get(id);
-    if (!t || !O.permits(p.signalVisibility, t) || !onPlatforms(t, platforms)) { missingTraderIds.push(id); continue; }
+    if (!t || !O.permits(p.signalVisibility, t) || !onPlatforms(t, platforms)) {
+      missingTraderIds.push(id);
+      continue;
+    }
     const mine = all.filter((x) => x.p.traderId === id);
     results.push({
-      traderId: id, name: t.name, source: sourceOf(aw.w, t), tags: aw.tags.get(id) ?? [],
+      traderId: id,
+      name: t.name,
+      source: sourceOf(aw.w, t),
+      tags: aw.tags.get(id) ?? [],
       summary: {
         positionCount: mine.length,
         directionBias: directionBias(mine),
@@ -278,7 +340,10 @@ export function traderStats(records: readonly TopicRec[], q: Query, p: Policy, s
       },
     });
   }
-  return { status: 200, data: { results, meta: { missingTraderIds, serverTime: iso(serverTime), appliedTimeRange: range(b.start, b.end) } } };
+  return {
+    status: 200,
+    data: { results, meta: { missingTraderIds, serverTime: iso(serverTime), appliedTimeRange: range(b.start, b.end) } },
+  };
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -288,7 +353,10 @@ export function traderStats(records: readonly TopicRec[], q: Query, p: Policy, s
 function top5(positionsOf: readonly PosX[]): number[] {
   const n = new Map<number, number>();
   for (const x of positionsOf) n.set(x.p.traderId, (n.get(x.p.traderId) ?? 0) + 1);
-  return [...n.entries()].sort((a, b) => b[1] - a[1] || a[0] - b[0]).slice(0, 5).map(([id]) => id);
+  return [...n.entries()]
+    .sort((a, b) => b[1] - a[1] || a[0] - b[0])
+    .slice(0, 5)
+    .map(([id]) => id);
 }
 
 export function assetStats(records: readonly TopicRec[], q: Query, p: Policy, serverTime: number): Answer {
@@ -303,21 +371,30 @@ export function assetStats(records: readonly TopicRec[], q: Query, p: Policy, se
   const results: any[] = [];
   const missingAssetIds: number[] = [];
   for (const id of ids) {
-    if (!O.eligibleAsset(aw.w, id)) { missingAssetIds.push(id); continue; }
+    if (!O.eligibleAsset(aw.w, id)) {
+      missingAssetIds.push(id);
+      continue;
+    }
     const mine = all.filter((x) => x.p.assetId === id);
     results.push({
       assetId: id,
       summary: {
         marketPositioning: directionBias(mine),
-        topTraderIds: { long: top5(mine.filter((x) => x.p.direction === 'long')), short: top5(mine.filter((x) => x.p.direction === 'short')) },
+        topTraderIds: {
+          long: top5(mine.filter((x) => x.p.direction === 'long')),
+          short: top5(mine.filter((x) => x.p.direction === 'short')),
+        },
       },
     });
   }
-  return { status: 200, data: {
-    results,
-    filtersApplied: { traderIds: traderIds ?? [], direction: direction ?? null, appliedTimeRange: range(b.start, b.end) },
-    meta: { requestedAssetIds: ids, missingAssetIds, serverTime: iso(serverTime) },
-  } };
+  return {
+    status: 200,
+    data: {
+      results,
+      filtersApplied: { traderIds: traderIds ?? [], direction: direction ?? null, appliedTimeRange: range(b.start, b.end) },
+      meta: { requestedAssetIds: ids, missingAssetIds, serverTime: iso(serverTime) },
+    },
+  };
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -329,9 +406,19 @@ const SHORTER: WindowName[] = ['30D', '7D', '1D'];
 /** Jan 1 00:00 UTC of the year of `t`. */
 export const yearStart = (t: number): number => Date.UTC(new Date(t).getUTCFullYear(), 0, 1);
 
-export interface RankingCandidate { traderId: number; metricValue: number | null; positionCount: number; row: any }
+export interface RankingCandidate {
+  traderId: number;
+  metricValue: number | null;
+  positionCount: number;
+  row: any;
+}
 
-export function rankings(records: readonly TopicRec[], q: Query, p: Policy, serverTime: number): Answer & { candidates?: RankingCandidate[] } {
+export function rankings(
+  records: readonly TopicRec[],
+  q: Query,
+  p: Policy,
+  serverTime: number,
+): Answer & { candidates?: RankingCandidate[] } {
   if (!sig(p)) return err(403, 'FORBIDDEN');
   const metric = String(q.metric ?? 'event_count');
   const activity = ACTIVITY.includes(metric);
@@ -351,8 +438,14 @@ export function rankings(records: readonly TopicRec[], q: Query, p: Policy, serv
     else {
       const alternatives: any[] = [];
       const shorter = SHORTER.slice(SHORTER.indexOf(win) + 1).find((x) => sampleStart + O.WINDOW_MS[x] <= serverTime);
-      if (shorter) alternatives.push({ strategy: 'preserve_sample', startTime: iso(start), endTime: iso(end), timeBasedPerformanceWindow: shorter });
-      alternatives.push({ strategy: 'preserve_evaluation', startTime: iso(Math.max(0, serverTime - W - (end - start))), endTime: iso(end), timeBasedPerformanceWindow: win });
+      if (shorter)
+        alternatives.push({ strategy: 'preserve_sample', startTime: iso(start), endTime: iso(end), timeBasedPerformanceWindow: shorter });
+      alternatives.push({
+        strategy: 'preserve_evaluation',
+        startTime: iso(Math.max(0, serverTime - W - (end - start))),
+        endTime: iso(end),
+        timeBasedPerformanceWindow: win,
+      });
       return err(422, 'PERFORMANCE_WINDOW_NOT_ELAPSED', {
         requested: {
           startTime: q.startTime === undefined ? null : String(q.startTime),
@@ -385,17 +478,25 @@ export function rankings(records: readonly TopicRec[], q: Query, p: Policy, serv
   for (const [traderId, s] of byTrader) {
     const row: any = { traderId, eventCount: s.events, positionCount: s.positions.length, directionBias: directionBias(s.positions) };
     let value: number | null;
-    if (metric === 'event_count') { if (s.events === 0) continue; value = s.events; }
-    else if (metric === 'position_count') { if (s.positions.length === 0) continue; value = s.positions.length; }
-    else {
+    if (metric === 'event_count') {
+      if (s.events === 0) continue;
+      value = s.events;
+    } else if (metric === 'position_count') {
+      if (s.positions.length === 0) continue;
+      value = s.positions.length;
+    } else {
       if (s.positions.length === 0) continue;
       const tbp = timeBasedPerformance(win, s.positions, serverTime);
       if (tbp.positionsCount < minPositions) continue;
       row.timeBasedPerformance = tbp;
-      value = metric === 'win_rate' ? tbp.winRatePercentage
-        : metric === 'avg_return' ? tbp.averageReturnPercentage
-          : metric === 'median_return' ? tbp.medianReturnPercentage
-            : tbp.sharpeRatio;
+      value =
+        metric === 'win_rate'
+          ? tbp.winRatePercentage
+          : metric === 'avg_return'
+            ? tbp.averageReturnPercentage
+            : metric === 'median_return'
+              ? tbp.medianReturnPercentage
+              : tbp.sharpeRatio;
     }
     row.metricValue = value;
     candidates.push({ traderId, metricValue: value, positionCount: s.positions.length, row });
@@ -407,8 +508,13 @@ export function rankings(records: readonly TopicRec[], q: Query, p: Policy, serv
     data: {
       results,
       filtersApplied: {
-        metric, assetIds: assetIds ?? [], direction: direction ?? null, timeBasedPerformanceWindow: win,
-        minPositions, windowEvaluability, appliedTimeRange: range(start, end),
+        metric,
+        assetIds: assetIds ?? [],
+        direction: direction ?? null,
+        timeBasedPerformanceWindow: win,
+        minPositions,
+        windowEvaluability,
+        appliedTimeRange: range(start, end),
       },
       meta: { totalCandidates: candidates.length, serverTime: iso(serverTime) },
     },
@@ -456,7 +562,9 @@ export function activitySummaries(records: readonly TopicRec[], q: Query, p: Pol
   const interval = String(q.interval ?? 'day') as Interval;
   const limit = q.limit === undefined ? 10 : Number(q.limit);
   const end = time(q.endTime) ?? serverTime;
-  let start = time(q.startTime) ?? Math.max(0, end - 7 * DAY, interval === 'hour' ? Math.floor(end / HOUR) * HOUR - (MAX_BUCKETS - 1) * HOUR : -Infinity);
+  let start =
+    time(q.startTime) ??
+    Math.max(0, end - 7 * DAY, interval === 'hour' ? Math.floor(end / HOUR) * HOUR - (MAX_BUCKETS - 1) * HOUR : -Infinity);
   if (q.startTime !== undefined && q.endTime !== undefined && start > end) return err(400, 'VALIDATION_ERROR');
   const floor = floorOf(p, serverTime);
   if (floor !== null && start < floor) start = floor;
@@ -464,7 +572,12 @@ export function activitySummaries(records: readonly TopicRec[], q: Query, p: Pol
   const aw = analyticsWorld(records);
   const eventTypes = strList(q.eventTypes);
   const traderIds = idList(q.traderIds);
-  interface G { traderId: number; messageCount: number; eventCount: number; buckets: Map<number, { m: number; e: number }> }
+  interface G {
+    traderId: number;
+    messageCount: number;
+    eventCount: number;
+    buckets: Map<number, { m: number; e: number }>;
+  }
   const groups = new Map<number, G>();
   const add = (traderId: number, t: number, kind: 'm' | 'e') => {
     const key = groupBy === 'trader' ? traderId : 0;
@@ -474,39 +587,61 @@ export function activitySummaries(records: readonly TopicRec[], q: Query, p: Pol
     let b = g.buckets.get(bs);
     if (!b) g.buckets.set(bs, (b = { m: 0, e: 0 }));
     b[kind]++;
-    if (kind === 'm') g.messageCount++; else g.eventCount++;
+    if (kind === 'm') g.messageCount++;
+    else g.eventCount++;
   };
   for (const m of aw.messages) {
     if (!O.permits(p.messageVisibility, m.trader) || !inList(m.traderId, traderIds) || !inRange(m.t, start, end)) continue;
     add(m.traderId, m.t, 'm');
   }
   for (const e of aw.events) {
-    if (!O.permits(p.signalVisibility, e.trader) || !inList(e.traderId, traderIds) || !inList(e.type, eventTypes) || !inRange(e.t, start, end)) continue;
+    if (
+      !O.permits(p.signalVisibility, e.trader) ||
+      !inList(e.traderId, traderIds) ||
+      !inList(e.type, eventTypes) ||
+      !inRange(e.t, start, end)
+    )
+      continue;
     add(e.traderId, e.t, 'e');
   }
   const size = bucketSize(interval);
   const shape = (g: G, withId: boolean) => ({
     ...(withId ? { traderId: g.traderId } : {}),
-    messageCount: g.messageCount, eventCount: g.eventCount,
-    buckets: [...g.buckets.entries()].sort((a, b) => a[0] - b[0])
+    messageCount: g.messageCount,
+    eventCount: g.eventCount,
+    buckets: [...g.buckets.entries()]
+      .sort((a, b) => a[0] - b[0])
       .map(([s, c]) => ({ start: iso(s), end: iso(s + size), messageCount: c.m, eventCount: c.e })),
   });
   let totalMessages = 0;
   let totalEvents = 0;
-  for (const g of groups.values()) { totalMessages += g.messageCount; totalEvents += g.eventCount; }
+  for (const g of groups.values()) {
+    totalMessages += g.messageCount;
+    totalEvents += g.eventCount;
+  }
   let results: any[];
   if (groupBy === 'none') {
     results = [shape(groups.get(0) ?? { traderId: 0, messageCount: 0, eventCount: 0, buckets: new Map() }, false)];
   } else {
     results = [...groups.values()]
-      .sort((a, b) => (b.messageCount + b.eventCount) - (a.messageCount + a.eventCount) || a.traderId - b.traderId)
-      .slice(0, limit).map((g) => shape(g, true));
+      .sort((a, b) => b.messageCount + b.eventCount - (a.messageCount + a.eventCount) || a.traderId - b.traderId)
+      .slice(0, limit)
+      .map((g) => shape(g, true));
   }
-  return { status: 200, data: {
-    results,
-    filtersApplied: { groupBy, interval, eventTypes: eventTypes ?? ['open', 'close', 'increase', 'decrease'], traderIds: traderIds ?? [], appliedTimeRange: range(start, end) },
-    meta: { totalMessages, totalEvents, serverTime: iso(serverTime) },
-  } };
+  return {
+    status: 200,
+    data: {
+      results,
+      filtersApplied: {
+        groupBy,
+        interval,
+        eventTypes: eventTypes ?? ['open', 'close', 'increase', 'decrease'],
+        traderIds: traderIds ?? [],
+        appliedTimeRange: range(start, end),
+      },
+      meta: { totalMessages, totalEvents, serverTime: iso(serverTime) },
+    },
+  };
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -530,10 +665,13 @@ export function traderActivity(records: readonly TopicRec[], q: Query, p: Policy
     if (n >= min) rows.push({ t, positionCount: n });
   }
   rows.sort((a, b2) => O.cmpBytes(a.t.name, b2.t.name) || a.t.id - b2.t.id);
-  return { status: 200, data: {
-    results: rows.map((r) => ({ traderId: r.t.id, positionCount: r.positionCount })),
-    meta: { serverTime: iso(serverTime), appliedTimeRange: range(b.start, b.end) },
-  } };
+  return {
+    status: 200,
+    data: {
+      results: rows.map((r) => ({ traderId: r.t.id, positionCount: r.positionCount })),
+      meta: { serverTime: iso(serverTime), appliedTimeRange: range(b.start, b.end) },
+    },
+  };
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -541,11 +679,18 @@ export function traderActivity(records: readonly TopicRec[], q: Query, p: Policy
 
 export type Read = 'traderStats' | 'assetStats' | 'rankings' | 'activity' | 'traderActivity';
 export const PATHS: Record<Read, string> = {
-  traderStats: '/v2/traders/stats', assetStats: '/v2/assets/stats', rankings: '/v2/traders/rankings',
-  activity: '/v2/activity-summaries', traderActivity: '/v2/traders/activity',
+  traderStats: '/v2/traders/stats',
+  assetStats: '/v2/assets/stats',
+  rankings: '/v2/traders/rankings',
+  activity: '/v2/activity-summaries',
+  traderActivity: '/v2/traders/activity',
 };
 export const READS: Record<Read, (records: readonly TopicRec[], q: Query, p: Policy, serverTime: number) => Answer> = {
-  traderStats, assetStats, rankings, activity: activitySummaries, traderActivity,
+  traderStats,
+  assetStats,
+  rankings,
+  activity: activitySummaries,
+  traderActivity,
 };
 
 /**
@@ -562,10 +707,14 @@ export const near = (a: number | null, b: number | null): boolean => (a === null
 /** Account policies for the tests: visibilities and a policy builder (signal, message, history days). */
 const ALL: O.Visibility = { mode: 'all' };
 export const policies = {
-  ALL, NONE: { mode: 'none' } as O.Visibility,
+  ALL,
+  NONE: { mode: 'none' } as O.Visibility,
   traders: (...traderIds: number[]): O.Visibility => ({ mode: 'traders', traderIds }),
-  pol: (signalVisibility: O.Visibility = ALL, messageVisibility: O.Visibility = ALL, historyWindowDays: number | null = null): O.Policy =>
-    ({ signalVisibility, messageVisibility, historyWindowDays }),
+  pol: (
+    signalVisibility: O.Visibility = ALL,
+    messageVisibility: O.Visibility = ALL,
+    historyWindowDays: number | null = null,
+  ): O.Policy => ({ signalVisibility, messageVisibility, historyWindowDays }),
   OPEN: { signalVisibility: ALL, messageVisibility: ALL, historyWindowDays: null } as O.Policy,
 };
 
@@ -591,28 +740,104 @@ export const HAND = {
 export function handRecords(): TopicRec[] {
   const recs: TopicRec[] = [];
   const at = (s: string) => new Date(Date.parse(s)).toISOString();
-  const source = (platform: string, id: string) => recs.push({ topic: 'source-identities', value: {
-    platform, sourceIdentityId: id, displayName: `Source ${id}`, handle: id, avatarUrl: null, profileUrl: null, audienceCount: 10, version: 1,
-  } });
-  const trader = (id: number, name: string, src: [string, string] | null, version = 1, deleted = false) => recs.push({ topic: 'traders', value: {
-    id, name, slug: null, avatarUrl: null, source: src === null ? null : { platform: src[0], sourceIdentityId: src[1] }, version, ...(deleted ? { deleted: true } : {}),
-  } });
-  const asset = (id: number, markets: any[], version = 1, deleted = false) => recs.push({ topic: 'assets', value: {
-    id, name: `Asset ${id}`, symbol: `H${id}`, logoUrl: null, assetClass: 'crypto', category: null, markets, version, ...(deleted ? { deleted: true } : {}),
-  } });
+  const source = (platform: string, id: string) =>
+    recs.push({
+      topic: 'source-identities',
+      value: {
+        platform,
+        sourceIdentityId: id,
+        displayName: `Source ${id}`,
+        handle: id,
+        avatarUrl: null,
+        profileUrl: null,
+        audienceCount: 10,
+        version: 1,
+      },
+    });
+  const trader = (id: number, name: string, src: [string, string] | null, version = 1, deleted = false) =>
+    recs.push({
+      topic: 'traders',
+      value: {
+        id,
+        name,
+        slug: null,
+        avatarUrl: null,
+        source: src === null ? null : { platform: src[0], sourceIdentityId: src[1] },
+        version,
+        ...(deleted ? { deleted: true } : {}),
+      },
+    });
+  const asset = (id: number, markets: any[], version = 1, deleted = false) =>
+    recs.push({
+      topic: 'assets',
+      value: {
+        id,
+        name: `Asset ${id}`,
+        symbol: `H${id}`,
+        logoUrl: null,
+        assetClass: 'crypto',
+        category: null,
+        markets,
+        version,
+        ...(deleted ? { deleted: true } : {}),
+      },
+    });
   const USD = [{ quoteSymbol: 'USD', active: true, preferred: true }];
-  const price = (assetId: number, when: string, p: number) => recs.push({ topic: 'prices', value: { assetId, at: at(when), price: p, version: 1 } });
-  const event = (id: number, positionId: number, traderId: number, assetId: number, type: string, direction: string, p: number | null, when: string, version = 1, deleted = false) =>
-    recs.push({ topic: 'trade-events', value: {
-      id, type, direction, price: p, timeOfEvent: at(when), assumed: false, retrospective: false, autoGenerated: false,
-      positionId, traderId, assetId, messageId: null, version, ...(deleted ? { deleted: true } : {}),
-    } });
+  const price = (assetId: number, when: string, p: number) =>
+    recs.push({ topic: 'prices', value: { assetId, at: at(when), price: p, version: 1 } });
+  const event = (
+    id: number,
+    positionId: number,
+    traderId: number,
+    assetId: number,
+    type: string,
+    direction: string,
+    p: number | null,
+    when: string,
+    version = 1,
+    deleted = false,
+  ) =>
+    recs.push({
+      topic: 'trade-events',
+      value: {
+        id,
+        type,
+        direction,
+        price: p,
+        timeOfEvent: at(when),
+        assumed: false,
+        retrospective: false,
+        autoGenerated: false,
+        positionId,
+        traderId,
+        assetId,
+        messageId: null,
+        version,
+        ...(deleted ? { deleted: true } : {}),
+      },
+    });
   /** A position: its open event has id pid * 10. */
-  const open = (pid: number, traderId: number, assetId: number, direction: string, p: number | null, when: string) => event(pid * 10, pid, traderId, assetId, 'open', direction, p, when);
-  const message = (id: string, platform: string, src: string, when: string, deleted = false) => recs.push({ topic: 'messages', value: {
-    id, platform, sourceIdentityId: src, writtenAt: at(when), url: null, text: `text ${id}`, attachments: [],
-    isEdited: false, isReply: false, isQuote: false, isRepost: false, version: deleted ? 2 : 1, ...(deleted ? { deleted: true } : {}),
-  } });
+  const open = (pid: number, traderId: number, assetId: number, direction: string, p: number | null, when: string) =>
+    event(pid * 10, pid, traderId, assetId, 'open', direction, p, when);
+  const message = (id: string, platform: string, src: string, when: string, deleted = false) =>
+    recs.push({
+      topic: 'messages',
+      value: {
+        id,
+        platform,
+        sourceIdentityId: src,
+        writtenAt: at(when),
+        url: null,
+        text: `text ${id}`,
+        attachments: [],
+        isEdited: false,
+        isReply: false,
+        isQuote: false,
+        isRepost: false,
+        version: deleted ? 2 : 1,
+        ...(deleted ? { deleted: true } : {}),
+      },
+    });
 
   // ----- P: trader stats
   source('TELEGRAM', 'src-1');
@@ -628,19 +853,47 @@ export function handRecords(): TopicRec[] {
   trader(6, 'Six', ['TELEGRAM', 'src-missing']); // no identity record
   trader(7, 'Seven', ['X', 'src-7']);
   trader(8, 'Eight', null);
-  recs.push({ topic: 'trader-tags', value: { traderId: 1, version: 1, tags: [
-    { category: 'style', name: 'swing' }, { category: 'thematic', name: 'memecoins' }, { category: 'risk', name: 'high' },
-    { category: 'thematic', name: 'ai' }, { category: 'style', name: 'position' }, { category: 'thematic', name: 'Ærø' },
-  ] } });
+  recs.push({
+    topic: 'trader-tags',
+    value: {
+      traderId: 1,
+      version: 1,
+      tags: [
+        { category: 'style', name: 'swing' },
+        { category: 'thematic', name: 'memecoins' },
+        { category: 'risk', name: 'high' },
+        { category: 'thematic', name: 'ai' },
+        { category: 'style', name: 'position' },
+        { category: 'thematic', name: 'Ærø' },
+      ],
+    },
+  });
   recs.push({ topic: 'trader-tags', value: { traderId: 2, version: 1, tags: [{ category: 'thematic', name: 'old' }] } });
-  recs.push({ topic: 'trader-tags', value: { traderId: 2, version: 2, tags: [{ category: 'risk', name: 'low' }, { category: 'thematic', name: 'rates' }] } });
+  recs.push({
+    topic: 'trader-tags',
+    value: {
+      traderId: 2,
+      version: 2,
+      tags: [
+        { category: 'risk', name: 'low' },
+        { category: 'thematic', name: 'rates' },
+      ],
+    },
+  });
   recs.push({ topic: 'trader-tags', value: { traderId: 3, version: 1, tags: [{ category: 'thematic', name: 'gone' }] } });
   recs.push({ topic: 'trader-tags', value: { traderId: 3, version: 2, tags: [], deleted: true } });
   asset(1, USD);
   asset(2, USD);
   asset(3, [{ quoteSymbol: 'USD', active: false, preferred: true }]);
   asset(4, USD);
-  asset(4, [{ quoteSymbol: 'USD', active: false, preferred: true }, { quoteSymbol: 'EUR', active: false, preferred: false }], 2);
+  asset(
+    4,
+    [
+      { quoteSymbol: 'USD', active: false, preferred: true },
+      { quoteSymbol: 'EUR', active: false, preferred: false },
+    ],
+    2,
+  );
   asset(5, USD);
   asset(5, USD, 2, true);
   asset(6, []);
@@ -687,13 +940,22 @@ export function handRecords(): TopicRec[] {
   trader(18, 'A18', null);
   trader(18, 'A18', null, 2, true);
   const a7: [number, number, string, string][] = [
-    [1101, 11, 'long', '2025-11-01'], [1102, 11, 'long', '2025-11-02'], [1103, 11, 'long', '2025-11-03'],
-    [1201, 12, 'long', '2025-11-04'], [1202, 12, 'long', '2025-11-05'],
-    [1301, 13, 'long', '2025-11-06'], [1302, 13, 'long', '2025-11-07'],
-    [1401, 14, 'long', '2025-11-08'], [1501, 15, 'long', '2025-11-09'],
-    [1601, 16, 'long', '2025-11-10'], [1602, 16, 'short', '2025-11-11'], [1603, 16, 'short', '2025-11-12'],
+    [1101, 11, 'long', '2025-11-01'],
+    [1102, 11, 'long', '2025-11-02'],
+    [1103, 11, 'long', '2025-11-03'],
+    [1201, 12, 'long', '2025-11-04'],
+    [1202, 12, 'long', '2025-11-05'],
+    [1301, 13, 'long', '2025-11-06'],
+    [1302, 13, 'long', '2025-11-07'],
+    [1401, 14, 'long', '2025-11-08'],
+    [1501, 15, 'long', '2025-11-09'],
+    [1601, 16, 'long', '2025-11-10'],
+    [1602, 16, 'short', '2025-11-11'],
+    [1603, 16, 'short', '2025-11-12'],
     [1701, 17, 'short', '2025-11-13'],
-    [1801, 18, 'long', '2025-11-14'], [1802, 18, 'long', '2025-11-14'], [1803, 18, 'long', '2025-11-14'],
+    [1801, 18, 'long', '2025-11-14'],
+    [1802, 18, 'long', '2025-11-14'],
+    [1803, 18, 'long', '2025-11-14'],
   ];
   for (const [pid, t, dir, day] of a7) open(pid, t, 7, dir, 50, `${day}T00:00:00Z`);
   open(1104, 11, 7, 'short', 50, '2025-11-05T00:00:00Z');
@@ -706,9 +968,13 @@ export function handRecords(): TopicRec[] {
   trader(28, 'R28', null, 2, true);
   const r10: [number, number, string, number | null, string, number | null][] = [
     // pid, trader, direction, open price, openAt, price sample at openAt + 1 day
-    [2101, 21, 'long', 100, '2026-01-10', 110], [2102, 21, 'long', 100, '2026-01-12', 110],
-    [2201, 22, 'long', 100, '2026-01-14', 110], [2202, 22, 'long', 100, '2026-01-16', 110], [2203, 22, 'long', 100, '2026-01-18', 110],
-    [2301, 23, 'long', 100, '2026-01-20', 110], [2302, 23, 'long', 100, '2026-01-22', 110],
+    [2101, 21, 'long', 100, '2026-01-10', 110],
+    [2102, 21, 'long', 100, '2026-01-12', 110],
+    [2201, 22, 'long', 100, '2026-01-14', 110],
+    [2202, 22, 'long', 100, '2026-01-16', 110],
+    [2203, 22, 'long', 100, '2026-01-18', 110],
+    [2301, 23, 'long', 100, '2026-01-20', 110],
+    [2302, 23, 'long', 100, '2026-01-22', 110],
     [2401, 24, 'long', 100, '2026-01-24', 150],
     [2601, 26, 'long', null, '2026-02-01', null],
     [2701, 27, 'short', 100, '2026-02-02', 120],
@@ -767,12 +1033,24 @@ export function handRecords(): TopicRec[] {
   trader(46, '東京', tSrc(46, null));
   trader(47, 'Émile', tSrc(47, 'X'));
   const tPos: [number, number, number, string][] = [
-    [4101, 41, 11, '01'], [4102, 41, 11, '02'], [4103, 41, 11, '03'],
+    [4101, 41, 11, '01'],
+    [4102, 41, 11, '02'],
+    [4103, 41, 11, '03'],
     [4301, 43, 12, '06'],
-    [4401, 44, 11, '01'], [4402, 44, 11, '02'], [4403, 44, 11, '03'], [4404, 44, 12, '04'], [4405, 44, 12, '05'],
-    [4501, 45, 11, '07'], [4502, 45, 11, '08'], [4503, 45, 11, '09'],
-    [4601, 46, 11, '10'], [4602, 46, 11, '11'],
-    [4701, 47, 12, '12'], [4702, 47, 12, '13'], [4703, 47, 12, '14'], [4704, 47, 12, '15'],
+    [4401, 44, 11, '01'],
+    [4402, 44, 11, '02'],
+    [4403, 44, 11, '03'],
+    [4404, 44, 12, '04'],
+    [4405, 44, 12, '05'],
+    [4501, 45, 11, '07'],
+    [4502, 45, 11, '08'],
+    [4503, 45, 11, '09'],
+    [4601, 46, 11, '10'],
+    [4602, 46, 11, '11'],
+    [4701, 47, 12, '12'],
+    [4702, 47, 12, '13'],
+    [4703, 47, 12, '14'],
+    [4704, 47, 12, '15'],
   ];
   for (const [pid, t, a, d] of tPos) open(pid, t, a, pid % 2 ? 'long' : 'short', 10, `2025-10-${d}T00:00:00Z`);
   return recs;

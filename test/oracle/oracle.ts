@@ -11,7 +11,10 @@
 import type { TopicName } from '../../schemas/topics/index.ts';
 
 /** One ingest record (topic name + value), as appended to the log. Only the type is imported. */
-export interface TopicRec { topic: TopicName; value: any }
+export interface TopicRec {
+  topic: TopicName;
+  value: any;
+}
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -40,10 +43,18 @@ const cmpNum = (a: number, b: number): number => (a < b ? -1 : a > b ? 1 : 0);
 // ---------------------------------------------------------------------------------------------------
 // The world: latest version of every entity, tombstones removed
 
-export interface Price { at: number; price: number }
+export interface Price {
+  at: number;
+  price: number;
+}
 export interface Pos {
-  id: number; traderId: number; assetId: number; direction: 'long' | 'short';
-  openAt: number; openPrice: number | null; isOpen: boolean;
+  id: number;
+  traderId: number;
+  assetId: number;
+  direction: 'long' | 'short';
+  openAt: number;
+  openPrice: number | null;
+  isOpen: boolean;
 }
 
 export interface World {
@@ -89,10 +100,19 @@ export function buildWorld(records: readonly TopicRec[]): World {
   const by: Record<string, any[]> = {};
   for (const r of records) (by[r.topic] ??= []).push(r.value);
   const deleted: World['deleted'] = { traders: new Set(), events: new Set(), messages: new Set(), assets: new Set(), positions: new Set() };
-  const traders = live(latest<number>(by['traders'] ?? [], (v) => v.id), deleted.traders);
+  const traders = live(
+    latest<number>(by['traders'] ?? [], (v) => v.id),
+    deleted.traders,
+  );
   const sources = live(latest<string>(by['source-identities'] ?? [], (v) => srcKey(v.platform, v.sourceIdentityId)));
-  const assets = live(latest<number>(by['assets'] ?? [], (v) => v.id), deleted.assets);
-  const messages = live(latest<string>(by['messages'] ?? [], (v) => v.id), deleted.messages);
+  const assets = live(
+    latest<number>(by['assets'] ?? [], (v) => v.id),
+    deleted.assets,
+  );
+  const messages = live(
+    latest<string>(by['messages'] ?? [], (v) => v.id),
+    deleted.messages,
+  );
   const allEvents = latest<number>(by['trade-events'] ?? [], (v) => v.id);
   const events = live(allEvents, deleted.events);
   const priceRecs = live(latest<string>(by['prices'] ?? [], (v) => `${v.assetId}/${ms(v.at)}`));
@@ -118,14 +138,22 @@ export function buildWorld(records: readonly TopicRec[]): World {
     for (const e of evs) {
       if (e.type === 'close') closed = true;
       if (e.type !== 'open') continue;
-      if (open === null) { open = e; continue; }
+      if (open === null) {
+        open = e;
+        continue;
+      }
       const c = cmpNum(ms(e.timeOfEvent), ms(open.timeOfEvent)) || cmpNum(e.id, open.id);
       if (c < 0) open = e;
     }
     if (open === null) continue;
     positions.set(pid, {
-      id: pid, traderId: open.traderId, assetId: open.assetId, direction: open.direction,
-      openAt: ms(open.timeOfEvent), openPrice: open.price, isOpen: !closed,
+      id: pid,
+      traderId: open.traderId,
+      assetId: open.assetId,
+      direction: open.direction,
+      openAt: ms(open.timeOfEvent),
+      openPrice: open.price,
+      isOpen: !closed,
     });
   }
   // A position is gone when it had events but none of them gives a live open.
@@ -169,9 +197,17 @@ export function eligibleAsset(w: World, assetId: number): any | null {
 // Account policy (contract sections 1.5, 2 and 4; DESIGN 6 "Account history window" and DESIGN 7)
 
 /** One visibility of an account: all, none, a set of platforms or a set of traders. */
-export interface Visibility { mode: 'all' | 'none' | 'platforms' | 'traders'; platforms?: string[]; traderIds?: number[] }
+export interface Visibility {
+  mode: 'all' | 'none' | 'platforms' | 'traders';
+  platforms?: string[];
+  traderIds?: number[];
+}
 /** An account's access policy: message visibility, signal visibility and the history window. */
-export interface Policy { messageVisibility: Visibility; signalVisibility: Visibility; historyWindowDays: number | null }
+export interface Policy {
+  messageVisibility: Visibility;
+  signalVisibility: Visibility;
+  historyWindowDays: number | null;
+}
 export const OPEN_POLICY: Policy = { messageVisibility: { mode: 'all' }, signalVisibility: { mode: 'all' }, historyWindowDays: null };
 
 /**
@@ -181,17 +217,23 @@ export const OPEN_POLICY: Policy = { messageVisibility: { mode: 'all' }, signalV
  */
 export function permits(v: Visibility, trader: any): boolean {
   switch (v.mode) {
-    case 'all': return true;
-    case 'none': return false;
-    case 'platforms': return trader.source != null && (v.platforms ?? []).includes(trader.source.platform);
-    case 'traders': return (v.traderIds ?? []).includes(trader.id);
+    case 'all':
+      return true;
+    case 'none':
+      return false;
+    case 'platforms':
+      return trader.source != null && (v.platforms ?? []).includes(trader.source.platform);
+    case 'traders':
+      return (v.traderIds ?? []).includes(trader.id);
   }
 }
 
 /** The list reads of this oracle, and which visibility each needs at all (403 FORBIDDEN without it). */
 export type ListRead = 'events' | 'positions' | 'open' | 'messages' | 'traders' | 'assets';
 export const NEEDS: Record<ListRead, 'msg' | 'sig' | 'either' | null> = {
-  events: 'sig', positions: 'sig', open: 'sig', // signal content
+  events: 'sig',
+  positions: 'sig',
+  open: 'sig', // signal content
   messages: 'msg', // "Requires messages.read and message visibility"
   traders: 'either', // "Requires scope directory.read and message or signal visibility"
   assets: null, // asset discovery: no trader content
@@ -202,15 +244,22 @@ export function allowed(read: ListRead, p: Policy): boolean {
   const msg = p.messageVisibility.mode !== 'none';
   const sig = p.signalVisibility.mode !== 'none';
   switch (NEEDS[read]) {
-    case 'msg': return msg;
-    case 'sig': return sig;
-    case 'either': return msg || sig;
-    case null: return true;
+    case 'msg':
+      return msg;
+    case 'sig':
+      return sig;
+    case 'either':
+      return msg || sig;
+    case null:
+      return true;
   }
 }
 
 /** Time window of a historical list read. */
-export interface Win { start: number | null; end: number | null }
+export interface Win {
+  start: number | null;
+  end: number | null;
+}
 
 /**
  * DESIGN 6: both bounds omitted -> [serverTime - 90 days, serverTime]; `unboundedDefault` (id
@@ -219,10 +268,18 @@ export interface Win { start: number | null; end: number | null }
  * serverTime - historyWindowDays: an older explicit start is clamped forward, and an omitted one
  * (endTime only, id hydration) is set to it. The end is never altered.
  */
-export function resolveWindow(q: { startTime?: string; endTime?: string }, serverTime: number, unboundedDefault = false, historyWindowDays: number | null = null): Win {
+export function resolveWindow(
+  q: { startTime?: string; endTime?: string },
+  serverTime: number,
+  unboundedDefault = false,
+  historyWindowDays: number | null = null,
+): Win {
   let start = q.startTime !== undefined ? ms(q.startTime) : null;
   let end = q.endTime !== undefined ? ms(q.endTime) : null;
-  if (start === null && end === null && !unboundedDefault) { start = serverTime - DEFAULT_WINDOW_MS; end = serverTime; }
+  if (start === null && end === null && !unboundedDefault) {
+    start = serverTime - DEFAULT_WINDOW_MS;
+    end = serverTime;
+  }
   if (historyWindowDays !== null) {
     const floor = historyFloor(serverTime, historyWindowDays);
     if (start === null || start < floor) start = floor;
@@ -253,7 +310,11 @@ const inList = <T>(v: T, list: readonly T[] | undefined): boolean => !list || li
 // Events
 
 export interface EventFilters {
-  traderIds?: number[]; assetIds?: number[]; directions?: string[]; types?: string[]; window?: Win;
+  traderIds?: number[];
+  assetIds?: number[];
+  directions?: string[];
+  types?: string[];
+  window?: Win;
   /** The caller's policy: rows of traders its signal visibility does not permit are omitted. */
   policy?: Policy;
 }
@@ -268,14 +329,32 @@ export function events(input: readonly TopicRec[] | World, f: EventFilters = {})
     const asset = eligibleAsset(w, e.assetId);
     if (!asset) continue;
     if (!w.positions.has(e.positionId)) continue;
-    if (!inList(e.traderId, f.traderIds) || !inList(e.assetId, f.assetIds) || !inList(e.direction, f.directions) || !inList(e.type, f.types)) continue;
+    if (
+      !inList(e.traderId, f.traderIds) ||
+      !inList(e.assetId, f.assetIds) ||
+      !inList(e.direction, f.directions) ||
+      !inList(e.type, f.types)
+    )
+      continue;
     const t = ms(e.timeOfEvent);
     if (!inWin(t, f.window)) continue;
-    out.push({ t, row: {
-      id: e.id, type: e.type, price: e.price, quoteSymbol: quoteSymbol(asset), timeOfEvent: isoOf(t),
-      assumed: e.assumed, retrospective: e.retrospective, autoGenerated: e.autoGenerated,
-      positionId: e.positionId, traderId: e.traderId, assetId: e.assetId, messageId: e.messageId,
-    } });
+    out.push({
+      t,
+      row: {
+        id: e.id,
+        type: e.type,
+        price: e.price,
+        quoteSymbol: quoteSymbol(asset),
+        timeOfEvent: isoOf(t),
+        assumed: e.assumed,
+        retrospective: e.retrospective,
+        autoGenerated: e.autoGenerated,
+        positionId: e.positionId,
+        traderId: e.traderId,
+        assetId: e.assetId,
+        messageId: e.messageId,
+      },
+    });
   }
   out.sort((a, b) => b.t - a.t || b.row.id - a.row.id);
   return out.map((x) => x.row);
@@ -295,7 +374,11 @@ export function evaluate(w: World, p: Pick<Pos, 'assetId' | 'openAt' | 'openPric
   // First sample at or after E (binary search over the ascending series).
   let lo = 0;
   let hi = series.length;
-  while (lo < hi) { const mid = (lo + hi) >>> 1; if (series[mid]!.at < E) lo = mid + 1; else hi = mid; }
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (series[mid]!.at < E) lo = mid + 1;
+    else hi = mid;
+  }
   const fwd: Price | null = series[lo] ?? null;
   if (fwd === null || fwd.at - E > TOLERANCE_MS[win]) return res('missing_forward_price');
   const ret = returnOf(p.direction, p.openPrice, fwd.price);
@@ -307,13 +390,21 @@ export function returnOf(direction: string, open: number, price: number): number
   return direction === 'long' ? (price / open - 1) * 100 : (1 - price / open) * 100;
 }
 
-export function timeBasedPerformances(input: readonly TopicRec[] | World, p: Pick<Pos, 'assetId' | 'openAt' | 'openPrice' | 'direction'>, serverTime: number) {
+export function timeBasedPerformances(
+  input: readonly TopicRec[] | World,
+  p: Pick<Pos, 'assetId' | 'openAt' | 'openPrice' | 'direction'>,
+  serverTime: number,
+) {
   const w = worldOf(input);
   return { '1D': evaluate(w, p, '1D', serverTime), '7D': evaluate(w, p, '7D', serverTime), '30D': evaluate(w, p, '30D', serverTime) };
 }
 
 export interface PositionFilters {
-  traderIds?: number[]; assetIds?: number[]; directions?: string[]; positionIds?: number[]; window?: Win;
+  traderIds?: number[];
+  assetIds?: number[];
+  directions?: string[];
+  positionIds?: number[];
+  window?: Win;
   /** The caller's policy: positions of traders its signal visibility does not permit are omitted. */
   policy?: Policy;
 }
@@ -326,7 +417,13 @@ function eligiblePositions(w: World, f: PositionFilters): { p: Pos; asset: any }
     if (f.policy && !permits(f.policy.signalVisibility, trader)) continue;
     const asset = eligibleAsset(w, p.assetId);
     if (!asset) continue;
-    if (!inList(p.traderId, f.traderIds) || !inList(p.assetId, f.assetIds) || !inList(p.direction, f.directions) || !inList(p.id, f.positionIds)) continue;
+    if (
+      !inList(p.traderId, f.traderIds) ||
+      !inList(p.assetId, f.assetIds) ||
+      !inList(p.direction, f.directions) ||
+      !inList(p.id, f.positionIds)
+    )
+      continue;
     if (!inWin(p.openAt, f.window)) continue;
     out.push({ p, asset });
   }
@@ -337,8 +434,14 @@ function eligiblePositions(w: World, f: PositionFilters): { p: Pos; asset: any }
 export function positions(input: readonly TopicRec[] | World, f: PositionFilters, serverTime: number): any[] {
   const w = worldOf(input);
   return eligiblePositions(w, f).map(({ p, asset }) => ({
-    id: p.id, direction: p.direction, openAt: isoOf(p.openAt), openPrice: p.openPrice, quoteSymbol: quoteSymbol(asset),
-    timeBasedPerformances: timeBasedPerformances(w, p, serverTime), traderId: p.traderId, assetId: p.assetId,
+    id: p.id,
+    direction: p.direction,
+    openAt: isoOf(p.openAt),
+    openPrice: p.openPrice,
+    quoteSymbol: quoteSymbol(asset),
+    timeBasedPerformances: timeBasedPerformances(w, p, serverTime),
+    traderId: p.traderId,
+    assetId: p.assetId,
   }));
 }
 
@@ -354,13 +457,22 @@ export function openPositions(input: readonly TopicRec[] | World, f: Omit<Positi
   for (const { p, asset } of eligiblePositions(w, f)) {
     if (!p.isOpen || p.openPrice === null || p.openPrice === 0) continue;
     let mark: Price | null = null;
-    for (const s of w.prices.get(p.assetId) ?? []) if (s.at <= serverTime) mark = s; else break;
+    for (const s of w.prices.get(p.assetId) ?? [])
+      if (s.at <= serverTime) mark = s;
+      else break;
     if (mark === null) continue;
     const ret = returnOf(p.direction, p.openPrice, mark.price);
     if (!Number.isFinite(ret)) continue;
     out.push({
-      id: p.id, direction: p.direction, openAt: isoOf(p.openAt), openPrice: p.openPrice, quoteSymbol: quoteSymbol(asset),
-      currentPrice: mark.price, currentReturnPercentage: ret, traderId: p.traderId, assetId: p.assetId,
+      id: p.id,
+      direction: p.direction,
+      openAt: isoOf(p.openAt),
+      openPrice: p.openPrice,
+      quoteSymbol: quoteSymbol(asset),
+      currentPrice: mark.price,
+      currentReturnPercentage: ret,
+      traderId: p.traderId,
+      assetId: p.assetId,
     });
   }
   return out;
@@ -370,7 +482,10 @@ export function openPositions(input: readonly TopicRec[] | World, f: Omit<Positi
 // Messages
 
 export interface MessageFilters {
-  traderIds?: number[]; ids?: string[]; sourcePlatforms?: string[]; window?: Win;
+  traderIds?: number[];
+  ids?: string[];
+  sourcePlatforms?: string[];
+  window?: Win;
   /**
    * The caller's policy: messages whose (assigned) trader its message visibility does not permit
    * are omitted. Signal visibility plays no part: `traderIds` selects by assigned source.
@@ -393,9 +508,13 @@ export function owners(w: World): Map<string, number> {
 export function identity(w: World, platform: string, sourceIdentityId: string) {
   const s = w.sources.get(srcKey(platform, sourceIdentityId));
   return {
-    platform, sourceIdentityId,
-    displayName: s?.displayName ?? null, handle: s?.handle ?? null, avatarUrl: s?.avatarUrl ?? null,
-    profileUrl: s?.profileUrl ?? null, audienceCount: s?.audienceCount ?? null,
+    platform,
+    sourceIdentityId,
+    displayName: s?.displayName ?? null,
+    handle: s?.handle ?? null,
+    avatarUrl: s?.avatarUrl ?? null,
+    profileUrl: s?.profileUrl ?? null,
+    audienceCount: s?.audienceCount ?? null,
   };
 }
 
@@ -410,18 +529,28 @@ export function messages(input: readonly TopicRec[] | World, f: MessageFilters =
     if (!inList(traderId, f.traderIds) || !inList(m.id, f.ids) || !inList(m.platform, f.sourcePlatforms)) continue;
     const t = ms(m.writtenAt);
     if (!inWin(t, f.window)) continue;
-    out.push({ t, row: {
-      traderId, id: m.id,
-      source: {
-        platform: m.platform,
-        identity: identity(w, m.platform, m.sourceIdentityId),
-        preview: {
-          platform: m.platform, writtenAt: isoOf(t), url: m.url, text: m.text,
-          attachments: (m.attachments as any[]).map((a) => ({ type: a.type, url: a.url })),
-          isEdited: m.isEdited, isReply: m.isReply, isQuote: m.isQuote, isRepost: m.isRepost,
+    out.push({
+      t,
+      row: {
+        traderId,
+        id: m.id,
+        source: {
+          platform: m.platform,
+          identity: identity(w, m.platform, m.sourceIdentityId),
+          preview: {
+            platform: m.platform,
+            writtenAt: isoOf(t),
+            url: m.url,
+            text: m.text,
+            attachments: (m.attachments as any[]).map((a) => ({ type: a.type, url: a.url })),
+            isEdited: m.isEdited,
+            isReply: m.isReply,
+            isQuote: m.isQuote,
+            isRepost: m.isRepost,
+          },
         },
       },
-    } });
+    });
   }
   out.sort((a, b) => b.t - a.t || cmpBytes(b.row.id, a.row.id));
   return out.map((x) => x.row);
@@ -431,7 +560,8 @@ export function messages(input: readonly TopicRec[] | World, f: MessageFilters =
 // Trader directory
 
 export interface TraderFilters {
-  search?: string; sourcePlatforms?: string[];
+  search?: string;
+  sourcePlatforms?: string[];
   /** The caller's policy: a trader is listed when its message visibility or its signal visibility permits it. */
   policy?: Policy;
 }
@@ -450,11 +580,21 @@ export function traders(input: readonly TopicRec[] | World, f: TraderFilters = {
       if (!(has(t.name, q) || has(t.slug, q) || has(s?.displayName, q) || has(s?.handle, q) || has(s?.profileUrl, q))) continue;
     }
     out.push({
-      id: t.id, name: t.name, slug: t.slug, avatarUrl: t.avatarUrl,
-      source: s ? {
-        platform: s.platform, sourceIdentityId: s.sourceIdentityId, displayName: s.displayName, handle: s.handle,
-        avatarUrl: s.avatarUrl, profileUrl: s.profileUrl, audienceCount: s.audienceCount,
-      } : null,
+      id: t.id,
+      name: t.name,
+      slug: t.slug,
+      avatarUrl: t.avatarUrl,
+      source: s
+        ? {
+            platform: s.platform,
+            sourceIdentityId: s.sourceIdentityId,
+            displayName: s.displayName,
+            handle: s.handle,
+            avatarUrl: s.avatarUrl,
+            profileUrl: s.profileUrl,
+            audienceCount: s.audienceCount,
+          }
+        : null,
     });
   }
   out.sort((a, b) => cmpBytes(a.name, b.name) || a.id - b.id);
@@ -465,7 +605,10 @@ export function traders(input: readonly TopicRec[] | World, f: TraderFilters = {
 // Assets
 
 export interface AssetFilters {
-  search?: string; assetClass?: string[]; assetIds?: number[]; traderIds?: number[];
+  search?: string;
+  assetClass?: string[];
+  assetIds?: number[];
+  traderIds?: number[];
   /** The caller's policy: `traderIds` counts only positions of traders its signal visibility permits. */
   policy?: Policy;
   /** The account's history window (`historyWindow`): `traderIds` counts only positions opened within it. */
@@ -490,8 +633,14 @@ export function assets(input: readonly TopicRec[] | World, f: AssetFilters = {})
     const qs = quoteSymbol(a);
     if (qs === null) continue;
     const row = {
-      id: a.id, name: a.name, symbol: a.symbol, logoUrl: a.logoUrl, assetClass: assetClass(a.assetClass),
-      resolvedAssetClass: resolvedAssetClass(a.assetClass, a.category), category: a.category, quoteSymbol: qs,
+      id: a.id,
+      name: a.name,
+      symbol: a.symbol,
+      logoUrl: a.logoUrl,
+      assetClass: assetClass(a.assetClass),
+      resolvedAssetClass: resolvedAssetClass(a.assetClass, a.category),
+      category: a.category,
+      quoteSymbol: qs,
     };
     if (!inList(row.resolvedAssetClass, f.assetClass) || !inList(a.id, f.assetIds)) continue;
     if (f.search !== undefined) {

@@ -16,7 +16,10 @@ export function url(path: string, params: Params): string {
 
 export { prng, type Rng } from '../helpers/prng.ts';
 
-export interface Page { results: any[]; meta: any }
+export interface Page {
+  results: any[];
+  meta: any;
+}
 export interface Walk {
   rows: any[];
   /** serverTime (ms) of the page each row came from. */
@@ -55,7 +58,15 @@ export interface WalkOptions {
  * page (historical reads; for an account with a history window see `WalkOptions`) and none on the
  * others.
  */
-export async function walk(h: Harness, key: string, path: string, params: Params, limitOf: number | ((page: number) => number), maxPages = 5000, opts: WalkOptions = {}): Promise<Walk> {
+export async function walk(
+  h: Harness,
+  key: string,
+  path: string,
+  params: Params,
+  limitOf: number | ((page: number) => number),
+  maxPages = 5000,
+  opts: WalkOptions = {},
+): Promise<Walk> {
   const days = opts.historyWindowDays ?? null;
   const rows: any[] = [];
   const rowTimes: number[] = [];
@@ -86,15 +97,23 @@ export async function walk(h: Harness, key: string, path: string, params: Params
       const start = Date.parse(meta.appliedTimeRange.startTime);
       expect(start, `${label}: the start never moves backwards`).toBeGreaterThanOrEqual(prev!);
       expect(start, `${label}: the start never lies before the history window of this page`).toBeGreaterThanOrEqual(t0 - days * DAY);
-      expect(start, `${label}: the start moves only as far as the history window requires`).toBeLessThanOrEqual(Math.max(prev!, t1 - days * DAY));
+      expect(start, `${label}: the start moves only as far as the history window requires`).toBeLessThanOrEqual(
+        Math.max(prev!, t1 - days * DAY),
+      );
       // Exactly: the carried start, clamped to serverTime - days of this page.
-      expect(start, `${label}: the start is max(previous start, serverTime - ${days} days)`).toBe(Math.max(prev!, Date.parse(meta.serverTime) - days * DAY));
+      expect(start, `${label}: the start is max(previous start, serverTime - ${days} days)`).toBe(
+        Math.max(prev!, Date.parse(meta.serverTime) - days * DAY),
+      );
     }
     const startTime = meta.appliedTimeRange?.startTime;
     pageStarts.push(typeof startTime === 'string' ? Date.parse(startTime) : null);
     pageClock.push([t0, t1]);
     const t = Date.parse(meta.serverTime);
-    for (const r of results) { rows.push(r); rowTimes.push(t); rowPages.push(pages - 1); }
+    for (const r of results) {
+      rows.push(r);
+      rowTimes.push(t);
+      rowPages.push(pages - 1);
+    }
     if (meta.nextCursor === null) break;
     cursor = meta.nextCursor;
     if (pages >= maxPages) throw new Error(`${path}: more than ${maxPages} pages`);
@@ -117,9 +136,11 @@ export function expectSameList(label: string, actual: any[], expected: any[], ke
     const missing = ek.filter((k) => !as.has(k));
     const extra = ak.filter((k) => !es.has(k));
     const at = ak.findIndex((k, i) => k !== ek[i]);
-    throw new Error(`${label}: ${ak.length} rows, expected ${ek.length}; missing ${JSON.stringify(missing.slice(0, 10))}`
-      + ` (${missing.length}), extra ${JSON.stringify(extra.slice(0, 10))} (${extra.length}), duplicates ${JSON.stringify(dups.slice(0, 10))}`
-      + `, first difference at index ${at}: got ${JSON.stringify(actual[at])}, expected ${JSON.stringify(expected[at])}`);
+    throw new Error(
+      `${label}: ${ak.length} rows, expected ${ek.length}; missing ${JSON.stringify(missing.slice(0, 10))}` +
+        ` (${missing.length}), extra ${JSON.stringify(extra.slice(0, 10))} (${extra.length}), duplicates ${JSON.stringify(dups.slice(0, 10))}` +
+        `, first difference at index ${at}: got ${JSON.stringify(actual[at])}, expected ${JSON.stringify(expected[at])}`,
+    );
   }
   const d = diff(actual, expected);
   if (d) throw new Error(`${label}: ${d}`);
@@ -139,7 +160,9 @@ export function expectSameClampedList(label: string, wk: Walk, expected: any[], 
   wk.rows.forEach((r, i) => {
     const start = wk.pageStarts[wk.rowPages[i]!];
     if (start != null && timeOf(r) < start) {
-      throw new Error(`${label}: row ${JSON.stringify(r.id)} at ${new Date(timeOf(r)).toISOString()} is older than its page's window start ${new Date(start).toISOString()}`);
+      throw new Error(
+        `${label}: row ${JSON.stringify(r.id)} at ${new Date(timeOf(r)).toISOString()} is older than its page's window start ${new Date(start).toISOString()}`,
+      );
     }
   });
   const n = Math.min(Math.max(wk.rows.length, must), expected.length);

@@ -38,7 +38,9 @@ async function rolledUp(byOwner = false): Promise<{ events: Record<string, Count
     if (Object.keys(counts).length) events[`${r.grain} ${new Date(Number(r.start)).toISOString()} ${r.traderId}`] = counts;
   }
   const ms = await store.query<any>(`SELECT * FROM $db.${byOwner ? 'activity_messages_by_source' : 'activity_messages'} FINAL WHERE n > 0`);
-  const messages = Object.fromEntries(ms.map((r) => [`${r.grain} ${new Date(Number(r.start)).toISOString()} ${r.platform}:${r.sourceIdentityId}`, Number(r.n)]));
+  const messages = Object.fromEntries(
+    ms.map((r) => [`${r.grain} ${new Date(Number(r.start)).toISOString()} ${r.platform}:${r.sourceIdentityId}`, Number(r.n)]),
+  );
   return { events, messages };
 }
 
@@ -47,19 +49,33 @@ function expected(records: readonly TopicRecord[]): Awaited<ReturnType<typeof ro
   const w = O.buildWorld(records as O.TopicRec[]);
   const events: Record<string, Counts> = {};
   const messages: Record<string, number> = {};
-  const bump = <T>(into: Record<string, T>, key: string, f: (v: T | undefined) => T) => { into[key] = f(into[key]); };
+  const bump = <T>(into: Record<string, T>, key: string, f: (v: T | undefined) => T) => {
+    into[key] = f(into[key]);
+  };
   for (const e of w.events.values()) {
     if (!w.positions.has(e.positionId)) continue;
     const t = Date.parse(e.timeOfEvent);
-    for (const [grain, size] of [['hour', HOUR], ['day', DAY]] as const) {
-      bump(events, `${grain} ${new Date(Math.floor(t / size) * size).toISOString()} ${e.traderId}`,
-        (c: Counts | undefined) => ({ ...c, [`${e.type}/${e.direction}`]: ((c ?? {})[`${e.type}/${e.direction}`] ?? 0) + 1 }));
+    for (const [grain, size] of [
+      ['hour', HOUR],
+      ['day', DAY],
+    ] as const) {
+      bump(events, `${grain} ${new Date(Math.floor(t / size) * size).toISOString()} ${e.traderId}`, (c: Counts | undefined) => ({
+        ...c,
+        [`${e.type}/${e.direction}`]: ((c ?? {})[`${e.type}/${e.direction}`] ?? 0) + 1,
+      }));
     }
   }
   for (const m of w.messages.values()) {
     const t = Date.parse(m.writtenAt);
-    for (const [grain, size] of [['hour', HOUR], ['day', DAY]] as const) {
-      bump(messages, `${grain} ${new Date(Math.floor(t / size) * size).toISOString()} ${m.platform}:${m.sourceIdentityId}`, (n: number | undefined) => (n ?? 0) + 1);
+    for (const [grain, size] of [
+      ['hour', HOUR],
+      ['day', DAY],
+    ] as const) {
+      bump(
+        messages,
+        `${grain} ${new Date(Math.floor(t / size) * size).toISOString()} ${m.platform}:${m.sourceIdentityId}`,
+        (n: number | undefined) => (n ?? 0) + 1,
+      );
     }
   }
   return { events, messages };
@@ -82,17 +98,61 @@ const RECORDS: TopicRecord[] = [
 
 const CHANGES: TopicRecord[] = [
   // Moved to another hour, then to another day and trader.
-  build.event(7102, { positionId: 710, traderId: 71, type: 'increase', direction: 'long', timeOfEvent: '2026-03-01T12:00:00.000Z', version: 2 }),
-  build.event(7102, { positionId: 710, traderId: 72, type: 'increase', direction: 'long', timeOfEvent: '2026-03-03T08:00:00.000Z', version: 3 }),
+  build.event(7102, {
+    positionId: 710,
+    traderId: 71,
+    type: 'increase',
+    direction: 'long',
+    timeOfEvent: '2026-03-01T12:00:00.000Z',
+    version: 2,
+  }),
+  build.event(7102, {
+    positionId: 710,
+    traderId: 72,
+    type: 'increase',
+    direction: 'long',
+    timeOfEvent: '2026-03-03T08:00:00.000Z',
+    version: 3,
+  }),
   // Another type and direction at the same time (same hour, another count column).
-  build.event(7103, { positionId: 710, traderId: 71, type: 'decrease', direction: 'short', timeOfEvent: '2026-03-01T23:59:59.999Z', version: 2 }),
+  build.event(7103, {
+    positionId: 710,
+    traderId: 71,
+    type: 'decrease',
+    direction: 'short',
+    timeOfEvent: '2026-03-01T23:59:59.999Z',
+    version: 2,
+  }),
   // Deleted: its hour keeps the other events.
-  build.event(7112, { positionId: 711, traderId: 72, type: 'decrease', direction: 'short', timeOfEvent: '2026-03-02T00:00:00.000Z', version: 2, deleted: true }),
+  build.event(7112, {
+    positionId: 711,
+    traderId: 72,
+    type: 'decrease',
+    direction: 'short',
+    timeOfEvent: '2026-03-02T00:00:00.000Z',
+    version: 2,
+    deleted: true,
+  }),
   // The open of position 712 deleted: the position is gone and none of its events count; its hour is left empty.
   build.event(7122, { positionId: 712, traderId: 73, type: 'increase', direction: 'long', timeOfEvent: '2250-06-01T06:00:00.000Z' }),
-  build.event(7121, { positionId: 712, traderId: 73, type: 'open', direction: 'long', timeOfEvent: '2250-06-01T05:30:00.000Z', version: 2, deleted: true }),
+  build.event(7121, {
+    positionId: 712,
+    traderId: 73,
+    type: 'open',
+    direction: 'long',
+    timeOfEvent: '2250-06-01T05:30:00.000Z',
+    version: 2,
+    deleted: true,
+  }),
   // An older version arriving late changes nothing.
-  build.event(7101, { positionId: 710, traderId: 71, type: 'open', direction: 'long', timeOfEvent: '2026-04-01T00:00:00.000Z', version: 0 }),
+  build.event(7101, {
+    positionId: 710,
+    traderId: 71,
+    type: 'open',
+    direction: 'long',
+    timeOfEvent: '2026-04-01T00:00:00.000Z',
+    version: 0,
+  }),
   // A message moved to another hour, one to another source, one deleted.
   build.message('r-1', 'src-71', '2026-03-01T09:00:00.000Z', { version: 2 }),
   build.message('r-2', 'src-73', '2026-03-01T10:59:59.999Z', { version: 2 }),
@@ -101,43 +161,72 @@ const CHANGES: TopicRecord[] = [
 
 describe('activity roll-up (issue 7)', () => {
   it('counts each hour and day of the current, live events (per type and direction) and messages, a batch at a time', () =>
-    spec.given(RECORDS).when(async () => [await rolledUp(), await rolledUp(true)]).then(([actual, byOwner]) => {
-      expect(actual).toEqual(expected(RECORDS));
-      expect(byOwner).toEqual(actual);
-      // The far-future records are in their own hour and day.
-      expect(actual.events['hour 2250-06-01T05:00:00.000Z 73']).toEqual({ 'open/long': 1 });
-      expect(actual.messages['day 2299-12-31T00:00:00.000Z TELEGRAM:src-72']).toBe(1);
-    }));
+    spec
+      .given(RECORDS)
+      .when(async () => [await rolledUp(), await rolledUp(true)])
+      .then(([actual, byOwner]) => {
+        expect(actual).toEqual(expected(RECORDS));
+        expect(byOwner).toEqual(actual);
+        // The far-future records are in their own hour and day.
+        expect(actual.events['hour 2250-06-01T05:00:00.000Z 73']).toEqual({ 'open/long': 1 });
+        expect(actual.messages['day 2299-12-31T00:00:00.000Z TELEGRAM:src-72']).toBe(1);
+      }));
 
   it('counts buckets again when events and messages move, change, are deleted or lose their position; late old versions change nothing', () =>
-    spec.given(CHANGES).when(async () => [await rolledUp(), await rolledUp(true)]).then(([actual, byOwner]) => {
-      const all = [...RECORDS, ...CHANGES];
-      expect(actual).toEqual(expected(all));
-      expect(byOwner).toEqual(actual);
-      // Buckets that were left empty hold zeros, not their old counts.
-      expect(actual.events['hour 2250-06-01T05:00:00.000Z 73']).toBeUndefined();
-      expect(actual.events['hour 2026-03-02T00:00:00.000Z 72']).toBeUndefined();
-      expect(actual.messages['hour 2026-03-01T11:00:00.000Z TELEGRAM:src-72']).toBeUndefined();
-    }));
+    spec
+      .given(CHANGES)
+      .when(async () => [await rolledUp(), await rolledUp(true)])
+      .then(([actual, byOwner]) => {
+        const all = [...RECORDS, ...CHANGES];
+        expect(actual).toEqual(expected(all));
+        expect(byOwner).toEqual(actual);
+        // Buckets that were left empty hold zeros, not their old counts.
+        expect(actual.events['hour 2250-06-01T05:00:00.000Z 73']).toBeUndefined();
+        expect(actual.events['hour 2026-03-02T00:00:00.000Z 72']).toBeUndefined();
+        expect(actual.messages['hour 2026-03-01T11:00:00.000Z TELEGRAM:src-72']).toBeUndefined();
+      }));
 
-  it('a batch stopped after its inserts, before its roll-up, is counted by the next batch\'s roll-up', async () => {
-    const moved = build.event(7111, { positionId: 711, traderId: 72, type: 'open', direction: 'short', timeOfEvent: '2026-03-05T15:00:00.000Z', version: 2 });
-    const next = build.event(7131, { positionId: 713, traderId: 71, type: 'open', direction: 'long', timeOfEvent: '2026-03-06T01:00:00.000Z' });
+  it("a batch stopped after its inserts, before its roll-up, is counted by the next batch's roll-up", async () => {
+    const moved = build.event(7111, {
+      positionId: 711,
+      traderId: 72,
+      type: 'open',
+      direction: 'short',
+      timeOfEvent: '2026-03-05T15:00:00.000Z',
+      version: 2,
+    });
+    const next = build.event(7131, {
+      positionId: 713,
+      traderId: 71,
+      type: 'open',
+      direction: 'long',
+      timeOfEvent: '2026-03-06T01:00:00.000Z',
+    });
     // A store that goes down at the batch's first roll-up insert: the batch has written its statements and writes nothing more (as a crash would leave it).
     let down = false;
     const up = <T>(f: () => Promise<T>): Promise<T> => (down ? Promise.reject(new Error('store down')) : f());
     const stopping: Store = {
-      get database() { return store.database; },
+      get database() {
+        return store.database;
+      },
       query: (sql, params) => up(() => store.query(sql, params)),
-      exec: (sql, params) => up(() => {
-        if (/INSERT INTO \$db\.activity_/.test(sql)) { down = true; return Promise.reject(new Error('store down')); }
-        return store.exec(sql, params);
-      }),
+      exec: (sql, params) =>
+        up(() => {
+          if (/INSERT INTO \$db\.activity_/.test(sql)) {
+            down = true;
+            return Promise.reject(new Error('store down'));
+          }
+          return store.exec(sql, params);
+        }),
       insert: (table, rows) => up(() => store.insert(table, rows)),
       insertCompact: (table, columns, rows) => up(() => store.insertCompact(table, columns, rows)),
       close: async () => {},
     };
-    const batch = (r: TopicRecord, offset: number) => ({ topic: r.topic, partition: 0, records: [{ key: '', value: JSON.stringify(r.value), offset: String(offset) }] });
+    const batch = (r: TopicRecord, offset: number) => ({
+      topic: r.topic,
+      partition: 0,
+      records: [{ key: '', value: JSON.stringify(r.value), offset: String(offset) }],
+    });
     await expect(applyBatch(stopping, batch(moved, 900_001))).rejects.toThrow();
     const all = [...RECORDS, ...CHANGES, moved];
     // The old hour still counts the moved open: nothing was rolled up yet.

@@ -17,7 +17,12 @@ export const TRADERS = [1, 2, 3, 4, 7, 8, 9, 11, 12, 13, 15];
 export const NEW_POSITIONS_FROM = 9_000_000;
 
 type Kind = string;
-interface Placed { topic: TopicName; value: any; pos: number; n: number }
+interface Placed {
+  topic: TopicName;
+  value: any;
+  pos: number;
+  n: number;
+}
 
 /**
  * Builds the record set: the demo slice, then seeded changes placed after the version they change,
@@ -29,20 +34,28 @@ export function buildRecords(now: number, r: Rng) {
   const selected = new Set(TRADERS);
   const srcKey = (platform: string, id: string) => `${platform}/${id}`;
   const traderSources = new Map<string, number>();
-  for (const { topic, value } of gen) if (topic === 'traders' && value.source) traderSources.set(srcKey(value.source.platform, value.source.sourceIdentityId), value.id);
-  const orphanSources = gen.filter((x) => x.topic === 'source-identities' && !traderSources.has(srcKey(x.value.platform, x.value.sourceIdentityId)))
-    .slice(0, 2).map((x) => x.value);
+  for (const { topic, value } of gen)
+    if (topic === 'traders' && value.source) traderSources.set(srcKey(value.source.platform, value.source.sourceIdentityId), value.id);
+  const orphanSources = gen
+    .filter((x) => x.topic === 'source-identities' && !traderSources.has(srcKey(x.value.platform, x.value.sourceIdentityId)))
+    .slice(0, 2)
+    .map((x) => x.value);
   const keptSources = new Set([...traderSources].filter(([, id]) => selected.has(id)).map(([k]) => k));
   for (const s of orphanSources) keptSources.add(srcKey(s.platform, s.sourceIdentityId));
   const lastPrice = new Map<number, number>();
-  for (const { topic, value } of gen) if (topic === 'prices') lastPrice.set(value.assetId, Math.max(lastPrice.get(value.assetId) ?? 0, Date.parse(value.at)));
+  for (const { topic, value } of gen)
+    if (topic === 'prices') lastPrice.set(value.assetId, Math.max(lastPrice.get(value.assetId) ?? 0, Date.parse(value.at)));
 
   const base = gen.filter(({ topic, value }) => {
     switch (topic) {
-      case 'prices': return (lastPrice.get(value.assetId)! - Date.parse(value.at)) % (5 * DAY) === 0; // a sample every 5 days, ending at the latest
-      case 'messages': return keptSources.has(srcKey(value.platform, value.sourceIdentityId));
-      case 'trade-events': return selected.has(value.traderId);
-      default: return true;
+      case 'prices':
+        return (lastPrice.get(value.assetId)! - Date.parse(value.at)) % (5 * DAY) === 0; // a sample every 5 days, ending at the latest
+      case 'messages':
+        return keptSources.has(srcKey(value.platform, value.sourceIdentityId));
+      case 'trade-events':
+        return selected.has(value.traderId);
+      default:
+        return true;
     }
   });
 
@@ -62,7 +75,10 @@ export function buildRecords(now: number, r: Rng) {
   for (const p of placed) {
     if (p.topic !== 'trade-events' && p.topic !== 'messages' && p.topic !== 'traders') continue;
     const k = idOf(p.topic, p.value);
-    if (p.value.version >= (maxVersion.get(k) ?? 0)) { latest.set(k, p); maxVersion.set(k, p.value.version); }
+    if (p.value.version >= (maxVersion.get(k) ?? 0)) {
+      latest.set(k, p);
+      maxVersion.set(k, p.value.version);
+    }
     lastPos.set(k, Math.max(lastPos.get(k) ?? -1, p.pos));
   }
   const later = (topic: TopicName, pos: number, adjacent = r.chance(0.45)) =>
@@ -73,17 +89,28 @@ export function buildRecords(now: number, r: Rng) {
     return p;
   };
   const kinds: Record<Kind, number> = {};
-  const count = (k: Kind) => { kinds[k] = (kinds[k] ?? 0) + 1; };
+  const count = (k: Kind) => {
+    kinds[k] = (kinds[k] ?? 0) + 1;
+  };
 
   /** A new version of an entity, from its highest version so far with `change` applied, placed after its last record. */
-  function revise(topic: TopicName, id: number | string, kind: Kind, change: (v: any) => void, opts: { bump?: number; adjacent?: boolean } = {}): Placed {
+  function revise(
+    topic: TopicName,
+    id: number | string,
+    kind: Kind,
+    change: (v: any) => void,
+    opts: { bump?: number; adjacent?: boolean } = {},
+  ): Placed {
     const k = idOf(topic, { id });
     const cur = latest.get(k)!;
     const v = structuredClone(cur.value);
     change(v);
     v.version = maxVersion.get(k)! + (opts.bump ?? 1);
     const p = place(topic, v, later(topic, lastPos.get(k)!, opts.adjacent));
-    if (v.version > maxVersion.get(k)!) { latest.set(k, p); maxVersion.set(k, v.version); }
+    if (v.version > maxVersion.get(k)!) {
+      latest.set(k, p);
+      maxVersion.set(k, v.version);
+    }
     lastPos.set(k, Math.max(lastPos.get(k)!, p.pos));
     count(kind);
     return p;
@@ -107,21 +134,47 @@ export function buildRecords(now: number, r: Rng) {
   /** Re-appends, after `pos`, an exact copy of the latest version of another event of `positionId` (a replay that touches that position again). */
   const touch = (positionId: number, pos: number) => {
     const other = eventIds().find((id) => cur(id).positionId === positionId);
-    if (other !== undefined) { place('trade-events', structuredClone(cur(other)), pos + 0.5 + r.next() * 40); count('touch-old-position'); }
+    if (other !== undefined) {
+      place('trade-events', structuredClone(cur(other)), pos + 0.5 + r.next() * 40);
+      count('touch-old-position');
+    }
   };
   let newPosition = NEW_POSITIONS_FROM;
   const eventChanges: Record<string, (v: any) => void> = {
-    time: (v) => { v.timeOfEvent = iso(clampT(Date.parse(v.timeOfEvent) + r.pick([1, -1]) * r.pick([1, 1000, 7 * MIN, 5 * HOUR, 3 * DAY]))); },
-    'time-tie': (v) => { v.timeOfEvent = r.pick(eventTimes); }, // onto another event's time: keyset ties
-    trader: (v) => { v.traderId = r.pick(TRADERS.filter((t) => t !== v.traderId)); },
-    asset: (v) => { v.assetId = r.pick([...Array.from({ length: 60 }, (_, i) => i + 1).filter((a) => a !== v.assetId), 20, 22]); },
-    type: (v) => { v.type = r.pick(TYPES.filter((t) => t !== v.type)); },
-    direction: (v) => { v.direction = v.direction === 'long' ? 'short' : 'long'; },
-    price: (v) => { v.price = v.price === null ? 42.5 : r.chance(0.2) ? null : Number.isFinite(v.price * 1.07) ? v.price * 1.07 : v.price / 2; },
-    'move-same-key': (v) => { v.positionId = r.pick(positionIds.filter((p) => p !== v.positionId)); },
-    'move-and-time': (v) => { v.positionId = r.pick(positionIds.filter((p) => p !== v.positionId)); eventChanges.time!(v); },
-    'move-new-position': (v) => { v.positionId = ++newPosition; },
-    delete: (v) => { v.deleted = true; },
+    time: (v) => {
+      v.timeOfEvent = iso(clampT(Date.parse(v.timeOfEvent) + r.pick([1, -1]) * r.pick([1, 1000, 7 * MIN, 5 * HOUR, 3 * DAY])));
+    },
+    'time-tie': (v) => {
+      v.timeOfEvent = r.pick(eventTimes);
+    }, // onto another event's time: keyset ties
+    trader: (v) => {
+      v.traderId = r.pick(TRADERS.filter((t) => t !== v.traderId));
+    },
+    asset: (v) => {
+      v.assetId = r.pick([...Array.from({ length: 60 }, (_, i) => i + 1).filter((a) => a !== v.assetId), 20, 22]);
+    },
+    type: (v) => {
+      v.type = r.pick(TYPES.filter((t) => t !== v.type));
+    },
+    direction: (v) => {
+      v.direction = v.direction === 'long' ? 'short' : 'long';
+    },
+    price: (v) => {
+      v.price = v.price === null ? 42.5 : r.chance(0.2) ? null : Number.isFinite(v.price * 1.07) ? v.price * 1.07 : v.price / 2;
+    },
+    'move-same-key': (v) => {
+      v.positionId = r.pick(positionIds.filter((p) => p !== v.positionId));
+    },
+    'move-and-time': (v) => {
+      v.positionId = r.pick(positionIds.filter((p) => p !== v.positionId));
+      eventChanges.time!(v);
+    },
+    'move-new-position': (v) => {
+      v.positionId = ++newPosition;
+    },
+    delete: (v) => {
+      v.deleted = true;
+    },
   };
   const changeEvent = (id: number, kind: string, opts: { bump?: number; adjacent?: boolean } = {}) => {
     const from = cur(id).positionId;
@@ -144,21 +197,35 @@ export function buildRecords(now: number, r: Rng) {
     const from = cur(id).positionId;
     changeEvent(id, 'move-new-position');
     const close = eventIds().find((c) => cur(c).positionId === from && cur(c).type === 'close' && live(cur(c)));
-    if (close !== undefined && r.chance(0.5)) revise('trade-events', close, 'event:close-follows-open', (v) => { v.positionId = newPosition; });
+    if (close !== undefined && r.chance(0.5))
+      revise('trade-events', close, 'event:close-follows-open', (v) => {
+        v.positionId = newPosition;
+      });
   }
   // Opens deleted: the position dies; half of them are re-created later (the position comes back).
   for (let i = 0; i < 16; i++) {
     const id = pickEvent((e) => live(e) && e.type === 'open');
     changeEvent(id, 'delete');
-    if (i % 2 === 0) revise('trade-events', id, 'event:open-recreated', (v) => { v.deleted = false; if (r.chance(0.5)) v.price = v.price === null ? 7 : v.price + 1; });
+    if (i % 2 === 0)
+      revise('trade-events', id, 'event:open-recreated', (v) => {
+        v.deleted = false;
+        if (r.chance(0.5)) v.price = v.price === null ? 7 : v.price + 1;
+      });
   }
   // Closes deleted (the position reopens), a third re-created.
   for (let i = 0; i < 12; i++) {
     const id = pickEvent((e) => live(e) && e.type === 'close');
     changeEvent(id, 'delete');
-    if (i % 3 === 0) revise('trade-events', id, 'event:close-recreated', (v) => { v.deleted = false; });
+    if (i % 3 === 0)
+      revise('trade-events', id, 'event:close-recreated', (v) => {
+        v.deleted = false;
+      });
   }
-  for (let i = 0; i < 10; i++) changeEvent(pickEvent((e) => live(e) && (e.type === 'increase' || e.type === 'decrease')), 'delete');
+  for (let i = 0; i < 10; i++)
+    changeEvent(
+      pickEvent((e) => live(e) && (e.type === 'increase' || e.type === 'decrease')),
+      'delete',
+    );
   // Chains: 3 to 4 versions of one event back to back (one batch for most batch sizes).
   const chainKinds = ['time', 'trader', 'asset', 'type', 'direction', 'price', 'move-same-key', 'move-and-time', 'delete'];
   for (let i = 0; i < 14; i++) {
@@ -166,7 +233,16 @@ export function buildRecords(now: number, r: Rng) {
     const len = r.int(3, 4);
     for (let j = 0; j < len; j++) {
       const kind = j === len - 1 && cur(id).deleted ? 'time' : r.pick(chainKinds);
-      if (cur(id).deleted && kind !== 'delete') revise('trade-events', id, 'event:recreated-in-chain', (v) => { v.deleted = false; }, { adjacent: true });
+      if (cur(id).deleted && kind !== 'delete')
+        revise(
+          'trade-events',
+          id,
+          'event:recreated-in-chain',
+          (v) => {
+            v.deleted = false;
+          },
+          { adjacent: true },
+        );
       else changeEvent(id, kind, { adjacent: true });
     }
     count('event:chain');
@@ -188,26 +264,47 @@ export function buildRecords(now: number, r: Rng) {
   const msg = (id: string) => latest.get(`m:${id}`)!.value;
   const messageIds = () => [...latest.keys()].filter((k) => k.startsWith('m:')).map((k) => k.slice(2));
   const pickMessage = (where: (m: any) => boolean = (m) => !m.deleted) => r.pick(messageIds().filter((id) => where(msg(id))));
-  const sources = [...keptSources].map((k) => { const [platform, sourceIdentityId] = k.split('/') as [string, string]; return { platform, sourceIdentityId }; });
+  const sources = [...keptSources].map((k) => {
+    const [platform, sourceIdentityId] = k.split('/') as [string, string];
+    return { platform, sourceIdentityId };
+  });
   let edits = 0;
   const messageChanges: Record<string, (v: any) => void> = {
-    edit: (v) => { v.text = `${v.text ?? ''} (edit ${++edits})`; v.isEdited = true; },
-    'edit-and-time': (v) => { messageChanges.edit!(v); v.writtenAt = iso(Math.min(maxT, Date.parse(v.writtenAt) + r.pick([-1, 1]) * r.pick([1, 1000, 9 * MIN, 2 * DAY]))); },
-    'move-source': (v) => { const s = r.pick(sources); v.platform = s.platform; v.sourceIdentityId = s.sourceIdentityId; },
-    delete: (v) => { v.deleted = true; },
+    edit: (v) => {
+      v.text = `${v.text ?? ''} (edit ${++edits})`;
+      v.isEdited = true;
+    },
+    'edit-and-time': (v) => {
+      messageChanges.edit!(v);
+      v.writtenAt = iso(Math.min(maxT, Date.parse(v.writtenAt) + r.pick([-1, 1]) * r.pick([1, 1000, 9 * MIN, 2 * DAY])));
+    },
+    'move-source': (v) => {
+      const s = r.pick(sources);
+      v.platform = s.platform;
+      v.sourceIdentityId = s.sourceIdentityId;
+    },
+    delete: (v) => {
+      v.deleted = true;
+    },
   };
-  const changeMessage = (id: string, kind: string, opts: { bump?: number; adjacent?: boolean } = {}) => revise('messages', id, `message:${kind}`, messageChanges[kind]!, opts);
+  const changeMessage = (id: string, kind: string, opts: { bump?: number; adjacent?: boolean } = {}) =>
+    revise('messages', id, `message:${kind}`, messageChanges[kind]!, opts);
   for (let i = 0; i < 25; i++) changeMessage(pickMessage(), 'edit');
   for (let i = 0; i < 25; i++) changeMessage(pickMessage(), 'edit-and-time');
   for (let i = 0; i < 8; i++) changeMessage(pickMessage(), 'move-source');
   for (let i = 0; i < 20; i++) {
     const id = pickMessage();
     changeMessage(id, 'delete');
-    if (i % 3 === 0) revise('messages', id, 'message:recreated', (v) => { v.deleted = false; v.text = `${v.text ?? ''} (restored)`; });
+    if (i % 3 === 0)
+      revise('messages', id, 'message:recreated', (v) => {
+        v.deleted = false;
+        v.text = `${v.text ?? ''} (restored)`;
+      });
   }
   for (let i = 0; i < 8; i++) {
     const id = pickMessage();
-    for (const kind of ['edit-and-time', 'edit', r.pick(['edit-and-time', 'move-source', 'delete'])]) changeMessage(id, kind, { adjacent: true });
+    for (const kind of ['edit-and-time', 'edit', r.pick(['edit-and-time', 'move-source', 'delete'])])
+      changeMessage(id, kind, { adjacent: true });
     count('message:chain');
   }
   for (let i = 0; i < 8; i++) {
@@ -221,10 +318,21 @@ export function buildRecords(now: number, r: Rng) {
   }
 
   // --- traders: two deleted (one of them re-created later) ---------------------------------------------
-  const [gone, back] = r.subset(TRADERS.filter((t) => t !== 7 && t !== 3), 2, 2) as [number, number];
-  revise('traders', gone, 'trader:deleted', (v) => { v.deleted = true; });
-  revise('traders', back, 'trader:deleted', (v) => { v.deleted = true; });
-  revise('traders', back, 'trader:recreated', (v) => { v.deleted = false; v.name = `${v.name} Again`; });
+  const [gone, back] = r.subset(
+    TRADERS.filter((t) => t !== 7 && t !== 3),
+    2,
+    2,
+  ) as [number, number];
+  revise('traders', gone, 'trader:deleted', (v) => {
+    v.deleted = true;
+  });
+  revise('traders', back, 'trader:deleted', (v) => {
+    v.deleted = true;
+  });
+  revise('traders', back, 'trader:recreated', (v) => {
+    v.deleted = false;
+    v.name = `${v.name} Again`;
+  });
 
   // --- exact duplicates (replays): single records anywhere after the original, and one replayed block --
   const changeable = placed.filter((p) => p.topic === 'trade-events' || p.topic === 'messages' || p.topic === 'traders');
@@ -246,4 +354,3 @@ export function buildRecords(now: number, r: Rng) {
   const records: O.TopicRec[] = placed.map((p) => ({ topic: p.topic, value: JSON.parse(JSON.stringify(p.value)) }));
   return { records, kinds, gone, back };
 }
-

@@ -20,7 +20,7 @@
 //
 // CRASH_SEED=<n> runs another seed (records, kill points, batch sizes; printed with every line of
 // the run log); CRASH_KEEP=1 keeps the data directory for inspection.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -32,16 +32,16 @@ import { ApiKeyAuthenticator } from '../../apps/auth/keys.ts';
 import { MemoryCache } from '../../apps/cache/memory.ts';
 import { EmbeddedLog } from '../../projectors/log/embedded.ts';
 import { applyBatch, migrateReadModels, PROJECTOR_GROUP } from '../../projectors/runner.ts';
-import { openChdbStore, type ChdbStore } from '../../storage/chdb.ts';
-import { SCOPES, TOPIC_NAMES, topicByName, type TopicName } from '../../schemas/topics/index.ts';
+import { SCOPES, TOPIC_NAMES, type TopicName, topicByName } from '../../schemas/topics/index.ts';
+import { type ChdbStore, openChdbStore } from '../../storage/chdb.ts';
 import { REPO_ROOT } from '../helpers/cli.ts';
 import type { Harness } from '../helpers/harness.ts';
 import { prng } from '../helpers/prng.ts';
-import * as O from '../oracle/oracle.ts';
 import * as A from '../oracle/analytics.ts';
 import * as F from '../oracle/feed.ts';
-import { expectSameList, walk, type Params } from '../oracle/walk.ts';
-import { expectedFor as expectedList, PATH, type Ep } from '../oracle/lists.ts';
+import { type Ep, expectedFor as expectedList, PATH } from '../oracle/lists.ts';
+import * as O from '../oracle/oracle.ts';
+import { expectSameList, type Params, walk } from '../oracle/walk.ts';
 import { buildRecords, NEW_POSITIONS_FROM, TRADERS } from './crash-records.ts';
 
 const SEED = Number(process.env.CRASH_SEED ?? 60_906);
@@ -67,11 +67,30 @@ const KEEP = process.env.CRASH_KEEP === '1';
 // ---------------------------------------------------------------------------------------------------
 // The projector child
 
-type Phase = 'start-up' | 'between batches' | 'in a batch before its first write' | 'between the inserts of a trade-events batch'
-  | 'after the events insert, before the activity roll-up' | 'after the messages insert, before the activity roll-up'
-  | 'in the activity roll-up' | 'after the activity roll-up, before the commit' | 'after another insert, before the commit';
+type Phase =
+  | 'start-up'
+  | 'between batches'
+  | 'in a batch before its first write'
+  | 'between the inserts of a trade-events batch'
+  | 'after the events insert, before the activity roll-up'
+  | 'after the messages insert, before the activity roll-up'
+  | 'in the activity roll-up'
+  | 'after the activity roll-up, before the commit'
+  | 'after another insert, before the commit';
 
-interface Run { n: number; maxBatch: number; mode: string; toReadyMs: number | null; ms: number; signal: NodeJS.Signals | null; code: number | null; caughtUp: boolean; phase: Phase; topic: string | null; lines: number }
+interface Run {
+  n: number;
+  maxBatch: number;
+  mode: string;
+  toReadyMs: number | null;
+  ms: number;
+  signal: NodeJS.Signals | null;
+  code: number | null;
+  caughtUp: boolean;
+  phase: Phase;
+  topic: string | null;
+  lines: number;
+}
 
 /** Where a child died, from the last lines it printed. */
 function phaseOf(lines: string[]): { phase: Phase; topic: string | null } {
@@ -90,12 +109,20 @@ function phaseOf(lines: string[]): { phase: Phase; topic: string | null } {
   if (last.startsWith('w activity_rollup ')) return { phase: 'after the activity roll-up, before the commit', topic };
   if (last.startsWith('w activity_')) return { phase: 'in the activity roll-up', topic };
   const eventsWritten = steps.slice(b + 1).some((l) => l.startsWith('w events '));
-  if (topic === 'trade-events') return { phase: eventsWritten ? 'after the events insert, before the activity roll-up' : 'between the inserts of a trade-events batch', topic };
+  if (topic === 'trade-events')
+    return {
+      phase: eventsWritten ? 'after the events insert, before the activity roll-up' : 'between the inserts of a trade-events batch',
+      topic,
+    };
   if (topic === 'messages') return { phase: 'after the messages insert, before the activity roll-up', topic };
   return { phase: 'after another insert, before the commit', topic };
 }
 
-interface Kill { afterProjectingMs?: number; afterGoMs?: number; at?: string }
+interface Kill {
+  afterProjectingMs?: number;
+  afterGoMs?: number;
+  at?: string;
+}
 
 /**
  * A projector child that has loaded its modules (the slow part of a start: about 2 s) and waits for
@@ -110,13 +137,22 @@ class Child {
   private onOut: (() => void) | undefined;
 
   constructor(dataDir: string, chdb: string) {
-    this.child = spawn(process.execPath, ['--import', 'tsx', CHILD, '--data-dir', dataDir, '--chdb', chdb, '--wait'],
-      { cwd: REPO_ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
-    this.child.stdout!.setEncoding('utf8').on('data', (d: string) => { this.out += d; this.onOut?.(); });
-    this.child.stderr!.setEncoding('utf8').on('data', (d: string) => { this.err += d; });
+    this.child = spawn(process.execPath, ['--import', 'tsx', CHILD, '--data-dir', dataDir, '--chdb', chdb, '--wait'], {
+      cwd: REPO_ROOT,
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    this.child.stdout!.setEncoding('utf8').on('data', (d: string) => {
+      this.out += d;
+      this.onOut?.();
+    });
+    this.child.stderr!.setEncoding('utf8').on('data', (d: string) => {
+      this.err += d;
+    });
     this.closed = new Promise((resolve) => this.child.on('close', (code, signal) => resolve({ code, signal })));
     this.loaded = new Promise((resolve, reject) => {
-      const check = () => { if (this.out.startsWith('loaded\n')) resolve(); };
+      const check = () => {
+        if (this.out.startsWith('loaded\n')) resolve();
+      };
       this.onOut = check;
       this.closed.then(({ code, signal }) => reject(new Error(`crash child exited before loading (${code ?? signal}): ${this.err}`)));
     });
@@ -151,9 +187,27 @@ class Child {
     const { code, signal } = await this.closed;
     for (const t of timers) clearTimeout(t);
     const lines = this.out.split('\n').filter(Boolean);
-    const mode = kill.at ? `self-kill at ${kill.at}` : kill.afterGoMs !== undefined ? `SIGKILL ${kill.afterGoMs} ms after start`
-      : kill.afterProjectingMs !== undefined ? `SIGKILL ${kill.afterProjectingMs} ms into projecting` : 'to the end';
-    return { n, maxBatch, mode, toReadyMs: ready === null ? null : ready - go, ms: Date.now() - go, code, signal, caughtUp: lines.includes('caught-up'), ...phaseOf(lines), lines: lines.length, stdout: this.out, stderr: this.err };
+    const mode = kill.at
+      ? `self-kill at ${kill.at}`
+      : kill.afterGoMs !== undefined
+        ? `SIGKILL ${kill.afterGoMs} ms after start`
+        : kill.afterProjectingMs !== undefined
+          ? `SIGKILL ${kill.afterProjectingMs} ms into projecting`
+          : 'to the end';
+    return {
+      n,
+      maxBatch,
+      mode,
+      toReadyMs: ready === null ? null : ready - go,
+      ms: Date.now() - go,
+      code,
+      signal,
+      caughtUp: lines.includes('caught-up'),
+      ...phaseOf(lines),
+      lines: lines.length,
+      stdout: this.out,
+      stderr: this.err,
+    };
   }
 
   /** A child that was never told to go: it exits without touching anything. */
@@ -166,16 +220,26 @@ class Child {
 // ---------------------------------------------------------------------------------------------------
 // Reads
 
-interface Query { ep: Ep; params: Params; limit: number }
+interface Query {
+  ep: Ep;
+  params: Params;
+  limit: number;
+}
 const expectedFor = (w: O.World, { ep, params }: Query, serverTime: number): any[] => expectedList(ep, w, params, serverTime);
 
-const label = (q: Query) => `${PATH[q.ep]}?${new URLSearchParams(Object.entries(q.params).map(([k, v]) => [k, String(v)])).toString()} limit ${q.limit}`;
+const label = (q: Query) =>
+  `${PATH[q.ep]}?${new URLSearchParams(Object.entries(q.params).map(([k, v]) => [k, String(v)])).toString()} limit ${q.limit}`;
 
 /** A fastify app on a store, with a fixed clock: every walk of every store sees the same serverTime. */
 let apiVersions = 0;
 async function apiOn(store: ChdbStore, serverTime: number): Promise<{ app: FastifyInstance; h: Harness }> {
   const version = ++apiVersions; // a data version of its own: what reads keep per version (apps/reads/facts.ts) starts afresh
-  const app = buildApi({ store, auth: new ApiKeyAuthenticator(store, new MemoryCache()), dataVersion: () => version, clock: () => serverTime });
+  const app = buildApi({
+    store,
+    auth: new ApiKeyAuthenticator(store, new MemoryCache()),
+    dataVersion: () => version,
+    clock: () => serverTime,
+  });
   await app.ready();
   const h = {
     async get(url: string, key?: string) {
@@ -204,7 +268,7 @@ let recreatedTrader: number;
 let key: string;
 let store: ChdbStore;
 let control: ChdbStore;
-let apps: FastifyInstance[] = [];
+const apps: FastifyInstance[] = [];
 const runs: Run[] = [];
 let queries: Query[];
 /** Walk rows per query label, after the kills. */
@@ -241,13 +305,27 @@ function differences(a: Map<string, any[]>, b: Map<string, any[]>, what: string)
     if (d) {
       const ids = new Set(other.map((x) => x.id));
       const mine = new Set(rows.map((x) => x.id));
-      out.push(`${what}: ${k}: ${d}; only here ${JSON.stringify(rows.filter((x) => !ids.has(x.id)).map((x) => x.id).slice(0, 10))}, only there ${JSON.stringify(other.filter((x) => !mine.has(x.id)).map((x) => x.id).slice(0, 10))}`);
+      out.push(
+        `${what}: ${k}: ${d}; only here ${JSON.stringify(
+          rows
+            .filter((x) => !ids.has(x.id))
+            .map((x) => x.id)
+            .slice(0, 10),
+        )}, only there ${JSON.stringify(
+          other
+            .filter((x) => !mine.has(x.id))
+            .map((x) => x.id)
+            .slice(0, 10),
+        )}`,
+      );
     }
   }
   return out;
 }
 
-function say(line: string): void { process.stdout.write(`[crash seed ${SEED}] ${line}\n`); }
+function say(line: string): void {
+  process.stdout.write(`[crash seed ${SEED}] ${line}\n`);
+}
 
 beforeAll(async () => {
   const r = prng(SEED);
@@ -262,7 +340,14 @@ beforeAll(async () => {
 
   // The log: an account and a key first, then the records in three parts (appended between runs).
   const log = new EmbeddedLog(dataDir, 20);
-  putAccount(log, { id: 'crash', status: 'active', emailVerified: true, messageVisibility: ALL, signalVisibility: ALL, historyWindowDays: null });
+  putAccount(log, {
+    id: 'crash',
+    status: 'active',
+    emailVerified: true,
+    messageVisibility: ALL,
+    signalVisibility: ALL,
+    historyWindowDays: null,
+  });
   key = createKey(log, 'crash', SCOPES).key;
   const byTopic = new Map<TopicName, O.TopicRec[]>();
   for (const rec of records) (byTopic.get(rec.topic) ?? byTopic.set(rec.topic, []).get(rec.topic)!).push(rec);
@@ -275,10 +360,16 @@ beforeAll(async () => {
     parts[1]!.push([topic, keyed.slice(cut1, cut2)]);
     parts[2]!.push([topic, keyed.slice(cut2)]);
   }
-  const appendPart = (i: number) => { for (const [topic, recs] of parts[i]!) log.appendSync(topic, recs); };
+  const appendPart = (i: number) => {
+    for (const [topic, recs] of parts[i]!) log.appendSync(topic, recs);
+  };
   const appendAt = [0, 9, 16];
   let appended = 0;
-  say(`${records.length} records (${Object.entries(kinds).map(([k, v]) => `${k} ${v}`).join(', ')})`);
+  say(
+    `${records.length} records (${Object.entries(kinds)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(', ')})`,
+  );
 
   // Kill runs. Self-kills aim at a point the current topic can reach, preferring one not hit yet.
   const offsets = () => log.readOffsets(PROJECTOR_GROUP);
@@ -298,11 +389,17 @@ beforeAll(async () => {
    * consumed everything before the kill runs are done; the oracle gets the same records.
    */
   const replayBlock = () => {
-    for (const [topic, n] of [['trade-events', 300], ['messages', 100]] as const) {
+    for (const [topic, n] of [
+      ['trade-events', 300],
+      ['messages', 100],
+    ] as const) {
       const recs = byTopic.get(topic)!;
       const from = r.int(0, recs.length - n);
       const block = recs.slice(from, from + n).map((x) => structuredClone(x));
-      log.appendSync(topic, block.map((x) => ({ key: topicByName.get(topic)!.key(x.value), value: x.value })));
+      log.appendSync(
+        topic,
+        block.map((x) => ({ key: topicByName.get(topic)!.key(x.value), value: x.value })),
+      );
       records = [...records, ...block]; // a new array: the oracle caches its world per array
       kinds[`replayed-block:${topic}`] = (kinds[`replayed-block:${topic}`] ?? 0) + 1;
     }
@@ -314,11 +411,17 @@ beforeAll(async () => {
    */
   const restateBlock = () => {
     const newest = new Map<number, O.TopicRec>();
-    for (const x of records) if (x.topic === 'trade-events' && (newest.get(x.value.id)?.value.version ?? -1) <= x.value.version) newest.set(x.value.id, x);
+    for (const x of records)
+      if (x.topic === 'trade-events' && (newest.get(x.value.id)?.value.version ?? -1) <= x.value.version) newest.set(x.value.id, x);
     const events = [...newest.values()];
     const from = r.int(0, Math.max(0, events.length - 100));
-    const block = events.slice(from, from + 100).map((x) => ({ topic: x.topic, value: { ...structuredClone(x.value), version: x.value.version + 1 } }));
-    log.appendSync('trade-events', block.map((x) => ({ key: topicByName.get('trade-events')!.key(x.value), value: x.value })));
+    const block = events
+      .slice(from, from + 100)
+      .map((x) => ({ topic: x.topic, value: { ...structuredClone(x.value), version: x.value.version + 1 } }));
+    log.appendSync(
+      'trade-events',
+      block.map((x) => ({ key: topicByName.get('trade-events')!.key(x.value), value: x.value })),
+    );
     records = [...records, ...block];
     kinds['restated-block:trade-events'] = (kinds['restated-block:trade-events'] ?? 0) + 1;
   };
@@ -339,17 +442,24 @@ beforeAll(async () => {
       const topic = currentTopic();
       const hot = topic === 'messages' || topic === 'trade-events';
       const maxBatch = hot ? r.pick(BATCH_SIZES) : 300;
-      const points = topic === 'trade-events' ? ['write-1-trade-events', 'write-2-trade-events', 'events', 'activity_rollup', 'start-trade-events', 'write', 'commit']
-        : topic === 'messages' ? ['write-1-messages', 'activity_rollup', 'start-messages', 'write', 'commit'] : ['write', 'commit'];
+      const points =
+        topic === 'trade-events'
+          ? ['write-1-trade-events', 'write-2-trade-events', 'events', 'activity_rollup', 'start-trade-events', 'write', 'commit']
+          : topic === 'messages'
+            ? ['write-1-messages', 'activity_rollup', 'start-messages', 'write', 'commit']
+            : ['write', 'commit'];
       const fresh = points.filter((p) => !hit.has(p));
       let kill: Kill;
-      if (i === 1 || i === 9) kill = { afterGoMs: r.int(0, 400) }; // during start-up (chdb open, migration) or just after
-      else if (!hot && !hit.has('write-1-messages')) kill = { at: 'write-1-messages:1' }; // as soon as it gets there
+      if (i === 1 || i === 9)
+        kill = { afterGoMs: r.int(0, 400) }; // during start-up (chdb open, migration) or just after
+      else if (!hot && !hit.has('write-1-messages'))
+        kill = { at: 'write-1-messages:1' }; // as soon as it gets there
       else if (!hot && !hit.has('start-messages')) kill = { at: 'start-messages:1' };
       else if (!hot) kill = r.chance(0.5) ? { afterProjectingMs: r.int(20, 200) } : { at: `${r.pick(points)}:${r.int(2, 12)}` };
       // The points whose phases the test below requires, each once as soon as its topic runs; then kills at random.
       else if (fresh.some((p) => REQUIRED_POINTS.includes(p))) kill = { at: `${fresh.find((p) => REQUIRED_POINTS.includes(p))}:1` };
-      else if (i % 2 === 0) kill = { afterProjectingMs: r.int(3, 250) }; // anywhere: in a query, an insert, the commit
+      else if (i % 2 === 0)
+        kill = { afterProjectingMs: r.int(3, 250) }; // anywhere: in a query, an insert, the commit
       else {
         const point = fresh.length ? r.pick(fresh) : r.pick(points);
         kill = { at: `${point}:${r.int(1, point === 'write' || point === 'commit' ? 6 : 3)}` };
@@ -358,17 +468,22 @@ beforeAll(async () => {
       runs.push(run);
       const self = /^self-kill ([\w-]+):/m.exec(run.stdout);
       if (self) hit.add(self[1]!);
-      if (run.signal !== 'SIGKILL' && !run.caughtUp) throw new Error(`kill run ${i} ended with ${run.code ?? run.signal}\n${run.stdout.slice(-3000)}\n${run.stderr}`);
+      if (run.signal !== 'SIGKILL' && !run.caughtUp)
+        throw new Error(`kill run ${i} ended with ${run.code ?? run.signal}\n${run.stdout.slice(-3000)}\n${run.stderr}`);
       if (run.signal === 'SIGKILL' && !run.caughtUp) kills++;
     }
     while (appended < appendAt.length) appendPart(appended++);
     const last = await start(runs.length, r.pick(BATCH_SIZES));
     runs.push(last);
-    if (!last.caughtUp || last.code !== 0) throw new Error(`the final run did not catch up (${last.code ?? last.signal})\n${last.stdout.slice(-3000)}\n${last.stderr}`);
+    if (!last.caughtUp || last.code !== 0)
+      throw new Error(`the final run did not catch up (${last.code ?? last.signal})\n${last.stdout.slice(-3000)}\n${last.stderr}`);
   } finally {
     await spare.dismiss();
   }
-  for (const run of runs) say(`run ${run.n}: ${run.ms} ms (ready after ${run.toReadyMs}), batch ${run.maxBatch}, ${run.mode}: ${run.signal ?? `exit ${run.code}`}, ${run.caughtUp ? 'caught up' : `${run.phase}${run.topic ? ` (${run.topic})` : ''}`}`);
+  for (const run of runs)
+    say(
+      `run ${run.n}: ${run.ms} ms (ready after ${run.toReadyMs}), batch ${run.maxBatch}, ${run.mode}: ${run.signal ?? `exit ${run.code}`}, ${run.caughtUp ? 'caught up' : `${run.phase}${run.topic ? ` (${run.topic})` : ''}`}`,
+    );
   say(`kill runs took ${((Date.now() - t0) / 1000).toFixed(1)} s`);
   w = O.buildWorld(records);
 
@@ -377,12 +492,19 @@ beforeAll(async () => {
   store = await openChdbStore(chdbPath);
   control = await openChdbStore(chdbPath, 'control');
   await migrateReadModels(control, () => log.writeOffsets('control', {}));
-  const sub = log.subscribe('control', TOPIC_NAMES, async (b) => { await applyBatch(control, b); });
+  const sub = log.subscribe('control', TOPIC_NAMES, async (b) => {
+    await applyBatch(control, b);
+  });
   await sub.caughtUp();
   await sub.stop();
 
-  const touchedPositions = [...new Set(records.filter((x) => x.topic === 'trade-events' && x.value.version > 1).map((x) => x.value.positionId))].slice(0, 200); // the most positionIds a request takes
-  const touchedMessages = [...new Set(records.filter((x) => x.topic === 'messages' && x.value.version > 1).map((x) => x.value.id))].slice(0, 400);
+  const touchedPositions = [
+    ...new Set(records.filter((x) => x.topic === 'trade-events' && x.value.version > 1).map((x) => x.value.positionId)),
+  ].slice(0, 200); // the most positionIds a request takes
+  const touchedMessages = [...new Set(records.filter((x) => x.topic === 'messages' && x.value.version > 1).map((x) => x.value.id))].slice(
+    0,
+    400,
+  );
   queries = [
     { ep: 'events', params: {}, limit: 61 },
     { ep: 'events', params: { startTime: ALL_TIME }, limit: 200 },
@@ -416,11 +538,37 @@ afterAll(async () => {
 
 describe('issue 6: killed anywhere, the projector loses and duplicates nothing', () => {
   it('the records exercise every path: moved, re-typed, deleted and re-created events, edits, out-of-order versions, duplicates', () => {
-    for (const k of ['event:time', 'event:time-tie', 'event:trader', 'event:asset', 'event:type', 'event:direction', 'event:price',
-      'event:move-same-key', 'event:move-and-time', 'event:move-new-position', 'event:delete', 'event:open-recreated', 'event:close-recreated',
-      'event:chain', 'event:out-of-order', 'touch-old-position', 'message:edit', 'message:edit-and-time', 'message:move-source', 'message:delete',
-      'message:recreated', 'message:chain', 'message:out-of-order', 'trader:deleted', 'trader:recreated', 'duplicate:trade-events', 'duplicate:messages',
-      'replayed-block:trade-events', 'replayed-block:messages']) {
+    for (const k of [
+      'event:time',
+      'event:time-tie',
+      'event:trader',
+      'event:asset',
+      'event:type',
+      'event:direction',
+      'event:price',
+      'event:move-same-key',
+      'event:move-and-time',
+      'event:move-new-position',
+      'event:delete',
+      'event:open-recreated',
+      'event:close-recreated',
+      'event:chain',
+      'event:out-of-order',
+      'touch-old-position',
+      'message:edit',
+      'message:edit-and-time',
+      'message:move-source',
+      'message:delete',
+      'message:recreated',
+      'message:chain',
+      'message:out-of-order',
+      'trader:deleted',
+      'trader:recreated',
+      'duplicate:trade-events',
+      'duplicate:messages',
+      'replayed-block:trade-events',
+      'replayed-block:messages',
+    ]) {
       expect(kinds[k] ?? 0, k).toBeGreaterThan(0);
     }
     // What the oracle makes of them: positions that died, revived ones, new ones, deleted and re-created traders.
@@ -432,23 +580,42 @@ describe('issue 6: killed anywhere, the projector loses and duplicates nothing',
     expect(w.deleted.messages.size).toBeGreaterThan(5);
     const evs = records.filter((x) => x.topic === 'trade-events');
     const seen = new Set<string>();
-    expect(evs.filter((x) => { const k = JSON.stringify(x.value); return seen.has(k) || (seen.add(k), false); }).length).toBeGreaterThan(30);
+    expect(
+      evs.filter((x) => {
+        const k = JSON.stringify(x.value);
+        return seen.has(k) || (seen.add(k), false);
+      }).length,
+    ).toBeGreaterThan(30);
   });
 
   it('the projector was killed many times, at every kind of point, and continued each time from its committed offsets', () => {
     const killed = runs.filter((x) => x.signal === 'SIGKILL');
     expect(killed.length).toBeGreaterThanOrEqual(15);
     const phases = new Set(killed.map((x) => x.phase));
-    for (const p of ['between the inserts of a trade-events batch', 'after the messages insert, before the activity roll-up', 'in a batch before its first write'] as Phase[]) {
+    for (const p of [
+      'between the inserts of a trade-events batch',
+      'after the messages insert, before the activity roll-up',
+      'in a batch before its first write',
+    ] as Phase[]) {
       expect(phases.has(p), `no kill landed ${p}`).toBe(true);
     }
     // After a trade batch's events are written: before its roll-up, in it, or after it (which of them
     // a run reaches depends on timing; test/projectors/activity-rollup.test.ts stops a batch right
     // before its roll-up every time).
-    const afterEvents: Phase[] = ['after the events insert, before the activity roll-up', 'in the activity roll-up', 'after the activity roll-up, before the commit'];
-    expect(killed.some((x) => x.topic === 'trade-events' && afterEvents.includes(x.phase)), 'no kill landed after the events insert of a trade-events batch').toBe(true);
+    const afterEvents: Phase[] = [
+      'after the events insert, before the activity roll-up',
+      'in the activity roll-up',
+      'after the activity roll-up, before the commit',
+    ];
+    expect(
+      killed.some((x) => x.topic === 'trade-events' && afterEvents.includes(x.phase)),
+      'no kill landed after the events insert of a trade-events batch',
+    ).toBe(true);
     for (const topic of ['trade-events', 'messages']) {
-      expect(killed.some((x) => x.topic === topic && x.phase === 'in a batch before its first write'), `no kill landed in a ${topic} batch before its first write`).toBe(true);
+      expect(
+        killed.some((x) => x.topic === topic && x.phase === 'in a batch before its first write'),
+        `no kill landed in a ${topic} batch before its first write`,
+      ).toBe(true);
     }
     expect(killed.filter((x) => x.mode.includes('ms into projecting')).length, 'kills at random moments').toBeGreaterThanOrEqual(4);
   });
@@ -472,10 +639,24 @@ describe('issue 6: killed anywhere, the projector loses and duplicates nothing',
     const cases: [string, A.Query, (q: A.Query) => A.Answer][] = [
       ['/v2/traders/stats', { traderIds: TRADERS.join(',') }, (q) => A.traderStats(records, q, A_ALL, SERVER_TIME)],
       ['/v2/assets/stats', { assetIds: assets }, (q) => A.assetStats(records, q, A_ALL, SERVER_TIME)],
-      ...['event_count', 'position_count', 'win_rate', 'avg_return', 'median_return', 'sharpe_ratio'].map((metric) =>
-        ['/v2/traders/rankings', { metric, minPositions: 0, limit: 50, timeBasedPerformanceWindow: '1D', ...everything }, (q: A.Query) => A.rankings(records, q, A_ALL, SERVER_TIME)] as [string, A.Query, (q: A.Query) => A.Answer]),
-      ['/v2/activity-summaries', { groupBy: 'trader', interval: 'week', limit: 50, startTime: iso(SERVER_TIME - 160 * DAY) }, (q) => A.activitySummaries(records, q, A_ALL, SERVER_TIME)],
-      ['/v2/activity-summaries', { groupBy: 'none', interval: 'day', startTime: iso(SERVER_TIME - 150 * DAY) }, (q) => A.activitySummaries(records, q, A_ALL, SERVER_TIME)],
+      ...['event_count', 'position_count', 'win_rate', 'avg_return', 'median_return', 'sharpe_ratio'].map(
+        (metric) =>
+          [
+            '/v2/traders/rankings',
+            { metric, minPositions: 0, limit: 50, timeBasedPerformanceWindow: '1D', ...everything },
+            (q: A.Query) => A.rankings(records, q, A_ALL, SERVER_TIME),
+          ] as [string, A.Query, (q: A.Query) => A.Answer],
+      ),
+      [
+        '/v2/activity-summaries',
+        { groupBy: 'trader', interval: 'week', limit: 50, startTime: iso(SERVER_TIME - 160 * DAY) },
+        (q) => A.activitySummaries(records, q, A_ALL, SERVER_TIME),
+      ],
+      [
+        '/v2/activity-summaries',
+        { groupBy: 'none', interval: 'day', startTime: iso(SERVER_TIME - 150 * DAY) },
+        (q) => A.activitySummaries(records, q, A_ALL, SERVER_TIME),
+      ],
       ['/v2/traders/activity', { minPositionCount: 0, limit: 200 }, (q) => A.traderActivity(records, q, A_ALL, SERVER_TIME)],
     ];
     const problems: string[] = [];
@@ -484,12 +665,16 @@ describe('issue 6: killed anywhere, the projector loses and duplicates nothing',
       const res = await h.get(url, key);
       const want = oracle(q);
       expect(want.status, url).toBe(200);
-      if (res.status !== 200) { problems.push(`${url}: ${res.status} ${JSON.stringify(res.body).slice(0, 300)}`); continue; }
+      if (res.status !== 200) {
+        problems.push(`${url}: ${res.status} ${JSON.stringify(res.body).slice(0, 300)}`);
+        continue;
+      }
       const exp = (want as { data: any }).data;
       // Trader activity: the oracle answers the whole list, here on one page (limit 200).
-      const d = path === '/v2/traders/activity'
-        ? A.diff([res.body.data.results, res.body.data.meta.hasMore], [exp.results, false])
-        : A.diff(res.body.data, exp);
+      const d =
+        path === '/v2/traders/activity'
+          ? A.diff([res.body.data.results, res.body.data.meta.hasMore], [exp.results, false])
+          : A.diff(res.body.data, exp);
       if (d) problems.push(`${url}: ${d}`);
     }
     expect(problems.join('\n')).toBe('');
@@ -540,8 +725,18 @@ describe('issue 6: killed anywhere, the projector loses and duplicates nothing',
       if (d) {
         const ak = new Set(a.map((x) => JSON.stringify(x)));
         const bk = new Set(b.map((x) => JSON.stringify(x)));
-        problems.push(`${table} (live rows), after the kills vs the control: ${d}; only after the kills: ${a.filter((x) => !bk.has(JSON.stringify(x))).slice(0, 5).map((x) => JSON.stringify(x)).join(' ')}`
-          + `; only in the control: ${b.filter((x) => !ak.has(JSON.stringify(x))).slice(0, 5).map((x) => JSON.stringify(x)).join(' ')}`);
+        problems.push(
+          `${table} (live rows), after the kills vs the control: ${d}; only after the kills: ${a
+            .filter((x) => !bk.has(JSON.stringify(x)))
+            .slice(0, 5)
+            .map((x) => JSON.stringify(x))
+            .join(' ')}` +
+            `; only in the control: ${b
+              .filter((x) => !ak.has(JSON.stringify(x)))
+              .slice(0, 5)
+              .map((x) => JSON.stringify(x))
+              .join(' ')}`,
+        );
       }
     }
     expect(problems.join('\n\n')).toBe('');
@@ -550,7 +745,14 @@ describe('issue 6: killed anywhere, the projector loses and duplicates nothing',
   it('projected again from offset 0 into the same store (replay), every walk is unchanged', async () => {
     const log = new EmbeddedLog(dataDir, 20);
     log.writeOffsets(PROJECTOR_GROUP, {});
-    const sub = log.subscribe(PROJECTOR_GROUP, TOPIC_NAMES, async (b) => { await applyBatch(store, b); }, { maxBatch: 57 });
+    const sub = log.subscribe(
+      PROJECTOR_GROUP,
+      TOPIC_NAMES,
+      async (b) => {
+        await applyBatch(store, b);
+      },
+      { maxBatch: 57 },
+    );
     await sub.caughtUp();
     await sub.stop();
     const { app, h } = await apiOn(store, SERVER_TIME);
@@ -563,12 +765,25 @@ describe('issue 6: killed anywhere, the projector loses and duplicates nothing',
   // batches applied in this process to databases of their own.
   let offset = 0;
   const batch = (...values: any[]) => ({
-    topic: 'trade-events', partition: 0,
-    records: values.map((v) => ({ key: String(v.positionId), value: JSON.stringify(v), offset: String(offset += 1000) })),
+    topic: 'trade-events',
+    partition: 0,
+    records: values.map((v) => ({ key: String(v.positionId), value: JSON.stringify(v), offset: String((offset += 1000)) })),
   });
   const ev = (id: number, positionId: number, type: string, t: string, over: Record<string, unknown> = {}) => ({
-    id, type, direction: 'long', price: 100, timeOfEvent: t, assumed: false, retrospective: false, autoGenerated: false,
-    positionId, traderId: 1, assetId: 1, messageId: null, version: 1, ...over,
+    id,
+    type,
+    direction: 'long',
+    price: 100,
+    timeOfEvent: t,
+    assumed: false,
+    retrospective: false,
+    autoGenerated: false,
+    positionId,
+    traderId: 1,
+    assetId: 1,
+    messageId: null,
+    version: 1,
+    ...over,
   });
   const live = async (db: ChdbStore) => ({
     positions: await db.query<{ id: number; isOpen: number }>('SELECT id, isOpen FROM $db.positions_current WHERE live = 1 ORDER BY id'),
@@ -578,7 +793,10 @@ describe('issue 6: killed anywhere, the projector loses and duplicates nothing',
     const ow = O.buildWorld(values.map((value) => ({ topic: 'trade-events', value })));
     return {
       positions: [...ow.positions.values()].map((p) => ({ id: p.id, isOpen: p.isOpen ? 1 : 0 })).sort((a, b) => a.id - b.id),
-      events: [...ow.events.values()].filter((e) => ow.positions.has(e.positionId)).map((e) => ({ id: e.id, positionId: e.positionId })).sort((a, b) => a.id - b.id),
+      events: [...ow.events.values()]
+        .filter((e) => ow.positions.has(e.positionId))
+        .map((e) => ({ id: e.id, positionId: e.positionId }))
+        .sort((a, b) => a.id - b.id),
     };
   };
 
@@ -596,12 +814,21 @@ describe('issue 6: killed anywhere, the projector loses and duplicates nothing',
     // Batch 2, dying between its two inserts: a store on which the second insert never returns.
     const b2 = batch(moved);
     let firstWritten!: () => void;
-    const wrote = new Promise<void>((resolve) => { firstWritten = resolve; });
+    const wrote = new Promise<void>((resolve) => {
+      firstWritten = resolve;
+    });
     let inserts = 0;
     const dying = {
-      database: db.database, query: db.query.bind(db), exec: db.exec.bind(db), insert: db.insert.bind(db), close: async () => {},
+      database: db.database,
+      query: db.query.bind(db),
+      exec: db.exec.bind(db),
+      insert: db.insert.bind(db),
+      close: async () => {},
       async insertCompact(table: string, columns: readonly string[], rows: readonly unknown[][]) {
-        if (++inserts === 2) { firstWritten(); return new Promise<void>(() => {}); } // never: the process is gone
+        if (++inserts === 2) {
+          firstWritten();
+          return new Promise<void>(() => {});
+        } // never: the process is gone
         return db.insertCompact(table, columns, rows);
       },
     };
@@ -628,7 +855,10 @@ describe('issue 6: killed anywhere, the projector loses and duplicates nothing',
     const close10 = ev(102, 10, 'close', '2026-01-02T00:00:00.000Z');
     const open30 = ev(301, 30, 'open', '2026-01-03T00:00:00.000Z');
     const close30 = ev(302, 30, 'close', '2026-01-04T00:00:00.000Z');
-    const moves = [{ ...close10, positionId: 20, version: 2 }, { ...open30, positionId: 40, version: 2 }];
+    const moves = [
+      { ...close10, positionId: 20, version: 2 },
+      { ...open30, positionId: 40, version: 2 },
+    ];
     await applyBatch(db, batch(open10, close10, open30, close30));
     await applyBatch(db, batch(...moves));
     await applyBatch(db, batch(open10, close30));
@@ -636,8 +866,25 @@ describe('issue 6: killed anywhere, the projector loses and duplicates nothing',
     await db.drop();
     await db.close();
     // Position 10 open (its close moved away), 40 open (the open of 30 moved there), 20 and 30 gone.
-    expect(oracleLive([open10, close10, open30, close30, ...moves, open10, close30]))
-      .toEqual({ positions: [{ id: 10, isOpen: 1 }, { id: 40, isOpen: 1 }], events: [{ id: 101, positionId: 10 }, { id: 301, positionId: 40 }] });
-    expect(got).toEqual({ positions: [{ id: 10, isOpen: 1 }, { id: 40, isOpen: 1 }], events: [{ id: 101, positionId: 10 }, { id: 301, positionId: 40 }] });
+    expect(oracleLive([open10, close10, open30, close30, ...moves, open10, close30])).toEqual({
+      positions: [
+        { id: 10, isOpen: 1 },
+        { id: 40, isOpen: 1 },
+      ],
+      events: [
+        { id: 101, positionId: 10 },
+        { id: 301, positionId: 40 },
+      ],
+    });
+    expect(got).toEqual({
+      positions: [
+        { id: 10, isOpen: 1 },
+        { id: 40, isOpen: 1 },
+      ],
+      events: [
+        { id: 101, positionId: 10 },
+        { id: 301, positionId: 40 },
+      ],
+    });
   });
 });

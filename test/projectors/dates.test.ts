@@ -9,20 +9,45 @@ import { event, message } from './records.ts';
  * instant: the store parses with best_effort, which must never see `t`/`z`, offsets or long
  * fractions. Date-time fields are found in the topic schemas, so a new one is covered too.
  */
-const dateTimeFields = (schema: any): string[] => Object.entries<any>(schema.properties ?? {})
-  .filter(([, p]) => p.format === 'date-time' || (p.anyOf ?? []).some((x: any) => x.format === 'date-time'))
-  .map(([k]) => k);
+const dateTimeFields = (schema: any): string[] =>
+  Object.entries<any>(schema.properties ?? {})
+    .filter(([, p]) => p.format === 'date-time' || (p.anyOf ?? []).some((x: any) => x.format === 'date-time'))
+    .map(([k]) => k);
 
-const summaryHead = { id: 's1', windowStart: '2026-01-01T00:00:00Z', windowEnd: '2026-01-02T00:00:00Z', generatedAt: '2026-01-02T00:00:00Z', status: 'safe', version: 1 };
+const summaryHead = {
+  id: 's1',
+  windowStart: '2026-01-01T00:00:00Z',
+  windowEnd: '2026-01-02T00:00:00Z',
+  generatedAt: '2026-01-02T00:00:00Z',
+  status: 'safe',
+  version: 1,
+};
 /** One valid record of each topic that has a date-time field. */
 const SAMPLES: Record<string, object> = {
   messages: message('m').value,
   'trade-events': event(1).value,
   prices: { assetId: 1, at: '2026-01-01T00:00:00Z', price: 1, version: 1 },
-  'api-keys': { id: 'a'.repeat(16), keyHash: 'b'.repeat(64), accountId: 'acct', scopes: [], revoked: false, createdAt: '2026-01-01T00:00:00Z', version: 1 },
+  'api-keys': {
+    id: 'a'.repeat(16),
+    keyHash: 'b'.repeat(64),
+    accountId: 'acct',
+    scopes: [],
+    revoked: false,
+    createdAt: '2026-01-01T00:00:00Z',
+    version: 1,
+  },
   'channel-summaries': { ...summaryHead, traderId: 1, overview: '', keyInsights: [], marketBias: 'mixed', mentionedAssets: [] },
-  'aggregate-summaries': { ...summaryHead, headline: '', overview: '', dominantNarratives: [], contrarianTheses: [], marketDrivers: [],
-    assetSentiment: [], risks: [], coverage: { eligibleSourceCount: 0, activeSourceCount: 0, messageCount: 0, attachmentCount: 0 } },
+  'aggregate-summaries': {
+    ...summaryHead,
+    headline: '',
+    overview: '',
+    dominantNarratives: [],
+    contrarianTheses: [],
+    marketDrivers: [],
+    assetSentiment: [],
+    risks: [],
+    coverage: { eligibleSourceCount: 0, activeSourceCount: 0, messageCount: 0, attachmentCount: 0 },
+  },
 };
 
 /** Valid variants of one instant that a lenient parser could read differently. */
@@ -67,11 +92,15 @@ describe('parseDateTime', () => {
     const pad = (v: number, k: number) => String(v).padStart(k, '0');
     let valid = 0;
     for (let i = 0; i < 50_000; i++) {
-      const s = `${pad(r.pick([0, 1, 99, 100, 1969, 1970, 2000, 2024, 2100, 2299, 2300, 9999]), 4)}-${pad(r.int(0, 13), 2)}-${pad(r.int(0, 32), 2)}`
-        + `T${pad(r.int(0, 24), 2)}:${pad(r.int(0, 60), 2)}:${pad(r.int(0, 60), 2)}.${pad(r.int(0, 999), 3)}`;
+      const s =
+        `${pad(r.pick([0, 1, 99, 100, 1969, 1970, 2000, 2024, 2100, 2299, 2300, 9999]), 4)}-${pad(r.int(0, 13), 2)}-${pad(r.int(0, 32), 2)}` +
+        `T${pad(r.int(0, 24), 2)}:${pad(r.int(0, 60), 2)}:${pad(r.int(0, 60), 2)}.${pad(r.int(0, 999), 3)}`;
       const fast = parseDateTime(`${s}Z`);
       expect(fast, s).toBe(parseDateTime(`${s}+00:00`));
-      if (fast !== null) { valid++; expect(new Date(fast).toISOString()).toBe(`${s}Z`); }
+      if (fast !== null) {
+        valid++;
+        expect(new Date(fast).toISOString()).toBe(`${s}Z`);
+      }
     }
     expect(valid).toBeGreaterThan(10_000);
   });

@@ -1,11 +1,17 @@
 import { createHash } from 'node:crypto';
-import { beforeAll, describe, expect, it } from 'vitest';
 import { Compile } from 'typebox/compile';
-import { topicByName, TOPIC_NAMES, type TopicName } from '../../schemas/topics/index.ts';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { type DemoRecord, estimateDemoRecords, generateDemo } from '../../projectors/demo/generate.ts';
 import type {
-  AssetRecord, MessageRecord, PriceRecord, SourceIdentityRecord, TradeEventRecord, TraderRecord, TraderTagsRecord,
+  AssetRecord,
+  MessageRecord,
+  PriceRecord,
+  SourceIdentityRecord,
+  TradeEventRecord,
+  TraderRecord,
+  TraderTagsRecord,
 } from '../../schemas/topics/index.ts';
-import { estimateDemoRecords, generateDemo, type DemoRecord } from '../../projectors/demo/generate.ts';
+import { TOPIC_NAMES, type TopicName, topicByName } from '../../schemas/topics/index.ts';
 
 const NOW = new Date('2026-11-01T00:00:00Z');
 const NOW_MS = NOW.getTime();
@@ -49,15 +55,32 @@ beforeAll(() => {
   for (const r of records) {
     const v = r.value as never;
     switch (r.topic) {
-      case 'source-identities': by.identities.push(v); break;
-      case 'traders': by.traders.push(v); break;
-      case 'trader-tags': by.tags.push(v); break;
-      case 'assets': by.assets.push(v); break;
-      case 'prices': by.prices.push(v); break;
-      case 'messages': by.messages.push(v); break;
-      case 'trade-events': by.events.push(v); break;
-      case 'channel-summaries': case 'aggregate-summaries': break; // checked on `records` below
-      default: throw new Error(`unexpected topic ${r.topic}`);
+      case 'source-identities':
+        by.identities.push(v);
+        break;
+      case 'traders':
+        by.traders.push(v);
+        break;
+      case 'trader-tags':
+        by.tags.push(v);
+        break;
+      case 'assets':
+        by.assets.push(v);
+        break;
+      case 'prices':
+        by.prices.push(v);
+        break;
+      case 'messages':
+        by.messages.push(v);
+        break;
+      case 'trade-events':
+        by.events.push(v);
+        break;
+      case 'channel-summaries':
+      case 'aggregate-summaries':
+        break; // checked on `records` below
+      default:
+        throw new Error(`unexpected topic ${r.topic}`);
     }
   }
   for (const s of by.identities) identityOf.set(identityKey(s.platform, s.sourceIdentityId), s);
@@ -94,7 +117,10 @@ describe('demo generator: determinism and shape', () => {
     const again = hashOf(generateDemo({ scale: 'small', now: NOW, seed: 42 }));
     expect(again).toEqual(hashOf(records));
     // Another seed (or another now) gives other data: compare the generators in lockstep until they differ.
-    for (const other of [{ seed: 7, now: NOW }, { seed: 42, now: new Date(NOW_MS + 1000) }]) {
+    for (const other of [
+      { seed: 7, now: NOW },
+      { seed: 42, now: new Date(NOW_MS + 1000) },
+    ]) {
       const a = generateDemo({ scale: 'small', now: NOW });
       const b = generateDemo({ scale: 'small', ...other });
       let differs = false;
@@ -119,7 +145,17 @@ describe('demo generator: determinism and shape', () => {
   it('emits referenced entities first, in topic order, and no accounts / api-keys', () => {
     const firstSeen: TopicName[] = [];
     for (const r of records) if (!firstSeen.includes(r.topic)) firstSeen.push(r.topic);
-    expect(firstSeen).toEqual(['source-identities', 'traders', 'trader-tags', 'assets', 'prices', 'messages', 'trade-events', 'channel-summaries', 'aggregate-summaries']);
+    expect(firstSeen).toEqual([
+      'source-identities',
+      'traders',
+      'trader-tags',
+      'assets',
+      'prices',
+      'messages',
+      'trade-events',
+      'channel-summaries',
+      'aggregate-summaries',
+    ]);
     const order = TOPIC_NAMES.filter((t) => firstSeen.includes(t));
     expect(order).toEqual(firstSeen);
     // Only the summaries, then trader tombstones, come after the trade events.
@@ -130,7 +166,7 @@ describe('demo generator: determinism and shape', () => {
     }
   });
 
-  it('issue 8: generates channel and aggregate summaries of both statuses, within the contract\'s array caps, some regenerated or withdrawn', () => {
+  it("issue 8: generates channel and aggregate summaries of both statuses, within the contract's array caps, some regenerated or withdrawn", () => {
     const channel = records.filter((r) => r.topic === 'channel-summaries').map((r) => r.value as any);
     const aggregate = records.filter((r) => r.topic === 'aggregate-summaries').map((r) => r.value as any);
     expect(channel.length).toBeGreaterThan(500);
@@ -191,10 +227,18 @@ describe('demo generator: traders, identities, tags', () => {
 
   it('has source identities with some null fields and some assigned to no trader', () => {
     for (const f of ['displayName', 'handle', 'avatarUrl', 'profileUrl', 'audienceCount'] as const) {
-      expect(by.identities.some((s) => s[f] === null), f).toBe(true);
-      expect(by.identities.some((s) => s[f] !== null), f).toBe(true);
+      expect(
+        by.identities.some((s) => s[f] === null),
+        f,
+      ).toBe(true);
+      expect(
+        by.identities.some((s) => s[f] !== null),
+        f,
+      ).toBe(true);
     }
-    const assigned = new Set([...traderV1.values()].filter((t) => t.source).map((t) => identityKey(t.source!.platform, t.source!.sourceIdentityId)));
+    const assigned = new Set(
+      [...traderV1.values()].filter((t) => t.source).map((t) => identityKey(t.source!.platform, t.source!.sourceIdentityId)),
+    );
     const unassigned = by.identities.filter((s) => !assigned.has(identityKey(s.platform, s.sourceIdentityId)));
     expect(unassigned.length).toBeGreaterThan(0);
     // ...and those have messages.
@@ -205,7 +249,8 @@ describe('demo generator: traders, identities, tags', () => {
   it('has traders without messages, without positions, and deleted traders with events', () => {
     const withPositions = new Set(liveEvents().map((e) => e.traderId));
     const msgIdentities = new Set([...msgV1.values()].map((m) => identityKey(m.platform, m.sourceIdentityId)));
-    const hasMessages = (t: TraderRecord) => t.source !== null && msgIdentities.has(identityKey(t.source.platform, t.source.sourceIdentityId));
+    const hasMessages = (t: TraderRecord) =>
+      t.source !== null && msgIdentities.has(identityKey(t.source.platform, t.source.sourceIdentityId));
     const all = [...traderV1.values()];
     expect(all.some((t) => !withPositions.has(t.id) && hasMessages(t))).toBe(true);
     expect(all.some((t) => withPositions.has(t.id) && !hasMessages(t) && t.source !== null)).toBe(true);
@@ -248,7 +293,9 @@ describe('demo generator: assets and prices', () => {
     expect(by.assets.map((a) => a.id)).toEqual(Array.from({ length: 60 }, (_, i) => i + 1));
     const classes = new Set(by.assets.map((a) => a.assetClass));
     for (const c of ['crypto', 'equities', 'commodities', 'fx', 'other', null]) expect(classes.has(c), String(c)).toBe(true);
-    expect(by.assets.some((a) => a.assetClass !== null && !['crypto', 'equities', 'commodities', 'fx', 'other'].includes(a.assetClass))).toBe(true);
+    expect(
+      by.assets.some((a) => a.assetClass !== null && !['crypto', 'equities', 'commodities', 'fx', 'other'].includes(a.assetClass)),
+    ).toBe(true);
     expect(by.assets.some((a) => a.assetClass === 'equities' && a.category === 'Indices')).toBe(true);
     expect(by.assets.some((a) => a.assetClass === 'equities' && a.category === 'Technology')).toBe(true);
     expect(new Set(by.assets.map((a) => a.symbol)).size).toBe(60);
@@ -307,13 +354,18 @@ describe('demo generator: assets and prices', () => {
     expect(assetById().get(assetId)).toBeDefined();
   });
 
-  it("has positions whose 1D or 7D forward time falls in a price gap", () => {
+  it('has positions whose 1D or 7D forward time falls in a price gap', () => {
     const inGap = (assetId: number, t: number) => {
       const times = pricesByAsset.get(assetId);
       if (!times) return false;
       // index of first sample >= t
-      let lo = 0, hi = times.length;
-      while (lo < hi) { const m = (lo + hi) >> 1; if (times[m]! < t) lo = m + 1; else hi = m; }
+      let lo = 0,
+        hi = times.length;
+      while (lo < hi) {
+        const m = (lo + hi) >> 1;
+        if (times[m]! < t) lo = m + 1;
+        else hi = m;
+      }
       if (lo === 0 || lo === times.length) return false;
       return times[lo]! - times[lo - 1]! >= 2 * DAY;
     };
@@ -340,7 +392,8 @@ describe('demo generator: positions and trade events', () => {
       if (closes.length > 1) return 'several closes';
       if (closes.length === 1 && list[list.length - 1] !== closes[0]) return 'close is not last';
       for (const e of list) {
-        if (e.traderId !== list[0]!.traderId || e.assetId !== list[0]!.assetId || e.direction !== list[0]!.direction) return 'mixed trader/asset/direction';
+        if (e.traderId !== list[0]!.traderId || e.assetId !== list[0]!.assetId || e.direction !== list[0]!.direction)
+          return 'mixed trader/asset/direction';
       }
       for (let i = 1; i < list.length; i++) if (ms(list[i]!.timeOfEvent) < ms(list[i - 1]!.timeOfEvent)) return 'not in time order';
       return false;
@@ -500,13 +553,28 @@ describe('demo generator: messages', () => {
 
   it('has attachments, null texts, replies/quotes/reposts with some nulls, messages without events', () => {
     const v1 = [...msgV1.values()];
-    expect(v1.some((m) => m.attachments.length > 0 && m.attachments[0]!.type === 'image' && m.attachments[0]!.url.startsWith('https://cdn.example.com/'))).toBe(true);
+    expect(
+      v1.some(
+        (m) =>
+          m.attachments.length > 0 && m.attachments[0]!.type === 'image' && m.attachments[0]!.url.startsWith('https://cdn.example.com/'),
+      ),
+    ).toBe(true);
     expect(v1.some((m) => m.text === null)).toBe(true);
     for (const f of ['isReply', 'isQuote', 'isRepost', 'isEdited'] as const) {
-      expect(v1.some((m) => m[f] === null), f).toBe(true);
-      expect(v1.some((m) => m[f] === false), f).toBe(true);
+      expect(
+        v1.some((m) => m[f] === null),
+        f,
+      ).toBe(true);
+      expect(
+        v1.some((m) => m[f] === false),
+        f,
+      ).toBe(true);
     }
-    for (const f of ['isReply', 'isQuote', 'isRepost'] as const) expect(v1.some((m) => m[f] === true), f).toBe(true);
+    for (const f of ['isReply', 'isQuote', 'isRepost'] as const)
+      expect(
+        v1.some((m) => m[f] === true),
+        f,
+      ).toBe(true);
     const linked = new Set(liveEvents().map((e) => e.messageId));
     expect(v1.filter((m) => !linked.has(m.id)).length).toBeGreaterThan(500);
   });
@@ -545,11 +613,18 @@ describe('demo data through the log', () => {
       expect(seen.at(-1)).toBe(n);
       const reference = new EmbeddedLog(dirs[2]!);
       for (const r of records) reference.appendSync(r.topic, [{ key: topicByName.get(r.topic)!.key(r.value), value: r.value }]);
-      const files = readdirSync(join(dirs[2]!, 'log')).filter((f) => f.endsWith('.ndjson')).sort();
+      const files = readdirSync(join(dirs[2]!, 'log'))
+        .filter((f) => f.endsWith('.ndjson'))
+        .sort();
       expect(files.length).toBe(9); // the seven topics of the trading data and the two of summaries
       for (const dir of dirs.slice(0, 2)) {
-        expect(readdirSync(join(dir, 'log')).filter((f) => f.endsWith('.ndjson')).sort()).toEqual(files);
-        for (const f of files) expect(readFileSync(join(dir, 'log', f)).equals(readFileSync(join(dirs[2]!, 'log', f))), `${dir} ${f}`).toBe(true);
+        expect(
+          readdirSync(join(dir, 'log'))
+            .filter((f) => f.endsWith('.ndjson'))
+            .sort(),
+        ).toEqual(files);
+        for (const f of files)
+          expect(readFileSync(join(dir, 'log', f)).equals(readFileSync(join(dirs[2]!, 'log', f))), `${dir} ${f}`).toBe(true);
       }
     } finally {
       for (const d of dirs) rmSync(d, { recursive: true, force: true });

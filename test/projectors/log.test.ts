@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { EmbeddedLog } from '../../projectors/log/embedded.ts';
-import { MAX_RECORD_BYTES, OVERSIZE_PREFIX_BYTES, type LogBatch, type LogSubscription } from '../../projectors/log/port.ts';
+import { type LogBatch, type LogSubscription, MAX_RECORD_BYTES, OVERSIZE_PREFIX_BYTES } from '../../projectors/log/port.ts';
 import { ensureSchema, runProjector } from '../../projectors/runner.ts';
 import { ChdbStore } from '../../storage/chdb.ts';
 import { event, eventText, message } from './records.ts';
@@ -17,7 +17,9 @@ const chdbDir = join(tmpdir(), `signalbase-test-${process.pid}`);
 const cleanup: (() => Promise<void> | void)[] = [];
 let dbs = 0;
 
-afterEach(async () => { for (const f of cleanup.splice(0).reverse()) await f(); });
+afterEach(async () => {
+  for (const f of cleanup.splice(0).reverse()) await f();
+});
 afterAll(() => rmSync(chdbDir, { recursive: true, force: true }));
 
 function newLog(): EmbeddedLog {
@@ -30,25 +32,36 @@ async function projected(log: EmbeddedLog): Promise<{ store: ChdbStore; sub: Log
   const store = await new ChdbStore(chdbDir, `log_${process.pid}_${++dbs}`).init();
   await ensureSchema(store);
   const sub = runProjector(log, store);
-  cleanup.push(async () => { await sub.stop(); await store.drop(); await store.close(); });
+  cleanup.push(async () => {
+    await sub.stop();
+    await store.drop();
+    await store.close();
+  });
   return { store, sub };
 }
 
 /** caughtUp() within a time limit: a stalled topic fails the test instead of hanging it. */
-const caughtUp = (sub: LogSubscription, ms = 30_000) => Promise.race([
-  sub.caughtUp(),
-  new Promise((_, reject) => setTimeout(() => reject(new Error(`caughtUp() did not resolve within ${ms} ms`)), ms)),
-]);
+const caughtUp = (sub: LogSubscription, ms = 30_000) =>
+  Promise.race([
+    sub.caughtUp(),
+    new Promise((_, reject) => setTimeout(() => reject(new Error(`caughtUp() did not resolve within ${ms} ms`)), ms)),
+  ]);
 
 const deadLetters = (store: ChdbStore) =>
-  store.query<{ topic: string; key: string; raw: string; reason: string }>('SELECT topic, key, raw, reason FROM $db.dead_letters FINAL ORDER BY topic, toUInt64(offset)');
-const eventIds = async (store: ChdbStore) => (await store.query<{ id: number }>('SELECT id FROM $db.events_current ORDER BY id')).map((r) => r.id);
+  store.query<{ topic: string; key: string; raw: string; reason: string }>(
+    'SELECT topic, key, raw, reason FROM $db.dead_letters FINAL ORDER BY topic, toUInt64(offset)',
+  );
+const eventIds = async (store: ChdbStore) =>
+  (await store.query<{ id: number }>('SELECT id FROM $db.events_current ORDER BY id')).map((r) => r.id);
 
 describe('appending', () => {
   it('issue 5: a raw record is written verbatim as {"k":<key>,"v":<raw>} on a line of its own', () => {
     const log = newLog();
     const raw = '{ "id" : 7,  "price":1.50 }';
-    log.appendSync('trade-events', [{ key: '7', raw }, { key: 'k"8', value: { a: 1 } }]);
+    log.appendSync('trade-events', [
+      { key: '7', raw },
+      { key: 'k"8', value: { a: 1 } },
+    ]);
     expect(readFileSync(log.topicFile('trade-events'), 'utf8')).toBe(`{"k":"7","v":${raw}}\n{"k":"k\\"8","v":{"a":1}}\n`);
     expect(() => log.appendSync('trade-events', [{ key: '9', raw: '{\n}' }])).toThrow(/one line/);
   });
@@ -66,7 +79,11 @@ describe('reading', () => {
   it('gives each record its key, its value text and the byte offset after its line, whatever the characters', () => {
     const log = newLog();
     const values = [{ t: 'plain' }, { t: 'café 🚀 \u2028 ok' }, { t: 'end' }];
-    log.appendSync('messages', [{ key: 'k1', value: values[0] }, { key: 'k"2\\é', value: values[1] }, { key: 'ключ', value: values[2] }]);
+    log.appendSync('messages', [
+      { key: 'k1', value: values[0] },
+      { key: 'k"2\\é', value: values[1] },
+      { key: 'ключ', value: values[2] },
+    ]);
     appendFileSync(log.topicFile('messages'), ' \t\r\n\n{"k":"x","v":1}\r\n{"v":2}\n');
     const file = readFileSync(log.topicFile('messages'));
     const ends: number[] = [];
@@ -90,19 +107,34 @@ describe('reading', () => {
 
   it('hands the handler what prepare made of each batch, reading and preparing the next one meanwhile; a failed batch is read and prepared again', async () => {
     const log = newLog();
-    log.appendSync('trade-events', Array.from({ length: 10 }, (_, i) => ({ key: String(i), raw: eventText(i + 1) })));
+    log.appendSync(
+      'trade-events',
+      Array.from({ length: 10 }, (_, i) => ({ key: String(i), raw: eventText(i + 1) })),
+    );
     const prepared: string[] = [];
     const handled: string[] = [];
     let fail = true;
-    const sub = log.subscribe<string>('prepare-test', ['trade-events'], async (b, p) => {
-      handled.push(`${b.records[0]!.key}:${p}`);
-      await new Promise((r) => setTimeout(r, 20));
-      if (b.records[0]!.key === '4' && fail) { fail = false; throw new Error('store down'); }
-    }, {
-      maxBatch: 2,
-      prepare: async (b) => { const id = b.records.map((r) => r.key).join('+'); prepared.push(id); return id; },
-      onError: () => {},
-    });
+    const sub = log.subscribe<string>(
+      'prepare-test',
+      ['trade-events'],
+      async (b, p) => {
+        handled.push(`${b.records[0]!.key}:${p}`);
+        await new Promise((r) => setTimeout(r, 20));
+        if (b.records[0]!.key === '4' && fail) {
+          fail = false;
+          throw new Error('store down');
+        }
+      },
+      {
+        maxBatch: 2,
+        prepare: async (b) => {
+          const id = b.records.map((r) => r.key).join('+');
+          prepared.push(id);
+          return id;
+        },
+        onError: () => {},
+      },
+    );
     cleanup.push(() => sub.stop());
     await caughtUp(sub);
     expect(handled).toEqual(['0:0+1', '2:2+3', '4:4+5', '4:4+5', '6:6+7', '8:8+9']);
@@ -116,16 +148,32 @@ describe('reading', () => {
 describe('lanes', () => {
   it('a topic in a lane of its own is handled while another lane waits on its batch; each commits its own offsets', async () => {
     const log = newLog();
-    log.appendSync('trade-events', Array.from({ length: 4 }, (_, i) => ({ key: String(i), raw: eventText(i + 1) })));
-    log.appendSync('messages', Array.from({ length: 6 }, (_, i) => ({ key: `m${i}`, value: message(`m${i}`).value })));
+    log.appendSync(
+      'trade-events',
+      Array.from({ length: 4 }, (_, i) => ({ key: String(i), raw: eventText(i + 1) })),
+    );
+    log.appendSync(
+      'messages',
+      Array.from({ length: 6 }, (_, i) => ({ key: `m${i}`, value: message(`m${i}`).value })),
+    );
     let open!: () => void;
-    const gate = new Promise<void>((r) => { open = r; });
+    const gate = new Promise<void>((r) => {
+      open = r;
+    });
     const handled: string[] = [];
-    const sub = log.subscribe('lanes-test', ['trade-events', 'messages'], async (b) => {
-      handled.push(`${b.topic} ${b.records.map((r) => r.key).join(',')}`);
-      if (b.topic === 'trade-events') await gate;
-    }, { maxBatch: 2, lanes: [['messages']] });
-    cleanup.push(async () => { open(); await sub.stop(); });
+    const sub = log.subscribe(
+      'lanes-test',
+      ['trade-events', 'messages'],
+      async (b) => {
+        handled.push(`${b.topic} ${b.records.map((r) => r.key).join(',')}`);
+        if (b.topic === 'trade-events') await gate;
+      },
+      { maxBatch: 2, lanes: [['messages']] },
+    );
+    cleanup.push(async () => {
+      open();
+      await sub.stop();
+    });
     for (let i = 0; i < 200 && handled.filter((h) => h.startsWith('messages')).length < 3; i++) await new Promise((r) => setTimeout(r, 10));
     expect(handled.filter((h) => h.startsWith('messages'))).toEqual(['messages m0,m1', 'messages m2,m3', 'messages m4,m5']);
     expect(handled.filter((h) => h.startsWith('trade-events'))).toEqual(['trade-events 0,1']); // still waiting on it
@@ -191,14 +239,19 @@ describe('projecting what the log holds', () => {
       eventText(3, { timeOfEvent: '"2016-12-31T23:59:60Z"' }),
       ' { "id" : 4 } ',
     ];
-    log.appendSync('trade-events', raws.map((raw, i) => ({ key: String(i), raw })));
+    log.appendSync(
+      'trade-events',
+      raws.map((raw, i) => ({ key: String(i), raw })),
+    );
     const { store, sub } = await projected(log);
     await caughtUp(sub);
     const dead = await deadLetters(store);
     expect(dead.map((d) => d.raw)).toEqual(raws);
     expect(dead.map((d) => d.reason)).toEqual([
-      expect.stringMatching(/^schema: \/id /), expect.stringMatching(/^non-finite number at \/price/),
-      expect.stringMatching(/^schema: \/timeOfEvent /), expect.stringMatching(/^schema: /),
+      expect.stringMatching(/^schema: \/id /),
+      expect.stringMatching(/^non-finite number at \/price/),
+      expect.stringMatching(/^schema: \/timeOfEvent /),
+      expect.stringMatching(/^schema: /),
     ]);
     expect(await eventIds(store)).toEqual([]);
   });
@@ -208,7 +261,9 @@ describe('projecting what the log holds', () => {
     const big = message('m-big', { text: 'x'.repeat(17 << 20) }).value;
     const bigText = JSON.stringify(big);
     log.appendSync('messages', [
-      { key: 'm-before', value: message('m-before').value }, { key: 'm-big', value: big }, { key: 'm-after', value: message('m-after').value },
+      { key: 'm-before', value: message('m-before').value },
+      { key: 'm-big', value: big },
+      { key: 'm-after', value: message('m-after').value },
     ]);
     log.appendSync('trade-events', [{ key: '5', value: event(5).value }]);
     const { store, sub } = await projected(log);
@@ -219,7 +274,9 @@ describe('projecting what the log holds', () => {
     const dead = await deadLetters(store);
     expect(dead).toHaveLength(1);
     expect(dead[0]!.key).toBe('m-big');
-    expect(dead[0]!.reason).toBe(`record too large: ${Buffer.byteLength(bigText)} bytes, over the maximum record size of ${MAX_RECORD_BYTES} bytes; raw keeps only its first ${OVERSIZE_PREFIX_BYTES} bytes`);
+    expect(dead[0]!.reason).toBe(
+      `record too large: ${Buffer.byteLength(bigText)} bytes, over the maximum record size of ${MAX_RECORD_BYTES} bytes; raw keeps only its first ${OVERSIZE_PREFIX_BYTES} bytes`,
+    );
     expect(dead[0]!.raw).toBe(bigText.slice(0, OVERSIZE_PREFIX_BYTES));
     expect(await sub.lag()).toBe(0);
   }, 90_000);
@@ -227,11 +284,15 @@ describe('projecting what the log holds', () => {
   it('issue 5: a record of ~15 MiB (longer than one read chunk, within the maximum) is projected', async () => {
     const log = newLog();
     const text = 'y'.repeat(15 << 20);
-    log.appendSync('messages', [{ key: 'm-15', value: message('m-15', { text }).value }, { key: 'm-next', value: message('m-next').value }]);
+    log.appendSync('messages', [
+      { key: 'm-15', value: message('m-15', { text }).value },
+      { key: 'm-next', value: message('m-next').value },
+    ]);
     const { store, sub } = await projected(log);
     await caughtUp(sub, 60_000);
     expect(await store.query('SELECT id, length(text) AS n FROM $db.messages_current ORDER BY id')).toEqual([
-      { id: 'm-15', n: text.length }, { id: 'm-next', n: 'message m-next'.length },
+      { id: 'm-15', n: text.length },
+      { id: 'm-next', n: 'message m-next'.length },
     ]);
     expect(await deadLetters(store)).toEqual([]);
   }, 90_000);
@@ -241,19 +302,46 @@ describe('lag', () => {
   /** A subscription whose handler waits for `release()`: what it holds is read but not committed. */
   function gated(log: EmbeddedLog) {
     let open!: () => void;
-    let gate = new Promise<void>((r) => { open = r; });
+    let gate = new Promise<void>((r) => {
+      open = r;
+    });
     const handled: LogBatch[] = [];
-    const sub = log.subscribe('lag-test', ['trade-events', 'prices'], async (b) => { handled.push(b); await gate; }, { maxBatch: 2 });
-    cleanup.push(async () => { open(); await sub.stop(); });
+    const sub = log.subscribe(
+      'lag-test',
+      ['trade-events', 'prices'],
+      async (b) => {
+        handled.push(b);
+        await gate;
+      },
+      { maxBatch: 2 },
+    );
+    cleanup.push(async () => {
+      open();
+      await sub.stop();
+    });
     return {
-      sub, handled,
-      release() { open(); gate = new Promise<void>((r) => { open = r; }); },
-      releaseAll() { open(); gate = Promise.resolve(); },
+      sub,
+      handled,
+      release() {
+        open();
+        gate = new Promise<void>((r) => {
+          open = r;
+        });
+      },
+      releaseAll() {
+        open();
+        gate = Promise.resolve();
+      },
     };
   }
   const append = (log: EmbeddedLog, topic: string, n: number, from = 0) =>
-    log.appendSync(topic, Array.from({ length: n }, (_, i) => ({ key: String(from + i), raw: eventText(from + i + 1) })));
-  const until = async (cond: () => boolean) => { for (let i = 0; i < 500 && !cond(); i++) await new Promise((r) => setTimeout(r, 10)); };
+    log.appendSync(
+      topic,
+      Array.from({ length: n }, (_, i) => ({ key: String(from + i), raw: eventText(from + i + 1) })),
+    );
+  const until = async (cond: () => boolean) => {
+    for (let i = 0; i < 500 && !cond(); i++) await new Promise((r) => setTimeout(r, 10));
+  };
 
   it('issue 5: counts the records not yet committed by the group, counts new appends, and drops to 0', async () => {
     const log = newLog();

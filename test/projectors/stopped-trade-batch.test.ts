@@ -16,13 +16,13 @@
 // (test/oracle/oracle.ts), read from open_positions (no filter) and from positions (a trader
 // filter) alike, and trader stats the analytics oracle's (test/oracle/analytics.ts).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CursorCodec } from '../../apps/reads/cursor.ts';
+import type { Principal } from '../../apps/reads/principal.ts';
+import { OPERATIONS } from '../../apps/registry.ts';
 import { applyBatch, ensureSchema } from '../../projectors/runner.ts';
+import { SCOPES } from '../../schemas/topics/index.ts';
 import { ChdbStore } from '../../storage/chdb.ts';
 import type { Store } from '../../storage/port.ts';
-import { OPERATIONS } from '../../apps/registry.ts';
-import type { Principal } from '../../apps/reads/principal.ts';
-import { CursorCodec } from '../../apps/reads/cursor.ts';
-import { SCOPES } from '../../schemas/topics/index.ts';
 import { build, type TopicRecord } from '../helpers/harness.ts';
 import { openSchemaStore } from '../helpers/spec.ts';
 import * as A from '../oracle/analytics.ts';
@@ -30,15 +30,22 @@ import * as O from '../oracle/oracle.ts';
 
 let db: Awaited<ReturnType<typeof openSchemaStore>>;
 let store: ChdbStore;
-beforeAll(async () => { db = await openSchemaStore('openstop'); store = db.store; });
+beforeAll(async () => {
+  db = await openSchemaStore('openstop');
+  store = db.store;
+});
 afterAll(() => db?.close());
 
 const HOUR = 3_600_000;
 const at = (h: number) => new Date(Date.UTC(2026, 5, 1) + h * HOUR).toISOString();
 
 const BASE: TopicRecord[] = [
-  build.trader(1), build.trader(2), build.asset(1), build.asset(2),
-  build.price(1, at(0), 100), build.price(2, at(0), 90),
+  build.trader(1),
+  build.trader(2),
+  build.asset(1),
+  build.asset(2),
+  build.price(1, at(0), 100),
+  build.price(2, at(0), 90),
   ...[1, 2, 3, 4].map((p) => build.event(p * 10, { positionId: p, traderId: 1, assetId: 1, price: 100, timeOfEvent: at(p) })),
   build.event(70, { positionId: 7, traderId: 2, assetId: 2, price: 100, timeOfEvent: at(7) }),
 ];
@@ -64,7 +71,8 @@ const CHANGE: TopicRecord[] = [
 
 /** A batch of records at the given log positions (a replay delivers the same positions again). */
 const batchOf = (records: readonly TopicRecord[], firstOffset: number) => ({
-  topic: records[0]!.topic, partition: 0,
+  topic: records[0]!.topic,
+  partition: 0,
   records: records.map((r, i) => ({ key: '', value: JSON.stringify(r.value), offset: String(firstOffset + i) })),
 });
 
@@ -80,9 +88,14 @@ function stoppingAt(k: number): { store: Store; stopped: () => boolean; up: () =
   const read = <T>(f: () => Promise<T>): Promise<T> => (down ? Promise.reject(new Error('store down')) : f());
   return {
     stopped: () => down,
-    up: () => { down = false; revived = true; },
+    up: () => {
+      down = false;
+      revived = true;
+    },
     store: {
-      get database() { return store.database; },
+      get database() {
+        return store.database;
+      },
       query: (sql, params) => read(() => store.query(sql, params)),
       exec: (sql, params) => (/^\s*INSERT/i.test(sql) ? write(() => store.exec(sql, params)) : read(() => store.exec(sql, params))),
       insert: (table, rows) => write(() => store.insert(table, rows)),
@@ -94,12 +107,21 @@ function stoppingAt(k: number): { store: Store; stopped: () => boolean; up: () =
 
 const NOW = new Date(Date.UTC(2026, 6, 1));
 const OPEN_POSITIONS = OPERATIONS.find((o) => o.tool === 'list_open_positions' && o.versions.includes('v2'))!;
-const principal: Principal = { accountId: 'a', keyId: 'k', scopes: new Set(SCOPES), messageVisibility: { mode: 'all' }, signalVisibility: { mode: 'all' }, historyWindowDays: null };
+const principal: Principal = {
+  accountId: 'a',
+  keyId: 'k',
+  scopes: new Set(SCOPES),
+  messageVisibility: { mode: 'all' },
+  signalVisibility: { mode: 'all' },
+  historyWindowDays: null,
+};
 
 const TRADER_STATS = OPERATIONS.find((o) => o.tool === 'list_trader_stats' && o.versions.includes('v2'))!;
 /** Trader stats as the read serves them (figures from position_samples). */
 async function traderStats(traderIds: string): Promise<{ results: unknown[] }> {
-  return await TRADER_STATS.handler({ store, principal, now: NOW, cursors: CursorCodec.random() }, { traderIds }) as { results: unknown[] };
+  return (await TRADER_STATS.handler({ store, principal, now: NOW, cursors: CursorCodec.random() }, { traderIds })) as {
+    results: unknown[];
+  };
 }
 
 /**
@@ -108,12 +130,14 @@ async function traderStats(traderIds: string): Promise<{ results: unknown[] }> {
  */
 async function openPage(traderIds?: string): Promise<number[]> {
   const ctx = { store, principal, now: NOW, cursors: CursorCodec.random() };
-  const page = await OPEN_POSITIONS.handler(ctx, { limit: 200, ...(traderIds ? { traderIds } : {}) }) as { results: { id: number }[] };
+  const page = (await OPEN_POSITIONS.handler(ctx, { limit: 200, ...(traderIds ? { traderIds } : {}) })) as { results: { id: number }[] };
   return page.results.map((p) => p.id).sort((a, b) => a - b);
 }
 
 describe('a trade batch stopped at any of its writes, then delivered again', () => {
-  const expected = O.openPositions([...BASE, ...CHANGE] as O.TopicRec[], {}, NOW.getTime()).map((p) => p.id).sort((a, b) => a - b);
+  const expected = O.openPositions([...BASE, ...CHANGE] as O.TopicRec[], {}, NOW.getTime())
+    .map((p) => p.id)
+    .sort((a, b) => a - b);
   const expectedStats = A.traderStats([...BASE, ...CHANGE] as O.TopicRec[], { traderIds: '1,2' }, A.policies.OPEN, NOW.getTime());
   const FROM = 100; // the change's log positions (BASE takes 1 to BASE.length)
 
@@ -138,7 +162,10 @@ describe('a trade batch stopped at any of its writes, then delivered again', () 
         await ensureSchema(store);
         for (const [i, r] of BASE.entries()) await applyBatch(store, batchOf([r], i + 1));
         const s = stoppingAt(k);
-        const failed = await applyBatch(s.store, batchOf(stopped, FROM)).then(() => false, () => true);
+        const failed = await applyBatch(s.store, batchOf(stopped, FROM)).then(
+          () => false,
+          () => true,
+        );
         if (!failed) break; // the batch has fewer than k writes: every stop was tried
         expect(s.stopped()).toBe(true);
         stops++;
@@ -146,12 +173,18 @@ describe('a trade batch stopped at any of its writes, then delivered again', () 
         s.up();
         const projector = restart ? await new ChdbStore(store.path, store.database).init() : s.store;
         let offset = FROM;
-        for (const records of again) { await applyBatch(projector, batchOf(records, offset)); offset += records.length; }
+        for (const records of again) {
+          await applyBatch(projector, batchOf(records, offset));
+          offset += records.length;
+        }
         if (restart) await projector.close();
         expect({ k, open: await openPage() }).toEqual({ k, open: expected });
         expect({ k, open: await openPage('1,2') }).toEqual({ k, open: expected });
         // The analytics sample (position_samples) too: no position counted at a key it left.
-        expect({ k, stats: A.diff((await traderStats('1,2')).results, (expectedStats as { data: any }).data.results) }).toEqual({ k, stats: null });
+        expect({ k, stats: A.diff((await traderStats('1,2')).results, (expectedStats as { data: any }).data.results) }).toEqual({
+          k,
+          stats: null,
+        });
       }
       expect(stops).toBeGreaterThanOrEqual(4); // performances, open positions, positions, events at least
     }, 60_000);

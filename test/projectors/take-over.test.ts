@@ -12,13 +12,17 @@ const T = Date.parse('2026-03-01T00:00:00Z');
 const iso = (t: number) => new Date(t).toISOString();
 let seq = 1_000n;
 const batch = (records: TopicRecord[]): LogBatch => ({
-  topic: records[0]!.topic, partition: 0, seq: ++seq,
+  topic: records[0]!.topic,
+  partition: 0,
+  seq: ++seq,
   records: records.map((r, i) => ({ key: '', value: JSON.stringify(r.value), offset: String(Number(seq) * 100 + i) })),
 });
 
 const refs = [build.trader(1), build.source('src-1'), build.asset(1), build.price(1, iso(T - 2 * 86_400_000), 100)];
 const opens = Array.from({ length: 5 }, (_, i) => build.event(100 + i, { positionId: 100 + i, timeOfEvent: iso(T + i * 60_000) }));
-const closes = Array.from({ length: 5 }, (_, i) => build.event(200 + i, { positionId: 100 + i, type: 'close', price: 110, timeOfEvent: iso(T + 86_400_000 + i * 60_000) }));
+const closes = Array.from({ length: 5 }, (_, i) =>
+  build.event(200 + i, { positionId: 100 + i, type: 'close', price: 110, timeOfEvent: iso(T + 86_400_000 + i * 60_000) }),
+);
 const early = [build.event(1, { positionId: 1, timeOfEvent: iso(T - 86_400_000) })];
 
 /** Position history and open positions: the closes end the positions another process opened. */
@@ -32,7 +36,9 @@ beforeAll(async () => {
   await reference.given([...refs, ...early, ...opens, ...closes]);
   refKey = await reference.key({ account: { id: 'r' } });
 });
-afterAll(async () => { await reference.close(); });
+afterAll(async () => {
+  await reference.close();
+});
 
 /** Two writers of one database: B writes first (and keeps state), A writes the opens, B the closes. */
 async function twoWriters(forget: boolean): Promise<unknown> {

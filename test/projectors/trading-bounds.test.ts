@@ -4,10 +4,11 @@
 // ids below the bounds arrive that were never stored, and a batch fails between its writes: once
 // replayed by the same store object (bounds left too high) and once by a fresh one (bounds read
 // from the store), every case converges to the same statements.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
 import { rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LogBatch } from '../../projectors/log/port.ts';
 import { applyBatch, ensureSchema } from '../../projectors/runner.ts';
 import { ChdbStore } from '../../storage/chdb.ts';
@@ -17,7 +18,10 @@ import { event } from './records.ts';
 const dir = join(tmpdir(), `signalbase-bounds-${process.pid}`);
 const stores: ChdbStore[] = [];
 afterAll(async () => {
-  for (const s of stores) { await s.drop(); await s.close(); }
+  for (const s of stores) {
+    await s.drop();
+    await s.close();
+  }
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -33,7 +37,11 @@ async function freshStore(db: string): Promise<ChdbStore> {
 let offset = 0;
 /** A log batch of trade events at the next offsets. */
 function batch(values: ReturnType<typeof event>['value'][]): LogBatch {
-  return { topic: 'trade-events', partition: 0, records: values.map((v) => ({ key: String(v.positionId), value: JSON.stringify(v), offset: String(offset += 100) })) };
+  return {
+    topic: 'trade-events',
+    partition: 0,
+    records: values.map((v) => ({ key: String(v.positionId), value: JSON.stringify(v), offset: String((offset += 100)) })),
+  };
 }
 
 const at = (day: number) => `2026-01-${String(day).padStart(2, '0')}T00:00:00.000Z`;
@@ -79,13 +87,25 @@ const EXPECTED_POSITIONS = [
   { id: 22, assetId: 1, direction: 'short', openAt: ms(4), openPrice: 300, isOpen: 1, closedAt: null, deleted: 0, live: 1 },
 ];
 /** Events: [id, positionId, deleted, live] (an event is live when it and its position are). */
-const EXPECTED_EVENTS = [[1, 10, 1, 0], [2, 10, 0, 0], [3, 21, 0, 1], [4, 10, 0, 0], [7, 10, 0, 0], [8, 11, 0, 1], [50, 22, 0, 1]];
+const EXPECTED_EVENTS = [
+  [1, 10, 1, 0],
+  [2, 10, 0, 0],
+  [3, 21, 0, 1],
+  [4, 10, 0, 0],
+  [7, 10, 0, 0],
+  [8, 11, 0, 1],
+  [50, 22, 0, 1],
+];
 
 async function statements(store: Store) {
   const positions = await store.query<any>(`SELECT id, assetId, direction, toUnixTimestamp64Milli(openAt) AS openAt, openPrice, isOpen,
     if(closedAt IS NULL, NULL, toUnixTimestamp64Milli(closedAt)) AS closedAt, deleted, live FROM $db.positions_current ORDER BY id`);
-  const events = (await store.query<any>('SELECT id, positionId, deleted, live FROM $db.events_current ORDER BY id'))
-    .map((e) => [e.id, e.positionId, e.deleted, e.live]);
+  const events = (await store.query<any>('SELECT id, positionId, deleted, live FROM $db.events_current ORDER BY id')).map((e) => [
+    e.id,
+    e.positionId,
+    e.deleted,
+    e.live,
+  ]);
   // Every live row of a position's sorting keys is its current one (no stale statement left live).
   const liveRows = await store.query<any>(`SELECT id, count() AS n FROM (SELECT id, argMax(live, seq) AS live FROM $db.positions
     GROUP BY openAt, id, traderId, assetId, direction, isOpen, priced) WHERE live = 1 GROUP BY id HAVING n > 1`);
@@ -102,22 +122,55 @@ function mortal(store: Store, failAt: number) {
   let dying = false;
   let dead = false;
   // Once dead, queries fail too: the failure is an outage (retried whole), not a record the store refuses.
-  const alive = () => { if (dead) throw new Error('killed'); };
-  const guard = (rows: readonly unknown[]) => { alive(); if (dying && rows.length && ++n >= failAt) { dead = true; alive(); } };
-  const s: Store = {
-    get database() { return store.database; },
-    async query(sql, params) { alive(); return store.query(sql, params); },
-    async exec(sql, params) { alive(); await store.exec(sql, params); },
-    close: () => store.close(),
-    async insert(table, rows) { guard(rows); await store.insert(table, rows); },
-    async insertCompact(table, columns, rows) { guard(rows); await store.insertCompact(table, columns, rows); },
+  const alive = () => {
+    if (dead) throw new Error('killed');
   };
-  return { store: s, arm: () => { dying = true; }, revive: () => { dying = false; dead = false; } };
+  const guard = (rows: readonly unknown[]) => {
+    alive();
+    if (dying && rows.length && ++n >= failAt) {
+      dead = true;
+      alive();
+    }
+  };
+  const s: Store = {
+    get database() {
+      return store.database;
+    },
+    async query(sql, params) {
+      alive();
+      return store.query(sql, params);
+    },
+    async exec(sql, params) {
+      alive();
+      await store.exec(sql, params);
+    },
+    close: () => store.close(),
+    async insert(table, rows) {
+      guard(rows);
+      await store.insert(table, rows);
+    },
+    async insertCompact(table, columns, rows) {
+      guard(rows);
+      await store.insertCompact(table, columns, rows);
+    },
+  };
+  return {
+    store: s,
+    arm: () => {
+      dying = true;
+    },
+    revive: () => {
+      dying = false;
+      dead = false;
+    },
+  };
 }
 
 describe('trade events above the stored ids are not read back, exactly', () => {
   let plain: ChdbStore;
-  beforeAll(async () => { plain = await freshStore(`bounds_plain_${process.pid}`); });
+  beforeAll(async () => {
+    plain = await freshStore(`bounds_plain_${process.pid}`);
+  });
 
   it('folds positions across batches, moves to new positions and never-stored ids below the bounds', async () => {
     for (const b of batches()) await applyBatch(plain, b);

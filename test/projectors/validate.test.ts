@@ -41,7 +41,13 @@ describe('the record validator (projector and CLI alike)', () => {
   });
 
   it('issue 5: impossible and out-of-range date-times and leap seconds are refused with the schema path', () => {
-    for (const t of ['0000-01-01T00:00:00Z', '2016-12-31T23:59:60Z', '2026-02-30T00:00:00Z', '2300-01-01T00:00:00Z', '1969-12-31T23:59:59Z']) {
+    for (const t of [
+      '0000-01-01T00:00:00Z',
+      '2016-12-31T23:59:60Z',
+      '2026-02-30T00:00:00Z',
+      '2300-01-01T00:00:00Z',
+      '1969-12-31T23:59:59Z',
+    ]) {
       expect(refused('trade-events', eventText({ timeOfEvent: JSON.stringify(t) })), t).toMatch(/^schema: \/timeOfEvent /);
     }
   });
@@ -53,8 +59,21 @@ describe('the record validator (projector and CLI alike)', () => {
 
   it('issue 5: a version or count above 2^53-1 is refused, not rounded', () => {
     expect(refused('trade-events', eventText({ version: '9007199254740993' }))).toMatch(/^schema: \/version /);
-    expect(refused('source-identities', JSON.stringify({ platform: 'X', sourceIdentityId: 's', displayName: null, handle: null, avatarUrl: null,
-      profileUrl: null, audienceCount: 2 ** 53, version: 1 }))).toMatch(/^schema: \/audienceCount /);
+    expect(
+      refused(
+        'source-identities',
+        JSON.stringify({
+          platform: 'X',
+          sourceIdentityId: 's',
+          displayName: null,
+          handle: null,
+          avatarUrl: null,
+          profileUrl: null,
+          audienceCount: 2 ** 53,
+          version: 1,
+        }),
+      ),
+    ).toMatch(/^schema: \/audienceCount /);
   });
 
   it('refuses invalid JSON, unknown topics, schema violations and records over the maximum size', () => {
@@ -62,7 +81,9 @@ describe('the record validator (projector and CLI alike)', () => {
     expect(refused('no-such-topic', '{}')).toMatch(/^unknown topic "no-such-topic"/);
     expect(refused('trade-events', eventText({ type: '"sideways"' }))).toMatch(/^schema: \/type /);
     const big = eventText({ messageId: JSON.stringify('x'.repeat(MAX_RECORD_BYTES)) });
-    expect(refused('trade-events', big)).toMatch(new RegExp(`^record too large: ${Buffer.byteLength(big)} bytes, over the maximum record size of ${MAX_RECORD_BYTES} bytes`));
+    expect(refused('trade-events', big)).toMatch(
+      new RegExp(`^record too large: ${Buffer.byteLength(big)} bytes, over the maximum record size of ${MAX_RECORD_BYTES} bytes`),
+    );
   });
 
   it('a deeply nested value is refused without overflowing the stack', () => {
@@ -78,22 +99,27 @@ describe('reading an ingest file', () => {
     const f = readIngestFile(file(`{"topic": "trade-events",   "value":${value} }`, '', `{"value": ${value}, "topic": "trade-events"}\r`));
     expect(f.refused).toEqual([]);
     expect(f.count).toBe(2);
-    expect(f.byTopic.get('trade-events')).toEqual([{ key: '7', raw: value }, { key: '7', raw: value }]);
+    expect(f.byTopic.get('trade-events')).toEqual([
+      { key: '7', raw: value },
+      { key: '7', raw: value },
+    ]);
   });
 
   it('issue 5: refuses each bad line with its number and reason', () => {
-    const f = readIngestFile(file(
-      `{"topic":"trade-events","value":${eventText()}}`,
-      `{"topic":"trade-events","value":${eventText({ price: '1e400' })}}`,
-      `{"topic":"trade-events","value":${eventText({ timeOfEvent: '"0000-01-01T00:00:00Z"' })}}`,
-      `{"topic":"trade-events","value":${eventText({ timeOfEvent: '"2016-12-31T23:59:60Z"' })}}`,
-      `{"topic":"trade-events","value":${eventText({ id: '9007199254740993' })}}`,
-      '{not json',
-      '{"topic":"nope","value":{}}',
-      `{"topic":"trade-events","value":${eventText()},"key":"x"}`,
-      `{"topic":"trade-events","value":${eventText()},"value":${eventText({ id: '8' })}}`,
-      '[1]',
-    ));
+    const f = readIngestFile(
+      file(
+        `{"topic":"trade-events","value":${eventText()}}`,
+        `{"topic":"trade-events","value":${eventText({ price: '1e400' })}}`,
+        `{"topic":"trade-events","value":${eventText({ timeOfEvent: '"0000-01-01T00:00:00Z"' })}}`,
+        `{"topic":"trade-events","value":${eventText({ timeOfEvent: '"2016-12-31T23:59:60Z"' })}}`,
+        `{"topic":"trade-events","value":${eventText({ id: '9007199254740993' })}}`,
+        '{not json',
+        '{"topic":"nope","value":{}}',
+        `{"topic":"trade-events","value":${eventText()},"key":"x"}`,
+        `{"topic":"trade-events","value":${eventText()},"value":${eventText({ id: '8' })}}`,
+        '[1]',
+      ),
+    );
     expect(f.refused.map((r) => r.line)).toEqual([2, 3, 4, 5, 6, 7, 8, 9, 10]);
     const reason = (line: number) => f.refused.find((r) => r.line === line)!.reason;
     expect(reason(2)).toMatch(/^trade-events: non-finite number at \/price/);
@@ -108,7 +134,11 @@ describe('reading an ingest file', () => {
   });
 
   it('refuses a line over the maximum record size without parsing it, and bytes that are not UTF-8', () => {
-    const long = Buffer.concat([Buffer.from('{"topic":"messages","value":"'), Buffer.alloc(MAX_RECORD_BYTES + 5000, 0x61), Buffer.from('"}\n')]);
+    const long = Buffer.concat([
+      Buffer.from('{"topic":"messages","value":"'),
+      Buffer.alloc(MAX_RECORD_BYTES + 5000, 0x61),
+      Buffer.from('"}\n'),
+    ]);
     const bad = Buffer.from([0x7b, 0xff, 0x7d, 0x0a]);
     const f = readIngestFile(Buffer.concat([long, bad]));
     expect(f.refused).toEqual([

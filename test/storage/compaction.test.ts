@@ -18,25 +18,45 @@ beforeAll(async () => {
   // In small parts, so that entities change between batches (one batch would state only final states).
   // Two traders renamed last (the directory is ordered by name: a rename moves the trader's key).
   const traders = records.filter((r) => r.topic === 'traders' && !r.value.deleted).slice(0, 2);
-  records = [...records, ...traders.map((r) => ({ topic: r.topic, value: { ...r.value, name: `Renamed ${r.value.id}`, version: r.value.version + 100 } }))];
+  records = [
+    ...records,
+    ...traders.map((r) => ({ topic: r.topic, value: { ...r.value, name: `Renamed ${r.value.id}`, version: r.value.version + 100 } })),
+  ];
 
   for (let i = 0; i < records.length; i += 100) await h.given(records.slice(i, i + 100));
   // Two messages of live feed groups moved in time: their groups move key (the feed is ordered by writtenAt).
-  const grouped = new Set((await h.store.query<{ id: string }>('SELECT id FROM $db.feed_groups WHERE live = 1 AND tomb = 0')).map((r) => r.id));
+  const grouped = new Set(
+    (await h.store.query<{ id: string }>('SELECT id FROM $db.feed_groups WHERE live = 1 AND tomb = 0')).map((r) => r.id),
+  );
   const latest = new Map<string, any>();
-  for (const r of records) if (r.topic === 'messages' && grouped.has(r.value.id) && !(latest.get(r.value.id)?.version > r.value.version)) latest.set(r.value.id, r.value);
-  const moved = [...latest.values()].filter((m) => !m.deleted).slice(0, 2)
-    .map((m) => ({ topic: 'messages' as const, value: { ...m, writtenAt: new Date(Date.parse(m.writtenAt) - 3_600_000).toISOString(), version: m.version + 100 } }));
+  for (const r of records)
+    if (r.topic === 'messages' && grouped.has(r.value.id) && !(latest.get(r.value.id)?.version > r.value.version))
+      latest.set(r.value.id, r.value);
+  const moved = [...latest.values()]
+    .filter((m) => !m.deleted)
+    .slice(0, 2)
+    .map((m) => ({
+      topic: 'messages' as const,
+      value: { ...m, writtenAt: new Date(Date.parse(m.writtenAt) - 3_600_000).toISOString(), version: m.version + 100 },
+    }));
   records = [...records, ...moved];
   await h.given(moved);
   key = await h.key();
 }, 120_000);
-afterAll(async () => { await h?.close(); });
+afterAll(async () => {
+  await h?.close();
+});
 
 /** Every row of every list read, walked page by page (`limit` varies so that no answer comes from the read cache). */
 async function everything(limit: number) {
   const out: Record<string, unknown[]> = {};
-  for (const path of [`/v2/events?startTime=${ALL_TIME}`, `/v2/positions?startTime=${ALL_TIME}`, '/v2/positions/open?', `/v2/messages?startTime=${ALL_TIME}`, '/v2/traders?']) {
+  for (const path of [
+    `/v2/events?startTime=${ALL_TIME}`,
+    `/v2/positions?startTime=${ALL_TIME}`,
+    '/v2/positions/open?',
+    `/v2/messages?startTime=${ALL_TIME}`,
+    '/v2/traders?',
+  ]) {
     const rows: unknown[] = [];
     let cursor: string | null = null;
     do {
@@ -50,11 +70,17 @@ async function everything(limit: number) {
   return out;
 }
 
-const counts = async () => Object.fromEntries(await Promise.all(STATEMENT_TABLES.map(async (t) => {
-  const [c] = await h.store.query<{ rows: number; tombs: number; ids: number }>(
-    `SELECT count() AS rows, countIf(tomb = 1) AS tombs, uniqExact(id) AS ids FROM $db.${t}`);
-  return [t, { rows: Number(c!.rows), tombs: Number(c!.tombs), ids: Number(c!.ids) }];
-})));
+const counts = async () =>
+  Object.fromEntries(
+    await Promise.all(
+      STATEMENT_TABLES.map(async (t) => {
+        const [c] = await h.store.query<{ rows: number; tombs: number; ids: number }>(
+          `SELECT count() AS rows, countIf(tomb = 1) AS tombs, uniqExact(id) AS ids FROM $db.${t}`,
+        );
+        return [t, { rows: Number(c!.rows), tombs: Number(c!.tombs), ids: Number(c!.ids) }];
+      }),
+    ),
+  );
 
 describe('compaction of statement tables', () => {
   it('leaves tables under the policy alone', async () => {
@@ -68,7 +94,11 @@ describe('compaction of statement tables', () => {
     const had = await counts();
     // The records close positions and move events and messages: each table has tombstones to drop.
     for (const t of STATEMENT_TABLES) expect(had[t]!.tombs, `${t}: ${JSON.stringify(had)}`).toBeGreaterThan(0);
-    const res = await compactStatements(h.store, { maxTombShare: 0, minTombs: 0, maxLooseShare: 1, finalPartitionsWhole: false }, STATEMENT_TABLES);
+    const res = await compactStatements(
+      h.store,
+      { maxTombShare: 0, minTombs: 0, maxLooseShare: 1, finalPartitionsWhole: false },
+      STATEMENT_TABLES,
+    );
     expect(res.map((r) => r.compacted)).toEqual(STATEMENT_TABLES.map(() => true));
     const after = await counts();
     for (const t of STATEMENT_TABLES) {
@@ -84,10 +114,16 @@ describe('compaction of statement tables', () => {
     const before = await everything(197);
     await h.given(records.slice(-300)); // re-delivered: new parts, the same answers
     // The most parts of one partition (position_samples is partitioned by month).
-    const parts = async (t: string) => Number((await h.store.query<{ n: number }>(
-      `SELECT max(n) AS n FROM (SELECT partition, count() AS n FROM system.parts
+    const parts = async (t: string) =>
+      Number(
+        (
+          await h.store.query<{ n: number }>(
+            `SELECT max(n) AS n FROM (SELECT partition, count() AS n FROM system.parts
        WHERE database = {db:String} AND table = {t:String} AND active GROUP BY partition)`,
-      { db: h.store.database, t }))[0]!.n);
+            { db: h.store.database, t },
+          )
+        )[0]!.n,
+      );
     const tables = [...STATEMENT_TABLES, ...MERGED_TABLES];
     const many = (await Promise.all(tables.map(async (t) => [t, await parts(t)] as const))).filter(([, n]) => n > 1);
     expect(many.length).toBeGreaterThan(0);
@@ -102,12 +138,17 @@ describe('compaction of statement tables', () => {
 
   it('merges each partition of a table read with FINAL that is in more than one part, however few rows lie outside its largest', async () => {
     // A few trade events edited (a new version, another price): their positions re-evaluated, in small fresh parts.
-    const edited = records.filter((r) => r.topic === 'trade-events' && !r.value.deleted).slice(-3)
+    const edited = records
+      .filter((r) => r.topic === 'trade-events' && !r.value.deleted)
+      .slice(-3)
       .map((r) => ({ topic: r.topic, value: { ...r.value, price: Number(r.value.price ?? 1) + 1, version: r.value.version + 1000 } }));
     await h.given(edited);
-    const split = async (t: string) => (await h.store.query<{ partition: string; n: number; total: number; largest: number }>(
-      `SELECT partition, count() AS n, sum(p.rows) AS total, max(p.rows) AS largest FROM system.parts AS p
-       WHERE database = {db:String} AND table = {t:String} AND active GROUP BY partition HAVING n > 1`, { db: h.store.database, t }));
+    const split = async (t: string) =>
+      await h.store.query<{ partition: string; n: number; total: number; largest: number }>(
+        `SELECT partition, count() AS n, sum(p.rows) AS total, max(p.rows) AS largest FROM system.parts AS p
+       WHERE database = {db:String} AND table = {t:String} AND active GROUP BY partition HAVING n > 1`,
+        { db: h.store.database, t },
+      );
     const before = await split('position_samples');
     expect(before.length).toBeGreaterThan(0);
     // Under the default policy's share: only the parts per partition decide.

@@ -28,20 +28,27 @@ const BUCKET_SQL: Record<Interval, (t: string) => string> = {
 export type Range = readonly [number, number];
 
 /** An inclusive range of ms as the rolled-up rows that cover it and the partial hours left at its ends. */
-export interface Segments { raw: Range[]; hour: Range[]; day: Range[] }
+export interface Segments {
+  raw: Range[];
+  hour: Range[];
+  day: Range[];
+}
 
 /**
  * [start, end] (ms, inclusive) cut into the partial hours at its ends (`raw`: read from the
  * statement table), whole hours, and with `coarsest` day the whole UTC days between them.
  */
 export function segments(start: number, end: number, coarsest: 'hour' | 'day'): Segments {
-  const a = start; const b = end + 1;
-  const h0 = Math.ceil(a / HOUR_MS) * HOUR_MS; const h1 = Math.floor(b / HOUR_MS) * HOUR_MS;
+  const a = start;
+  const b = end + 1;
+  const h0 = Math.ceil(a / HOUR_MS) * HOUR_MS;
+  const h1 = Math.floor(b / HOUR_MS) * HOUR_MS;
   if (h0 >= h1) return { raw: a < b ? [[a, b]] : [], hour: [], day: [] };
   const raw: Range[] = [];
   if (a < h0) raw.push([a, h0]);
   if (h1 < b) raw.push([h1, b]);
-  const d0 = Math.ceil(h0 / DAY_MS) * DAY_MS; const d1 = Math.floor(h1 / DAY_MS) * DAY_MS;
+  const d0 = Math.ceil(h0 / DAY_MS) * DAY_MS;
+  const d1 = Math.floor(h1 / DAY_MS) * DAY_MS;
   if (coarsest === 'hour' || d0 >= d1) return { raw, hour: [[h0, h1]], day: [] };
   const hour: Range[] = [];
   if (h0 < d0) hour.push([h0, d0]);
@@ -51,18 +58,24 @@ export function segments(start: number, end: number, coarsest: 'hour' | 'day'): 
 
 /** `column` within any of `ranges` (ms Int64 column), with the bounds as parameters named `${name}N`. */
 function inRanges(column: string, ranges: readonly Range[], name: string, params: Record<string, unknown>): string {
-  return `(${ranges.map(([from, to], i) => {
-    params[`${name}${i}a`] = from; params[`${name}${i}b`] = to;
-    return `(${column} >= {${name}${i}a:Int64} AND ${column} < {${name}${i}b:Int64})`;
-  }).join(' OR ')})`;
+  return `(${ranges
+    .map(([from, to], i) => {
+      params[`${name}${i}a`] = from;
+      params[`${name}${i}b`] = to;
+      return `(${column} >= {${name}${i}a:Int64} AND ${column} < {${name}${i}b:Int64})`;
+    })
+    .join(' OR ')})`;
 }
 
 /** The same on a DateTime64 column: inclusive bounds (the end of 2299 has no next ms in DateTime64). */
 function timeInRanges(column: string, ranges: readonly Range[], name: string, params: Record<string, unknown>): string {
-  return `(${ranges.map(([from, to], i) => {
-    params[`${name}${i}a`] = from; params[`${name}${i}b`] = to - 1;
-    return `(${column} >= fromUnixTimestamp64Milli({${name}${i}a:Int64}, 'UTC') AND ${column} <= fromUnixTimestamp64Milli({${name}${i}b:Int64}, 'UTC'))`;
-  }).join(' OR ')})`;
+  return `(${ranges
+    .map(([from, to], i) => {
+      params[`${name}${i}a`] = from;
+      params[`${name}${i}b`] = to - 1;
+      return `(${column} >= fromUnixTimestamp64Milli({${name}${i}a:Int64}, 'UTC') AND ${column} <= fromUnixTimestamp64Milli({${name}${i}b:Int64}, 'UTC'))`;
+    })
+    .join(' OR ')})`;
 }
 
 /** The asset ids the events table holds, per data version (the ineligible ones among them are few). */
@@ -73,7 +86,8 @@ const eventAssets = perDataVersion(async (store) => {
 
 export interface CountQuery {
   /** Inclusive bounds (ms) on the event's or message's time. */
-  start: number; end: number;
+  start: number;
+  end: number;
   /** The coarsest rolled-up rows to read: `day` when buckets are days or weeks or there are none. */
   coarsest: 'hour' | 'day';
   /** Counts per bucket too (else `b` is 0). */
@@ -84,21 +98,36 @@ export interface CountQuery {
 }
 
 interface Kind {
-  table: 'events' | 'messages'; alias: string; time: string;
+  table: 'events' | 'messages';
+  alias: string;
+  time: string;
   /** The rolled-up rows by time, and the same by owner (for a few groups: `only`). */
-  rollup: string; byOwner: string;
+  rollup: string;
+  byOwner: string;
   /** The group of a row: a column (expression) of the rolled-up table (alias r) and of the statement table. */
-  group: (alias: string) => string; groupType: string;
+  group: (alias: string) => string;
+  groupType: string;
   /** A condition on the owner columns that the table by owner finds by its key, implied by `only` (params added to `params`). */
   ownerKey: (only: readonly (number | string)[], params: Record<string, unknown>) => string;
 }
 const EVENTS: Kind = {
-  table: 'events', alias: 'e', time: 'e.timeOfEvent', rollup: 'activity_events', byOwner: 'activity_events_by_trader',
-  group: (x) => `${x}.traderId`, groupType: 'UInt64', ownerKey: () => '1',
+  table: 'events',
+  alias: 'e',
+  time: 'e.timeOfEvent',
+  rollup: 'activity_events',
+  byOwner: 'activity_events_by_trader',
+  group: (x) => `${x}.traderId`,
+  groupType: 'UInt64',
+  ownerKey: () => '1',
 };
 const MESSAGES: Kind = {
-  table: 'messages', alias: 'm', time: 'm.writtenAt', rollup: 'activity_messages', byOwner: 'activity_messages_by_source',
-  group: (x) => `concat(${x}.platform, ':', ${x}.sourceIdentityId)`, groupType: 'String',
+  table: 'messages',
+  alias: 'm',
+  time: 'm.writtenAt',
+  rollup: 'activity_messages',
+  byOwner: 'activity_messages_by_source',
+  group: (x) => `concat(${x}.platform, ':', ${x}.sourceIdentityId)`,
+  groupType: 'String',
   // `platform:sourceIdentityId`, and a platform name has no colon.
   ownerKey: (only, params) => {
     const keys = only.map(String);
@@ -111,7 +140,11 @@ const MESSAGES: Kind = {
 /** Up to this many groups (`only`), the rolled-up rows are read from the table by owner. */
 const BY_OWNER_MAX = 200;
 
-export interface Count<G> { g: G; b: number; n: number }
+export interface Count<G> {
+  g: G;
+  b: number;
+  n: number;
+}
 
 /**
  * The earliest and latest time (ms) of any row of the events and messages tables (current or
@@ -123,8 +156,10 @@ const timeSpans = perDataVersion(async (store) => {
     SELECT (SELECT toUnixTimestamp64Milli(min(timeOfEvent)) FROM $db.events) AS elo, (SELECT toUnixTimestamp64Milli(max(timeOfEvent)) FROM $db.events) AS ehi,
            (SELECT toUnixTimestamp64Milli(min(writtenAt)) FROM $db.messages) AS mlo, (SELECT toUnixTimestamp64Milli(max(writtenAt)) FROM $db.messages) AS mhi`);
   // An empty table (min and max of nothing): no row anywhere.
-  const span = (lo: number | null | undefined, hi: number | null | undefined) => (lo == null || hi == null || Number(lo) > Number(hi)
-    ? { lo: Number.POSITIVE_INFINITY, hi: Number.NEGATIVE_INFINITY } : { lo: Number(lo), hi: Number(hi) });
+  const span = (lo: number | null | undefined, hi: number | null | undefined) =>
+    lo == null || hi == null || Number(lo) > Number(hi)
+      ? { lo: Number.POSITIVE_INFINITY, hi: Number.NEGATIVE_INFINITY }
+      : { lo: Number(lo), hi: Number(hi) };
   return { events: span(r?.elo, r?.ehi), messages: span(r?.mlo, r?.mhi) };
 });
 
@@ -135,23 +170,42 @@ type Row<G> = { g: G; b: number; n: number; s: number };
  * which they must count nothing (ms, inclusive): the start's (firstAt before it) or the end's
  * (lastAt after it).
  */
-interface Whole { grain: 'hour' | 'day'; start: number; side: 'start' | 'end'; bound: number }
+interface Whole {
+  grain: 'hour' | 'day';
+  start: number;
+  side: 'start' | 'end';
+  bound: number;
+}
 
 /**
  * [q.start, q.end] with each end that has no row stored beyond it (`span`) widened to its whole day
  * (coarsest `day`) or else whole hour, when the widened range still holds that whole row: a
  * default range ending now reads today's day row instead of its hour rows.
  */
-export function widen(q: { start: number; end: number; coarsest: 'hour' | 'day' }, span: { lo: number; hi: number }): { start: number; end: number; whole: Whole[] } {
+export function widen(
+  q: { start: number; end: number; coarsest: 'hour' | 'day' },
+  span: { lo: number; hi: number },
+): { start: number; end: number; whole: Whole[] } {
   let { start, end } = q;
   const whole: Whole[] = [];
-  for (const [grain, size] of q.coarsest === 'day' ? [['day', DAY_MS], ['hour', HOUR_MS]] as const : [['hour', HOUR_MS]] as const) {
+  for (const [grain, size] of q.coarsest === 'day'
+    ? ([
+        ['day', DAY_MS],
+        ['hour', HOUR_MS],
+      ] as const)
+    : ([['hour', HOUR_MS]] as const)) {
     const s = start === q.start && q.start <= span.lo ? Math.floor(q.start / size) * size : start;
     const e = end === q.end && q.end >= span.hi ? Math.ceil((q.end + 1) / size) * size - 1 : end;
     // Both ends' rows lie within the widened range exactly when it holds one whole row.
     if (e + 1 - s < size) continue;
-    if (s !== start) { start = s; whole.push({ grain, start: s, side: 'start', bound: q.start }); }
-    if (e !== end) { end = e; whole.push({ grain, start: e + 1 - size, side: 'end', bound: q.end }); }
+    if (s !== start) {
+      start = s;
+      whole.push({ grain, start: s, side: 'start', bound: q.start });
+    }
+    if (e !== end) {
+      end = e;
+      whole.push({ grain, start: e + 1 - size, side: 'end', bound: q.end });
+    }
   }
   return { start, end, whole };
 }
@@ -178,36 +232,60 @@ async function counts(ctx: ReadContext, jobs: readonly (Job | null)[]): Promise<
   const rolled = plans.filter((p) => p?.rolled);
   const shared = new Map<CountPlan, Row<number | string>[]>();
   if (rolled.length > 1) {
-    const rows = await ctx.store.query<Omit<Row<never>, 'g'> & { k: number; gn: number; gs: string }>(`${rolled.map((p, i) => p!.rolled!.sql(i)).join('\nUNION ALL\n')} ${FINAL_SETTINGS}`,
-      Object.assign({}, ...rolled.map((p) => p!.rolled!.params)));
-    rolled.forEach((p, i) => { shared.set(p!, rows.filter((r) => Number(r.k) === i).map((r) => ({ g: p!.rolled!.text ? r.gs : r.gn, b: r.b, n: r.n, s: r.s }))); });
+    const rows = await ctx.store.query<Omit<Row<never>, 'g'> & { k: number; gn: number; gs: string }>(
+      `${rolled.map((p, i) => p!.rolled!.sql(i)).join('\nUNION ALL\n')} ${FINAL_SETTINGS}`,
+      Object.assign({}, ...rolled.map((p) => p!.rolled!.params)),
+    );
+    rolled.forEach((p, i) => {
+      shared.set(
+        p!,
+        rows.filter((r) => Number(r.k) === i).map((r) => ({ g: p!.rolled!.text ? r.gs : r.gn, b: r.b, n: r.n, s: r.s })),
+      );
+    });
   }
   // One query after the other: the embedded store runs one at a time.
   const out: Count<number | string>[][] = [];
   for (const [i, p] of plans.entries()) {
     const j = jobs[i];
-    if (!p || !j) { out.push([]); continue; }
-    let rows = p.finish(shared.get(p) ?? await p.run());
-    if (rows.some((r) => Number(r.s) === 2)) { const again = plan<number | string>(ctx, j.kind, j.q, j.spec, []); rows = again.finish(await again.run()); }
+    if (!p || !j) {
+      out.push([]);
+      continue;
+    }
+    let rows = p.finish(shared.get(p) ?? (await p.run()));
+    if (rows.some((r) => Number(r.s) === 2)) {
+      const again = plan<number | string>(ctx, j.kind, j.q, j.spec, []);
+      rows = again.finish(await again.run());
+    }
     out.push(shape(j.kind, rows));
   }
   return out;
 }
 
 /** One count: the kind counted, over what, and how. */
-interface Job { kind: Kind; q: CountQuery; spec: CountSpec }
+interface Job {
+  kind: Kind;
+  q: CountQuery;
+  spec: CountSpec;
+}
 
 /** A counted row to take back from the rolled-up counts: its group and time (ms). */
-interface Taken { g: number; t: number }
+interface Taken {
+  g: number;
+  t: number;
+}
 
 interface CountSpec {
-  n: string; rawWhere: string; params: Record<string, unknown>;
+  n: string;
+  rawWhere: string;
+  params: Record<string, unknown>;
   /** Statements of the whole hours to take back: a condition on the statement table, or the rows themselves (in memory, by time). */
   correction?: { sql: string } | { rows: readonly Taken[] };
 }
 
-const shape = <G>(kind: Kind, rows: Row<G>[]): Count<G>[] => rows.filter((r) => Number(r.s) === 0)
-  .map((r) => ({ g: (kind.groupType === 'String' ? r.g : Number(r.g)) as G, b: Number(r.b), n: Number(r.n) }));
+const shape = <G>(kind: Kind, rows: Row<G>[]): Count<G>[] =>
+  rows
+    .filter((r) => Number(r.s) === 0)
+    .map((r) => ({ g: (kind.groupType === 'String' ? r.g : Number(r.g)) as G, b: Number(r.b), n: Number(r.n) }));
 
 /**
  * A count's read: its own query (`run`), and when it needs the rolled-up rows alone, that query as
@@ -226,10 +304,11 @@ function plan<G>(ctx: ReadContext, kind: Kind, q: CountQuery, spec: CountSpec, w
   const seg = segments(q.start, q.end, q.coarsest);
   const a = kind.alias;
   const params: Record<string, unknown> = { ...spec.params };
-  const groupCond = (expr: string): string => [
-    q.only ? `${expr} IN {${a}OnlyGroups:Array(${kind.groupType})}` : '1',
-    q.except?.length ? `${expr} NOT IN {${a}ExceptGroups:Array(${kind.groupType})}` : '1',
-  ].join(' AND ');
+  const groupCond = (expr: string): string =>
+    [
+      q.only ? `${expr} IN {${a}OnlyGroups:Array(${kind.groupType})}` : '1',
+      q.except?.length ? `${expr} NOT IN {${a}ExceptGroups:Array(${kind.groupType})}` : '1',
+    ].join(' AND ');
   if (q.only) params[`${a}OnlyGroups`] = q.only;
   if (q.except?.length) params[`${a}ExceptGroups`] = q.except;
   const rolled = [
@@ -243,7 +322,9 @@ function plan<G>(ctx: ReadContext, kind: Kind, q: CountQuery, spec: CountSpec, w
   });
   // The whole hours: from the first hour row to the end of the last (the correction's range).
   const covered = [...seg.day, ...seg.hour];
-  const coveredRange: Range | undefined = covered.length ? [Math.min(...covered.map((r) => r[0])), Math.max(...covered.map((r) => r[1]))] : undefined;
+  const coveredRange: Range | undefined = covered.length
+    ? [Math.min(...covered.map((r) => r[0])), Math.max(...covered.map((r) => r[1]))]
+    : undefined;
   const none = kind.groupType === 'String' ? "''" : 'toUInt64(0)';
   const correctionSql = spec.correction && 'sql' in spec.correction ? spec.correction.sql : undefined;
   const bucket = (t: string) => (q.bucket ? BUCKET_SQL[q.bucket](t) : '0');
@@ -251,10 +332,12 @@ function plan<G>(ctx: ReadContext, kind: Kind, q: CountQuery, spec: CountSpec, w
   const rolledFrom = `$db.${byOwner ? kind.byOwner : kind.rollup} AS r FINAL
         WHERE (${rolled.join(' OR ')}) AND ${groupCond(kind.group('r'))}${byOwner ? ` AND ${kind.ownerKey(q.only!, params)}` : ''}`;
   const flag = past.length ? `if(${past.join(' OR ')}, 2, 0)` : '0';
-  const finish = (rows: Row<G>[]): Row<G>[] => (spec.correction && 'rows' in spec.correction && coveredRange ? takeBack(rows, spec.correction.rows, coveredRange, q) : rows);
+  const finish = (rows: Row<G>[]): Row<G>[] =>
+    spec.correction && 'rows' in spec.correction && coveredRange ? takeBack(rows, spec.correction.rows, coveredRange, q) : rows;
   const build = (from: string, part: string, pinned: boolean): string => {
     const branches: string[] = [];
-    if (rolled.length) branches.push(`SELECT ${kind.group('r')} AS g, r.start AS t, toInt64(${spec.n}) AS n, ${flag} AS s FROM ${rolledFrom}`);
+    if (rolled.length)
+      branches.push(`SELECT ${kind.group('r')} AS g, r.start AS t, toInt64(${spec.n}) AS n, ${flag} AS s FROM ${rolledFrom}`);
     if (seg.raw.length) {
       branches.push(`SELECT ${kind.group(a)} AS g, toUnixTimestamp64Milli(${kind.time}) AS t, toInt64(1) AS n, 0 AS s FROM ${from}
         WHERE ${a}.live = 1 AND ${a}.tomb = 0 AND ${spec.rawWhere} AND ${timeInRanges(kind.time, seg.raw, `${a}raw`, params)} AND ${groupCond(kind.group(a))} AND ${part}`);
@@ -274,7 +357,9 @@ function plan<G>(ctx: ReadContext, kind: Kind, q: CountQuery, spec: CountSpec, w
   if (!readsStatements) {
     // Tagged: the group in the column of its type (gn or gs), each grouped by its own type.
     const text = kind.groupType === 'String';
-    const sql = (k?: number) => `SELECT ${k === undefined ? `${kind.group('r')} AS g` : `${k} AS k, ${text ? 'toUInt64(0)' : kind.group('r')} AS gn, ${text ? kind.group('r') : "''"} AS gs`},
+    const sql = (
+      k?: number,
+    ) => `SELECT ${k === undefined ? `${kind.group('r')} AS g` : `${k} AS k, ${text ? 'toUInt64(0)' : kind.group('r')} AS gn, ${text ? kind.group('r') : "''"} AS gs`},
         ${bucket('r.start')} AS b, sum(toInt64(${spec.n})) AS n, max(${flag}) AS s
       FROM ${rolledFrom} GROUP BY ${k === undefined ? 'g' : text ? 'gs' : 'gn'}, b`;
     return { rolled: { sql, params, text }, run: () => ctx.store.query<Row<G>>(`${sql()} ${FINAL_SETTINGS}`, params), finish };
@@ -284,7 +369,10 @@ function plan<G>(ctx: ReadContext, kind: Kind, q: CountQuery, spec: CountSpec, w
     run: async () => {
       const part = (await mergedParts(ctx)).get(kind.table);
       if (part !== undefined) {
-        const rows = await ctx.store.query<Row<G>>(build(`$db.${kind.table} AS ${a}`, `${a}._part = {mergedPart:String}`, true), { ...params, mergedPart: part });
+        const rows = await ctx.store.query<Row<G>>(build(`$db.${kind.table} AS ${a}`, `${a}._part = {mergedPart:String}`, true), {
+          ...params,
+          mergedPart: part,
+        });
         if (rows.some((r) => Number(r.s) === 1)) return rows;
       }
       return ctx.store.query<Row<G>>(build(`$db.${kind.table} AS ${a} FINAL`, '1', false), params);
@@ -297,11 +385,17 @@ function takeBack<G>(rows: Row<G>[], taken: readonly Taken[], [from, to]: Range,
   const only = q.only && new Set(q.only);
   const except = q.except && new Set(q.except);
   const minus = new Map<string, number>();
-  forEachHeld(taken, (x) => x.t, from, to, (x) => {
-    if ((only && !only.has(x.g)) || except?.has(x.g)) return;
-    const k = `${x.g}/${q.bucket ? bucketStart(q.bucket, x.t) : 0}`;
-    minus.set(k, (minus.get(k) ?? 0) + 1);
-  });
+  forEachHeld(
+    taken,
+    (x) => x.t,
+    from,
+    to,
+    (x) => {
+      if ((only && !only.has(x.g)) || except?.has(x.g)) return;
+      const k = `${x.g}/${q.bucket ? bucketStart(q.bucket, x.t) : 0}`;
+      minus.set(k, (minus.get(k) ?? 0) + 1);
+    },
+  );
   if (!minus.size) return rows;
   return rows.map((r) => {
     const m = Number(r.s) === 0 ? minus.get(`${Number(r.g)}/${Number(r.b)}`) : undefined;
@@ -325,8 +419,16 @@ export async function eventCounts(ctx: ReadContext, facts: Facts, q: EventCountQ
  * (`platform:sourceIdentityId`: live messages), per bucket, in one read; either may be null (none
  * of that kind).
  */
-export async function activityCounts(ctx: ReadContext, facts: Facts, events: EventCountQuery | null, messages: CountQuery | null): Promise<{ events: Count<number>[]; messages: Count<string>[] }> {
-  const [e, m] = await counts(ctx, [events && { kind: EVENTS, q: events, spec: await eventSpec(ctx, facts, events) }, messages && { kind: MESSAGES, q: messages, spec: MESSAGE_SPEC }]);
+export async function activityCounts(
+  ctx: ReadContext,
+  facts: Facts,
+  events: EventCountQuery | null,
+  messages: CountQuery | null,
+): Promise<{ events: Count<number>[]; messages: Count<string>[] }> {
+  const [e, m] = await counts(ctx, [
+    events && { kind: EVENTS, q: events, spec: await eventSpec(ctx, facts, events) },
+    messages && { kind: MESSAGES, q: messages, spec: MESSAGE_SPEC },
+  ]);
   return { events: e as Count<number>[], messages: m as Count<string>[] };
 }
 
@@ -338,8 +440,14 @@ async function eventSpec(ctx: ReadContext, facts: Facts, q: EventCountQuery): Pr
   const columns = counted.length === EVENT_COUNTS.length ? ['r.n'] : counted.map((c) => `r.${c.column}`);
   const params: Record<string, unknown> = { eligibleAssets: facts.assetIds };
   const filters: string[] = [];
-  if (q.types) { filters.push('e.type IN {eventTypes:Array(String)}'); params.eventTypes = q.types; }
-  if (q.direction) { filters.push('e.direction = {direction:String}'); params.direction = q.direction; }
+  if (q.types) {
+    filters.push('e.type IN {eventTypes:Array(String)}');
+    params.eventTypes = q.types;
+  }
+  if (q.direction) {
+    filters.push('e.direction = {direction:String}');
+    params.direction = q.direction;
+  }
   const only = filters.length ? filters.join(' AND ') : '1';
   // The rolled-up rows count events on every asset: those on assets that are not eligible are taken back.
   const excluded = (await eventAssets(ctx)).filter((id) => !facts.assetQuote.has(id));
@@ -347,19 +455,32 @@ async function eventSpec(ctx: ReadContext, facts: Facts, q: EventCountQuery): Pr
   if (excluded.length) {
     const held = await excludedEvents(ctx, excluded);
     if (held) {
-      correction = { rows: q.types || q.direction ? held.filter((x) => (!q.types || q.types.includes(x.type)) && (!q.direction || x.direction === q.direction)) : held };
+      correction = {
+        rows:
+          q.types || q.direction
+            ? held.filter((x) => (!q.types || q.types.includes(x.type)) && (!q.direction || x.direction === q.direction))
+            : held,
+      };
     } else {
       params.excludedAssets = excluded;
       correction = { sql: `e.assetId IN {excludedAssets:Array(UInt64)} AND ${only}` };
     }
   }
-  return { n: columns.length ? columns.join(' + ') : '0', params, rawWhere: `e.assetId IN {eligibleAssets:Array(UInt64)} AND ${only}`, correction };
+  return {
+    n: columns.length ? columns.join(' + ') : '0',
+    params,
+    rawWhere: `e.assetId IN {eligibleAssets:Array(UInt64)} AND ${only}`,
+    correction,
+  };
 }
 
 /** Up to this many current events on ineligible assets are held in memory (excludedEvents); with more, the read takes them back in SQL. */
 export const CORRECTION_LIMITS = { maxHeldEvents: 200_000 };
 
-interface ExcludedEvent extends Taken { type: string; direction: string }
+interface ExcludedEvent extends Taken {
+  type: string;
+  direction: string;
+}
 
 /**
  * The current, live events on the given (ineligible) assets by time, per data version (sample.ts
@@ -368,11 +489,20 @@ interface ExcludedEvent extends Taken { type: string; direction: string }
  * query). Read from the events table's merged part by its asset projection, or with FINAL.
  */
 function excludedEvents(ctx: ReadContext, assets: readonly number[]): Promise<readonly ExcludedEvent[] | null> {
-  return heldRows(ctx, `events:${assets.join(',')}`, CORRECTION_LIMITS.maxHeldEvents, (limit) =>
-    currentStatements<{ g: number; t: number; type: string; direction: string }>(ctx, 'events', 'e', (from, where) => `
+  return heldRows(
+    ctx,
+    `events:${assets.join(',')}`,
+    CORRECTION_LIMITS.maxHeldEvents,
+    (limit) =>
+      currentStatements<{ g: number; t: number; type: string; direction: string }>(
+        ctx,
+        'events',
+        'e',
+        (from, where) => `
       SELECT e.traderId AS g, toUnixTimestamp64Milli(e.timeOfEvent) AS t, e.type AS type, e.direction AS direction FROM ${from}
       WHERE e.live = 1 AND e.tomb = 0 AND e.assetId IN {excludedAssets:Array(UInt64)} AND ${where} LIMIT {heldLimit:UInt64}`,
-    { excludedAssets: assets, heldLimit: limit }).then((r) => r.map((x) => ({ g: Number(x.g), t: Number(x.t), type: x.type, direction: x.direction }))),
-  (x) => x.t);
+        { excludedAssets: assets, heldLimit: limit },
+      ).then((r) => r.map((x) => ({ g: Number(x.g), t: Number(x.t), type: x.type, direction: x.direction }))),
+    (x) => x.t,
+  );
 }
-

@@ -25,7 +25,9 @@ export async function assetStats(ctx: ReadContext, q: AssetStatsQuery) {
   const missingAssetIds = requestedAssetIds.filter((id) => !facts.assetQuote.has(id));
   const traderIds = splitIds(q.traderIds);
   const where = await sampleWhere(ctx, facts, { window, assetIds: found, traderIds, direction: q.direction, traders: true });
-  const rows = found.length ? await ctx.store.query<{ assetId: number; traderId: number; direction: 'long' | 'short'; n: number; total: number }>(`
+  const rows = found.length
+    ? await ctx.store.query<{ assetId: number; traderId: number; direction: 'long' | 'short'; n: number; total: number }>(
+        `
     SELECT assetId, direction, traderId, n, total FROM (
       SELECT assetId, direction, traderId, n, sum(n) OVER (PARTITION BY assetId, direction) AS total FROM (
         SELECT p.assetId AS assetId, p.direction AS direction, p.traderId AS traderId, count() AS n
@@ -33,7 +35,10 @@ export async function assetStats(ctx: ReadContext, q: AssetStatsQuery) {
         WHERE ${where.sql} AND p.window = '1D'
         GROUP BY assetId, direction, traderId))
     ORDER BY assetId, direction, n DESC, traderId LIMIT {top:UInt32} BY assetId, direction
-    ${FINAL_SETTINGS}`, { ...where.params, top: TOP_TRADERS }) : [];
+    ${FINAL_SETTINGS}`,
+        { ...where.params, top: TOP_TRADERS },
+      )
+    : [];
   const per = new Map<number, { long: number; short: number; top: { long: number[]; short: number[] } }>();
   for (const id of found) per.set(id, { long: 0, short: 0, top: { long: [], short: [] } });
   for (const r of rows) {

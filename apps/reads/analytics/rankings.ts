@@ -1,15 +1,27 @@
-import { WINDOW_MS } from '../../../schemas/api/resources.ts';
 import type { RankingRow, WindowNotElapsedDetails } from '../../../schemas/api/analytics.ts';
 import { splitIds } from '../../../schemas/api/common-params.ts';
 import { ApiError } from '../../../schemas/api/errors.ts';
-import { ACTIVITY_METRICS, DEFAULT_PERFORMANCE_WINDOW as DEFAULT_WINDOW, type RankingMetric, type RankingsQuery } from '../../../schemas/api/queries.ts';
-import { WINDOWS, type WindowName } from '../../../schemas/api/resources.ts';
+import {
+  ACTIVITY_METRICS,
+  DEFAULT_PERFORMANCE_WINDOW as DEFAULT_WINDOW,
+  type RankingMetric,
+  type RankingsQuery,
+} from '../../../schemas/api/queries.ts';
+import { WINDOW_MS, WINDOWS, type WindowName } from '../../../schemas/api/resources.ts';
 import type { ReadContext } from '../context.ts';
 import { factsOf } from '../facts.ts';
 import { Where } from '../list.ts';
 import { appliedTimeRange, explicitBounds, type Window } from '../window.ts';
 import { eventCounts as rolledUpEventCounts } from './activity-counts.ts';
-import { clampToHistory, currentStatements, directionBias, performanceByGroup, sampleWhere, timeBasedPerformance, traderEligible } from './sample.ts';
+import {
+  clampToHistory,
+  currentStatements,
+  directionBias,
+  performanceByGroup,
+  sampleWhere,
+  timeBasedPerformance,
+  traderEligible,
+} from './sample.ts';
 
 const iso = (t: number) => new Date(t).toISOString();
 
@@ -31,33 +43,62 @@ export function rankingBounds(q: { startTime?: string; endTime?: string }, now: 
  * startTime and the account's history window); otherwise PERFORMANCE_WINDOW_NOT_ELAPSED with the
  * two alternatives of DESIGN 6.
  */
-export function windowEvaluability(q: RankingsQuery, b: { start: number; end: number }, sampleStart: number, w: WindowName, now: number): 'full' | 'partial' {
+export function windowEvaluability(
+  q: RankingsQuery,
+  b: { start: number; end: number },
+  sampleStart: number,
+  w: WindowName,
+  now: number,
+): 'full' | 'partial' {
   if (b.end + WINDOW_MS[w] <= now) return 'full';
   if (sampleStart + WINDOW_MS[w] <= now) return 'partial';
   const resolved = { startTime: iso(b.start), endTime: iso(b.end), timeBasedPerformanceWindow: w };
   const shorter = WINDOWS.filter((x) => WINDOW_MS[x] < WINDOW_MS[w] && sampleStart + WINDOW_MS[x] <= now).at(-1);
   const details: WindowNotElapsedDetails = {
-    requested: { startTime: q.startTime ?? null, endTime: q.endTime ?? null, timeBasedPerformanceWindow: q.timeBasedPerformanceWindow ?? null },
+    requested: {
+      startTime: q.startTime ?? null,
+      endTime: q.endTime ?? null,
+      timeBasedPerformanceWindow: q.timeBasedPerformanceWindow ?? null,
+    },
     resolved,
     alternatives: [
       ...(shorter ? [{ strategy: 'preserve_sample' as const, ...resolved, timeBasedPerformanceWindow: shorter }] : []),
       // Not before 1970 (the earliest date-time the service takes): a range that long keeps its end and starts at the epoch.
-      { strategy: 'preserve_evaluation' as const, startTime: iso(Math.max(0, now - WINDOW_MS[w] - (b.end - b.start))), endTime: iso(b.end), timeBasedPerformanceWindow: w },
+      {
+        strategy: 'preserve_evaluation' as const,
+        startTime: iso(Math.max(0, now - WINDOW_MS[w] - (b.end - b.start))),
+        endTime: iso(b.end),
+        timeBasedPerformanceWindow: w,
+      },
     ],
   };
-  throw new ApiError('PERFORMANCE_WINDOW_NOT_ELAPSED',
-    `no position opened in the resolved sample can have reached the ${w} evaluation window yet`, details);
+  throw new ApiError(
+    'PERFORMANCE_WINDOW_NOT_ELAPSED',
+    `no position opened in the resolved sample can have reached the ${w} evaluation window yet`,
+    details,
+  );
 }
 
 /** Metric value of a candidate (performance metrics from its timeBasedPerformance). */
-function metricOf(metric: RankingMetric, eventCount: number, positionCount: number, perf: ReturnType<typeof timeBasedPerformance> | undefined): number | null {
+function metricOf(
+  metric: RankingMetric,
+  eventCount: number,
+  positionCount: number,
+  perf: ReturnType<typeof timeBasedPerformance> | undefined,
+): number | null {
   switch (metric) {
-    case 'event_count': return eventCount;
-    case 'position_count': return positionCount;
-    case 'win_rate': return perf!.winRatePercentage;
-    case 'avg_return': return perf!.averageReturnPercentage;
-    case 'median_return': return perf!.medianReturnPercentage;
-    case 'sharpe_ratio': return perf!.sharpeRatio;
+    case 'event_count':
+      return eventCount;
+    case 'position_count':
+      return positionCount;
+    case 'win_rate':
+      return perf!.winRatePercentage;
+    case 'avg_return':
+      return perf!.averageReturnPercentage;
+    case 'median_return':
+      return perf!.medianReturnPercentage;
+    case 'sharpe_ratio':
+      return perf!.sharpeRatio;
   }
 }
 
@@ -82,45 +123,88 @@ export async function rankTraders(ctx: ReadContext, q: RankingsQuery) {
   // those of them that are eligible (one set: a second of every eligible id cost a tenth).
   const events = new Where()
     .add('e.live = 1 AND e.tomb = 0')
-    .add("e.timeOfEvent >= fromUnixTimestamp64Milli({evStart:Int64}, 'UTC') AND e.timeOfEvent <= fromUnixTimestamp64Milli({evEnd:Int64}, 'UTC')",
-      { evStart: sampleStart, evEnd: bounds.end })
-    .when(assetIds?.filter((a) => facts.assetQuote.has(a)), 'e.assetId IN {assetIds:Array(UInt64)}', 'assetIds')
+    .add(
+      "e.timeOfEvent >= fromUnixTimestamp64Milli({evStart:Int64}, 'UTC') AND e.timeOfEvent <= fromUnixTimestamp64Milli({evEnd:Int64}, 'UTC')",
+      { evStart: sampleStart, evEnd: bounds.end },
+    )
+    .when(
+      assetIds?.filter((a) => facts.assetQuote.has(a)),
+      'e.assetId IN {assetIds:Array(UInt64)}',
+      'assetIds',
+    )
     .when(q.direction, 'e.direction = {direction:String}', 'direction');
   const [perf, eventRows] = await Promise.all([
-    performanceByGroup(ctx, await sampleWhere(ctx, facts, { window: bounds, assetIds, direction: q.direction }), 'traderId', [performance ? w : '1D'], !performance),
-    assetIds ? currentStatements<{ traderId: number; n: number }>(ctx, 'events', 'e', (from, part) => `
-      SELECT e.traderId AS traderId, count() AS n FROM ${from} WHERE ${events.sql} AND ${part} GROUP BY traderId`, events.params)
-      : rolledUpEventCounts(ctx, facts, { start: sampleStart, end: bounds.end, coarsest: 'day', direction: q.direction })
-        .then((rows) => rows.map((r) => ({ traderId: r.g, n: r.n }))),
+    performanceByGroup(
+      ctx,
+      await sampleWhere(ctx, facts, { window: bounds, assetIds, direction: q.direction }),
+      'traderId',
+      [performance ? w : '1D'],
+      !performance,
+    ),
+    assetIds
+      ? currentStatements<{ traderId: number; n: number }>(
+          ctx,
+          'events',
+          'e',
+          (from, part) => `
+      SELECT e.traderId AS traderId, count() AS n FROM ${from} WHERE ${events.sql} AND ${part} GROUP BY traderId`,
+          events.params,
+        )
+      : rolledUpEventCounts(ctx, facts, { start: sampleStart, end: bounds.end, coarsest: 'day', direction: q.direction }).then((rows) =>
+          rows.map((r) => ({ traderId: r.g, n: r.n })),
+        ),
   ]);
   const eventCounts = new Map(eventRows.map((r) => [Number(r.traderId), Number(r.n)]));
-  const candidates: (Omit<RankingRow, 'rank'>)[] = [];
+  const candidates: Omit<RankingRow, 'rank'>[] = [];
   for (const traderId of new Set([...perf.keys(), ...eventCounts.keys()])) {
     if (!traderEligible(facts, ctx.principal, traderId)) continue;
     const a = perf.get(traderId)?.get(performance ? w : '1D');
     const positionCount = a?.sampled ?? 0;
     const eventCount = eventCounts.get(traderId) ?? 0;
     const tbp = performance ? timeBasedPerformance(w, a) : undefined;
-    if (performance ? positionCount === 0 || tbp!.positionsCount < q.minPositions : (q.metric === 'event_count' ? eventCount : positionCount) === 0) continue;
+    if (
+      performance
+        ? positionCount === 0 || tbp!.positionsCount < q.minPositions
+        : (q.metric === 'event_count' ? eventCount : positionCount) === 0
+    )
+      continue;
     const longs = a?.longs ?? 0;
     candidates.push({
-      traderId, metricValue: metricOf(q.metric, eventCount, positionCount, tbp), eventCount, positionCount,
-      directionBias: directionBias(longs, positionCount - longs), ...(tbp ? { timeBasedPerformance: tbp } : {}),
+      traderId,
+      metricValue: metricOf(q.metric, eventCount, positionCount, tbp),
+      eventCount,
+      positionCount,
+      directionBias: directionBias(longs, positionCount - longs),
+      ...(tbp ? { timeBasedPerformance: tbp } : {}),
     });
   }
-  candidates.sort((x, y) => (x.metricValue === null ? 1 : 0) - (y.metricValue === null ? 1 : 0)
-    || (y.metricValue ?? 0) - (x.metricValue ?? 0) || y.positionCount - x.positionCount || x.traderId - y.traderId);
+  candidates.sort(
+    (x, y) =>
+      (x.metricValue === null ? 1 : 0) - (y.metricValue === null ? 1 : 0) ||
+      (y.metricValue ?? 0) - (x.metricValue ?? 0) ||
+      y.positionCount - x.positionCount ||
+      x.traderId - y.traderId,
+  );
   const results: RankingRow[] = candidates.slice(0, q.limit).map((c, i) => ({
-    traderId: c.traderId, rank: i + 1, metricValue: c.metricValue, eventCount: c.eventCount, positionCount: c.positionCount,
-    directionBias: c.directionBias, ...(c.timeBasedPerformance ? { timeBasedPerformance: c.timeBasedPerformance } : {}),
+    traderId: c.traderId,
+    rank: i + 1,
+    metricValue: c.metricValue,
+    eventCount: c.eventCount,
+    positionCount: c.positionCount,
+    directionBias: c.directionBias,
+    ...(c.timeBasedPerformance ? { timeBasedPerformance: c.timeBasedPerformance } : {}),
   }));
   return {
     results,
     filtersApplied: {
-      metric: q.metric, assetIds: assetIds ?? [], direction: q.direction ?? null, timeBasedPerformanceWindow: w,
-      minPositions: q.minPositions, windowEvaluability: evaluability, appliedTimeRange: appliedTimeRange(bounds),
+      metric: q.metric,
+      assetIds: assetIds ?? [],
+      direction: q.direction ?? null,
+      timeBasedPerformanceWindow: w,
+      minPositions: q.minPositions,
+      windowEvaluability: evaluability,
+      appliedTimeRange: appliedTimeRange(bounds),
     },
     meta: { totalCandidates: candidates.length, serverTime: ctx.now.toISOString() },
   };
 }
-

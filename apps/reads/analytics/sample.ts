@@ -1,9 +1,9 @@
 import type { DirectionBias, TimeBasedPerformance } from '../../../schemas/api/analytics.ts';
 import { WINDOWS, type WindowName } from '../../../schemas/api/resources.ts';
 import { perDataVersion, type ReadContext } from '../context.ts';
-import type { Principal } from '../principal.ts';
-import { permits, signalTraders, type Facts } from '../facts.ts';
+import { type Facts, permits, signalTraders } from '../facts.ts';
 import { Where } from '../list.ts';
+import type { Principal } from '../principal.ts';
 import { DAY_MS, type Window } from '../window.ts';
 
 /**
@@ -26,8 +26,11 @@ export const FINAL_SETTINGS = 'SETTINGS do_not_merge_across_partitions_select_fi
  * (and a second part is what a merge needs), and every insert moves the data version.
  */
 export const mergedParts = perDataVersion(async (store) => {
-  const rows = await store.query<{ table: string; name: string; level: number }>(`
-    SELECT table, name, level FROM system.parts WHERE database = {db:String} AND table IN ('events', 'messages') AND active`, { db: store.database });
+  const rows = await store.query<{ table: string; name: string; level: number }>(
+    `
+    SELECT table, name, level FROM system.parts WHERE database = {db:String} AND table IN ('events', 'messages') AND active`,
+    { db: store.database },
+  );
   const out = new Map<string, string>();
   for (const table of ['events', 'messages']) {
     const parts = rows.filter((r) => r.table === table);
@@ -43,11 +46,19 @@ export const mergedParts = perDataVersion(async (store) => {
  * pinned to a part that a merge has replaced since finds no row at all, and so does an aggregate
  * with nothing to count: an empty answer is read again with FINAL.
  */
-export async function currentStatements<R>(ctx: ReadContext, table: 'events' | 'messages', alias: string,
-  sql: (from: string, where: string) => string, params: Record<string, unknown>): Promise<R[]> {
+export async function currentStatements<R>(
+  ctx: ReadContext,
+  table: 'events' | 'messages',
+  alias: string,
+  sql: (from: string, where: string) => string,
+  params: Record<string, unknown>,
+): Promise<R[]> {
   const part = (await mergedParts(ctx)).get(table);
   if (part !== undefined) {
-    const rows = await ctx.store.query<R>(sql(`$db.${table} AS ${alias}`, `${alias}._part = {mergedPart:String}`), { ...params, mergedPart: part });
+    const rows = await ctx.store.query<R>(sql(`$db.${table} AS ${alias}`, `${alias}._part = {mergedPart:String}`), {
+      ...params,
+      mergedPart: part,
+    });
     if (rows.length) return rows;
   }
   return ctx.store.query<R>(`${sql(`$db.${table} AS ${alias} FINAL`, '1')} ${FINAL_SETTINGS}`, params);
@@ -86,17 +97,27 @@ export interface SampleFilter {
  */
 const presentIds = perDataVersion(async (store) => {
   const [r] = await store.query<{ assets: number[]; traders: number[] }>(
-    "SELECT groupUniqArray(assetId) AS assets, groupUniqArray(traderId) AS traders FROM $db.position_samples WHERE window = '1D'");
+    "SELECT groupUniqArray(assetId) AS assets, groupUniqArray(traderId) AS traders FROM $db.position_samples WHERE window = '1D'",
+  );
   return { assets: (r?.assets ?? []).map(Number), traders: (r?.traders ?? []).map(Number) };
 });
 
 type InCondition = (where: Where, name: string, ids: readonly number[], negate: boolean) => void;
-const columnIn = (column: string): InCondition => (where, name, ids, negate) => {
-  where.add(`${column} ${negate ? 'NOT IN' : 'IN'} {${name}:Array(UInt64)}`, { [name]: ids });
-};
+const columnIn =
+  (column: string): InCondition =>
+  (where, name, ids, negate) => {
+    where.add(`${column} ${negate ? 'NOT IN' : 'IN'} {${name}:Array(UInt64)}`, { [name]: ids });
+  };
 
 /** A set condition as the cheaper of `IN allowed` and `NOT IN` the present ids that are not allowed (none: no condition). */
-function setCondition(where: Where, cond: InCondition, name: string, allowed: readonly number[], present: readonly number[], ok: (id: number) => boolean): void {
+function setCondition(
+  where: Where,
+  cond: InCondition,
+  name: string,
+  allowed: readonly number[],
+  present: readonly number[],
+  ok: (id: number) => boolean,
+): void {
   const excluded = present.filter((id) => !ok(id));
   if (!excluded.length) return;
   if (excluded.length <= allowed.length) cond(where, name, excluded, true);
@@ -110,26 +131,42 @@ const low16 = (id: number) => id % 65536;
  * to read instead of 8) when that is exact: no asset present in the sample but outside `ids`
  * shares the low bits of one inside.
  */
-const assetIn = (present: readonly number[]): InCondition => (where, name, ids, negate) => {
-  const inside = new Set(ids);
-  const lows = new Set(ids.map(low16));
-  if (present.some((a) => !inside.has(a) && lows.has(low16(a)))) return columnIn('p.assetId')(where, name, ids, negate);
-  where.add(`p.assetLow ${negate ? 'NOT IN' : 'IN'} {${name}:Array(UInt16)}`, { [name]: [...lows] });
-};
+const assetIn =
+  (present: readonly number[]): InCondition =>
+  (where, name, ids, negate) => {
+    const inside = new Set(ids);
+    const lows = new Set(ids.map(low16));
+    if (present.some((a) => !inside.has(a) && lows.has(low16(a)))) return columnIn('p.assetId')(where, name, ids, negate);
+    where.add(`p.assetLow ${negate ? 'NOT IN' : 'IN'} {${name}:Array(UInt16)}`, { [name]: [...lows] });
+  };
 
 /**
  * WHERE of the sample on position_samples aliased `p` (history window applied here too): live
  * rows on eligible assets (and of the read's own assets); `traders`: also only live, signal-visible
  * traders (reads that aggregate per trader check that per group instead).
  */
-export async function sampleWhere(ctx: ReadContext, facts: Facts, f: SampleFilter & { traders?: boolean; everyAsset?: boolean }): Promise<Where> {
+export async function sampleWhere(
+  ctx: ReadContext,
+  facts: Facts,
+  f: SampleFilter & { traders?: boolean; everyAsset?: boolean },
+): Promise<Where> {
   const { start, end } = clampToHistory(f.window, ctx.principal, ctx.now.getTime());
   const where = new Where().add('p.live = 1');
   const present = await presentIds(ctx);
   // The read's own assets that are eligible: one set, and a range of the key per asset; else every eligible asset.
-  if (f.assetIds) assetIn(present.assets)(where, 'sampleAssets', f.assetIds.filter((a) => facts.assetQuote.has(a)), false);
-  else if (!f.everyAsset) setCondition(where, assetIn(present.assets), 'eligibleAssets', facts.assetIds, present.assets, (a) => facts.assetQuote.has(a));
-  if (f.traders) setCondition(where, columnIn('p.traderId'), 'eligibleTraders', signalTraders(facts, ctx.principal), present.traders, (t) => traderEligible(facts, ctx.principal, t));
+  if (f.assetIds)
+    assetIn(present.assets)(
+      where,
+      'sampleAssets',
+      f.assetIds.filter((a) => facts.assetQuote.has(a)),
+      false,
+    );
+  else if (!f.everyAsset)
+    setCondition(where, assetIn(present.assets), 'eligibleAssets', facts.assetIds, present.assets, (a) => facts.assetQuote.has(a));
+  if (f.traders)
+    setCondition(where, columnIn('p.traderId'), 'eligibleTraders', signalTraders(facts, ctx.principal), present.traders, (t) =>
+      traderEligible(facts, ctx.principal, t),
+    );
   // The read's own traders first: their ranges of the key, before any other column is read (a
   // third off trader stats for the 200 busiest traders on the large seed).
   if (f.traderIds) where.prewhere('p.traderId IN {sampleTraders:Array(UInt64)}', { sampleTraders: f.traderIds });
@@ -141,7 +178,14 @@ export async function sampleWhere(ctx: ReadContext, facts: Facts, f: SampleFilte
 
 /** Aggregates of one group's sample for one window, as the SQL below returns them. */
 export interface WindowAggregate {
-  window: WindowName; sampled: number; scored: number; mean: number | null; median: number | null; wins: number; sd: number | null; longs: number;
+  window: WindowName;
+  sampled: number;
+  scored: number;
+  mean: number | null;
+  median: number | null;
+  wins: number;
+  sd: number | null;
+  longs: number;
 }
 
 /**
@@ -161,9 +205,16 @@ const latestPriceAt = perDataVersion(async (store) => {
  * `checkAge`: whether a `ready` row may still be too young at serverTime (else its evaluation
  * time, a column the size of the return's, is not read).
  */
-export function performanceSql(where: Where, groupBy: string, windows: readonly WindowName[] = WINDOWS, countsOnly = false, checkAge = true): { sql: string; params: Record<string, unknown> } {
+export function performanceSql(
+  where: Where,
+  groupBy: string,
+  windows: readonly WindowName[] = WINDOWS,
+  countsOnly = false,
+  checkAge = true,
+): { sql: string; params: Record<string, unknown> } {
   // countsOnly: the positions and their directions, no returns (activity rankings).
-  const moments = countsOnly ? '0 AS scored, NULL AS mean, NULL AS median, 0 AS wins, NULL AS sd'
+  const moments = countsOnly
+    ? '0 AS scored, NULL AS mean, NULL AS median, 0 AS wins, NULL AS sd'
     : 'countIf(ready) AS scored, avgIf(r, ready) AS mean, quantileExactInclusiveIf(0.5)(r, ready) AS median, countIf(ready AND r > 0) AS wins, stddevSampStableIf(r, ready) AS sd';
   // One flat GROUP BY (a subquery to name `r` and `ready` cost a twentieth of trader stats).
   return {
@@ -179,15 +230,21 @@ export function performanceSql(where: Where, groupBy: string, windows: readonly 
 }
 
 /** Runs performanceSql and indexes the aggregates by group, then window. */
-export async function performanceByGroup(ctx: ReadContext, where: Where, groupBy: string, windows: readonly WindowName[] = WINDOWS, countsOnly = false): Promise<Map<number, Map<WindowName, WindowAggregate>>> {
+export async function performanceByGroup(
+  ctx: ReadContext,
+  where: Where,
+  groupBy: string,
+  windows: readonly WindowName[] = WINDOWS,
+  countsOnly = false,
+): Promise<Map<number, Map<WindowName, WindowAggregate>>> {
   const now = ctx.now.getTime();
-  const q = performanceSql(where, groupBy, windows, countsOnly, countsOnly ? false : now < await latestPriceAt(ctx));
+  const q = performanceSql(where, groupBy, windows, countsOnly, countsOnly ? false : now < (await latestPriceAt(ctx)));
   const rows = await ctx.store.query<WindowAggregate & { g: number }>(q.sql, { ...q.params, now });
   const out = new Map<number, Map<WindowName, WindowAggregate>>();
   for (const r of rows) {
     const g = Number(r.g);
     let m = out.get(g);
-    if (!m) out.set(g, m = new Map());
+    if (!m) out.set(g, (m = new Map()));
     m.set(r.window, { ...r, sampled: Number(r.sampled), scored: Number(r.scored), wins: Number(r.wins), longs: Number(r.longs) });
   }
   return out;
@@ -226,14 +283,22 @@ const heldMemo = perDataVersion(() => new Map<string, Promise<readonly unknown[]
  * data version and `key`, ordered by `time`; null when there are more than `max` (the read then
  * excludes them in SQL). `load(limit)` reads at most `limit` rows.
  */
-export function heldRows<R>(ctx: ReadContext, key: string, max: number, load: (limit: number) => Promise<R[]>, time: (r: R) => number): Promise<readonly R[] | null> {
+export function heldRows<R>(
+  ctx: ReadContext,
+  key: string,
+  max: number,
+  load: (limit: number) => Promise<R[]>,
+  time: (r: R) => number,
+): Promise<readonly R[] | null> {
   return heldMemo(ctx).then((memo) => {
     const k = `${key}/${max}`;
     let rows = memo.get(k) as Promise<readonly R[] | null> | undefined;
     if (!rows) {
       const loading = load(max + 1).then((r) => (r.length > max ? null : r.sort((x, y) => time(x) - time(y))));
       memo.set(k, loading);
-      loading.catch(() => { if (memo.get(k) === loading) memo.delete(k); });
+      loading.catch(() => {
+        if (memo.get(k) === loading) memo.delete(k);
+      });
       rows = loading;
     }
     return rows;
@@ -242,8 +307,13 @@ export function heldRows<R>(ctx: ReadContext, key: string, max: number, load: (l
 
 /** Calls `f` on each held row (ordered by `time`) with from <= time < to: one run of them, found by a binary search. */
 export function forEachHeld<R>(rows: readonly R[], time: (r: R) => number, from: number, to: number, f: (r: R) => void): void {
-  let lo = 0; let hi = rows.length;
-  while (lo < hi) { const mid = (lo + hi) >>> 1; if (time(rows[mid]!) < from) lo = mid + 1; else hi = mid; }
+  let lo = 0;
+  let hi = rows.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (time(rows[mid]!) < from) lo = mid + 1;
+    else hi = mid;
+  }
   for (let i = lo; i < rows.length && time(rows[i]!) < to; i++) f(rows[i]!);
 }
 
@@ -251,12 +321,22 @@ export function forEachHeld<R>(rows: readonly R[], time: (r: R) => number, from:
 export const SAMPLE_LIMITS = { maxHeldPositions: 100_000 };
 
 /** The live 1D sample rows (a row per position) on the given assets. */
-const ineligiblePositions = (ctx: ReadContext, assets: readonly number[]) => heldRows(ctx, `positions:${assets.join(',')}`, SAMPLE_LIMITS.maxHeldPositions,
-  (limit) => ctx.store.query<{ traderId: number; openAt: number }>(`
+const ineligiblePositions = (ctx: ReadContext, assets: readonly number[]) =>
+  heldRows(
+    ctx,
+    `positions:${assets.join(',')}`,
+    SAMPLE_LIMITS.maxHeldPositions,
+    (limit) =>
+      ctx.store
+        .query<{ traderId: number; openAt: number }>(
+          `
     SELECT p.traderId AS traderId, p.openAt AS openAt FROM $db.position_samples AS p FINAL
     WHERE p.live = 1 AND p.window = '1D' AND p.assetId IN {heldAssets:Array(UInt64)} LIMIT {heldLimit:UInt64} ${FINAL_SETTINGS}`,
-  { heldAssets: assets, heldLimit: limit }).then((r) => r.map((x) => ({ traderId: Number(x.traderId), openAt: Number(x.openAt) }))),
-  (r) => r.openAt);
+          { heldAssets: assets, heldLimit: limit },
+        )
+        .then((r) => r.map((x) => ({ traderId: Number(x.traderId), openAt: Number(x.openAt) }))),
+    (r) => r.openAt,
+  );
 
 /**
  * Sample positions per trader (trader activity, v1's tradeCount): one aggregate over one window's
@@ -264,11 +344,18 @@ const ineligiblePositions = (ctx: ReadContext, assets: readonly number[]) => hel
  * taken back in memory (ineligiblePositions) rather than excluded by the query: an asset condition
  * reads the assetId column of every row, about half the query on the large seed.
  */
-export async function positionCounts(ctx: ReadContext, facts: Facts, f: SampleFilter & { traders?: boolean }): Promise<Map<number, number>> {
+export async function positionCounts(
+  ctx: ReadContext,
+  facts: Facts,
+  f: SampleFilter & { traders?: boolean },
+): Promise<Map<number, number>> {
   const count = async (where: Where) => {
-    const rows = await ctx.store.query<{ traderId: number; n: number }>(`
+    const rows = await ctx.store.query<{ traderId: number; n: number }>(
+      `
       SELECT p.traderId AS traderId, count() AS n FROM $db.position_samples AS p FINAL ${where.prewhereSql}
-      WHERE ${where.sql} AND p.window = '1D' GROUP BY traderId ${FINAL_SETTINGS}`, where.params);
+      WHERE ${where.sql} AND p.window = '1D' GROUP BY traderId ${FINAL_SETTINGS}`,
+      where.params,
+    );
     return new Map(rows.map((r) => [Number(r.traderId), Number(r.n)]));
   };
   const excluded = f.assetIds ? [] : (await presentIds(ctx)).assets.filter((a) => !facts.assetQuote.has(a));
@@ -278,10 +365,17 @@ export async function positionCounts(ctx: ReadContext, facts: Facts, f: SampleFi
   // The same bounds as the query's (sampleWhere: clamped to the history window); a trader the
   // query did not count (not asked for, not eligible) has nothing to take back.
   const { start, end } = clampToHistory(f.window, ctx.principal, ctx.now.getTime());
-  forEachHeld(held, (r) => r.openAt, start ?? Number.NEGATIVE_INFINITY, end === null ? Number.POSITIVE_INFINITY : end + 1, ({ traderId }) => {
-    const n = counts.get(traderId);
-    if (n === undefined) return;
-    if (n <= 1) counts.delete(traderId); else counts.set(traderId, n - 1);
-  });
+  forEachHeld(
+    held,
+    (r) => r.openAt,
+    start ?? Number.NEGATIVE_INFINITY,
+    end === null ? Number.POSITIVE_INFINITY : end + 1,
+    ({ traderId }) => {
+      const n = counts.get(traderId);
+      if (n === undefined) return;
+      if (n <= 1) counts.delete(traderId);
+      else counts.set(traderId, n - 1);
+    },
+  );
   return counts;
 }

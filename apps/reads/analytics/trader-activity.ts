@@ -6,7 +6,11 @@ import { factsOf } from '../facts.ts';
 import { listRead } from '../list.ts';
 import { positionCounts, traderEligible } from './sample.ts';
 
-interface Row { id: number; name: string; positionCount: number }
+interface Row {
+  id: number;
+  name: string;
+  positionCount: number;
+}
 
 /**
  * Trader activity (README "Analytics reads"): live, signal-visible traders with their count of
@@ -16,7 +20,11 @@ interface Row { id: number; name: string; positionCount: number }
  */
 export function traderActivity(ctx: ReadContext, q: TraderActivityQuery) {
   return listRead<Row, TraderActivityRow>(ctx, {
-    op: 'list_trader_activity', query: q, historical: true, unboundedDefault: true, keyParts: ['string', 'id'],
+    op: 'list_trader_activity',
+    query: q,
+    historical: true,
+    unboundedDefault: true,
+    keyParts: ['string', 'id'],
     fetch: async ({ after, window, limit }) => {
       const facts = await factsOf(ctx);
       const assetIds = splitIds(q.assetIds);

@@ -1,7 +1,7 @@
 import type { TraderStatsRow } from '../../../schemas/api/analytics.ts';
 import { splitIds, splitList } from '../../../schemas/api/common-params.ts';
 import type { TraderStatsQuery } from '../../../schemas/api/queries.ts';
-import { WINDOWS, type SourceIdentity, type WindowName } from '../../../schemas/api/resources.ts';
+import { type SourceIdentity, WINDOWS, type WindowName } from '../../../schemas/api/resources.ts';
 import { perDataVersion, type ReadContext } from '../context.ts';
 import { factsOf } from '../facts.ts';
 import { appliedTimeRange, explicitBounds } from '../window.ts';
@@ -10,8 +10,12 @@ import { clampToHistory, directionBias, performanceByGroup, sampleWhere, timeBas
 /** Tags in their order: category `thematic` first, then the other categories, then names (bytes). */
 export function orderTags(tags: { category: string; name: string }[]): { category: string; name: string }[] {
   const bytes = (s: string) => Buffer.from(s, 'utf8');
-  return [...tags].sort((a, b) => (a.category === 'thematic' ? 0 : 1) - (b.category === 'thematic' ? 0 : 1)
-    || Buffer.compare(bytes(a.category), bytes(b.category)) || Buffer.compare(bytes(a.name), bytes(b.name)));
+  return [...tags].sort(
+    (a, b) =>
+      (a.category === 'thematic' ? 0 : 1) - (b.category === 'thematic' ? 0 : 1) ||
+      Buffer.compare(bytes(a.category), bytes(b.category)) ||
+      Buffer.compare(bytes(a.name), bytes(b.name)),
+  );
 }
 
 /**
@@ -20,7 +24,8 @@ export function orderTags(tags: { category: string; name: string }[]): { categor
  */
 const traderTags = perDataVersion(async (store) => {
   const rows = await store.query<{ traderId: number; categories: string[]; names: string[] }>(
-    'SELECT traderId, categories, names FROM $db.trader_tags FINAL WHERE deleted = 0');
+    'SELECT traderId, categories, names FROM $db.trader_tags FINAL WHERE deleted = 0',
+  );
   return new Map(rows.map((t) => [Number(t.traderId), orderTags(t.categories.map((category, i) => ({ category, name: t.names[i]! })))]));
 });
 
@@ -38,24 +43,38 @@ export async function traderStats(ctx: ReadContext, q: TraderStatsQuery) {
   const requested = splitIds(q.traderIds) ?? [];
   const found = requested.filter((id) => traderEligible(facts, ctx.principal, id, platforms));
   const missingTraderIds = requested.filter((id) => !found.includes(id));
-  const perf = found.length ? await performanceByGroup(ctx, await sampleWhere(ctx, facts, { window, traderIds: found }), 'traderId') : new Map();
+  const perf = found.length
+    ? await performanceByGroup(ctx, await sampleWhere(ctx, facts, { window, traderIds: found }), 'traderId')
+    : new Map();
   const tagsOf = found.length ? await traderTags(ctx) : new Map<number, { category: string; name: string }[]>();
   const results: TraderStatsRow[] = found.map((id) => {
     const key = facts.traderSource.get(id);
     const identity = key === undefined ? undefined : facts.identities.get(key);
     // sourceKey is `platform:sourceIdentityId` and a platform name has no colon.
-    const source: SourceIdentity | null = key !== undefined && identity
-      ? { platform: key.slice(0, key.indexOf(':')) as SourceIdentity['platform'], sourceIdentityId: key.slice(key.indexOf(':') + 1), ...identity } : null;
+    const source: SourceIdentity | null =
+      key !== undefined && identity
+        ? {
+            platform: key.slice(0, key.indexOf(':')) as SourceIdentity['platform'],
+            sourceIdentityId: key.slice(key.indexOf(':') + 1),
+            ...identity,
+          }
+        : null;
     const windows = perf.get(id);
     const any = windows?.get('1D');
     const positionCount = any?.sampled ?? 0;
     const longs = any?.longs ?? 0;
     return {
-      traderId: id, name: facts.traderName.get(id)!, source, tags: tagsOf.get(id) ?? [],
+      traderId: id,
+      name: facts.traderName.get(id)!,
+      source,
+      tags: tagsOf.get(id) ?? [],
       summary: {
         positionCount,
         directionBias: directionBias(longs, positionCount - longs),
-        timeBasedPerformances: Object.fromEntries(WINDOWS.map((w) => [w, timeBasedPerformance(w, windows?.get(w))])) as Record<WindowName, ReturnType<typeof timeBasedPerformance>>,
+        timeBasedPerformances: Object.fromEntries(WINDOWS.map((w) => [w, timeBasedPerformance(w, windows?.get(w))])) as Record<
+          WindowName,
+          ReturnType<typeof timeBasedPerformance>
+        >,
       },
     };
   });

@@ -10,7 +10,9 @@ describe('in-process cache', () => {
       expect(await c.get('a')).toBe('1');
       vi.advanceTimersByTime(1001);
       expect(await c.get('a')).toBeUndefined();
-    } finally { vi.useRealTimers(); }
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('clears by prefix only', async () => {

@@ -4,7 +4,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MemoryCache, MemoryWatermarks } from '../../../apps/cache/memory.ts';
 import type { Cache, Watermarks } from '../../../apps/cache/port.ts';
-import { FailOpenCache, RedisCache, RedisFallback, RedisLagBoard, redisClientOptions, RedisWatermarks } from '../../../apps/cache/redis.ts';
+import { FailOpenCache, RedisCache, RedisFallback, RedisLagBoard, RedisWatermarks, redisClientOptions } from '../../../apps/cache/redis.ts';
 import { redisPeer } from '../../helpers/redis.ts';
 
 const peer = await redisPeer();
@@ -48,7 +48,9 @@ function cacheContract(name: string, make: () => Cache) {
     it('clears a whole segment, an inner prefix, or everything, and nothing else', async () => {
       const c = make();
       const keys = ['auth:a', 'auth:b', 'read:v2/events?x', 'read:v2/messages?y', 'read2:z', 'solo', 'sol', 'a*b:[x]'];
-      const fill = async () => { for (const k of keys) await c.set(k, `v-${k}`, 60e3); };
+      const fill = async () => {
+        for (const k of keys) await c.set(k, `v-${k}`, 60e3);
+      };
       const present = async () => (await Promise.all(keys.map(async (k) => ((await c.get(k)) === `v-${k}` ? k : null)))).filter(Boolean);
       await fill();
       await c.clear('auth:');
@@ -89,15 +91,20 @@ cacheContract('in-process', () => new MemoryCache());
 watermarkContract('in-process', () => new MemoryWatermarks());
 
 describe.skipIf('skip' in peer)('Redis', () => {
-  let a: Redis; let b: Redis;
-  beforeAll(() => { a = client(); b = client(); });
+  let a: Redis;
+  let b: Redis;
+  beforeAll(() => {
+    a = client();
+    b = client();
+  });
 
   cacheContract('Redis', () => new RedisCache(a, ns()));
   watermarkContract('Redis', () => new RedisWatermarks(a, ns()));
 
   it('two replicas share entries and clears', async () => {
     const space = ns();
-    const one = new RedisCache(a, space); const two = new RedisCache(b, space);
+    const one = new RedisCache(a, space);
+    const two = new RedisCache(b, space);
     await one.set('read:q', 'answer', 60e3);
     expect(await two.get('read:q')).toBe('answer');
     await two.set('auth:key1', 'principal', 60e3);
@@ -110,8 +117,9 @@ describe.skipIf('skip' in peer)('Redis', () => {
 
   it('a watermark advanced concurrently by two instances ends at the highest value, and a reader never sees it go back', async () => {
     const space = ns();
-    const one = new RedisWatermarks(a, space); const two = new RedisWatermarks(b, space);
-    const values = Array.from({ length: 400 }, (_, i) => (i * 7919) % 1000 + 1);
+    const one = new RedisWatermarks(a, space);
+    const two = new RedisWatermarks(b, space);
+    const values = Array.from({ length: 400 }, (_, i) => ((i * 7919) % 1000) + 1);
     let writing = true;
     // A reader on its own connection, one read after the other (replies of concurrent reads may arrive out of order).
     const reader = (async () => {
@@ -120,10 +128,12 @@ describe.skipIf('skip' in peer)('Redis', () => {
       while (writing) seen.push(await reading.get('feed'));
       return seen;
     })();
-    await Promise.all(values.map(async (v, i) => {
-      const now = await (i % 2 ? one : two).advance('feed', v);
-      expect(now).toBeGreaterThanOrEqual(v);
-    }));
+    await Promise.all(
+      values.map(async (v, i) => {
+        const now = await (i % 2 ? one : two).advance('feed', v);
+        expect(now).toBeGreaterThanOrEqual(v);
+      }),
+    );
     writing = false;
     const seen = await reader;
     expect(seen.length).toBeGreaterThan(0);
@@ -140,14 +150,21 @@ describe.skipIf('skip' in peer)('Redis', () => {
   it('the lag board: per partition, end minus committed; a figure reported late never undoes a fresher one; a rebuild clears it', async () => {
     const key = ns();
     const [projectorA, projectorB] = [new RedisLagBoard(a, key), new RedisLagBoard(b, key)];
-    const pos = (topic: string, partition: number, committed: number, end: number) => ({ topic, partition, committed: BigInt(committed), end: BigInt(end) });
+    const pos = (topic: string, partition: number, committed: number, end: number) => ({
+      topic,
+      partition,
+      committed: BigInt(committed),
+      end: BigInt(end),
+    });
     expect(await projectorA.total()).toBe(0);
     // A batch's position just before its commit, and a lag read that began before it, reported after it.
     await projectorA.record([pos('prices', 0, 100, 120)]);
     await projectorB.record([pos('prices', 0, 40, 110), pos('prices', 1, -1, 5), pos('trade-events', 2, 7, 7)]);
     const byPartition = (await projectorB.partitions()).sort((x, y) => x.topic.localeCompare(y.topic) || x.partition - y.partition);
     expect(byPartition).toEqual([
-      { topic: 'prices', partition: 0, lag: 20 }, { topic: 'prices', partition: 1, lag: 5 }, { topic: 'trade-events', partition: 2, lag: 0 },
+      { topic: 'prices', partition: 0, lag: 20 },
+      { topic: 'prices', partition: 1, lag: 5 },
+      { topic: 'trade-events', partition: 2, lag: 0 },
     ]);
     expect(await projectorA.total()).toBe(25);
     await projectorA.record([pos('prices', 0, 120, 120), pos('prices', 1, 5, 5)]);

@@ -4,19 +4,20 @@
 // embedded log (itself held to the oracles), after a plain run, a rebalance between two members,
 // a restart, a member killed between its store write and its commit, and broker faults (leaders
 // moved, a broker stopped, the group coordinator moved) during consumption.
+
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PROJECTIONS } from '../../../projectors/index.ts';
+import { RedisGate } from '../../../projectors/log/gate.ts';
 import { KafkaLog } from '../../../projectors/log/kafka.ts';
 import type { LogBatch } from '../../../projectors/log/port.ts';
-import { Redis } from 'ioredis';
-import { RedisGate } from '../../../projectors/log/gate.ts';
-import type { Store } from '../../../storage/port.ts';
-import { applyBatch, forgetProjectionState, MAX_BATCH, validateBatchAsync, type Validated } from '../../../projectors/runner.ts';
-import { redisPeer, type RedisPeer } from '../../helpers/redis.ts';
-import { PROJECTIONS } from '../../../projectors/index.ts';
-import { demoSlice } from '../../helpers/demo-slice.ts';
+import { applyBatch, forgetProjectionState, MAX_BATCH, type Validated, validateBatchAsync } from '../../../projectors/runner.ts';
 import { TOPIC_NAMES, topicByName } from '../../../schemas/topics/index.ts';
+import type { Store } from '../../../storage/port.ts';
+import { demoSlice } from '../../helpers/demo-slice.ts';
 import { createHarness, type Harness, type TopicRecord } from '../../helpers/harness.ts';
-import { kafkaMock, type KafkaMock } from '../../helpers/kafka-mock.ts';
+import { type KafkaMock, kafkaMock } from '../../helpers/kafka-mock.ts';
+import { type RedisPeer, redisPeer } from '../../helpers/redis.ts';
 
 const NOW = Date.parse('2026-06-01T00:00:00Z');
 const DAY = 86_400_000;
@@ -51,7 +52,8 @@ afterAll(async () => {
 /** Appends records through KafkaLog, each topic's in order, keyed as the embedded log keys them. */
 async function appendAll(log: KafkaLog, recs: readonly TopicRecord[]): Promise<void> {
   const byTopic = new Map<string, { key: string; value: unknown }[]>();
-  for (const r of recs) (byTopic.get(r.topic) ?? byTopic.set(r.topic, []).get(r.topic)!).push({ key: topicByName.get(r.topic)!.key(r.value), value: r.value });
+  for (const r of recs)
+    (byTopic.get(r.topic) ?? byTopic.set(r.topic, []).get(r.topic)!).push({ key: topicByName.get(r.topic)!.key(r.value), value: r.value });
   for (const [topic, rs] of byTopic) for (let i = 0; i < rs.length; i += 2000) await log.append(topic, rs.slice(i, i + 2000));
 }
 
@@ -60,26 +62,59 @@ async function appendAll(log: KafkaLog, recs: readonly TopicRecord[]): Promise<v
  * records handled and take-overs. `store`: the member's own store object (a process of its own
  * has one), by default the harness's.
  */
-function projector(log: KafkaLog, h: Harness, group: string, hook?: (batch: LogBatch) => Promise<void>, seen = { records: 0, takeOvers: 0 }, store: Store = h.store, maxBatch = MAX_BATCH) {
-  return log.subscribe<Validated>(group, TOPIC_NAMES, async (batch, validated) => {
-    await hook?.(batch);
-    await applyBatch(store, batch, PROJECTIONS, validated);
-    seen.records += batch.records.length;
-  }, { maxBatch, prepare: validateBatchAsync, onTakeOver: () => { seen.takeOvers++; forgetProjectionState(store); } });
+function projector(
+  log: KafkaLog,
+  h: Harness,
+  group: string,
+  hook?: (batch: LogBatch) => Promise<void>,
+  seen = { records: 0, takeOvers: 0 },
+  store: Store = h.store,
+  maxBatch = MAX_BATCH,
+) {
+  return log.subscribe<Validated>(
+    group,
+    TOPIC_NAMES,
+    async (batch, validated) => {
+      await hook?.(batch);
+      await applyBatch(store, batch, PROJECTIONS, validated);
+      seen.records += batch.records.length;
+    },
+    {
+      maxBatch,
+      prepare: validateBatchAsync,
+      onTakeOver: () => {
+        seen.takeOvers++;
+        forgetProjectionState(store);
+      },
+    },
+  );
 }
 
 const READS = [
-  '/v2/traders?limit=200', '/v2/assets?limit=200', '/v2/events?limit=200&startTime=2026-01-01T00:00:00Z', '/v2/positions?limit=200&startTime=2026-01-01T00:00:00Z',
-  '/v2/positions/open?limit=200', '/v2/messages?limit=200&startTime=2026-01-01T00:00:00Z', '/v2/feed?limit=100&startTime=2026-01-01T00:00:00Z',
-  '/v2/channel-summaries?limit=200&startTime=2026-01-01T00:00:00Z', '/v2/aggregate-summaries?limit=200&startTime=2026-01-01T00:00:00Z',
+  '/v2/traders?limit=200',
+  '/v2/assets?limit=200',
+  '/v2/events?limit=200&startTime=2026-01-01T00:00:00Z',
+  '/v2/positions?limit=200&startTime=2026-01-01T00:00:00Z',
+  '/v2/positions/open?limit=200',
+  '/v2/messages?limit=200&startTime=2026-01-01T00:00:00Z',
+  '/v2/feed?limit=100&startTime=2026-01-01T00:00:00Z',
+  '/v2/channel-summaries?limit=200&startTime=2026-01-01T00:00:00Z',
+  '/v2/aggregate-summaries?limit=200&startTime=2026-01-01T00:00:00Z',
   `/v2/traders/stats?traderIds=${Array.from({ length: 12 }, (_, i) => i + 1).join(',')}&startTime=2026-01-01T00:00:00Z`,
-  '/v2/assets/stats?assetIds=1,2,3,4,5,6,7,8&startTime=2026-01-01T00:00:00Z', '/v2/traders/rankings?metric=position_count&limit=50',
-  '/v2/traders/rankings?metric=avg_return&timeBasedPerformanceWindow=1D&minPositions=0&limit=50', '/v2/activity-summaries?interval=day&limit=50',
+  '/v2/assets/stats?assetIds=1,2,3,4,5,6,7,8&startTime=2026-01-01T00:00:00Z',
+  '/v2/traders/rankings?metric=position_count&limit=50',
+  '/v2/traders/rankings?metric=avg_return&timeBasedPerformanceWindow=1D&minPositions=0&limit=50',
+  '/v2/activity-summaries?interval=day&limit=50',
   '/v2/traders/activity?minPositionCount=0&limit=200',
 ];
 
 /** JSON without the cursors (signed by each server's own key) and with floats rounded to 12 digits (parallel sums). */
-const canonical = (v: unknown): unknown => JSON.parse(JSON.stringify(v, (k, x) => (k === 'nextCursor' ? null : typeof x === 'number' && !Number.isInteger(x) ? Number(x.toPrecision(12)) : x)));
+const canonical = (v: unknown): unknown =>
+  JSON.parse(
+    JSON.stringify(v, (k, x) =>
+      k === 'nextCursor' ? null : typeof x === 'number' && !Number.isInteger(x) ? Number(x.toPrecision(12)) : x,
+    ),
+  );
 
 /** Every read of READS answers on `h` what it answers on the reference (embedded) projection. */
 async function expectSameReads(h: Harness): Promise<void> {
@@ -120,19 +155,36 @@ describe('the projector on KafkaLog', () => {
     let batches = 0;
     let killed = '';
     let died!: () => void;
-    const dead = new Promise<void>((r) => { died = r; });
-    const first = log.subscribe<Validated>('killed', TOPIC_NAMES, async (batch, validated) => {
-      await applyBatch(h.store, batch, PROJECTIONS, validated);
-      // Its end, as far as the group can tell: no commit, and the member leaves (stop) without one.
-      if (batch.topic === 'trade-events' && ++batches === 3) { killed = `${batch.partition}/${batch.records[0]!.offset}`; died(); throw new Error('killed'); }
-    }, { maxBatch: 500, prepare: validateBatchAsync });
+    const dead = new Promise<void>((r) => {
+      died = r;
+    });
+    const first = log.subscribe<Validated>(
+      'killed',
+      TOPIC_NAMES,
+      async (batch, validated) => {
+        await applyBatch(h.store, batch, PROJECTIONS, validated);
+        // Its end, as far as the group can tell: no commit, and the member leaves (stop) without one.
+        if (batch.topic === 'trade-events' && ++batches === 3) {
+          killed = `${batch.partition}/${batch.records[0]!.offset}`;
+          died();
+          throw new Error('killed');
+        }
+      },
+      { maxBatch: 500, prepare: validateBatchAsync },
+    );
     await dead;
     await first.stop();
     const seen = { records: 0, takeOvers: 0 };
     const again = new Set<string>();
-    const second = projector(log, h, 'killed', async (b) => {
-      if (b.topic === 'trade-events') for (const r of b.records) again.add(`${b.partition}/${r.offset}`);
-    }, seen);
+    const second = projector(
+      log,
+      h,
+      'killed',
+      async (b) => {
+        if (b.topic === 'trade-events') for (const r of b.records) again.add(`${b.partition}/${r.offset}`);
+      },
+      seen,
+    );
     await second.caughtUp();
     expect(again.has(killed), `the uncommitted batch ${killed} was delivered again`).toBe(true);
     await expectSameReads(h);
@@ -157,25 +209,36 @@ describe('the projector on KafkaLog', () => {
     // Each member as its own process would be: its own log client, store object, Redis connection and gate.
     const members = [0, 1].map(() => {
       const redis = new Redis(peer.url, { maxRetriesPerRequest: 2 });
-      return { redis, log: new KafkaLog({ brokers: m.brokers, ...KAFKA, gate: (g) => new RedisGate(redis, g, { prefix: `t${process.pid}` }) }), seen: { records: 0, takeOvers: 0 }, store: undefined as Store | undefined };
+      return {
+        redis,
+        log: new KafkaLog({ brokers: m.brokers, ...KAFKA, gate: (g) => new RedisGate(redis, g, { prefix: `t${process.pid}` }) }),
+        seen: { records: 0, takeOvers: 0 },
+        store: undefined as Store | undefined,
+      };
     });
     for (const mb of members) mb.store = await h.openStore();
     const slow = () => new Promise<void>((r) => setTimeout(r, 120)); // spread the work over the rebalances
-    const [a, b] = members as [typeof members[0], typeof members[0]];
+    const [a, b] = members as [(typeof members)[0], (typeof members)[0]];
     const subA = projector(a.log, h, 'pair', slow, a.seen, a.store!, 100);
     await new Promise((r) => setTimeout(r, 5000)); // A has the group to itself and starts
     const subB = projector(b.log, h, 'pair', slow, b.seen, b.store!, 100);
     await new Promise((r) => setTimeout(r, 15_000)); // a rebalance gives B partitions
     await subA.stop(); // and another gives B all of them
     await subB.caughtUp();
-    console.log(`two members: A handled ${a.seen.records} records (${a.seen.takeOvers} take-overs), B ${b.seen.records} (${b.seen.takeOvers} take-overs), of ${records.length}`);
+    console.log(
+      `two members: A handled ${a.seen.records} records (${a.seen.takeOvers} take-overs), B ${b.seen.records} (${b.seen.takeOvers} take-overs), of ${records.length}`,
+    );
     expect(a.seen.records).toBeGreaterThan(0);
     expect(b.seen.records).toBeGreaterThan(0);
     expect(a.seen.takeOvers + b.seen.takeOvers).toBeGreaterThan(2);
     expect(a.seen.records + b.seen.records).toBeGreaterThanOrEqual(records.length);
     await expectSameReads(h);
     await subB.stop();
-    for (const mb of members) { await mb.log.close(); await mb.store!.close(); mb.redis.disconnect(); }
+    for (const mb of members) {
+      await mb.log.close();
+      await mb.store!.close();
+      mb.redis.disconnect();
+    }
     await peer.stop();
     await h.close();
   }, 240_000);
@@ -197,15 +260,25 @@ describe('the projector on KafkaLog', () => {
         const topic = TOPIC_NAMES[i % TOPIC_NAMES.length]!;
         await m.command(`leader ${topic} ${i % PARTITIONS} ${1 + (i % 3)}`);
         faults.leaderMoves++;
-        if (i % 25 === 10) { await m.command('down 2'); faults.brokerStops++; await new Promise((r) => setTimeout(r, 1000)); await m.command('up 2'); }
-        if (i % 25 === 20) { await m.command(`coordinator faults ${1 + (i % 3)}`); faults.coordinatorMoves++; }
+        if (i % 25 === 10) {
+          await m.command('down 2');
+          faults.brokerStops++;
+          await new Promise((r) => setTimeout(r, 1000));
+          await m.command('up 2');
+        }
+        if (i % 25 === 20) {
+          await m.command(`coordinator faults ${1 + (i % 3)}`);
+          faults.coordinatorMoves++;
+        }
         await new Promise((r) => setTimeout(r, 150));
       }
     })();
     await sub.caughtUp();
     running = false;
     await chaos;
-    console.log(`consume faults: ${records.length} records on the log, ${seen.records} handled, ${faults.leaderMoves} leader moves, ${faults.brokerStops} broker stops, ${faults.coordinatorMoves} coordinator moves, ${restarts()} consumer restarts`);
+    console.log(
+      `consume faults: ${records.length} records on the log, ${seen.records} handled, ${faults.leaderMoves} leader moves, ${faults.brokerStops} broker stops, ${faults.coordinatorMoves} coordinator moves, ${restarts()} consumer restarts`,
+    );
     expect(faults.leaderMoves).toBeGreaterThan(20);
     expect(faults.brokerStops).toBeGreaterThan(0);
     expect(seen.records).toBeGreaterThanOrEqual(records.length);

@@ -6,12 +6,16 @@
 import { Kafka, logLevel } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KafkaAppender } from '../../../projectors/log/kafka.ts';
-import { kafkaMock, type KafkaMock } from '../../helpers/kafka-mock.ts';
+import { type KafkaMock, kafkaMock } from '../../helpers/kafka-mock.ts';
 
 const PARTITIONS = 6;
 let mock: KafkaMock | { skip: string };
-beforeAll(async () => { mock = await kafkaMock(3, { steady: PARTITIONS, moving: PARTITIONS, naive: PARTITIONS }); }, 30_000);
-afterAll(async () => { if ('stop' in mock) await mock.stop(); });
+beforeAll(async () => {
+  mock = await kafkaMock(3, { steady: PARTITIONS, moving: PARTITIONS, naive: PARTITIONS });
+}, 30_000);
+afterAll(async () => {
+  if ('stop' in mock) await mock.stop();
+});
 
 /** Every message of `topic` from the beginning, as `key:seq` values, once `expected` are there (or the deadline passes). */
 async function readAll(brokers: string[], topic: string, expected: number): Promise<{ key: string; value: string }[]> {
@@ -25,7 +29,10 @@ async function readAll(brokers: string[], topic: string, expected: number): Prom
     void consumer.run({
       eachBatch: async ({ batch }) => {
         for (const m of batch.messages) out.push({ key: m.key!.toString(), value: m.value!.toString() });
-        if (out.length >= expected) { clearTimeout(deadline); setTimeout(resolve, 500); } // and a little longer: duplicates after the count
+        if (out.length >= expected) {
+          clearTimeout(deadline);
+          setTimeout(resolve, 500);
+        } // and a little longer: duplicates after the count
       },
     });
   });
@@ -35,7 +42,8 @@ async function readAll(brokers: string[], topic: string, expected: number): Prom
 }
 
 /** Records `k<i>` keyed by 50 keys, each value the key and its sequence number. */
-const records = (n: number) => Array.from({ length: n }, (_, i) => ({ key: `k${i % 50}`, value: { key: `k${i % 50}`, seq: Math.floor(i / 50) } }));
+const records = (n: number) =>
+  Array.from({ length: n }, (_, i) => ({ key: `k${i % 50}`, value: { key: `k${i % 50}`, seq: Math.floor(i / 50) } }));
 
 /** What the read-back holds against what was appended: lost, duplicated, and keys read out of order. */
 function audit(appended: ReturnType<typeof records>, read: { key: string; value: string }[]) {
@@ -87,8 +95,10 @@ describe('KafkaAppender on a Kafka-protocol peer', () => {
     await appender.close();
     const read = await readAll(m.brokers, 'moving', all.length);
     const figures = audit(all, read);
-    console.log(`leader-move fault test: ${all.length} records appended, ${moves} leader moves, ${appender.totals.resent} partition sends repeated, `
-      + `${figures.lost} lost, ${figures.duplicated} duplicated, ${figures.outOfOrder} keys out of order`);
+    console.log(
+      `leader-move fault test: ${all.length} records appended, ${moves} leader moves, ${appender.totals.resent} partition sends repeated, ` +
+        `${figures.lost} lost, ${figures.duplicated} duplicated, ${figures.outOfOrder} keys out of order`,
+    );
     expect(moves).toBeGreaterThan(30);
     expect(figures.lost).toBe(0);
     expect(figures.outOfOrder).toBe(0);
