@@ -13,6 +13,7 @@ import type { RateLimits } from './api/rate-limit.ts';
 import { ReadCache } from './api/read-cache.ts';
 import { type ApiDeps, buildApi } from './api/server.ts';
 import { ApiKeyAuthenticator } from './auth/keys.ts';
+import { DATA_VERSION } from './cache/port.ts';
 import {
   FailOpenCache,
   REDIS_COMMAND_TIMEOUT_MS,
@@ -34,9 +35,6 @@ import { CursorCodec } from './reads/cursor.ts';
  * the API keys' and token owners' answers (cleared on every commit), rate-limit counts, the
  * projector's lag, and the projectors' apply turns.
  */
-
-/** Names of the shared marks in Redis (RedisWatermarks). */
-export const DATA_VERSION = 'data-version';
 
 /** Redis keys of one deployment, under REDIS_PREFIX (default `signalbase`), so deployments can share a Redis. */
 export function redisKeys(prefix = 'signalbase') {

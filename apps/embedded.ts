@@ -17,6 +17,7 @@ import { DevAuthorizationServer } from './auth/dev-server.ts';
 import { ApiKeyAuthenticator } from './auth/keys.ts';
 import { readPasswords, setPassword } from './auth/passwords.ts';
 import { MemoryCache, MemoryWatermarks } from './cache/memory.ts';
+import { DATA_VERSION } from './cache/port.ts';
 import type { Config } from './config.ts';
 import { authUrls, originOf } from './config.ts';
 import { type AuthUrls, TokenVerifier } from './mcp/bearer.ts';
@@ -24,8 +25,6 @@ import { Metrics, serveMetrics } from './metrics.ts';
 import { Admission, admissionDefaults } from './reads/cost.ts';
 import { CursorCodec } from './reads/cursor.ts';
 
-/** Watermark of committed projector batches: it changes exactly when a read's answer may change. */
-export const DATA_VERSION = 'data-version';
 export const storePath = (dataDir: string) => join(dataDir, 'chdb');
 const pidFile = (dataDir: string) => join(dataDir, 'server.pid');
 const seededMarker = (dataDir: string) => join(dataDir, 'seeded.json');

@@ -25,6 +25,12 @@ export interface Projection {
   handle?(batch: readonly ValidRecord[]): object[];
   /** Runs after the rows of the batch are stored; `version` is monotonic across batches. */
   afterStore?(store: Store, batch: readonly ValidRecord[], version: bigint): Promise<void>;
+  /**
+   * Drops what the projection keeps in process of `store` (counters, caches read from it), which
+   * it reads again when next needed: the runner calls it when another writer may have written the
+   * store since (a take-over), for every projection, without knowing what each keeps.
+   */
+  forget?(store: Store): void;
 }
 
 export const bool = (b: boolean | null | undefined): number | null => (b == null ? null : b ? 1 : 0);
@@ -35,7 +41,7 @@ export const del = (r: { deleted?: boolean }): number => (r.deleted ? 1 : 0);
  * date-times with best_effort, which may read lower-case `t`/`z`, offsets or long fractions
  * differently from our validator: it gets exactly the instant that was validated.
  */
-export function iso(s: string): string {
+export function canonicalDateTime(s: string): string {
   const ms = parseDateTime(s);
   if (ms === null) throw new Error(`not a valid date-time: ${s}`); // validated records never get here
   return new Date(ms).toISOString();

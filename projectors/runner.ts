@@ -1,11 +1,8 @@
 import { TOPIC_NAMES } from '../schemas/topics/index.ts';
 import { checkIdentifier, type Store } from '../storage/port.ts';
-import { forgetFeedState } from './feed/projection.ts';
 import { PROJECTIONS } from './index.ts';
 import type { Log, LogBatch, LogRecord, LogSubscription } from './log/port.ts';
-import { forgetPerformanceState } from './performance/projection.ts';
 import type { Projection, ValidRecord } from './projection.ts';
-import { forgetTradingState } from './trading/projection.ts';
 import { oversizeReason, validateRecord } from './validate.ts';
 
 const DEAD_LETTERS_DDL = `CREATE TABLE IF NOT EXISTS $db.dead_letters (
@@ -261,8 +258,6 @@ export function runProjector(log: Log, store: Store, events: ProjectorEvents = {
 }
 
 /** Forgets what the projections keep in process of `store`: another projector process has written it since. */
-export function forgetProjectionState(store: Store): void {
-  forgetTradingState(store);
-  forgetPerformanceState(store);
-  forgetFeedState(store);
+export function forgetProjectionState(store: Store, projections: readonly Projection[] = PROJECTIONS): void {
+  for (const p of projections) p.forget?.(store);
 }

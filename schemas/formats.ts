@@ -77,3 +77,6 @@ export const isDateTime = (s: string): boolean => parseDateTime(s) !== null;
 
 // typebox validates ingest records (and anything else compiled from `schemas/`) with this format.
 Format.Set('date-time', isDateTime);
+
+/** An instant (ms since the epoch, or their decimal text as the store returns it) as the contract writes date-times. */
+export const iso = (ms: number | string): string => new Date(Number(ms)).toISOString();

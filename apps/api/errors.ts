@@ -1,25 +1,7 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { ApiError, type ValidationDetail } from '../../schemas/api/errors.ts';
+import { ApiError } from '../../schemas/api/errors.ts';
+import { validationDetails } from '../../schemas/api/validation.ts';
 import { readFailure, tooLarge } from '../reads/cost.ts';
-
-/** Ajv errors of a query schema as `[{ param, message }]`, with the schema's own wording for list formats. */
-export function validationDetails(err: FastifyError, querySchema: any, query: Record<string, unknown> = {}): ValidationDetail[] {
-  const out: ValidationDetail[] = [];
-  for (const v of err.validation ?? []) {
-    const params = (v.params ?? {}) as Record<string, string>;
-    const param = params.additionalProperty ?? params.missingProperty ?? (v.instancePath ?? '').replace(/^\//, '').split('/')[0] ?? '';
-    let message = v.message ?? 'is invalid';
-    if (v.keyword === 'additionalProperties') message = 'unknown parameter';
-    else if (Array.isArray(query[param])) message = 'given more than once; pass it once (lists are comma-separated)';
-    else if (v.keyword === 'required') message = 'is required';
-    else if (v.keyword === 'pattern' && querySchema?.properties?.[param]?.['x-list-message'])
-      message = querySchema.properties[param]['x-list-message'];
-    else if (v.keyword === 'format' && params.format === 'date-time')
-      message = 'must be an ISO-8601 date-time with a time zone, e.g. 2026-01-31T00:00:00Z';
-    if (!out.some((d) => d.param === param && d.message === message)) out.push({ param, message });
-  }
-  return out;
-}
 
 export function sendError(reply: FastifyReply, request: FastifyRequest, err: ApiError): FastifyReply {
   reply.header('x-request-id', request.id); // also for what is refused before the onRequest hook runs
@@ -61,7 +43,7 @@ export function errorHandler(err: FastifyError | ApiError, request: FastifyReque
   if (err instanceof ApiError) return paceRefusal(err.code, () => sendError(reply, request, err));
   if ((err as FastifyError).validation) {
     const details = validationDetails(
-      err as FastifyError,
+      (err as FastifyError).validation ?? [],
       request.routeOptions.schema?.querystring,
       request.query as Record<string, unknown>,
     );

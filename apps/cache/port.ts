@@ -9,6 +9,9 @@ export interface Cache {
   clear(prefix: string): Promise<void>;
 }
 
+/** The watermark of committed projector batches: it changes exactly when a read's answer may change. */
+export const DATA_VERSION = 'data-version';
+
 export interface Watermarks {
   /** The current value of a named watermark (0 when never set). */
   get(name: string): Promise<number>;

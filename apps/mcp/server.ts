@@ -7,13 +7,13 @@ import {
   ListToolsRequestSchema,
   McpError,
 } from '@modelcontextprotocol/sdk/types.js';
-import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import { Ajv, type ValidateFunction } from 'ajv';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { ApiError, type ValidationDetail } from '../../schemas/api/errors.ts';
+import { ApiError } from '../../schemas/api/errors.ts';
+import { validationDetails } from '../../schemas/api/validation.ts';
 import { isDateTime } from '../../schemas/formats.ts';
 import { SCOPES } from '../../schemas/topics/index.ts';
 import type { Store } from '../../storage/port.ts';
-import { validationDetails } from '../api/errors.ts';
 import { queryProblems } from '../api/query.ts';
 import type { RateLimiter } from '../api/rate-limit.ts';
 import { PACKAGE_VERSION } from '../package.ts';
@@ -57,26 +57,6 @@ declare module 'fastify' {
 const ajv = new Ajv({ strict: false, allErrors: true });
 ajv.addFormat('date-time', { type: 'string', validate: isDateTime });
 const inputValidators = new Map<string, ValidateFunction>(TOOLS.map((t) => [t.op.tool, ajv.compile(t.definition.inputSchema)]));
-
-function argumentProblems(errors: ErrorObject[]): ValidationDetail[] {
-  const out: ValidationDetail[] = [];
-  for (const e of errors) {
-    const param =
-      e.keyword === 'additionalProperties'
-        ? String(e.params.additionalProperty)
-        : e.keyword === 'required'
-          ? String(e.params.missingProperty)
-          : (e.instancePath.split('/')[1] ?? '');
-    const message =
-      e.keyword === 'additionalProperties'
-        ? 'unknown parameter'
-        : e.keyword === 'required'
-          ? 'is required'
-          : `${e.instancePath.split('/').length > 2 ? `member ${e.instancePath.split('/')[2]} ` : ''}${e.message ?? 'is invalid'}`;
-    if (!out.some((d) => d.param === param && d.message === message)) out.push({ param, message });
-  }
-  return out;
-}
 
 /** A tool error result (never a protocol error): the REST error's code, message and details, as JSON text. */
 function toolError(err: ApiError): CallToolResult {
@@ -296,14 +276,14 @@ export async function mcpRoutes(app: FastifyInstance, deps: McpDeps): Promise<vo
 function readQuery(op: Operation, args: Record<string, unknown>, req: FastifyRequest): Record<string, unknown> {
   const check = inputValidators.get(op.tool)!;
   if (!check(args)) {
-    const details = argumentProblems(check.errors ?? []);
+    const details = validationDetails(check.errors ?? [], toolByName.get(op.tool)?.definition.inputSchema, args);
     throw new ApiError('VALIDATION_ERROR', `Invalid argument ${details[0]?.param}: ${details[0]?.message}`, details);
   }
   const query: Record<string, unknown> = argumentsAsQuery(args);
   const problems = queryProblems(op.query, query as Record<string, string>);
   // REST's own validator for the read's query (the same ajv, coercion and defaults as the route).
   const validate = req.compileValidationSchema(op.query, 'querystring');
-  if (!problems.length && !validate(query)) problems.push(...validationDetails({ validation: validate.errors } as never, op.query, query));
+  if (!problems.length && !validate(query)) problems.push(...validationDetails(validate.errors ?? [], op.query, query));
   if (problems.length) throw new ApiError('VALIDATION_ERROR', `Invalid argument ${problems[0]!.param}: ${problems[0]!.message}`, problems);
   return query;
 }

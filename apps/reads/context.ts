@@ -62,5 +62,5 @@ export function perDataVersion<T>(make: (store: Store) => T): (ctx: ReadContext)
   };
 }
 
-export const iso = (ms: number | string): string => new Date(Number(ms)).toISOString();
-export const b = (v: number | null): boolean | null => (v == null ? null : v === 1);
+/** A stored 0/1 flag as the contract's boolean (null stays null). */
+export const flag = (v: number | null): boolean | null => (v == null ? null : v === 1);

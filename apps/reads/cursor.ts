@@ -12,10 +12,10 @@ import type { Principal } from './principal.ts';
  * again on every page (window.ts), so a cursor can never widen what its caller may read.
  */
 export type Key = (string | number)[];
-export type Window = [number | null, number | null];
+export type WindowBounds = [number | null, number | null];
 export interface CursorState {
   k: Key;
-  w?: Window;
+  w?: WindowBounds;
 }
 
 /** What each position of a read's sort key holds: a time (ms), an id, a string, or a sequence number (0 or more). */
@@ -74,7 +74,7 @@ export class CursorCodec {
     }
     // Signed by us, yet checked as if it were not: a leaked key or a bug must not turn into a 500.
     if (!isKey(parsed?.k, parts) || typeof parsed.f !== 'string' || typeof parsed.p !== 'string') throw MALFORMED();
-    if (historical ? !isWindow(parsed.w) : parsed.w !== undefined) throw MALFORMED();
+    if (historical ? !isWindowBounds(parsed.w) : parsed.w !== undefined) throw MALFORMED();
     if (parsed.f !== filters) {
       throw new ApiError('INVALID_CURSOR', 'Cursor does not match the filters of this request; keep the filters unchanged between pages');
     }
@@ -110,7 +110,7 @@ function isKey(k: unknown, parts: readonly KeyPart[]): k is Key {
  * applies when an account's history window begins after an explicit endTime (a read whose rows
  * are not all in time, such as trader activity, still pages through it); it widens nothing.
  */
-function isWindow(w: unknown): w is Window {
+function isWindowBounds(w: unknown): w is WindowBounds {
   return Array.isArray(w) && w.length === 2 && w.every((x) => x === null || isTime(x));
 }
 

@@ -1,7 +1,8 @@
 import { splitIds, splitList } from '../../schemas/api/common-params.ts';
 import type { EventsQuery } from '../../schemas/api/queries.ts';
 import type { Event } from '../../schemas/api/resources.ts';
-import { iso, type ReadContext } from './context.ts';
+import { iso } from '../../schemas/formats.ts';
+import type { ReadContext } from './context.ts';
 import { addSignalFilters, factsOf } from './facts.ts';
 import { addWindow, listRead, type StatementRow, statementPage, statementRows } from './list.ts';
 import { readsFromProjection } from './stats.ts';

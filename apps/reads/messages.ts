@@ -1,7 +1,8 @@
 import { splitIds, splitList } from '../../schemas/api/common-params.ts';
 import type { MessagesQuery } from '../../schemas/api/queries.ts';
 import type { Message } from '../../schemas/api/resources.ts';
-import { b, iso, type ReadContext } from './context.ts';
+import { iso } from '../../schemas/formats.ts';
+import { flag, type ReadContext } from './context.ts';
 import { factsOf, type Identity, permits, SOURCE_KEY_SQL, setCondition, sourceKey } from './facts.ts';
 import { addWindow, listRead, type StatementRow, statementPage, statementRows } from './list.ts';
 
@@ -114,10 +115,10 @@ export function listMessages(ctx: ReadContext, q: MessagesQuery) {
             url: r.url,
             text: r.text,
             attachments: r.attachmentTypes.map((type, i) => ({ type, url: r.attachmentUrls[i]! })),
-            isEdited: b(r.isEdited),
-            isReply: b(r.isReply),
-            isQuote: b(r.isQuote),
-            isRepost: b(r.isRepost),
+            isEdited: flag(r.isEdited),
+            isReply: flag(r.isReply),
+            isQuote: flag(r.isQuote),
+            isRepost: flag(r.isRepost),
           },
         },
       })),

@@ -1,7 +1,8 @@
 import { splitIds } from '../../schemas/api/common-params.ts';
 import type { OpenPositionsQuery, PositionsQuery } from '../../schemas/api/queries.ts';
 import type { OpenPosition, Position } from '../../schemas/api/resources.ts';
-import { iso, perDataVersion, type ReadContext } from './context.ts';
+import { iso } from '../../schemas/formats.ts';
+import { perDataVersion, type ReadContext } from './context.ts';
 import { addSignalFilters, factsOf } from './facts.ts';
 import { addWindow, listRead, type StatementRow, statementPage, statementRows, type Where } from './list.ts';
 import { timeBasedPerformances } from './performance.ts';

@@ -1,6 +1,7 @@
 import type { SummariesQuery } from '../../schemas/api/queries.ts';
 import type { AggregateSummary, ChannelSummary } from '../../schemas/api/resources.ts';
-import { iso, type ReadContext } from './context.ts';
+import { iso } from '../../schemas/formats.ts';
+import type { ReadContext } from './context.ts';
 import { factsOf, permits, setCondition } from './facts.ts';
 import { listRead, type StatementRow, statementPage, statementRows, type Where } from './list.ts';
 import type { Window } from './window.ts';

@@ -1,5 +1,5 @@
 import { type AccountRecord, type ApiKeyRecord, SCOPES } from '../../schemas/topics/index.ts';
-import { del, iso, type Projection } from '../projection.ts';
+import { canonicalDateTime, del, type Projection } from '../projection.ts';
 
 export const accountsProjection: Projection = {
   name: 'accounts',
@@ -49,7 +49,7 @@ export const apiKeysProjection: Projection = {
       accountId: k.accountId,
       scopes: k.scopes,
       revoked: k.revoked ? 1 : 0,
-      createdAt: iso(k.createdAt),
+      createdAt: canonicalDateTime(k.createdAt),
       version: k.version,
       deleted: del(k),
     })),

@@ -239,7 +239,7 @@ const stateOf = (store: Store): FeedState => {
 };
 
 /** Drops what this process keeps of `store` (the feed sequence counter, the last watermark): another writer has written it since. */
-export function forgetFeedState(store: Store): void {
+function forgetFeedState(store: Store): void {
   const s = states.get(store);
   if (s) {
     s.fseq = null;
@@ -437,4 +437,5 @@ export const feedProjection: Projection = {
     if (!topic) return Promise.resolve();
     return topic === 'messages' ? applyFeedMessages(store, batch, version) : restampEmbedding(store, topic, batch, version);
   },
+  forget: forgetFeedState,
 };

@@ -153,11 +153,6 @@ function stateOf(store: Store): State {
   return s;
 }
 
-/** Drops what this process keeps of `store` (the seq counter, cached price series): another writer has written it since. */
-export function forgetPerformanceState(store: Store): void {
-  states.delete(store);
-}
-
 async function nextSeq(store: Store): Promise<number> {
   const s = stateOf(store);
   if (s.seq === null) {
@@ -324,4 +319,7 @@ export const performanceProjection: Projection = {
   canHandle: ['prices'],
   ddl: [PERFORMANCES_DDL, SAMPLES_DDL, SAMPLES_FEED_DDL, PRICE_SERIES_DDL],
   afterStore: (store, batch) => reevaluateForPrices(store, batch),
+  forget: (store) => {
+    states.delete(store);
+  },
 };

@@ -1,5 +1,5 @@
 import type { PriceRecord } from '../../schemas/topics/index.ts';
-import { del, iso, type Projection } from '../projection.ts';
+import { canonicalDateTime, del, type Projection } from '../projection.ts';
 
 export const pricesProjection: Projection = {
   name: 'prices',
@@ -17,7 +17,7 @@ export const pricesProjection: Projection = {
   handle: (batch) =>
     batch.map(({ value: p }: { value: PriceRecord }) => ({
       assetId: p.assetId,
-      at: iso(p.at),
+      at: canonicalDateTime(p.at),
       price: p.price,
       version: p.version,
       deleted: del(p),

@@ -626,7 +626,7 @@ const openSeq = pairCounter('SELECT max(seq) AS n FROM $db.open_positions');
 
 /** Applies a batch of trade events: plans it and writes the plan. */
 /** Drops what this process keeps of `store` (id bounds, counters): another writer has written it since. */
-export function forgetTradingState(store: Store): void {
+function forgetTradingState(store: Store): void {
   boundsByStore.delete(store);
   nextBatchMark.forget(store);
   openSeq.forget(store);
@@ -658,4 +658,5 @@ export const tradingProjection: Projection = {
       return { ...s, timeOfEvent: new Date(s.t).toISOString() };
     }),
   afterStore: applyTradeEvents,
+  forget: forgetTradingState,
 };

@@ -57,6 +57,12 @@ describe('issue 25: layers', () => {
     expect(wrong).toEqual([]);
   });
 
+  it('the projection runner knows the projections only as the list of them (projectors/index.ts), never one by name', () => {
+    const named = graph.get('projectors/runner.ts')!.filter((t) => /^projectors\/[a-z-]+\/projection\.ts$/.test(t));
+    expect(named).toEqual([]);
+    expect(graph.get('projectors/runner.ts')).toContain('projectors/index.ts');
+  });
+
   it('no files import each other in a loop', () => {
     const circles: string[] = [];
     const state = new Map<string, 'open' | 'done'>();

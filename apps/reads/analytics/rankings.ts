@@ -8,6 +8,7 @@ import {
   type RankingsQuery,
 } from '../../../schemas/api/queries.ts';
 import { WINDOW_MS, WINDOWS, type WindowName } from '../../../schemas/api/resources.ts';
+import { iso } from '../../../schemas/formats.ts';
 import type { ReadContext } from '../context.ts';
 import { factsOf } from '../facts.ts';
 import { Where } from '../list.ts';
@@ -22,8 +23,6 @@ import {
   timeBasedPerformance,
   traderEligible,
 } from './sample.ts';
-
-const iso = (t: number) => new Date(t).toISOString();
 
 /**
  * The bounds of a ranking (contract 4): endTime defaults to serverTime, startTime to 1 January

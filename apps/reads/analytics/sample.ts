@@ -110,7 +110,7 @@ const columnIn =
   };
 
 /** A set condition as the cheaper of `IN allowed` and `NOT IN` the present ids that are not allowed (none: no condition). */
-function setCondition(
+function cheaperInCondition(
   where: Where,
   cond: InCondition,
   name: string,
@@ -162,9 +162,9 @@ export async function sampleWhere(
       false,
     );
   else if (!f.everyAsset)
-    setCondition(where, assetIn(present.assets), 'eligibleAssets', facts.assetIds, present.assets, (a) => facts.assetQuote.has(a));
+    cheaperInCondition(where, assetIn(present.assets), 'eligibleAssets', facts.assetIds, present.assets, (a) => facts.assetQuote.has(a));
   if (f.traders)
-    setCondition(where, columnIn('p.traderId'), 'eligibleTraders', signalTraders(facts, ctx.principal), present.traders, (t) =>
+    cheaperInCondition(where, columnIn('p.traderId'), 'eligibleTraders', signalTraders(facts, ctx.principal), present.traders, (t) =>
       traderEligible(facts, ctx.principal, t),
     );
   // The read's own traders first: their ranges of the key, before any other column is read (a
