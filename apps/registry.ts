@@ -1,3 +1,4 @@
+import type Type from 'typebox';
 import type { TObject, TSchema } from 'typebox';
 import {
   ActivitySummariesResponse,
@@ -61,7 +62,7 @@ export type Version = 'v1' | 'v2';
  * One entry per row of the contract's section 4 table. REST routes (per version), MCP tools and
  * OpenAPI are all generated from these entries; a read is written once, in `apps/reads/`.
  */
-export interface Operation {
+export interface Operation<Q extends TObject = TObject> {
   /** The MCP tool name, which is also the operation's id. */
   tool: string;
   path: string;
@@ -72,9 +73,10 @@ export interface Operation {
   summary: string;
   /** When to use it (and what it is evidence for): the MCP tool's description and the agent guide say it. */
   guidance: string;
-  query: TObject;
+  query: Q;
   response: TSchema;
-  handler: (ctx: ReadContext, query: any) => Promise<unknown>;
+  /** The read, its query typed from `query` (`operation` checks each entry's handler against it). */
+  handler(ctx: ReadContext, query: Type.Static<Q>): Promise<unknown>;
   /** When an answer may be served from the read cache (DESIGN 9); absent: never. */
   cache?: CacheRule;
   /** The 422 error the read may answer (contract 7), and the schema of its `details` (null: none). */
@@ -100,8 +102,23 @@ export interface McpSizing {
   next: string;
 }
 
+/**
+ * Whether a handler's query type `V` is its schema's: what the schema validates (`S`, with the
+ * defaults validation fills in made required), and no parameter the schema does not have.
+ */
+type QueryCheck<V, S> = V extends S
+  ? Exclude<keyof V, keyof S> extends never
+    ? unknown
+    : { handlerReadsParametersTheSchemaLacks: Exclude<keyof V, keyof S> }
+  : { handlerQueryIsNotWhatTheSchemaValidates: never };
+
+/** An entry of OPERATIONS, its handler's query type checked against its own query schema. */
+const operation = <Q extends TObject, V>(
+  op: Omit<Operation<Q>, 'handler'> & { handler: (ctx: ReadContext, query: V) => Promise<unknown> } & QueryCheck<V, Type.Static<Q>>,
+): Operation => op as unknown as Operation;
+
 export const OPERATIONS: readonly Operation[] = [
-  {
+  operation({
     tool: 'list_trader_directory',
     path: '/traders',
     versions: ['v2'],
@@ -118,8 +135,8 @@ export const OPERATIONS: readonly Operation[] = [
       limit: 15,
       next: "list_trader_stats (traderIds) for a trader's figures, list_events or list_positions (traderIds) for what they traded",
     },
-  },
-  {
+  }),
+  operation({
     tool: 'list_traders',
     path: '/traders',
     versions: ['v1'],
@@ -136,8 +153,8 @@ export const OPERATIONS: readonly Operation[] = [
       limit: 15,
       next: "list_trader_stats (traderIds) for a trader's figures, list_events or list_positions (traderIds) for what they traded",
     },
-  },
-  {
+  }),
+  operation({
     tool: 'list_assets',
     path: '/assets',
     versions: ['v1', 'v2'],
@@ -154,8 +171,8 @@ export const OPERATIONS: readonly Operation[] = [
       limit: 25,
       next: 'list_asset_stats (assetIds) for the long/short split, list_open_positions or list_events (assetIds) for the positions and trades',
     },
-  },
-  {
+  }),
+  operation({
     tool: 'list_events',
     path: '/events',
     versions: ['v1', 'v2'],
@@ -172,8 +189,8 @@ export const OPERATIONS: readonly Operation[] = [
       limit: 15,
       next: 'list_messages (ids = messageId) for the source text, list_positions (positionIds) for the position and its returns',
     },
-  },
-  {
+  }),
+  operation({
     tool: 'list_messages',
     path: '/messages',
     versions: ['v1', 'v2'],
@@ -190,8 +207,8 @@ export const OPERATIONS: readonly Operation[] = [
       limit: 8,
       next: "list_events (traderIds, with the message's time) for the trades it announced, list_trader_directory for who wrote it",
     },
-  },
-  {
+  }),
+  operation({
     tool: 'list_positions',
     path: '/positions',
     versions: ['v1', 'v2'],
@@ -209,8 +226,8 @@ export const OPERATIONS: readonly Operation[] = [
       limit: 10,
       next: "list_events (traderIds, assetIds) for the trades of a position, list_trader_stats for a trader's aggregate performance",
     },
-  },
-  {
+  }),
+  operation({
     tool: 'list_open_positions',
     path: '/positions/open',
     versions: ['v1', 'v2'],
@@ -225,8 +242,8 @@ export const OPERATIONS: readonly Operation[] = [
     // live marks: the latest price sample at or before serverTime, so a later sample changes the answer when it comes into force
     cache: { inForce: { table: 'prices', column: 'at' } },
     mcp: { limit: 15, next: "list_asset_stats (assetIds) for the long/short skew, list_positions (positionIds) for a position's history" },
-  },
-  {
+  }),
+  operation({
     tool: 'list_feed',
     path: '/feed',
     versions: ['v1', 'v2'],
@@ -243,8 +260,8 @@ export const OPERATIONS: readonly Operation[] = [
     // a since-poll's watermark is signed for its caller, and dataComputedAt is the start of the caller's own read.
     cache: { window: { table: 'feed_groups', column: 'writtenAt' }, perAccount: true },
     mcp: { limit: 3, next: 'list_messages (ids) for a message in full, list_positions (positionIds) for the positions behind the events' },
-  },
-  {
+  }),
+  operation({
     tool: 'list_channel_summaries',
     path: '/channel-summaries',
     versions: ['v1', 'v2'],
@@ -261,8 +278,8 @@ export const OPERATIONS: readonly Operation[] = [
       limit: 8,
       next: 'list_messages (startTime, endTime) for what was actually written, summarize_message_activity for exact counts',
     },
-  },
-  {
+  }),
+  operation({
     tool: 'list_aggregate_summaries',
     path: '/aggregate-summaries',
     versions: ['v1', 'v2'],
@@ -279,9 +296,9 @@ export const OPERATIONS: readonly Operation[] = [
       limit: 3,
       next: 'list_channel_summaries for single channels, summarize_message_activity and rank_traders for exact counts and rankings',
     },
-  },
+  }),
   // Analytics reads (README "Analytics reads"): answers move with the clock (too_young, default bounds), so none is cached yet.
-  {
+  operation({
     tool: 'list_trader_activity',
     path: '/traders/activity',
     versions: ['v2'],
@@ -296,8 +313,8 @@ export const OPERATIONS: readonly Operation[] = [
     handler: traderActivity,
     cost: ANALYTICS_COST,
     mcp: { next: 'list_trader_stats (traderIds) for their performance, list_positions (traderIds) for the positions counted' },
-  },
-  {
+  }),
+  operation({
     tool: 'list_trader_stats',
     path: '/traders/stats',
     versions: ['v1', 'v2'],
@@ -312,8 +329,8 @@ export const OPERATIONS: readonly Operation[] = [
     handler: traderStats,
     cost: ANALYTICS_COST,
     mcp: { next: 'list_positions (traderIds) for the positions behind the figures, rank_traders to compare traders' },
-  },
-  {
+  }),
+  operation({
     tool: 'list_asset_stats',
     path: '/assets/stats',
     versions: ['v1', 'v2'],
@@ -328,8 +345,8 @@ export const OPERATIONS: readonly Operation[] = [
     handler: assetStats,
     cost: ANALYTICS_COST,
     mcp: { next: 'list_open_positions (assetIds) for what is open now, list_trader_stats (traderIds) for the top traders' },
-  },
-  {
+  }),
+  operation({
     tool: 'rank_traders',
     path: '/traders/rankings',
     versions: ['v1', 'v2'],
@@ -345,8 +362,8 @@ export const OPERATIONS: readonly Operation[] = [
     cost: ANALYTICS_COST,
     unprocessable: { code: 'PERFORMANCE_WINDOW_NOT_ELAPSED', details: WindowNotElapsedDetails },
     mcp: { next: "list_trader_stats (traderIds) for a ranked trader's full figures, list_positions (traderIds) for their positions" },
-  },
-  {
+  }),
+  operation({
     tool: 'summarize_message_activity',
     path: '/activity-summaries',
     versions: ['v1', 'v2'],
@@ -362,7 +379,7 @@ export const OPERATIONS: readonly Operation[] = [
     cost: ANALYTICS_COST,
     unprocessable: { code: 'BUCKET_LIMIT_EXCEEDED', details: null },
     mcp: { limit: 5, next: 'list_messages or list_events (traderIds, startTime, endTime of a bucket) for the items counted' },
-  },
+  }),
 ];
 
 export const costOf = (op: Operation): ReadCost => op.cost ?? LIST_COST;
