@@ -31,12 +31,17 @@ async function positionPage<R extends Row>(
   ctx: ReadContext,
   q: OpenPositionsQuery & { positionIds?: string },
   where: Where,
-  open: boolean,
-  limit: number,
-  after: Parameters<typeof statementPage>[1],
-  keep?: (r: R) => boolean,
-  marks?: (rows: R[]) => Promise<void>,
+  page: {
+    open: boolean;
+    limit: number;
+    after: Parameters<typeof statementPage>[1];
+    /** A row check besides eligibility. */
+    keep?: (r: R) => boolean;
+    /** Completes a chunk of rows before they are checked (open positions' live marks). */
+    marks?: (rows: R[]) => Promise<void>;
+  },
 ): Promise<R[]> {
+  const { open, limit, after, keep, marks } = page;
   const facts = await factsOf(ctx);
   const eligible = addSignalFilters(where, facts, ctx.principal, q);
   where.when(splitIds(q.positionIds), 's.id IN {positionIds:Array(UInt64)}', 'positionIds');
@@ -78,7 +83,7 @@ export function listPositions(ctx: ReadContext, q: PositionsQuery) {
     unboundedDefault: positionIds !== undefined,
     fetch: ({ where, after, window, limit }) => {
       addWindow(where, 's.openAt', window);
-      return positionPage<Row>(ctx, q, where, false, limit, after);
+      return positionPage<Row>(ctx, q, where, { open: false, limit, after });
     },
     keyOf: (r) => [r.t, r.id],
     shape: async (rows) => {
@@ -187,15 +192,12 @@ export function listOpenPositions(ctx: ReadContext, q: OpenPositionsQuery) {
       addWindow(where, 's.openAt', window);
       // A null or zero entry price is left to the row check below (no return, so the row is
       // omitted): nearly every position has one, and the condition in SQL costs a page 0.6 ms.
-      return positionPage<OpenRow>(
-        ctx,
-        q,
-        where,
-        true,
+      return positionPage<OpenRow>(ctx, q, where, {
+        open: true,
         limit,
         after,
-        (r) => r.currentPrice !== null && Number.isFinite(r.currentReturnPercentage),
-        async (rows) => {
+        keep: (r) => r.currentPrice !== null && Number.isFinite(r.currentReturnPercentage),
+        marks: async (rows) => {
           const marks = await latestMarks(ctx, [...new Set(rows.map((r) => r.assetId))]);
           for (const r of rows) {
             const mark = marks.get(r.assetId);
@@ -206,7 +208,7 @@ export function listOpenPositions(ctx: ReadContext, q: OpenPositionsQuery) {
             } else r.currentReturnPercentage = NaN; // no mark, or no entry price: omitted
           }
         },
-      );
+      });
     },
     keyOf: (r) => [r.t, r.id],
     shape: (rows) =>

@@ -133,13 +133,10 @@ export async function rankTraders(ctx: ReadContext, q: RankingsQuery) {
     )
     .when(q.direction, 'e.direction = {direction:String}', 'direction');
   const [perf, eventRows] = await Promise.all([
-    performanceByGroup(
-      ctx,
-      await sampleWhere(ctx, facts, { window: bounds, assetIds, direction: q.direction }),
-      'traderId',
-      [performance ? w : '1D'],
-      !performance,
-    ),
+    performanceByGroup(ctx, await sampleWhere(ctx, facts, { window: bounds, assetIds, direction: q.direction }), 'traderId', {
+      windows: [performance ? w : '1D'],
+      countsOnly: !performance,
+    }),
     assetIds
       ? currentStatements<{ traderId: number; n: number }>(
           ctx,

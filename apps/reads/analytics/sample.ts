@@ -202,17 +202,19 @@ const latestPriceAt = perDataVersion(async (store) => {
 /**
  * Per group and window: sampled and scored counts, and the moments of the scored returns (a
  * window is scored when `ready` and come of age at serverTime). `groupBy` is a column of `p`.
- * `checkAge`: whether a `ready` row may still be too young at serverTime (else its evaluation
- * time, a column the size of the return's, is not read).
+ * `countsOnly`: the positions and their directions, no returns (activity rankings). `checkAge`:
+ * whether a `ready` row may still be too young at serverTime (else its evaluation time, a column
+ * the size of the return's, is not read).
  */
 export function performanceSql(
   where: Where,
   groupBy: string,
-  windows: readonly WindowName[] = WINDOWS,
-  countsOnly = false,
-  checkAge = true,
+  {
+    windows = WINDOWS,
+    countsOnly = false,
+    checkAge = true,
+  }: { windows?: readonly WindowName[]; countsOnly?: boolean; checkAge?: boolean } = {},
 ): { sql: string; params: Record<string, unknown> } {
-  // countsOnly: the positions and their directions, no returns (activity rankings).
   const moments = countsOnly
     ? '0 AS scored, NULL AS mean, NULL AS median, 0 AS wins, NULL AS sd'
     : 'countIf(ready) AS scored, avgIf(r, ready) AS mean, quantileExactInclusiveIf(0.5)(r, ready) AS median, countIf(ready AND r > 0) AS wins, stddevSampStableIf(r, ready) AS sd';
@@ -234,11 +236,10 @@ export async function performanceByGroup(
   ctx: ReadContext,
   where: Where,
   groupBy: string,
-  windows: readonly WindowName[] = WINDOWS,
-  countsOnly = false,
+  { windows = WINDOWS, countsOnly = false }: { windows?: readonly WindowName[]; countsOnly?: boolean } = {},
 ): Promise<Map<number, Map<WindowName, WindowAggregate>>> {
   const now = ctx.now.getTime();
-  const q = performanceSql(where, groupBy, windows, countsOnly, countsOnly ? false : now < (await latestPriceAt(ctx)));
+  const q = performanceSql(where, groupBy, { windows, countsOnly, checkAge: countsOnly ? false : now < (await latestPriceAt(ctx)) });
   const rows = await ctx.store.query<WindowAggregate & { g: number }>(q.sql, { ...q.params, now });
   const out = new Map<number, Map<WindowName, WindowAggregate>>();
   for (const r of rows) {
