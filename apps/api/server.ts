@@ -10,6 +10,7 @@ import { agentGuide, llmsTxt } from '../mcp/agent-docs.ts';
 import type { AuthUrls, TokenVerifier } from '../mcp/bearer.ts';
 import { mcpRoutes } from '../mcp/server.ts';
 import type { Metrics } from '../metrics.ts';
+import type { ReadContext } from '../reads/context.ts';
 import { Admission, admissionDefaults, admitted, boundedStore, MAX_ANSWER_BYTES, tooLarge } from '../reads/cost.ts';
 import { CursorCodec } from '../reads/cursor.ts';
 import type { Principal } from '../reads/principal.ts';
@@ -139,6 +140,10 @@ function clientErrorHandler(err: Error & { code?: string; rawPacket?: unknown; b
 /** 304 Not Modified: no body (the route's schema types only its 200). */
 const notModified = (reply: unknown) => (reply as FastifyReply).code(304).send();
 
+/**
+ * The REST API: the fastify instance, the hooks every request passes, the public routes, the MCP
+ * routes when configured, and the reads of the registry.
+ */
 export function buildApi(deps: ApiDeps): FastifyInstance {
   const clock = deps.clock ?? Date.now;
   const cursors = deps.cursors ?? CursorCodec.random();
@@ -147,7 +152,7 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
   const limiter = deps.rateLimits
     ? new RateLimiter(
         deps.rateLimits,
-        (msg) => app.log.warn(msg),
+        (msg) => app.log.warn(msg), // (app exists by the time a limit is counted)
         () => {
           deps.metrics?.rateLimitFailOpen.inc();
           if (deps.rateLimits?.redis) deps.metrics?.redisErrors.inc({ operation: 'rate_limit' });
@@ -180,7 +185,40 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
     const ctx = { store: boundedStore(deps.store, costOf(op), deadline, slot), principal, now, cursors, dataVersion: deps.dataVersion };
     return { ctx, run: <T>(read: () => Promise<T>) => admitted(admission, principal.accountId, deadline, read, slot) };
   };
-  const app = Fastify({
+  const app = createServer(deps);
+  requestHooks(app, deps, clock);
+  publicRoutes(app, deps, health);
+  if (deps.mcp) {
+    const mcp = deps.mcp;
+    app.register(async (scope) =>
+      mcpRoutes(scope, {
+        ...mcp,
+        store: deps.store,
+        cursors,
+        clock,
+        dataVersion: deps.dataVersion,
+        readContext,
+        ...(limiter ? { limiter } : {}),
+      }),
+    );
+  }
+  deps.devAuth?.routes(app);
+
+  readRoutes(app, deps, { limiter, authenticateRead, readContext, cursors });
+  return app;
+}
+
+/** What the read routes share with the MCP routes: the limiter, the credential check and a read's context. */
+interface ReadRouting {
+  limiter: RateLimiter | undefined;
+  authenticateRead: (op: Operation, req: FastifyRequest, done: (err?: Error) => void) => void;
+  readContext: (op: Operation, principal: Principal, now: Date) => { ctx: ReadContext; run: <T>(read: () => Promise<T>) => Promise<T> };
+  cursors: CursorCodec;
+}
+
+/** The fastify instance of the API: request ids, timeouts, the query parser and the validator (how every route reads its input). */
+function createServer(deps: ApiDeps): FastifyInstance {
+  return Fastify({
     logger: deps.logger ?? false,
     requestIdHeader: false,
     genReqId: (req) => {
@@ -210,7 +248,10 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
       onCreate: (ajv: any) => ajv.addFormat('date-time', { type: 'string', validate: isDateTime }),
     },
   });
+}
 
+/** What every request passes: its start time and id, the URL bound, the error envelope, latency metrics, and 404/405 in the envelope. */
+function requestHooks(app: FastifyInstance, deps: ApiDeps, clock: () => number): void {
   app.decorateRequest('principal', undefined);
   app.decorateRequest('startedAt', null as unknown as Date);
   // Hooks take callbacks, not promises: every request passes them, and a hot read costs little else.
@@ -243,7 +284,10 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
     }
     return sendError(reply, req, new ApiError('NOT_FOUND', `No route ${req.method} ${path}`));
   });
+}
 
+/** Health, the OpenAPI descriptions, the docs UI and the agent-facing docs: no key needed. */
+function publicRoutes(app: FastifyInstance, deps: ApiDeps, health: NonNullable<ApiDeps['health']>): void {
   // DESIGN 6 Health: no key, success envelope; 503 while `starting` (before the first catch-up) or `degraded` (the store away).
   const healthz = async (req: FastifyRequest, reply: FastifyReply) => {
     const [h, dataVersion] = await Promise.all([health(), deps.dataVersion()]);
@@ -277,22 +321,12 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
   };
   app.get('/llms.txt', async (req, reply) => reply.type('text/plain; charset=utf-8').send(llmsTxt(origin(req))));
   app.get('/agent-guide.md', async (req, reply) => reply.type('text/markdown; charset=utf-8').send(agentGuide(origin(req))));
-  if (deps.mcp) {
-    const mcp = deps.mcp;
-    app.register(async (scope) =>
-      mcpRoutes(scope, {
-        ...mcp,
-        store: deps.store,
-        cursors,
-        clock,
-        dataVersion: deps.dataVersion,
-        readContext,
-        ...(limiter ? { limiter } : {}),
-      }),
-    );
-  }
-  deps.devAuth?.routes(app);
+}
 
+/** The reads of the registry, one route per operation and version: authentication, rate limit, admission, the read cache and ETags. */
+function readRoutes(app: FastifyInstance, deps: ApiDeps, r: ReadRouting): void {
+  const { limiter, authenticateRead, readContext, cursors } = r;
+  const metrics = deps.metrics;
   const limit = limiter ? accountLimit(limiter) : undefined;
   for (const op of deps.rest === false ? [] : OPERATIONS) {
     for (const version of op.versions) {
@@ -359,5 +393,4 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
       });
     }
   }
-  return app;
 }
