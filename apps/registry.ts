@@ -38,6 +38,10 @@ import {
   TraderDirectoryRow,
 } from '../schemas/api/resources.ts';
 import type { Scope } from '../schemas/topics/index.ts';
+import { FEED_GROUPS_TABLE } from '../storage/tables/feed-groups.ts';
+import { MESSAGES_TABLE } from '../storage/tables/messages.ts';
+import { PRICES_TABLE } from '../storage/tables/prices.ts';
+import { EVENTS_TABLE, POSITIONS_TABLE } from '../storage/tables/trading.ts';
 import { activitySummaries } from './reads/analytics/activity.ts';
 import { assetStats } from './reads/analytics/asset-stats.ts';
 import { rankTraders } from './reads/analytics/rankings.ts';
@@ -184,7 +188,7 @@ export const OPERATIONS: readonly Operation[] = [
     query: EventsQuery,
     response: ListEnvelope(Event, true),
     handler: listEvents,
-    cache: { window: { table: 'events', column: 'timeOfEvent' } },
+    cache: { window: { table: EVENTS_TABLE, column: 'timeOfEvent' } },
     mcp: {
       limit: 15,
       next: 'list_messages (ids = messageId) for the source text, list_positions (positionIds) for the position and its returns',
@@ -202,7 +206,7 @@ export const OPERATIONS: readonly Operation[] = [
     query: MessagesQuery,
     response: ListEnvelope(Message, true),
     handler: listMessages,
-    cache: { window: { table: 'messages', column: 'writtenAt' } },
+    cache: { window: { table: MESSAGES_TABLE, column: 'writtenAt' } },
     mcp: {
       limit: 8,
       next: "list_events (traderIds, with the message's time) for the trades it announced, list_trader_directory for who wrote it",
@@ -221,7 +225,7 @@ export const OPERATIONS: readonly Operation[] = [
     response: ListEnvelope(Position, true),
     handler: listPositions,
     // too_young turns into another status as the clock passes openAt + window
-    cache: { window: { table: 'positions', column: 'openAt' }, ttlMs: untilNextStatusChange },
+    cache: { window: { table: POSITIONS_TABLE, column: 'openAt' }, ttlMs: untilNextStatusChange },
     mcp: {
       limit: 10,
       next: "list_events (traderIds, assetIds) for the trades of a position, list_trader_stats for a trader's aggregate performance",
@@ -240,7 +244,7 @@ export const OPERATIONS: readonly Operation[] = [
     response: ListEnvelope(OpenPosition, false),
     handler: listOpenPositions,
     // live marks: the latest price sample at or before serverTime, so a later sample changes the answer when it comes into force
-    cache: { inForce: { table: 'prices', column: 'at' } },
+    cache: { inForce: { table: PRICES_TABLE, column: 'at' } },
     mcp: { limit: 15, next: "list_asset_stats (assetIds) for the long/short skew, list_positions (positionIds) for a position's history" },
   }),
   operation({
@@ -258,7 +262,7 @@ export const OPERATIONS: readonly Operation[] = [
     handler: listFeed,
     // Pages, and since-polls, until the data changes; at most MAX_TTL_MS (10 minutes, contract 8). Per account:
     // a since-poll's watermark is signed for its caller, and dataComputedAt is the start of the caller's own read.
-    cache: { window: { table: 'feed_groups', column: 'writtenAt' }, perAccount: true },
+    cache: { window: { table: FEED_GROUPS_TABLE, column: 'writtenAt' }, perAccount: true },
     mcp: { limit: 3, next: 'list_messages (ids) for a message in full, list_positions (positionIds) for the positions behind the events' },
   }),
   operation({

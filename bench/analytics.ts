@@ -20,6 +20,11 @@ import { WINDOWS, type WindowName } from '../schemas/api/resources.ts';
 import { SCOPES } from '../schemas/topics/index.ts';
 import type { ChdbStore } from '../storage/chdb.ts';
 import type { Params } from '../storage/port.ts';
+import { ASSETS_TABLE } from '../storage/tables/assets.ts';
+import { MESSAGES_CURRENT_TABLE } from '../storage/tables/messages.ts';
+import { POSITION_PERFORMANCES_TABLE } from '../storage/tables/performance.ts';
+import { TRADERS_TABLE } from '../storage/tables/traders.ts';
+import { EVENTS_CURRENT_TABLE, POSITIONS_CURRENT_TABLE } from '../storage/tables/trading.ts';
 import {
   benchArgs,
   benchCleanup,
@@ -124,8 +129,8 @@ function near(a: number | null | undefined, b: number | null | undefined): boole
 //   activity: counted events and counted messages (a message's trader: the lowest live trader id
 //             assigned its source) in one table: at (ms), traderId, isEvent.
 
-const TRADERS_LIVE = 'SELECT id FROM $db.traders FINAL WHERE deleted = 0';
-const ASSETS_ELIGIBLE = 'SELECT id FROM $db.assets FINAL WHERE deleted = 0 AND hasActiveMarket = 1';
+const TRADERS_LIVE = `SELECT id FROM ${TRADERS_TABLE} FINAL WHERE deleted = 0`;
+const ASSETS_ELIGIBLE = `SELECT id FROM ${ASSETS_TABLE} FINAL WHERE deleted = 0 AND hasActiveMarket = 1`;
 
 interface FloorTable {
   name: string;
@@ -140,10 +145,10 @@ const FLOOR_TABLES: FloorTable[] = [
       SELECT p.traderId AS traderId, p.assetId AS assetId, p.direction AS direction, toUnixTimestamp64Milli(p.openAt) AS openAt,
              e.window AS window, toUInt8(e.status = 'ready' AND e.evaluatedAt <= ${Math.trunc(serverTime)}) AS ready,
              if(ready = 1, ifNull(e.returnPercentage, 0), 0) AS r
-      FROM $db.positions_current AS p
+      FROM ${POSITIONS_CURRENT_TABLE} AS p
       INNER JOIN (${TRADERS_LIVE}) AS t ON t.id = p.traderId
       INNER JOIN (${ASSETS_ELIGIBLE}) AS a ON a.id = p.assetId
-      INNER JOIN (SELECT positionId, window, status, evaluatedAt, returnPercentage FROM $db.position_performances FINAL WHERE live = 1) AS e
+      INNER JOIN (SELECT positionId, window, status, evaluatedAt, returnPercentage FROM ${POSITION_PERFORMANCES_TABLE} FINAL WHERE live = 1) AS e
         ON e.positionId = p.id
       WHERE p.live = 1`,
   },
@@ -162,7 +167,7 @@ const FLOOR_TABLES: FloorTable[] = [
     name: 'bench_floor_events_by_time',
     ddl: () => `ENGINE = MergeTree ORDER BY (at) AS
       SELECT e.traderId AS traderId, e.assetId AS assetId, e.direction AS direction, e.type AS type, toUnixTimestamp64Milli(e.timeOfEvent) AS at
-      FROM $db.events_current AS e
+      FROM ${EVENTS_CURRENT_TABLE} AS e
       INNER JOIN (${TRADERS_LIVE}) AS t ON t.id = e.traderId
       INNER JOIN (${ASSETS_ELIGIBLE}) AS a ON a.id = e.assetId
       WHERE e.live = 1`,
@@ -179,8 +184,8 @@ const FLOOR_TABLES: FloorTable[] = [
       SELECT at, traderId, toUInt8(1) AS isEvent FROM $db.bench_floor_events_by_time
       UNION ALL
       SELECT toUnixTimestamp64Milli(m.writtenAt) AS at, t.traderId AS traderId, toUInt8(0) AS isEvent
-      FROM $db.messages_current AS m
-      INNER JOIN (SELECT sourcePlatform, sourceIdentityId, min(id) AS traderId FROM $db.traders FINAL
+      FROM ${MESSAGES_CURRENT_TABLE} AS m
+      INNER JOIN (SELECT sourcePlatform, sourceIdentityId, min(id) AS traderId FROM ${TRADERS_TABLE} FINAL
                   WHERE deleted = 0 AND sourcePlatform != '' GROUP BY sourcePlatform, sourceIdentityId) AS t
         ON t.sourcePlatform = m.platform AND t.sourceIdentityId = m.sourceIdentityId
       WHERE m.live = 1`,

@@ -13,6 +13,7 @@ import { ApiError } from '../schemas/api/errors.ts';
 import { MAX_BUCKETS } from '../schemas/api/queries.ts';
 import { SCOPES } from '../schemas/topics/index.ts';
 import { bindDatabase, type Params, type Store, storeFailure } from '../storage/port.ts';
+import { POSITIONS_CURRENT_TABLE } from '../storage/tables/trading.ts';
 import {
   benchArgs,
   benchCleanup,
@@ -167,12 +168,12 @@ async function idPools(store: Store, max: number): Promise<Record<string, number
   const ids = async (sql: string) => (await store.query<{ id: number }>(sql, { max })).map((r) => Number(r.id));
   const busiest = (table: string, column: string, where: string) =>
     ids(`SELECT t.id AS id FROM (SELECT id FROM $db.${table} FINAL WHERE ${where}) AS t
-    LEFT JOIN (SELECT ${column} AS k, count() AS n FROM $db.positions_current WHERE live = 1 GROUP BY k) AS p ON p.k = t.id
+    LEFT JOIN (SELECT ${column} AS k, count() AS n FROM ${POSITIONS_CURRENT_TABLE} WHERE live = 1 GROUP BY k) AS p ON p.k = t.id
     ORDER BY p.n DESC, t.id LIMIT {max:UInt32}`);
   return {
     traderIds: await busiest('traders', 'traderId', 'deleted = 0'),
     assetIds: await busiest('assets', 'assetId', 'deleted = 0 AND hasActiveMarket = 1'),
-    positionIds: await ids('SELECT id FROM $db.positions_current WHERE live = 1 ORDER BY openAt DESC LIMIT {max:UInt32}'),
+    positionIds: await ids(`SELECT id FROM ${POSITIONS_CURRENT_TABLE} WHERE live = 1 ORDER BY openAt DESC LIMIT {max:UInt32}`),
   };
 }
 

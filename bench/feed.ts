@@ -21,7 +21,7 @@ import type { Principal } from '../apps/reads/principal.ts';
 import { OPERATIONS, type Operation } from '../apps/registry.ts';
 import type { ChdbStore } from '../storage/chdb.ts';
 import type { Params } from '../storage/port.ts';
-import { curateFeedEvents, decodeFeedEvents, feedWatermark } from '../storage/tables/feed-groups.ts';
+import { curateFeedEvents, decodeFeedEvents, FEED_CHANGES_TABLE, FEED_GROUPS_TABLE, feedWatermark } from '../storage/tables/feed-groups.ts';
 import {
   benchArgs,
   benchCleanup,
@@ -106,7 +106,7 @@ const { ownDir, dataDir } = benchDataDir(argv['data-dir'], 'signalbase-bench-fee
 // the read's own curation and facts (not timed) into bench_floor_feed_seen; the floor tables are
 // then filled with INSERT ... SELECT from feed_groups (no FINAL at query time, no join).
 
-const CURRENT_GROUPS = 'SELECT * FROM $db.feed_groups ORDER BY id, seq DESC LIMIT 1 BY id';
+const CURRENT_GROUPS = `SELECT * FROM ${FEED_GROUPS_TABLE} ORDER BY id, seq DESC LIMIT 1 BY id`;
 const SEEN = 'bench_floor_feed_seen';
 
 interface FloorTable {
@@ -143,7 +143,7 @@ const FLOOR_TABLES: FloorTable[] = [
     // watermark, each with its group's row (feed_changes carries it), in one table ordered for the poll.
     name: 'bench_floor_feed_changes',
     order: 'fseq, id',
-    select: (watermark) => `SELECT * FROM (SELECT * FROM $db.feed_changes ORDER BY fseq, id, seq DESC LIMIT 1 BY fseq, id)
+    select: (watermark) => `SELECT * FROM (SELECT * FROM ${FEED_CHANGES_TABLE} ORDER BY fseq, id, seq DESC LIMIT 1 BY fseq, id)
       WHERE tomb = 0 AND fseq <= ${Math.trunc(watermark)}`,
   },
 ];

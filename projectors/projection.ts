@@ -1,5 +1,6 @@
 import { parseDateTime } from '../schemas/formats.ts';
 import type { Store } from '../storage/port.ts';
+import type { Table } from '../storage/table.ts';
 
 /** A record that passed validation at the edge, with where it came from and its text as received. */
 export interface ValidRecord<T = any> {
@@ -21,7 +22,7 @@ export interface Projection {
   canHandle: readonly string[];
   ddl: readonly string[];
   /** Target table of `handle`'s rows; without one, `handle` only describes rows that `afterStore` writes. */
-  table?: string;
+  table?: Table;
   handle?(batch: readonly ValidRecord[]): object[];
   /** Runs after the rows of the batch are stored; `version` is monotonic across batches. */
   afterStore?(store: Store, batch: readonly ValidRecord[], version: bigint): Promise<void>;

@@ -1,11 +1,12 @@
 import { TOPIC_NAMES } from '../schemas/topics/index.ts';
 import { checkIdentifier, type Store } from '../storage/port.ts';
+import { DEAD_LETTERS_TABLE, READ_MODEL_VERSION_TABLE } from '../storage/tables/log.ts';
 import { PROJECTIONS } from './index.ts';
 import type { Log, LogBatch, LogRecord, LogSubscription } from './log/port.ts';
 import type { Projection, ValidRecord } from './projection.ts';
 import { oversizeReason, validateRecord } from './validate.ts';
 
-const DEAD_LETTERS_DDL = `CREATE TABLE IF NOT EXISTS $db.dead_letters (
+const DEAD_LETTERS_DDL = `CREATE TABLE IF NOT EXISTS ${DEAD_LETTERS_TABLE} (
   topic LowCardinality(String), offset String, key String, raw String, reason String, at DateTime64(3, 'UTC')
 ) ENGINE = ReplacingMergeTree ORDER BY (topic, offset)`;
 
@@ -47,7 +48,7 @@ export async function ensureSchema(store: Store, projections: readonly Projectio
  */
 export const READ_MODEL_VERSION = 25;
 
-const VERSION_DDL = `CREATE TABLE IF NOT EXISTS $db.read_model_version (
+const VERSION_DDL = `CREATE TABLE IF NOT EXISTS ${READ_MODEL_VERSION_TABLE} (
   version UInt32, at DateTime64(3, 'UTC')
 ) ENGINE = MergeTree ORDER BY at`;
 
@@ -64,7 +65,7 @@ export async function migrateReadModels(
 ): Promise<number | null | undefined> {
   await store.exec(VERSION_DDL);
   const [found] = await store.query<{ v: number | null; n: number }>(
-    'SELECT argMax(version, at) AS v, count() AS n FROM $db.read_model_version',
+    `SELECT argMax(version, at) AS v, count() AS n FROM ${READ_MODEL_VERSION_TABLE}`,
   );
   const current = found && found.n > 0 ? found.v : null;
   if (current === READ_MODEL_VERSION) {
@@ -75,7 +76,7 @@ export async function migrateReadModels(
     await store.query<{ name: string }>('SELECT name FROM system.tables WHERE database = {db:String}', { db: store.database })
   )
     .map((t) => t.name)
-    .filter((t) => t !== 'read_model_version');
+    .filter((t) => t !== READ_MODEL_VERSION_TABLE.name);
   if (tables.length) {
     say(
       `read models were built by read-model version ${current ?? 1}, this is version ${READ_MODEL_VERSION}: rebuilding them from the log`,
@@ -84,7 +85,7 @@ export async function migrateReadModels(
     for (const t of tables) await store.exec(`DROP TABLE IF EXISTS $db.${checkIdentifier(t)}`);
   }
   await ensureSchema(store);
-  await store.exec('INSERT INTO $db.read_model_version VALUES ({v:UInt32}, now64(3))', { v: READ_MODEL_VERSION });
+  await store.exec(`INSERT INTO ${READ_MODEL_VERSION_TABLE} VALUES ({v:UInt32}, now64(3))`, { v: READ_MODEL_VERSION });
   return tables.length ? current : undefined;
 }
 
@@ -147,7 +148,7 @@ async function project(
 ): Promise<void> {
   for (const p of projections) {
     if (!p.canHandle.includes(topic)) continue;
-    if (p.handle && p.table) await store.insert(p.table, p.handle(valid));
+    if (p.handle && p.table) await store.insert(p.table.name, p.handle(valid));
     if (p.afterStore) await p.afterStore(store, valid, version);
   }
 }
@@ -202,7 +203,7 @@ export async function applyBatch(
   if (dead.length) {
     const at = new Date().toISOString();
     await store.insert(
-      'dead_letters',
+      DEAD_LETTERS_TABLE.name,
       dead.map((d) => ({ ...d, at })),
     );
   }

@@ -1,4 +1,17 @@
-import { checkIdentifier, type Store } from './port.ts';
+import type { Store } from './port.ts';
+import type { Table } from './table.ts';
+import {
+  ACTIVITY_EVENTS_BY_TRADER_TABLE,
+  ACTIVITY_EVENTS_TABLE,
+  ACTIVITY_MESSAGES_BY_SOURCE_TABLE,
+  ACTIVITY_MESSAGES_TABLE,
+} from './tables/activity.ts';
+import { FEED_CHANGES_TABLE, FEED_GROUPS_TABLE } from './tables/feed-groups.ts';
+import { MESSAGES_TABLE } from './tables/messages.ts';
+import { POSITION_PERFORMANCES_TABLE, POSITION_SAMPLES_TABLE } from './tables/performance.ts';
+import { AGGREGATE_SUMMARIES_TABLE, CHANNEL_SUMMARIES_TABLE } from './tables/summaries.ts';
+import { TRADER_DIRECTORY_TABLE } from './tables/traders.ts';
+import { EVENTS_TABLE, OPEN_POSITIONS_TABLE, POSITIONS_TABLE } from './tables/trading.ts';
 
 /**
  * Engine clause of a statement table (storage/statements.ts): ReplacingMergeTree on `seq`, with
@@ -11,17 +24,17 @@ export const statementEngine = (orderBy: string): string =>
    SETTINGS deduplicate_merge_projection_mode = 'rebuild', allow_experimental_replacing_merge_with_cleanup = 1`;
 
 /** The statement tables. */
-export const STATEMENT_TABLES = [
-  'events',
-  'positions',
-  'open_positions',
-  'messages',
-  'trader_directory',
-  'channel_summaries',
-  'aggregate_summaries',
-  'feed_groups',
-  'feed_changes',
-] as const;
+export const STATEMENT_TABLES: readonly Table[] = [
+  EVENTS_TABLE,
+  POSITIONS_TABLE,
+  OPEN_POSITIONS_TABLE,
+  MESSAGES_TABLE,
+  TRADER_DIRECTORY_TABLE,
+  CHANNEL_SUMMARIES_TABLE,
+  AGGREGATE_SUMMARIES_TABLE,
+  FEED_GROUPS_TABLE,
+  FEED_CHANGES_TABLE,
+];
 /**
  * Read tables merged like the statement tables, without tombstones to drop (ReplacingMergeTree on a
  * version). Reads aggregate them with FINAL, which merges every row of a partition in more than
@@ -29,14 +42,14 @@ export const STATEMENT_TABLES = [
  * large seed after a rebuild left a few small parts per month): each such partition is merged into
  * one part whatever the policy's share.
  */
-export const MERGED_TABLES = [
-  'position_performances',
-  'position_samples',
-  'activity_events',
-  'activity_messages',
-  'activity_events_by_trader',
-  'activity_messages_by_source',
-] as const;
+export const MERGED_TABLES: readonly Table[] = [
+  POSITION_PERFORMANCES_TABLE,
+  POSITION_SAMPLES_TABLE,
+  ACTIVITY_EVENTS_TABLE,
+  ACTIVITY_MESSAGES_TABLE,
+  ACTIVITY_EVENTS_BY_TRADER_TABLE,
+  ACTIVITY_MESSAGES_BY_SOURCE_TABLE,
+];
 
 export interface CompactionPolicy {
   /** Compact a statement table once its tombstones exceed this share of its rows... */
@@ -75,14 +88,14 @@ export interface Compaction {
 export async function compactStatements(
   store: Store,
   policy: CompactionPolicy = DEFAULT_COMPACTION,
-  tables: readonly string[] = [...STATEMENT_TABLES, ...MERGED_TABLES],
+  tables: readonly Table[] = [...STATEMENT_TABLES, ...MERGED_TABLES],
 ): Promise<Compaction[]> {
   const out: Compaction[] = [];
-  for (const table of tables) {
-    checkIdentifier(table);
-    const statements = (STATEMENT_TABLES as readonly string[]).includes(table);
+  for (const t of tables) {
+    const table = t.name;
+    const statements = STATEMENT_TABLES.includes(t);
     const [c] = await store.query<{ rows: number; tombs: number }>(
-      `SELECT count() AS rows, ${statements ? 'countIf(tomb = 1)' : '0'} AS tombs FROM $db.${table}`,
+      `SELECT count() AS rows, ${statements ? 'countIf(tomb = 1)' : '0'} AS tombs FROM ${t}`,
     );
     // Per partition: a partitioned table (position_samples) is compacted into one part per partition.
     const [p] = await store.query<{ parts: number; partitions: number; largest: number }>(
@@ -102,7 +115,7 @@ export async function compactStatements(
     // Partitions already in one part are not rewritten (optimize_skip_merged_partitions).
     if (cleanup || merge)
       await store.exec(
-        `OPTIMIZE TABLE $db.${table} FINAL${cleanup ? ' CLEANUP' : ''}${cleanup ? '' : ' SETTINGS optimize_skip_merged_partitions = 1'}`,
+        `OPTIMIZE TABLE ${t} FINAL${cleanup ? ' CLEANUP' : ''}${cleanup ? '' : ' SETTINGS optimize_skip_merged_partitions = 1'}`,
       );
     out.push({
       table,

@@ -1,4 +1,5 @@
 import type { Store } from './port.ts';
+import type { Table } from './table.ts';
 
 /**
  * Statement tables: the layout of the list read models (DESIGN 9).
@@ -121,13 +122,13 @@ export function sameFields<T>(fields: readonly (keyof T)[]): (a: Partial<T>, b: 
  * SQL of the current statements of a statement table (the newest row per id), for tests, the
  * bench's floors and the rare reads by other keys. Not for list pages: those resolve in key order.
  */
-export const currentViewDdl = (view: string, table: string, idCol = 'id'): string =>
-  `CREATE VIEW IF NOT EXISTS $db.${view} AS
-   SELECT * EXCEPT (tomb) FROM $db.${table} ORDER BY ${idCol}, seq DESC LIMIT 1 BY ${idCol}`;
+export const currentViewDdl = (view: Table, table: Table, idCol = 'id'): string =>
+  `CREATE VIEW IF NOT EXISTS ${view} AS
+   SELECT * EXCEPT (tomb) FROM ${table} ORDER BY ${idCol}, seq DESC LIMIT 1 BY ${idCol}`;
 
 /** How a table of versioned entities (a record per version, later wins) is kept as a statement table. */
 export interface VersionedStatements<V extends { version: number }, S extends Statement & { version: number }> {
-  table: string;
+  table: Table;
   columns: readonly string[];
   /** SELECT of the stored statements' fields (as `S`) from `$db.<table>`, without WHERE. */
   select: string;
@@ -166,5 +167,5 @@ export async function applyVersioned<V extends { version: number }, S extends St
     if (cur && v.version <= cur.version) continue;
     for (const row of statementRows(cur, spec.state(v), base, spec.same, spec.sameKey)) out.push(spec.values(row));
   }
-  await store.insertCompact(spec.table, spec.columns, out);
+  await store.insertCompact(spec.table.name, spec.columns, out);
 }

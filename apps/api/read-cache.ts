@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { checkIdentifier, type Store } from '../../storage/port.ts';
+import type { Table } from '../../storage/table.ts';
 import type { Cache } from '../cache/port.ts';
 import type { CacheRule } from '../reads/cache-rule.ts';
 import type { CursorCodec, Key } from '../reads/cursor.ts';
@@ -168,12 +169,11 @@ function decode(header: Header, head: string): Entry {
  * of that table enters what a clock-relative read sees. Every table named here is ordered by
  * that column first or is small per key, and the read in order stops at the first row.
  */
-export async function firstAfter(store: Store, at: { table: string; column: string }, now: number): Promise<number | null> {
-  const table = checkIdentifier(at.table);
+export async function firstAfter(store: Store, at: { table: Table; column: string }, now: number): Promise<number | null> {
   const column = checkIdentifier(at.column);
   const [row] = await store.query<{ t: number | string }>(
     `
-    SELECT toUnixTimestamp64Milli(${column}) AS t FROM $db.${table}
+    SELECT toUnixTimestamp64Milli(${column}) AS t FROM ${at.table}
     WHERE ${column} > fromUnixTimestamp64Milli({now:Int64}, 'UTC')
     ORDER BY ${column} LIMIT 1
     SETTINGS optimize_use_projections = 0`,

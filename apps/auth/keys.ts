@@ -2,6 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { ApiError } from '../../schemas/api/errors.ts';
 import type { Scope, VisibilityPolicy } from '../../schemas/topics/index.ts';
 import type { Store } from '../../storage/port.ts';
+import { ACCOUNTS_TABLE, API_KEYS_TABLE } from '../../storage/tables/access.ts';
 import type { Cache } from '../cache/port.ts';
 import type { Principal } from '../reads/principal.ts';
 
@@ -161,8 +162,8 @@ export class ApiKeyAuthenticator {
       rows = await this.store.query<KeyRow>(
         `
         SELECT k.id AS keyId, k.scopes AS scopes, k.revoked AS revoked, k.accountId AS accountId, ${ACCOUNT_COLUMNS}
-        FROM (SELECT * FROM $db.api_keys FINAL WHERE keyHash = {hash:String} AND deleted = 0) AS k
-        LEFT JOIN (SELECT * FROM $db.accounts FINAL WHERE deleted = 0) AS a ON a.id = k.accountId
+        FROM (SELECT * FROM ${API_KEYS_TABLE} FINAL WHERE keyHash = {hash:String} AND deleted = 0) AS k
+        LEFT JOIN (SELECT * FROM ${ACCOUNTS_TABLE} FINAL WHERE deleted = 0) AS a ON a.id = k.accountId
         LIMIT 1`,
         { hash },
         { short: true },
@@ -182,7 +183,7 @@ export async function accountById(store: Store, id: string): Promise<AccountRow 
     const rows = await store.query<AccountRow>(
       `
       SELECT a.id AS accountId, ${ACCOUNT_COLUMNS}
-      FROM (SELECT * FROM $db.accounts FINAL WHERE id = {id:String} AND deleted = 0) AS a LIMIT 1`,
+      FROM (SELECT * FROM ${ACCOUNTS_TABLE} FINAL WHERE id = {id:String} AND deleted = 0) AS a LIMIT 1`,
       { id },
       { short: true },
     );

@@ -1,6 +1,7 @@
 import { splitIds, splitList } from '../../schemas/api/common-params.ts';
 import type { AssetsQuery } from '../../schemas/api/queries.ts';
 import type { AssetRow } from '../../schemas/api/resources.ts';
+import { POSITIONS_TABLE } from '../../storage/tables/trading.ts';
 import type { ReadContext } from './context.ts';
 import { factsOf, permits } from './facts.ts';
 import { listRead } from './list.ts';
@@ -46,7 +47,7 @@ export function listAssets(ctx: ReadContext, q: AssetsQuery) {
           ? await ctx.store.query<{ assetId: number; last: number | string }>(
               `
           SELECT assetId, max(t) AS last FROM (
-            SELECT assetId, toUnixTimestamp64Milli(openAt) AS t, live, tomb FROM $db.positions WHERE traderId IN {traderIds:Array(UInt64)}
+            SELECT assetId, toUnixTimestamp64Milli(openAt) AS t, live, tomb FROM ${POSITIONS_TABLE} WHERE traderId IN {traderIds:Array(UInt64)}
             ORDER BY id, seq DESC LIMIT 1 BY id
           ) WHERE live = 1 AND tomb = 0${floor !== null ? ' AND t >= {floor:Int64}' : ''} GROUP BY assetId SETTINGS max_threads = 1`,
               { traderIds: visible, ...(floor !== null ? { floor } : {}) },

@@ -1,12 +1,14 @@
+import type { Table } from '../../storage/table.ts';
+
 /**
  * How long a read's answer may be cached (the read cache, apps/api/read-cache.ts, says how each
  * part is used): every read with a rule may be cached.
  */
 export interface CacheRule {
   /** Historical list: the read's table and time column, which rows enter a window ending at serverTime by. */
-  window?: { table: string; column: string };
+  window?: { table: Table; column: string };
   /** The answer changes when the clock reaches a time of this column in this table, e.g. a price sample's `at`. */
-  inForce?: { table: string; column: string };
+  inForce?: { table: Table; column: string };
   /** A shorter lifetime computed from the answer (ms from `now`); 0 means do not cache it. */
   ttlMs?: (data: { results: any[] }, now: number) => number;
   /**

@@ -2,6 +2,7 @@ import { splitIds, splitList } from '../../schemas/api/common-params.ts';
 import type { EventsQuery } from '../../schemas/api/queries.ts';
 import type { Event } from '../../schemas/api/resources.ts';
 import { iso } from '../../schemas/formats.ts';
+import { EVENTS_TABLE } from '../../storage/tables/trading.ts';
 import type { ReadContext } from './context.ts';
 import { addSignalFilters, factsOf } from './facts.ts';
 import { addWindow, listRead, type StatementRow, statementPage, statementRows } from './list.ts';
@@ -43,12 +44,12 @@ export function listEvents(ctx: ReadContext, q: EventsQuery) {
       where.when(splitList(q.types), 's.type IN {types:Array(String)}', 'types');
       addWindow(where, 's.timeOfEvent', window);
       const spec = {
-        table: 'events',
+        table: EVENTS_TABLE,
         columns: COLUMNS,
         timeCol: 'timeOfEvent',
         idType: 'UInt64' as const,
         where,
-        selective: readsFromProjection(ctx.store, 'events', { traderIds: splitIds(q.traderIds), assetIds: splitIds(q.assetIds) }),
+        selective: readsFromProjection(ctx.store, EVENTS_TABLE, { traderIds: splitIds(q.traderIds), assetIds: splitIds(q.assetIds) }),
       };
       const rows = await statementPage<Row>(
         limit,

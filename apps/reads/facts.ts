@@ -2,6 +2,8 @@ import { splitIds, splitList } from '../../schemas/api/common-params.ts';
 import type { AssetRow } from '../../schemas/api/resources.ts';
 import type { VisibilityPolicy } from '../../schemas/topics/index.ts';
 import type { Store } from '../../storage/port.ts';
+import { ASSETS_TABLE } from '../../storage/tables/assets.ts';
+import { SOURCE_IDENTITIES_TABLE, TRADERS_TABLE } from '../../storage/tables/traders.ts';
 import { perDataVersion, type ReadContext } from './context.ts';
 import type { Where } from './list.ts';
 import type { Principal } from './principal.ts';
@@ -66,11 +68,11 @@ async function load(store: Store): Promise<Facts> {
       sourcePlatform: string;
       sourceIdentityId: string;
       deleted: number;
-    }>('SELECT id, name, slug, avatarUrl, sourcePlatform, sourceIdentityId, deleted FROM $db.traders FINAL ORDER BY id'),
+    }>(`SELECT id, name, slug, avatarUrl, sourcePlatform, sourceIdentityId, deleted FROM ${TRADERS_TABLE} FINAL ORDER BY id`),
     store.query<AssetRow & { eligible: number }>(`SELECT id, name, symbol, logoUrl, assetClass, resolvedAssetClass, category, quoteSymbol,
-      deleted = 0 AND hasActiveMarket = 1 AS eligible FROM $db.assets FINAL ORDER BY symbol, id`),
+      deleted = 0 AND hasActiveMarket = 1 AS eligible FROM ${ASSETS_TABLE} FINAL ORDER BY symbol, id`),
     store.query<Identity & { platform: string; sourceIdentityId: string }>(
-      'SELECT platform, sourceIdentityId, displayName, handle, avatarUrl, profileUrl, audienceCount FROM $db.source_identities FINAL WHERE deleted = 0',
+      `SELECT platform, sourceIdentityId, displayName, handle, avatarUrl, profileUrl, audienceCount FROM ${SOURCE_IDENTITIES_TABLE} FINAL WHERE deleted = 0`,
     ),
   ]);
   const facts: Facts = {

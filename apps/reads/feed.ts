@@ -3,7 +3,14 @@ import { ApiError } from '../../schemas/api/errors.ts';
 import type { FeedQuery } from '../../schemas/api/queries.ts';
 import type { FeedItem } from '../../schemas/api/resources.ts';
 import { iso } from '../../schemas/formats.ts';
-import { curateFeedEvents, decodeFeedEvents, feedWatermark } from '../../storage/tables/feed-groups.ts';
+import {
+  curateFeedEvents,
+  decodeFeedEvents,
+  FEED_CHANGES_TABLE,
+  FEED_GROUPS_TABLE,
+  feedWatermark,
+} from '../../storage/tables/feed-groups.ts';
+import { MESSAGES_TABLE } from '../../storage/tables/messages.ts';
 import { perDataVersion, type ReadContext } from './context.ts';
 import { fingerprint } from './cursor.ts';
 import { type Facts, factsOf, permits, setCondition, sourceKey } from './facts.ts';
@@ -144,7 +151,7 @@ async function lastWrittenAt(ctx: ReadContext, ids: string[]): Promise<Map<strin
   if (!ids.length) return new Map();
   const rows = await ctx.store.query<{ id: string; t: number | string }>(
     `
-    SELECT id, toUnixTimestamp64Milli(writtenAt) AS t FROM $db.messages WHERE id IN {ids:Array(String)}
+    SELECT id, toUnixTimestamp64Milli(writtenAt) AS t FROM ${MESSAGES_TABLE} WHERE id IN {ids:Array(String)}
     ORDER BY id, seq DESC LIMIT 1 BY id`,
     { ids },
   );
@@ -202,7 +209,7 @@ export async function listFeed(ctx: ReadContext, q: FeedQuery): Promise<{ result
         .when(assetIds, 'hasAny(s.assetIds, {assetIds:Array(UInt64)})', 'assetIds');
       addWindow(where, 's.writtenAt', window);
       const spec = {
-        table: 'feed_groups',
+        table: FEED_GROUPS_TABLE,
         columns: COLUMNS,
         timeCol: 'writtenAt',
         idType: 'String' as const,
@@ -263,7 +270,7 @@ async function sincePoll(ctx: ReadContext, q: FeedQuery): Promise<{ results: Fee
       `
       SELECT fseq AS t, id, platform, sourceIdentityId, toUnixTimestamp64Milli(writtenAt) AS writtenAt, url, text, attachmentTypes, attachmentUrls,
         events, traderIds, c.live AS groupLive, 1 - c.tomb AS live, tomb, seq
-      FROM $db.feed_changes AS c WHERE fseq > {after:UInt64} AND fseq <= {watermark:UInt64}
+      FROM ${FEED_CHANGES_TABLE} AS c WHERE fseq > {after:UInt64} AND fseq <= {watermark:UInt64}
       ORDER BY fseq, id LIMIT {n:UInt32} SETTINGS max_threads = 1`,
       { after: Number(before![0]), watermark, n },
     ),

@@ -1,3 +1,4 @@
+import type { Table } from '../../storage/table.ts';
 import type { ReadContext } from './context.ts';
 import { type CursorState, fingerprint, type Key, type KeyPart } from './cursor.ts';
 import { appliedTimeRange, historyRule, leavesAt, type Window, type WindowRule, windowAt, windowRule } from './window.ts';
@@ -222,7 +223,7 @@ export async function statementPage<R extends StatementRow>(
 export function statementRows<R extends StatementRow>(
   ctx: ReadContext,
   spec: {
-    table: string;
+    table: Table;
     columns: string;
     timeCol: string;
     idType: 'UInt64' | 'String';
@@ -236,7 +237,7 @@ export function statementRows<R extends StatementRow>(
   return ctx.store.query<R>(
     `
     SELECT ${spec.columns}, toUnixTimestamp64Milli(s.${spec.timeCol}) AS t, s.live AS live, s.tomb AS tomb, s.seq AS seq
-    FROM $db.${spec.table} AS s WHERE ${spec.where.sql} AND ${b.sql}
+    FROM ${spec.table} AS s WHERE ${spec.where.sql} AND ${b.sql}
     ORDER BY s.${spec.timeCol} DESC, s.id DESC LIMIT {n:UInt32}
     ${pageSettings(spec.selective)}`,
     { ...spec.where.params, ...b.params, n },

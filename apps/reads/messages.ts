@@ -2,6 +2,7 @@ import { splitIds, splitList } from '../../schemas/api/common-params.ts';
 import type { MessagesQuery } from '../../schemas/api/queries.ts';
 import type { Message } from '../../schemas/api/resources.ts';
 import { iso } from '../../schemas/formats.ts';
+import { MESSAGES_TABLE } from '../../storage/tables/messages.ts';
 import { flag, type ReadContext } from './context.ts';
 import { factsOf, type Identity, permits, SOURCE_KEY_SQL, setCondition, sourceKey } from './facts.ts';
 import { addWindow, listRead, type StatementRow, statementPage, statementRows } from './list.ts';
@@ -72,7 +73,7 @@ export function listMessages(ctx: ReadContext, q: MessagesQuery) {
       addWindow(where, 's.writtenAt', window);
       // Without traderIds or ids the page is a read in (writtenAt, id) order.
       const spec = {
-        table: 'messages',
+        table: MESSAGES_TABLE,
         columns: COLUMNS,
         timeCol: 'writtenAt',
         idType: 'String' as const,

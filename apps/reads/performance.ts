@@ -1,6 +1,7 @@
 import type { PerformanceStatus, PositionTimeBasedPerformance, WindowName } from '../../schemas/api/resources.ts';
 import { WINDOW_MS, WINDOWS } from '../../schemas/api/resources.ts';
 import type { Store } from '../../storage/port.ts';
+import { POSITION_PERFORMANCES_TABLE } from '../../storage/tables/performance.ts';
 
 /** Milliseconds until the first `too_young` window of a page of positions comes of age (Infinity: none will). */
 export function untilNextStatusChange(
@@ -27,7 +28,7 @@ export async function timeBasedPerformances(store: Store, positions: readonly { 
   if (!positions.length) return out;
   const rows = await store.query<{ positionId: number; window: WindowName; status: string; returnPercentage: number | null; seq: number }>(
     `
-    SELECT positionId, window, status, returnPercentage, seq FROM $db.position_performances
+    SELECT positionId, window, status, returnPercentage, seq FROM ${POSITION_PERFORMANCES_TABLE}
     WHERE positionId IN {ids:Array(UInt64)}`,
     { ids: positions.map((p) => p.id) },
   );

@@ -2,6 +2,8 @@ import { splitIds } from '../../schemas/api/common-params.ts';
 import type { OpenPositionsQuery, PositionsQuery } from '../../schemas/api/queries.ts';
 import type { OpenPosition, Position } from '../../schemas/api/resources.ts';
 import { iso } from '../../schemas/formats.ts';
+import { PRICES_TABLE } from '../../storage/tables/prices.ts';
+import { OPEN_POSITIONS_TABLE, POSITIONS_TABLE } from '../../storage/tables/trading.ts';
 import { perDataVersion, type ReadContext } from './context.ts';
 import { addSignalFilters, factsOf } from './facts.ts';
 import { addWindow, listRead, type StatementRow, statementPage, statementRows, type Where } from './list.ts';
@@ -47,10 +49,10 @@ async function positionPage<R extends Row>(
   where.when(splitIds(q.positionIds), 's.id IN {positionIds:Array(UInt64)}', 'positionIds');
   const selective =
     q.positionIds !== undefined ||
-    readsFromProjection(ctx.store, 'positions', { traderIds: splitIds(q.traderIds), assetIds: splitIds(q.assetIds) });
+    readsFromProjection(ctx.store, POSITIONS_TABLE, { traderIds: splitIds(q.traderIds), assetIds: splitIds(q.assetIds) });
   if (open && selective) where.add('s.isOpen = 1');
   const spec = {
-    table: open && !selective ? 'open_positions' : 'positions',
+    table: open && !selective ? OPEN_POSITIONS_TABLE : POSITIONS_TABLE,
     columns: COLUMNS,
     timeCol: 'openAt',
     idType: 'UInt64' as const,
@@ -144,7 +146,7 @@ async function latestMarks(ctx: ReadContext, assetIds: number[]): Promise<Map<nu
            countIf(at <= fromUnixTimestamp64Milli({now:Int64}, 'UTC')) AS n,
            countIf(at > fromUnixTimestamp64Milli({now:Int64}, 'UTC')) AS later,
            minIf(toUnixTimestamp64Milli(at), at > fromUnixTimestamp64Milli({now:Int64}, 'UTC')) AS next
-    FROM $db.prices FINAL
+    FROM ${PRICES_TABLE} FINAL
     WHERE assetId IN {ids:Array(UInt64)} AND deleted = 0 AND at >= fromUnixTimestamp64Milli({since:Int64}, 'UTC')
     GROUP BY assetId`,
     { ids: missing, now, since: now - RECENT_MARK_MS },
@@ -156,7 +158,7 @@ async function latestMarks(ctx: ReadContext, assetIds: number[]): Promise<Map<nu
       ? (
           await ctx.store.query<{ assetId: number; price: number }>(
             `
-    SELECT assetId, argMax(price, at) AS price FROM $db.prices FINAL
+    SELECT assetId, argMax(price, at) AS price FROM ${PRICES_TABLE} FINAL
     WHERE assetId IN {old:Array(UInt64)} AND deleted = 0 AND at <= fromUnixTimestamp64Milli({now:Int64}, 'UTC')
     GROUP BY assetId`,
             { old, now },

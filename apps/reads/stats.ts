@@ -1,4 +1,5 @@
 import { baseStore, type Store } from '../../storage/port.ts';
+import type { EVENTS_TABLE, POSITIONS_TABLE } from '../../storage/tables/trading.ts';
 
 /**
  * Planner statistics: how many rows of a statement table each trader and each asset has. A page
@@ -14,7 +15,8 @@ export const STATS_TTL_MS = 60_000;
 /** Below this share of the table's rows, a trader or asset filter reads from its projection. */
 export const PROJECTION_SHARE = 0.02;
 
-export type StatsTable = 'events' | 'positions';
+/** The statement tables whose counts choose a plan. */
+export type StatsTable = typeof EVENTS_TABLE | typeof POSITIONS_TABLE;
 interface Counts {
   total: number;
   traderId: Map<number, number>;
@@ -31,7 +33,7 @@ const memo = new WeakMap<Store, Map<StatsTable, Entry>>();
 async function count(store: Store, table: StatsTable): Promise<Counts> {
   const [traders, assets] = await Promise.all(
     ['traderId', 'assetId'].map((col) =>
-      store.query<{ k: number; n: number }>(`SELECT ${col} AS k, count() AS n FROM $db.${table} GROUP BY k`),
+      store.query<{ k: number; n: number }>(`SELECT ${col} AS k, count() AS n FROM ${table} GROUP BY k`),
     ),
   );
   const out: Counts = { total: 0, traderId: new Map(), assetId: new Map() };

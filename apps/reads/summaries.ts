@@ -1,6 +1,7 @@
 import type { SummariesQuery } from '../../schemas/api/queries.ts';
 import type { AggregateSummary, ChannelSummary } from '../../schemas/api/resources.ts';
 import { iso } from '../../schemas/formats.ts';
+import { AGGREGATE_SUMMARIES_TABLE, CHANNEL_SUMMARIES_TABLE } from '../../storage/tables/summaries.ts';
 import type { ReadContext } from './context.ts';
 import { factsOf, permits, setCondition } from './facts.ts';
 import { listRead, type StatementRow, statementPage, statementRows, type Where } from './list.ts';
@@ -60,7 +61,7 @@ export function listChannelSummaries(ctx: ReadContext, q: SummariesQuery) {
       );
       overlap(where, window, q);
       const spec = {
-        table: 'channel_summaries',
+        table: CHANNEL_SUMMARIES_TABLE,
         columns: `${COLUMNS}, s.traderId AS traderId`,
         timeCol: 'windowStart',
         idType: 'String' as const,
@@ -95,7 +96,7 @@ export function listAggregateSummaries(ctx: ReadContext, q: SummariesQuery) {
     fetch: async ({ where, after, window, limit }) => {
       overlap(where, window, q);
       const spec = {
-        table: 'aggregate_summaries',
+        table: AGGREGATE_SUMMARIES_TABLE,
         columns: COLUMNS,
         timeCol: 'windowStart',
         idType: 'String' as const,

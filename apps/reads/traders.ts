@@ -1,6 +1,7 @@
 import { splitList } from '../../schemas/api/common-params.ts';
 import type { LegacyTradersQuery, TraderDirectoryQuery } from '../../schemas/api/queries.ts';
 import type { LegacyTraderRow, TraderDirectoryRow } from '../../schemas/api/resources.ts';
+import { TRADER_DIRECTORY_TABLE } from '../../storage/tables/traders.ts';
 import { positionCounts, traderEligible } from './analytics/sample.ts';
 import { type ReadContext, visibilitySql } from './context.ts';
 import type { Key } from './cursor.ts';
@@ -55,7 +56,7 @@ function directoryRows(
     if (before) Object.assign(params, { cName: String(before[0]), cId: Number(before[1]) });
     if (q.search === undefined) {
       return ctx.store.query<Row>(
-        `SELECT ${COLUMNS} FROM $db.trader_directory AS s WHERE ${where.sql} AND ${from}
+        `SELECT ${COLUMNS} FROM ${TRADER_DIRECTORY_TABLE} AS s WHERE ${where.sql} AND ${from}
         ORDER BY s.name, s.id LIMIT {n:UInt32}`,
         params,
       );
@@ -63,7 +64,7 @@ function directoryRows(
     params.search = q.search;
     return ctx.store.query<Row>(
       `SELECT * FROM (
-        SELECT ${COLUMNS} FROM $db.trader_directory AS s WHERE ${where.sql} AND ${from}
+        SELECT ${COLUMNS} FROM ${TRADER_DIRECTORY_TABLE} AS s WHERE ${where.sql} AND ${from}
         ORDER BY s.name, s.id, s.seq DESC LIMIT 1 BY s.name, s.id
       ) WHERE positionCaseInsensitiveUTF8(name, {search:String}) > 0
         OR positionCaseInsensitiveUTF8(ifNull(slug, ''), {search:String}) > 0

@@ -1,12 +1,13 @@
 import { type AccountRecord, type ApiKeyRecord, SCOPES } from '../../schemas/topics/index.ts';
+import { ACCOUNTS_TABLE, API_KEYS_TABLE } from '../../storage/tables/access.ts';
 import { canonicalDateTime, del, type Projection } from '../projection.ts';
 
 export const accountsProjection: Projection = {
   name: 'accounts',
   canHandle: ['accounts'],
-  table: 'accounts',
+  table: ACCOUNTS_TABLE,
   ddl: [
-    `CREATE TABLE IF NOT EXISTS $db.accounts (
+    `CREATE TABLE IF NOT EXISTS ${ACCOUNTS_TABLE} (
     id String, status LowCardinality(String), emailVerified UInt8,
     msgMode LowCardinality(String), msgPlatforms Array(String), msgTraderIds Array(UInt64),
     sigMode LowCardinality(String), sigPlatforms Array(String), sigTraderIds Array(UInt64),
@@ -35,9 +36,9 @@ export const accountsProjection: Projection = {
 export const apiKeysProjection: Projection = {
   name: 'api-keys',
   canHandle: ['api-keys'],
-  table: 'api_keys',
+  table: API_KEYS_TABLE,
   ddl: [
-    `CREATE TABLE IF NOT EXISTS $db.api_keys (
+    `CREATE TABLE IF NOT EXISTS ${API_KEYS_TABLE} (
     id String, keyHash String, accountId String, scopes Array(String), revoked UInt8,
     createdAt DateTime64(3, 'UTC'), version UInt64, deleted UInt8
   ) ENGINE = ReplacingMergeTree(version) ORDER BY id`,

@@ -1,12 +1,23 @@
 import type { Store } from '../../storage/port.ts';
-import { DAY_MS, EVENT_COUNT_COLUMNS, EVENT_COUNTS, hourOf } from '../../storage/tables/activity.ts';
+import type { Table } from '../../storage/table.ts';
+import {
+  ACTIVITY_EVENTS_TABLE,
+  ACTIVITY_MESSAGES_TABLE,
+  ACTIVITY_ROLLUP_TABLE,
+  DAY_MS,
+  EVENT_COUNT_COLUMNS,
+  EVENT_COUNTS,
+  hourOf,
+} from '../../storage/tables/activity.ts';
+import { MESSAGES_TABLE } from '../../storage/tables/messages.ts';
+import { EVENTS_TABLE } from '../../storage/tables/trading.ts';
 
 /** Rolls the statement tables up into the activity tables (storage/tables/activity.ts says how and why). */
 interface RollUp {
   /** The statement table rolled up, its time column, and the roll-up table. */
-  source: 'events' | 'messages';
+  source: Table;
   time: string;
-  target: string;
+  target: Table;
   /** The bucket's owner: columns of both tables. */
   owner: readonly string[];
   /** The counts of one statement row (current and live), as SELECT expressions in `counts` order. */
@@ -14,19 +25,19 @@ interface RollUp {
   counts: readonly string[];
 }
 
-const ROLLUPS: Record<'events' | 'messages', RollUp> = {
-  events: {
-    source: 'events',
+const ROLLUPS: Record<string, RollUp> = {
+  [EVENTS_TABLE.name]: {
+    source: EVENTS_TABLE,
     time: 'timeOfEvent',
-    target: 'activity_events',
+    target: ACTIVITY_EVENTS_TABLE,
     owner: ['traderId'],
     counted: EVENT_COUNTS.map((c) => `toUInt32(type = '${c.type}' AND direction = '${c.direction}')`),
     counts: EVENT_COUNT_COLUMNS,
   },
-  messages: {
-    source: 'messages',
+  [MESSAGES_TABLE.name]: {
+    source: MESSAGES_TABLE,
     time: 'writtenAt',
-    target: 'activity_messages',
+    target: ACTIVITY_MESSAGES_TABLE,
     owner: ['platform', 'sourceIdentityId'],
     counted: ['toUInt32(1)'],
     counts: ['n'],
@@ -37,14 +48,15 @@ const ROLLUPS: Record<'events' | 'messages', RollUp> = {
  * Rolls up what the statement table `source` got since the last roll-up. Returns the number of
  * hour buckets counted again.
  */
-export async function rollUpActivity(store: Store, source: 'events' | 'messages'): Promise<number> {
-  const r = ROLLUPS[source];
-  const [mark] = await store.query<{ seq: number }>('SELECT max(seq) AS seq FROM $db.activity_rollup WHERE source = {source:String}', {
+export async function rollUpActivity(store: Store, table: Table): Promise<number> {
+  const r = ROLLUPS[table.name]!;
+  const source = table.name;
+  const [mark] = await store.query<{ seq: number }>(`SELECT max(seq) AS seq FROM ${ACTIVITY_ROLLUP_TABLE} WHERE source = {source:String}`, {
     source,
   });
   const since = Number(mark?.seq ?? 0);
   const [fresh] = await store.query<{ top: number; buckets: number }>(
-    `SELECT max(seq) AS top, uniqExact(${r.owner.join(', ')}, ${hourOf(r.time)}) AS buckets FROM $db.${source} WHERE seq > {since:UInt64}`,
+    `SELECT max(seq) AS top, uniqExact(${r.owner.join(', ')}, ${hourOf(r.time)}) AS buckets FROM ${r.source} WHERE seq > {since:UInt64}`,
     { since },
   );
   const top = Number(fresh?.top ?? 0);
@@ -57,15 +69,15 @@ export async function rollUpActivity(store: Store, source: 'events' | 'messages'
   // zero row per such bucket (so a bucket left empty still gets its row).
   await store.exec(
     `
-    INSERT INTO $db.${r.target} (grain, start, ${owner}, ${r.counts.join(', ')}, firstAt, lastAt, seq)
+    INSERT INTO ${r.target} (grain, start, ${owner}, ${r.counts.join(', ')}, firstAt, lastAt, seq)
     SELECT 'hour', h, ${owner}, ${sums}, minIf(at, c = 1), maxIf(at, c = 1), {top:UInt64} FROM (
       SELECT ${hourOf(r.time)} AS h, ${owner}, ${r.counted.map((e, i) => `${e} AS ${r.counts[i]}`).join(', ')},
         toUnixTimestamp64Milli(${r.time}) AS at, 1 AS c
-      FROM $db.${source} FINAL
+      FROM ${r.source} FINAL
       WHERE live = 1 AND tomb = 0
-        AND (${owner}, ${hourOf(r.time)}) IN (SELECT ${owner}, ${hourOf(r.time)} FROM $db.${source} WHERE seq > {since:UInt64})
+        AND (${owner}, ${hourOf(r.time)}) IN (SELECT ${owner}, ${hourOf(r.time)} FROM ${r.source} WHERE seq > {since:UInt64})
       UNION ALL
-      SELECT DISTINCT ${hourOf(r.time)} AS h, ${owner}, ${zeros}, toInt64(0) AS at, 0 AS c FROM $db.${source} WHERE seq > {since:UInt64}
+      SELECT DISTINCT ${hourOf(r.time)} AS h, ${owner}, ${zeros}, toInt64(0) AS at, 0 AS c FROM ${r.source} WHERE seq > {since:UInt64}
     )
     GROUP BY h, ${owner}`,
     params,
@@ -73,15 +85,15 @@ export async function rollUpActivity(store: Store, source: 'events' | 'messages'
   // Days: the sum of their hour rows, for each day of those buckets.
   await store.exec(
     `
-    INSERT INTO $db.${r.target} (grain, start, ${owner}, ${r.counts.join(', ')}, firstAt, lastAt, seq)
+    INSERT INTO ${r.target} (grain, start, ${owner}, ${r.counts.join(', ')}, firstAt, lastAt, seq)
     SELECT 'day', d, ${owner}, ${sums}, minIf(firstAt, c = 1), maxIf(lastAt, c = 1), {top:UInt64} FROM (
       SELECT intDiv(start, ${DAY_MS}) * ${DAY_MS} AS d, ${owner}, ${r.counts.join(', ')}, firstAt, lastAt, (${r.counts.join(' + ')}) > 0 AS c
-      FROM $db.${r.target} FINAL
-      WHERE grain = 'hour' AND (${owner}, intDiv(start, ${DAY_MS}) * ${DAY_MS}) IN (SELECT ${owner}, intDiv(toUnixTimestamp64Milli(${r.time}), ${DAY_MS}) * ${DAY_MS} FROM $db.${source} WHERE seq > {since:UInt64})
+      FROM ${r.target} FINAL
+      WHERE grain = 'hour' AND (${owner}, intDiv(start, ${DAY_MS}) * ${DAY_MS}) IN (SELECT ${owner}, intDiv(toUnixTimestamp64Milli(${r.time}), ${DAY_MS}) * ${DAY_MS} FROM ${r.source} WHERE seq > {since:UInt64})
     )
     GROUP BY d, ${owner}`,
     params,
   );
-  await store.insert('activity_rollup', [{ source, seq: top }]);
+  await store.insert(ACTIVITY_ROLLUP_TABLE.name, [{ source, seq: top }]);
   return Number(fresh.buckets);
 }

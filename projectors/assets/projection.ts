@@ -1,4 +1,5 @@
 import type { AssetRecord } from '../../schemas/topics/index.ts';
+import { ASSETS_TABLE } from '../../storage/tables/assets.ts';
 import { del, type Projection } from '../projection.ts';
 import { httpUrl } from '../sanitize.ts';
 
@@ -26,9 +27,9 @@ export function quoteSymbolOf(markets: AssetRecord['markets']): string | null {
 export const assetsProjection: Projection = {
   name: 'assets',
   canHandle: ['assets'],
-  table: 'assets',
+  table: ASSETS_TABLE,
   ddl: [
-    `CREATE TABLE IF NOT EXISTS $db.assets (
+    `CREATE TABLE IF NOT EXISTS ${ASSETS_TABLE} (
     id UInt64, name String, symbol String, logoUrl Nullable(String),
     assetClass LowCardinality(String), resolvedAssetClass LowCardinality(String), category Nullable(String),
     quoteSymbol Nullable(String), hasActiveMarket UInt8, version UInt64, deleted UInt8

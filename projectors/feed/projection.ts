@@ -10,7 +10,15 @@ import {
   sameFields,
   statementRows,
 } from '../../storage/statements.ts';
-import { decodeFeedEvents, encodeFeedEvents, type FeedEventState } from '../../storage/tables/feed-groups.ts';
+import {
+  decodeFeedEvents,
+  encodeFeedEvents,
+  FEED_CHANGES_TABLE,
+  FEED_GROUPS_TABLE,
+  FEED_WATERMARK_TABLE,
+  type FeedEventState,
+} from '../../storage/tables/feed-groups.ts';
+import { MESSAGES_TABLE } from '../../storage/tables/messages.ts';
 import type { Projection, ValidRecord } from '../projection.ts';
 
 /**
@@ -45,7 +53,7 @@ const GROUP_COLUMNS_DDL = `id String, platform LowCardinality(String), sourceIde
     url Nullable(String), text Nullable(String), attachmentTypes Array(String), attachmentUrls Array(String),
     hasMessage UInt8, events String, assetIds Array(UInt64), traderIds Array(UInt64), ${STATEMENT_COLUMNS_DDL}`;
 
-export const FEED_GROUPS_DDL = `CREATE TABLE IF NOT EXISTS $db.feed_groups (
+export const FEED_GROUPS_DDL = `CREATE TABLE IF NOT EXISTS ${FEED_GROUPS_TABLE} (
     ${GROUP_COLUMNS_DDL},
     INDEX by_asset assetIds TYPE bloom_filter GRANULARITY 1,
     INDEX by_trader traderIds TYPE bloom_filter GRANULARITY 1,
@@ -53,12 +61,12 @@ export const FEED_GROUPS_DDL = `CREATE TABLE IF NOT EXISTS $db.feed_groups (
     PROJECTION by_id (SELECT _part_offset ORDER BY id)
   ) ${statementEngine('writtenAt, id, platform, sourceIdentityId')}`;
 
-export const FEED_CHANGES_DDL = `CREATE TABLE IF NOT EXISTS $db.feed_changes (
+export const FEED_CHANGES_DDL = `CREATE TABLE IF NOT EXISTS ${FEED_CHANGES_TABLE} (
     fseq UInt64, ${GROUP_COLUMNS_DDL},
     PROJECTION by_id (SELECT _part_offset ORDER BY id)
   ) ${statementEngine('fseq, id')}`;
 
-export const FEED_WATERMARK_DDL = `CREATE TABLE IF NOT EXISTS $db.feed_watermark (k UInt8, fseq UInt64)
+export const FEED_WATERMARK_DDL = `CREATE TABLE IF NOT EXISTS ${FEED_WATERMARK_TABLE} (k UInt8, fseq UInt64)
   ENGINE = ReplacingMergeTree(fseq) ORDER BY k`;
 
 export interface GroupStatement extends Statement {
@@ -115,7 +123,7 @@ const groupValues = (g: GroupStatement): unknown[] => [
   g.seq,
 ];
 const GROUP_SELECT = `SELECT id, platform, sourceIdentityId, toUnixTimestamp64Milli(writtenAt) AS t, url, text, attachmentTypes, attachmentUrls,
-  hasMessage, events, assetIds, traderIds, live, tomb, seq FROM $db.feed_groups`;
+  hasMessage, events, assetIds, traderIds, live, tomb, seq FROM ${FEED_GROUPS_TABLE}`;
 const sameGroup = sameFields<GroupStatement>([
   'id',
   'platform',
@@ -161,7 +169,7 @@ async function currentMessages(store: Store, ids: readonly string[]): Promise<Ma
   const rows = await store.query<MessageFields & { id: string; seq: number; tomb: number }>(
     `
     SELECT id, platform, sourceIdentityId, toUnixTimestamp64Milli(writtenAt) AS t, url, text, attachmentTypes, attachmentUrls, live, tomb, seq
-    FROM $db.messages WHERE id IN ${inJsonIds('ids', 'String')}`,
+    FROM ${MESSAGES_TABLE} WHERE id IN ${inJsonIds('ids', 'String')}`,
     { ids: JSON.stringify(ids) },
   );
   const out = new Map<string, MessageFields>();
@@ -176,7 +184,7 @@ async function currentGroups(store: Store, ids: readonly string[]): Promise<Map<
   const found = [
     ...new Set(
       (
-        await store.query<{ id: string }>(`SELECT id FROM $db.feed_groups WHERE id IN ${inJsonIds('ids', 'String')}`, {
+        await store.query<{ id: string }>(`SELECT id FROM ${FEED_GROUPS_TABLE} WHERE id IN ${inJsonIds('ids', 'String')}`, {
           ids: JSON.stringify(ids),
         })
       ).map((r) => r.id),
@@ -266,7 +274,7 @@ async function writeAndStamp(store: Store, rows: GroupStatement[], restamp: Iter
   const s = stateOf(store);
   if (s.fseq === null) {
     const [r] = await store.query<{ f: number }>(
-      'SELECT greatest((SELECT max(fseq) FROM $db.feed_changes), (SELECT max(fseq) FROM $db.feed_watermark)) AS f',
+      `SELECT greatest((SELECT max(fseq) FROM ${FEED_CHANGES_TABLE}), (SELECT max(fseq) FROM ${FEED_WATERMARK_TABLE})) AS f`,
     );
     s.fseq = Number(r?.f ?? 0);
   }
@@ -278,7 +286,7 @@ async function writeAndStamp(store: Store, rows: GroupStatement[], restamp: Iter
   if (content.size) {
     const prev = newestById(
       await store.query<{ fseq: number; id: string; seq: number; tomb: number }>(
-        `SELECT fseq, id, seq, tomb FROM $db.feed_changes WHERE id IN ${inJsonIds('ids', 'String')}`,
+        `SELECT fseq, id, seq, tomb FROM ${FEED_CHANGES_TABLE} WHERE id IN ${inJsonIds('ids', 'String')}`,
         { ids: JSON.stringify([...content.keys()]) },
       ),
       (r) => r.id,
@@ -292,12 +300,12 @@ async function writeAndStamp(store: Store, rows: GroupStatement[], restamp: Iter
       for (const c of statementRows<ChangeStatement>(was, { ...group, fseq: ++s.fseq }, base, sameChange, sameChange))
         stamps.push(changeValues(c));
     }
-    await store.insertCompact('feed_changes', ['fseq', ...GROUP_COLUMNS], stamps);
+    await store.insertCompact(FEED_CHANGES_TABLE.name, ['fseq', ...GROUP_COLUMNS], stamps);
   }
-  await store.insertCompact('feed_groups', GROUP_COLUMNS, rows.map(groupValues));
+  await store.insertCompact(FEED_GROUPS_TABLE.name, GROUP_COLUMNS, rows.map(groupValues));
   // Also when nothing changed: a replay after a crash before the watermark publishes it here.
   if (s.fseq > s.published) {
-    await store.exec('INSERT INTO $db.feed_watermark VALUES (0, {f:UInt64})', { f: s.fseq });
+    await store.exec(`INSERT INTO ${FEED_WATERMARK_TABLE} VALUES (0, {f:UInt64})`, { f: s.fseq });
     s.published = s.fseq;
   }
 }
@@ -423,7 +431,7 @@ function restampEmbedding(store: Store, topic: string, batch: readonly ValidReco
       };
     }
     // Every group that has or had a row matching; its current statement decides nothing here: a stamp too many only repeats an upsert.
-    const ids = (await store.query<{ id: string }>(`SELECT DISTINCT id FROM $db.feed_groups WHERE ${where}`, params)).map((r) => r.id);
+    const ids = (await store.query<{ id: string }>(`SELECT DISTINCT id FROM ${FEED_GROUPS_TABLE} WHERE ${where}`, params)).map((r) => r.id);
     await writeAndStamp(store, [], ids, batchSeq(version));
   });
 }

@@ -12,6 +12,7 @@ import {
   type VersionedStatements,
 } from '../../storage/statements.ts';
 import { ACTIVITY_MESSAGES_BY_SOURCE_DDL, ACTIVITY_MESSAGES_DDL, ACTIVITY_ROLLUP_DDL } from '../../storage/tables/activity.ts';
+import { MESSAGES_CURRENT_TABLE, MESSAGES_TABLE } from '../../storage/tables/messages.ts';
 import { rollUpActivity } from '../activity/rollup.ts';
 import { bool, type Projection, type ValidRecord } from '../projection.ts';
 import { httpUrl, plainTextOrNull } from '../sanitize.ts';
@@ -21,7 +22,7 @@ import { httpUrl, plainTextOrNull } from '../sanitize.ts';
  * first by (writtenAt, id), with a projection ordered by source identity (a trader's messages are
  * those of its assigned source) and one by id (hydration by ids, and the previous statement).
  */
-export const MESSAGES_DDL = `CREATE TABLE IF NOT EXISTS $db.messages (
+export const MESSAGES_DDL = `CREATE TABLE IF NOT EXISTS ${MESSAGES_TABLE} (
     id String, platform LowCardinality(String), sourceIdentityId String, writtenAt DateTime64(3, 'UTC'),
     url Nullable(String), text Nullable(String), attachmentTypes Array(String), attachmentUrls Array(String),
     isEdited Nullable(UInt8), isReply Nullable(UInt8), isQuote Nullable(UInt8), isRepost Nullable(UInt8),
@@ -140,7 +141,7 @@ function messageState(m: MessageRecord): Omit<MessageStatement, 'seq' | 'tomb'> 
 }
 
 const MESSAGES: VersionedStatements<MessageRecord, MessageStatement> = {
-  table: 'messages',
+  table: MESSAGES_TABLE,
   columns: COLUMNS,
   idOf: (m) => m.id,
   state: messageState,
@@ -148,12 +149,12 @@ const MESSAGES: VersionedStatements<MessageRecord, MessageStatement> = {
   same,
   sameKey,
   select: `SELECT id, platform, sourceIdentityId, toUnixTimestamp64Milli(writtenAt) AS t, url, text, attachmentTypes, attachmentUrls,
-           isEdited, isReply, isQuote, isRepost, version, deleted, live, tomb, seq FROM $db.messages`,
+           isEdited, isReply, isQuote, isRepost, version, deleted, live, tomb, seq FROM ${MESSAGES_TABLE}`,
 };
 
 export async function applyMessages(store: Store, batch: readonly ValidRecord[], version: bigint): Promise<void> {
   await applyVersioned(store, MESSAGES, batch, version);
-  await rollUpActivity(store, 'messages');
+  await rollUpActivity(store, MESSAGES_TABLE);
 }
 
 export const messagesProjection: Projection = {
@@ -164,7 +165,7 @@ export const messagesProjection: Projection = {
     ACTIVITY_MESSAGES_DDL,
     ...ACTIVITY_MESSAGES_BY_SOURCE_DDL,
     ACTIVITY_ROLLUP_DDL,
-    currentViewDdl('messages_current', 'messages'),
+    currentViewDdl(MESSAGES_CURRENT_TABLE, MESSAGES_TABLE),
   ],
   // What each record states, as stored (no `table`: the rows are written by `afterStore`).
   handle: (batch) => batch.map((r) => messageState(r.value)),

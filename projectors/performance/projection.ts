@@ -3,6 +3,14 @@ import { parseDateTime } from '../../schemas/formats.ts';
 import type { PriceRecord } from '../../schemas/topics/index.ts';
 import type { Store } from '../../storage/port.ts';
 import { newestById } from '../../storage/statements.ts';
+import {
+  POSITION_PERFORMANCES_TABLE,
+  POSITION_SAMPLES_FEED_TABLE,
+  POSITION_SAMPLES_TABLE,
+  PRICE_SERIES_TABLE,
+} from '../../storage/tables/performance.ts';
+import { PRICES_TABLE } from '../../storage/tables/prices.ts';
+import { POSITIONS_TABLE } from '../../storage/tables/trading.ts';
 import type { Projection, ValidRecord } from '../projection.ts';
 import { evaluateWindow, firstSampleFrom, type PriceSeries } from './evaluate.ts';
 
@@ -43,7 +51,7 @@ const EVALUATION_COLUMNS_DDL = `positionId UInt64, window ${enum8(WINDOWS)}, tra
     live UInt8, seq UInt64`;
 
 /** For pages of positions: ordered by (positionId, window) in small granules (point lookups). */
-export const PERFORMANCES_DDL = `CREATE TABLE IF NOT EXISTS $db.position_performances (${EVALUATION_COLUMNS_DDL})
+export const PERFORMANCES_DDL = `CREATE TABLE IF NOT EXISTS ${POSITION_PERFORMANCES_TABLE} (${EVALUATION_COLUMNS_DDL})
   ENGINE = ReplacingMergeTree(seq) ORDER BY (positionId, window)
     SETTINGS index_granularity = 256, min_compress_block_size = 2048, max_compress_block_size = 8192`;
 
@@ -55,7 +63,7 @@ export const PERFORMANCES_DDL = `CREATE TABLE IF NOT EXISTS $db.position_perform
  * low 16 bits of assetId, is what a read tests asset sets on where that is exact (2 bytes a row
  * instead of 8: a read of a few hundred traders reads most rows).
  */
-export const SAMPLES_DDL = `CREATE TABLE IF NOT EXISTS $db.position_samples (${EVALUATION_COLUMNS_DDL},
+export const SAMPLES_DDL = `CREATE TABLE IF NOT EXISTS ${POSITION_SAMPLES_TABLE} (${EVALUATION_COLUMNS_DDL},
     isReady UInt8 MATERIALIZED status = 'ready', readyReturn Float64 MATERIALIZED ifNull(returnPercentage, 0),
     assetLow UInt16 MATERIALIZED assetId % 65536,
     PROJECTION by_position (SELECT _part_offset ORDER BY positionId))
@@ -83,7 +91,7 @@ export async function countedSampleKeys(store: Store, positionIds: readonly numb
     `
     SELECT positionId, traderId, assetId, any(direction) AS direction, openAt, max(live) AS live FROM (
       SELECT positionId, window, traderId, assetId, openAt, argMax(direction, seq) AS direction, argMax(live, seq) AS live
-      FROM $db.position_samples WHERE positionId IN {positionIds:Array(UInt64)}
+      FROM ${POSITION_SAMPLES_TABLE} WHERE positionId IN {positionIds:Array(UInt64)}
       GROUP BY positionId, window, traderId, assetId, openAt)
     GROUP BY positionId, traderId, assetId, openAt HAVING live = 1`,
     { positionIds },
@@ -100,10 +108,10 @@ export async function countedSampleKeys(store: Store, positionIds: readonly numb
 }
 
 /** position_samples gets position_performances' rows as they are inserted: one encoding and one parse of them, not two. */
-export const SAMPLES_FEED_DDL = `CREATE MATERIALIZED VIEW IF NOT EXISTS $db.position_samples_feed TO $db.position_samples
-  AS SELECT * FROM $db.position_performances`;
+export const SAMPLES_FEED_DDL = `CREATE MATERIALIZED VIEW IF NOT EXISTS ${POSITION_SAMPLES_FEED_TABLE} TO ${POSITION_SAMPLES_TABLE}
+  AS SELECT * FROM ${POSITION_PERFORMANCES_TABLE}`;
 
-const PRICE_SERIES_DDL = `CREATE TABLE IF NOT EXISTS $db.price_series (
+const PRICE_SERIES_DDL = `CREATE TABLE IF NOT EXISTS ${PRICE_SERIES_TABLE} (
     assetId UInt64, hasSeries UInt8, seq UInt64
   ) ENGINE = ReplacingMergeTree(seq) ORDER BY assetId`;
 
@@ -157,7 +165,7 @@ async function nextSeq(store: Store): Promise<number> {
   const s = stateOf(store);
   if (s.seq === null) {
     const [row] = await store.query<{ seq: number }>(
-      'SELECT greatest((SELECT max(seq) FROM $db.position_performances), (SELECT max(seq) FROM $db.price_series)) AS seq',
+      `SELECT greatest((SELECT max(seq) FROM ${POSITION_PERFORMANCES_TABLE}), (SELECT max(seq) FROM ${PRICE_SERIES_TABLE})) AS seq`,
     );
     s.seq = Number(row?.seq ?? 0);
   }
@@ -182,7 +190,7 @@ async function seriesOf(store: Store, assetIds: readonly number[]): Promise<Map<
     const rows = await store.query<{ assetId: number; at: number[]; price: number[] }>(
       `
       SELECT assetId, groupArray(t) AS at, groupArray(price) AS price FROM (
-        SELECT assetId, toUnixTimestamp64Milli(at) AS t, price FROM $db.prices FINAL
+        SELECT assetId, toUnixTimestamp64Milli(at) AS t, price FROM ${PRICES_TABLE} FINAL
         WHERE assetId IN {missing:Array(UInt64)} AND deleted = 0 ORDER BY assetId, at
       ) GROUP BY assetId`,
       { missing },
@@ -239,8 +247,8 @@ export async function writePerformances(
   for (const p of retired) {
     for (const w of WINDOWS) gone.push([p.id, w, p.traderId, p.assetId, p.direction, p.openAt, p.openAt + WINDOW_MS[w], '', null, 0, seq]);
   }
-  if (gone.length) await store.insertCompact('position_samples', PERFORMANCE_COLUMNS, gone);
-  await store.insertCompact('position_performances', PERFORMANCE_COLUMNS, rows);
+  if (gone.length) await store.insertCompact(POSITION_SAMPLES_TABLE.name, PERFORMANCE_COLUMNS, gone);
+  await store.insertCompact(POSITION_PERFORMANCES_TABLE.name, PERFORMANCE_COLUMNS, rows);
 }
 
 /**
@@ -266,7 +274,7 @@ export async function reevaluateForPrices(store: Store, batch: readonly ValidRec
   const known = new Map(
     (
       await store.query<{ assetId: number; hasSeries: number }>(
-        'SELECT assetId, argMax(hasSeries, seq) AS hasSeries FROM $db.price_series WHERE assetId IN {assetIds:Array(UInt64)} GROUP BY assetId',
+        `SELECT assetId, argMax(hasSeries, seq) AS hasSeries FROM ${PRICE_SERIES_TABLE} WHERE assetId IN {assetIds:Array(UInt64)} GROUP BY assetId`,
         { assetIds },
       )
     ).map((k) => [Number(k.assetId), Number(k.hasSeries)]),
@@ -279,7 +287,7 @@ export async function reevaluateForPrices(store: Store, batch: readonly ValidRec
   // (No column alias may shadow `openAt` here: the WHERE clause would compare the alias.)
   const rows = await store.query<Omit<PositionState, 'openAt'> & { t: number; tomb: number; seq: number }>(
     `
-    SELECT id, traderId, assetId, direction, toUnixTimestamp64Milli(openAt) AS t, openPrice, live, tomb, seq FROM $db.positions
+    SELECT id, traderId, assetId, direction, toUnixTimestamp64Milli(openAt) AS t, openPrice, live, tomb, seq FROM ${POSITIONS_TABLE}
     WHERE assetId IN {flipped:Array(UInt64)}
        OR (assetId IN {assetIds:Array(UInt64)} AND (${ranges
          .map(
@@ -307,7 +315,7 @@ export async function reevaluateForPrices(store: Store, batch: readonly ValidRec
   if (flipped.length) {
     const seq = await nextSeq(store);
     await store.insertCompact(
-      'price_series',
+      PRICE_SERIES_TABLE.name,
       ['assetId', 'hasSeries', 'seq'],
       flipped.map((a) => [a, series.get(a)!.at.length ? 1 : 0, seq]),
     );

@@ -9,6 +9,13 @@ import {
   sameFields,
   type VersionedStatements,
 } from '../../storage/statements.ts';
+import type { Table } from '../../storage/table.ts';
+import {
+  AGGREGATE_SUMMARIES_CURRENT_TABLE,
+  AGGREGATE_SUMMARIES_TABLE,
+  CHANNEL_SUMMARIES_CURRENT_TABLE,
+  CHANNEL_SUMMARIES_TABLE,
+} from '../../storage/tables/summaries.ts';
 import type { Projection } from '../projection.ts';
 
 /**
@@ -22,12 +29,12 @@ import type { Projection } from '../projection.ts';
 const HEAD_DDL = `id String, windowStart DateTime64(3, 'UTC'), windowEnd DateTime64(3, 'UTC'), generatedAt DateTime64(3, 'UTC'),
     status LowCardinality(String), body String, version UInt64, deleted UInt8, ${STATEMENT_COLUMNS_DDL}`;
 
-export const CHANNEL_SUMMARIES_DDL = `CREATE TABLE IF NOT EXISTS $db.channel_summaries (
+export const CHANNEL_SUMMARIES_DDL = `CREATE TABLE IF NOT EXISTS ${CHANNEL_SUMMARIES_TABLE} (
     ${HEAD_DDL}, traderId UInt64,
     PROJECTION by_id (SELECT * ORDER BY id)
   ) ${statementEngine('windowStart, id, windowEnd, status, traderId')}`;
 
-export const AGGREGATE_SUMMARIES_DDL = `CREATE TABLE IF NOT EXISTS $db.aggregate_summaries (
+export const AGGREGATE_SUMMARIES_DDL = `CREATE TABLE IF NOT EXISTS ${AGGREGATE_SUMMARIES_TABLE} (
     ${HEAD_DDL},
     PROJECTION by_id (SELECT * ORDER BY id)
   ) ${statementEngine('windowStart, id, windowEnd, status')}`;
@@ -48,10 +55,10 @@ const head = (s: { windowStart: string; windowEnd: string; generatedAt: string }
   return { start: parseDateTime(s.windowStart)!, end: parseDateTime(s.windowEnd)!, generatedAt: parseDateTime(s.generatedAt)! };
 };
 const SELECT = (
-  table: string,
+  table: Table,
   extra: string,
 ) => `SELECT id, toUnixTimestamp64Milli(windowStart) AS start, toUnixTimestamp64Milli(windowEnd) AS end,
-  toUnixTimestamp64Milli(generatedAt) AS generatedAt, status, body, version, deleted, live, tomb, seq${extra} FROM $db.${table}`;
+  toUnixTimestamp64Milli(generatedAt) AS generatedAt, status, body, version, deleted, live, tomb, seq${extra} FROM ${table}`;
 const same = sameFields<SummaryStatement>([
   'id',
   'start',
@@ -87,9 +94,9 @@ const headValues = (s: SummaryStatement): unknown[] => {
 };
 
 const CHANNEL: VersionedStatements<ChannelSummaryRecord, SummaryStatement> = {
-  table: 'channel_summaries',
+  table: CHANNEL_SUMMARIES_TABLE,
   columns: [...HEAD_COLUMNS, 'traderId'],
-  select: SELECT('channel_summaries', ', traderId'),
+  select: SELECT(CHANNEL_SUMMARIES_TABLE, ', traderId'),
   idOf: (s) => s.id,
   same,
   sameKey,
@@ -101,9 +108,9 @@ const CHANNEL: VersionedStatements<ChannelSummaryRecord, SummaryStatement> = {
 };
 
 const AGGREGATE: VersionedStatements<AggregateSummaryRecord, SummaryStatement> = {
-  table: 'aggregate_summaries',
+  table: AGGREGATE_SUMMARIES_TABLE,
   columns: HEAD_COLUMNS,
-  select: SELECT('aggregate_summaries', ', 0 AS traderId'),
+  select: SELECT(AGGREGATE_SUMMARIES_TABLE, ', 0 AS traderId'),
   idOf: (s) => s.id,
   same,
   sameKey,
@@ -117,7 +124,7 @@ const AGGREGATE: VersionedStatements<AggregateSummaryRecord, SummaryStatement> =
 export const channelSummariesProjection: Projection = {
   name: 'channel-summaries',
   canHandle: ['channel-summaries'],
-  ddl: [CHANNEL_SUMMARIES_DDL, currentViewDdl('channel_summaries_current', 'channel_summaries')],
+  ddl: [CHANNEL_SUMMARIES_DDL, currentViewDdl(CHANNEL_SUMMARIES_CURRENT_TABLE, CHANNEL_SUMMARIES_TABLE)],
   // What each record states, as stored (no `table`: the rows are written by `afterStore`).
   handle: (batch) => batch.map((r) => stored(CHANNEL.state(r.value))),
   afterStore: (store, batch, version) => applyVersioned(store, CHANNEL, batch, version),
@@ -126,7 +133,7 @@ export const channelSummariesProjection: Projection = {
 export const aggregateSummariesProjection: Projection = {
   name: 'aggregate-summaries',
   canHandle: ['aggregate-summaries'],
-  ddl: [AGGREGATE_SUMMARIES_DDL, currentViewDdl('aggregate_summaries_current', 'aggregate_summaries')],
+  ddl: [AGGREGATE_SUMMARIES_DDL, currentViewDdl(AGGREGATE_SUMMARIES_CURRENT_TABLE, AGGREGATE_SUMMARIES_TABLE)],
   handle: (batch) => batch.map((r) => stored(AGGREGATE.state(r.value))),
   afterStore: (store, batch, version) => applyVersioned(store, AGGREGATE, batch, version),
 };

@@ -2,16 +2,17 @@ import type { SourceIdentityRecord, TraderRecord, TraderTagsRecord } from '../..
 import { statementEngine } from '../../storage/compaction.ts';
 import type { Store } from '../../storage/port.ts';
 import { batchSeq, newestById, STATEMENT_COLUMNS_DDL, type Statement, sameFields, statementRows } from '../../storage/statements.ts';
+import { SOURCE_IDENTITIES_TABLE, TRADER_DIRECTORY_TABLE, TRADER_TAGS_TABLE, TRADERS_TABLE } from '../../storage/tables/traders.ts';
 import { del, type Projection } from '../projection.ts';
 import { httpUrl } from '../sanitize.ts';
 
 export const tradersProjection: Projection = {
   name: 'traders',
   canHandle: ['traders'],
-  table: 'traders',
+  table: TRADERS_TABLE,
   // sourcePlatform/sourceIdentityId are '' for a trader with no assigned source.
   ddl: [
-    `CREATE TABLE IF NOT EXISTS $db.traders (
+    `CREATE TABLE IF NOT EXISTS ${TRADERS_TABLE} (
     id UInt64, name String, slug Nullable(String), avatarUrl Nullable(String),
     sourcePlatform LowCardinality(String), sourceIdentityId String, version UInt64, deleted UInt8
   ) ENGINE = ReplacingMergeTree(version) ORDER BY id`,
@@ -32,9 +33,9 @@ export const tradersProjection: Projection = {
 export const sourceIdentitiesProjection: Projection = {
   name: 'source-identities',
   canHandle: ['source-identities'],
-  table: 'source_identities',
+  table: SOURCE_IDENTITIES_TABLE,
   ddl: [
-    `CREATE TABLE IF NOT EXISTS $db.source_identities (
+    `CREATE TABLE IF NOT EXISTS ${SOURCE_IDENTITIES_TABLE} (
     platform LowCardinality(String), sourceIdentityId String, displayName Nullable(String), handle Nullable(String),
     avatarUrl Nullable(String), profileUrl Nullable(String), audienceCount Nullable(UInt64), version UInt64, deleted UInt8
   ) ENGINE = ReplacingMergeTree(version) ORDER BY (platform, sourceIdentityId)`,
@@ -56,9 +57,9 @@ export const sourceIdentitiesProjection: Projection = {
 export const traderTagsProjection: Projection = {
   name: 'trader-tags',
   canHandle: ['trader-tags'],
-  table: 'trader_tags',
+  table: TRADER_TAGS_TABLE,
   ddl: [
-    `CREATE TABLE IF NOT EXISTS $db.trader_tags (
+    `CREATE TABLE IF NOT EXISTS ${TRADER_TAGS_TABLE} (
     traderId UInt64, categories Array(String), names Array(String), version UInt64, deleted UInt8
   ) ENGINE = ReplacingMergeTree(version) ORDER BY traderId`,
   ],
@@ -79,7 +80,7 @@ export const traderTagsProjection: Projection = {
  * assigned to it does; both come from the traders and source_identities tables, which the batch
  * has already been stored in, so a replay restates the same rows.
  */
-export const TRADER_DIRECTORY_DDL = `CREATE TABLE IF NOT EXISTS $db.trader_directory (
+export const TRADER_DIRECTORY_DDL = `CREATE TABLE IF NOT EXISTS ${TRADER_DIRECTORY_TABLE} (
     id UInt64, name String, slug Nullable(String), avatarUrl Nullable(String), sourcePlatform LowCardinality(String),
     sourceIdentityId String, hasSource UInt8, displayName Nullable(String), handle Nullable(String), sAvatarUrl Nullable(String),
     profileUrl Nullable(String), audienceCount Nullable(UInt64), deleted UInt8, ${STATEMENT_COLUMNS_DDL}
@@ -128,15 +129,18 @@ async function restateDirectory(store: Store, ids: number[], version: bigint): P
              t.sourceIdentityId AS sourceIdentityId, s.sourceIdentityId IS NOT NULL AS hasSource,
              s.displayName AS displayName, s.handle AS handle, s.avatarUrl AS sAvatarUrl, s.profileUrl AS profileUrl,
              s.audienceCount AS audienceCount, t.deleted AS deleted
-      FROM (SELECT * FROM $db.traders FINAL WHERE id IN {ids:Array(UInt64)}) AS t
-      LEFT JOIN (SELECT * FROM $db.source_identities FINAL WHERE deleted = 0) AS s
+      FROM (SELECT * FROM ${TRADERS_TABLE} FINAL WHERE id IN {ids:Array(UInt64)}) AS t
+      LEFT JOIN (SELECT * FROM ${SOURCE_IDENTITIES_TABLE} FINAL WHERE deleted = 0) AS s
         ON s.platform = t.sourcePlatform AND s.sourceIdentityId = t.sourceIdentityId
       SETTINGS join_use_nulls = 1`,
       { ids },
     ),
-    store.query<DirectoryStatement>(`SELECT ${DIRECTORY_COLUMNS.join(', ')} FROM $db.trader_directory WHERE id IN {ids:Array(UInt64)}`, {
-      ids,
-    }),
+    store.query<DirectoryStatement>(
+      `SELECT ${DIRECTORY_COLUMNS.join(', ')} FROM ${TRADER_DIRECTORY_TABLE} WHERE id IN {ids:Array(UInt64)}`,
+      {
+        ids,
+      },
+    ),
   ]);
   const prev = newestById(prevRows, (r) => r.id);
   const base = batchSeq(version);
@@ -146,7 +150,7 @@ async function restateDirectory(store: Store, ids: number[], version: bigint): P
     for (const row of statementRows(prev.get(s.id), next, base, sameDirectory, sameDirectoryKey))
       out.push(DIRECTORY_COLUMNS.map((c) => row[c]));
   }
-  await store.insertCompact('trader_directory', DIRECTORY_COLUMNS, out);
+  await store.insertCompact(TRADER_DIRECTORY_TABLE.name, DIRECTORY_COLUMNS, out);
 }
 
 export const traderDirectoryProjection: Projection = {
@@ -167,7 +171,7 @@ export const traderDirectoryProjection: Projection = {
     ];
     const ids = (
       await store.query<{ id: number }>(
-        "SELECT id FROM $db.traders FINAL WHERE concat(sourcePlatform, ':', sourceIdentityId) IN {keys:Array(String)}",
+        `SELECT id FROM ${TRADERS_TABLE} FINAL WHERE concat(sourcePlatform, ':', sourceIdentityId) IN {keys:Array(String)}`,
         { keys },
       )
     ).map((r) => Number(r.id));

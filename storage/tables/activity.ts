@@ -1,4 +1,13 @@
 import { DIRECTIONS, EVENT_TYPES } from '../../schemas/topics/common.ts';
+import { table } from '../table.ts';
+
+export const ACTIVITY_EVENTS_TABLE = table('activity_events');
+export const ACTIVITY_MESSAGES_TABLE = table('activity_messages');
+export const ACTIVITY_EVENTS_BY_TRADER_TABLE = table('activity_events_by_trader');
+export const ACTIVITY_MESSAGES_BY_SOURCE_TABLE = table('activity_messages_by_source');
+export const ACTIVITY_EVENTS_BY_TRADER_FEED_TABLE = table('activity_events_by_trader_feed');
+export const ACTIVITY_MESSAGES_BY_SOURCE_FEED_TABLE = table('activity_messages_by_source_feed');
+export const ACTIVITY_ROLLUP_TABLE = table('activity_rollup');
 
 /**
  * The activity roll-up tables (the roll-up itself: projectors/activity/rollup.ts): activity rolled up by hour and by day (README "Read models"): how many current, live events each

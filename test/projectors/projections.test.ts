@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { applyBatch } from '../../projectors/runner.ts';
 import type { ChdbStore } from '../../storage/chdb.ts';
+import { table } from '../../storage/table.ts';
 import { build } from '../helpers/harness.ts';
 import { openSchemaStore, projectionSpec } from '../helpers/spec.ts';
 
@@ -262,7 +263,7 @@ describe('records the store refuses', () => {
   const poisonable = {
     name: 'poisonable',
     canHandle: ['traders'],
-    table: 'poison_probe',
+    table: table('poison_probe'),
     ddl: [],
     handle: (batch: readonly { value: any }[]) => batch.map((r) => ({ id: r.value.name === 'poison' ? 'not-a-number' : r.value.id })),
   };

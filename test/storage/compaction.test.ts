@@ -75,9 +75,9 @@ const counts = async () =>
     await Promise.all(
       STATEMENT_TABLES.map(async (t) => {
         const [c] = await h.store.query<{ rows: number; tombs: number; ids: number }>(
-          `SELECT count() AS rows, countIf(tomb = 1) AS tombs, uniqExact(id) AS ids FROM $db.${t}`,
+          `SELECT count() AS rows, countIf(tomb = 1) AS tombs, uniqExact(id) AS ids FROM ${t}`,
         );
-        return [t, { rows: Number(c!.rows), tombs: Number(c!.tombs), ids: Number(c!.ids) }];
+        return [t.name, { rows: Number(c!.rows), tombs: Number(c!.tombs), ids: Number(c!.ids) }];
       }),
     ),
   );
@@ -93,7 +93,7 @@ describe('compaction of statement tables', () => {
     expect(before[`/v2/positions?startTime=${ALL_TIME}`]!.length).toBeGreaterThan(50);
     const had = await counts();
     // The records close positions and move events and messages: each table has tombstones to drop.
-    for (const t of STATEMENT_TABLES) expect(had[t]!.tombs, `${t}: ${JSON.stringify(had)}`).toBeGreaterThan(0);
+    for (const t of STATEMENT_TABLES.map((x) => x.name)) expect(had[t]!.tombs, `${t}: ${JSON.stringify(had)}`).toBeGreaterThan(0);
     const res = await compactStatements(
       h.store,
       { maxTombShare: 0, minTombs: 0, maxLooseShare: 1, finalPartitionsWhole: false },
@@ -101,7 +101,7 @@ describe('compaction of statement tables', () => {
     );
     expect(res.map((r) => r.compacted)).toEqual(STATEMENT_TABLES.map(() => true));
     const after = await counts();
-    for (const t of STATEMENT_TABLES) {
+    for (const t of STATEMENT_TABLES.map((x) => x.name)) {
       expect(after[t]!.tombs, t).toBe(0);
       expect(after[t]!.rows, t).toBe(after[t]!.ids); // one row per entity: nothing left to resolve
     }
@@ -124,7 +124,7 @@ describe('compaction of statement tables', () => {
           )
         )[0]!.n,
       );
-    const tables = [...STATEMENT_TABLES, ...MERGED_TABLES];
+    const tables = [...STATEMENT_TABLES, ...MERGED_TABLES].map((t) => t.name);
     const many = (await Promise.all(tables.map(async (t) => [t, await parts(t)] as const))).filter(([, n]) => n > 1);
     expect(many.length).toBeGreaterThan(0);
     // Tombstones beyond reach: only the parts decide.

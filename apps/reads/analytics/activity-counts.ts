@@ -1,4 +1,15 @@
-import { DAY_MS, EVENT_COUNTS, HOUR_MS } from '../../../storage/tables/activity.ts';
+import type { Table } from '../../../storage/table.ts';
+import {
+  ACTIVITY_EVENTS_BY_TRADER_TABLE,
+  ACTIVITY_EVENTS_TABLE,
+  ACTIVITY_MESSAGES_BY_SOURCE_TABLE,
+  ACTIVITY_MESSAGES_TABLE,
+  DAY_MS,
+  EVENT_COUNTS,
+  HOUR_MS,
+} from '../../../storage/tables/activity.ts';
+import { MESSAGES_TABLE } from '../../../storage/tables/messages.ts';
+import { EVENTS_TABLE } from '../../../storage/tables/trading.ts';
 import { perDataVersion, type ReadContext } from '../context.ts';
 import type { Facts } from '../facts.ts';
 import { currentStatements, FINAL_SETTINGS, forEachHeld, heldRows, mergedParts } from './sample.ts';
@@ -80,7 +91,7 @@ function timeInRanges(column: string, ranges: readonly Range[], name: string, pa
 
 /** The asset ids the events table holds, per data version (the ineligible ones among them are few). */
 const eventAssets = perDataVersion(async (store) => {
-  const [r] = await store.query<{ assets: number[] }>('SELECT groupUniqArray(assetId) AS assets FROM $db.events');
+  const [r] = await store.query<{ assets: number[] }>(`SELECT groupUniqArray(assetId) AS assets FROM ${EVENTS_TABLE}`);
   return (r?.assets ?? []).map(Number);
 });
 
@@ -98,12 +109,14 @@ export interface CountQuery {
 }
 
 interface Kind {
-  table: 'events' | 'messages';
+  table: Table;
+  /** Which of timeSpans' spans is the table's. */
+  span: 'events' | 'messages';
   alias: string;
   time: string;
   /** The rolled-up rows by time, and the same by owner (for a few groups: `only`). */
-  rollup: string;
-  byOwner: string;
+  rollup: Table;
+  byOwner: Table;
   /** The group of a row: a column (expression) of the rolled-up table (alias r) and of the statement table. */
   group: (alias: string) => string;
   groupType: string;
@@ -111,21 +124,23 @@ interface Kind {
   ownerKey: (only: readonly (number | string)[], params: Record<string, unknown>) => string;
 }
 const EVENTS: Kind = {
-  table: 'events',
+  table: EVENTS_TABLE,
+  span: 'events',
   alias: 'e',
   time: 'e.timeOfEvent',
-  rollup: 'activity_events',
-  byOwner: 'activity_events_by_trader',
+  rollup: ACTIVITY_EVENTS_TABLE,
+  byOwner: ACTIVITY_EVENTS_BY_TRADER_TABLE,
   group: (x) => `${x}.traderId`,
   groupType: 'UInt64',
   ownerKey: () => '1',
 };
 const MESSAGES: Kind = {
-  table: 'messages',
+  table: MESSAGES_TABLE,
+  span: 'messages',
   alias: 'm',
   time: 'm.writtenAt',
-  rollup: 'activity_messages',
-  byOwner: 'activity_messages_by_source',
+  rollup: ACTIVITY_MESSAGES_TABLE,
+  byOwner: ACTIVITY_MESSAGES_BY_SOURCE_TABLE,
   group: (x) => `concat(${x}.platform, ':', ${x}.sourceIdentityId)`,
   groupType: 'String',
   // `platform:sourceIdentityId`, and a platform name has no colon.
@@ -153,8 +168,8 @@ export interface Count<G> {
  */
 const timeSpans = perDataVersion(async (store) => {
   const [r] = await store.query<{ elo: number | null; ehi: number | null; mlo: number | null; mhi: number | null }>(`
-    SELECT (SELECT toUnixTimestamp64Milli(min(timeOfEvent)) FROM $db.events) AS elo, (SELECT toUnixTimestamp64Milli(max(timeOfEvent)) FROM $db.events) AS ehi,
-           (SELECT toUnixTimestamp64Milli(min(writtenAt)) FROM $db.messages) AS mlo, (SELECT toUnixTimestamp64Milli(max(writtenAt)) FROM $db.messages) AS mhi`);
+    SELECT (SELECT toUnixTimestamp64Milli(min(timeOfEvent)) FROM ${EVENTS_TABLE}) AS elo, (SELECT toUnixTimestamp64Milli(max(timeOfEvent)) FROM ${EVENTS_TABLE}) AS ehi,
+           (SELECT toUnixTimestamp64Milli(min(writtenAt)) FROM ${MESSAGES_TABLE}) AS mlo, (SELECT toUnixTimestamp64Milli(max(writtenAt)) FROM ${MESSAGES_TABLE}) AS mhi`);
   // An empty table (min and max of nothing): no row anywhere.
   const span = (lo: number | null | undefined, hi: number | null | undefined) =>
     lo == null || hi == null || Number(lo) > Number(hi)
@@ -226,7 +241,7 @@ async function counts(ctx: ReadContext, jobs: readonly (Job | null)[]): Promise<
   const spans = await timeSpans(ctx);
   const plans = jobs.map((j) => {
     if (!j) return null;
-    const { start, end, whole } = widen(j.q, spans[j.kind.table]);
+    const { start, end, whole } = widen(j.q, spans[j.kind.span]);
     return plan<number | string>(ctx, j.kind, { ...j.q, start, end }, j.spec, whole);
   });
   const rolled = plans.filter((p) => p?.rolled);
@@ -329,7 +344,7 @@ function plan<G>(ctx: ReadContext, kind: Kind, q: CountQuery, spec: CountSpec, w
   const correctionSql = spec.correction && 'sql' in spec.correction ? spec.correction.sql : undefined;
   const bucket = (t: string) => (q.bucket ? BUCKET_SQL[q.bucket](t) : '0');
   const byOwner = q.only !== undefined && q.only.length <= BY_OWNER_MAX;
-  const rolledFrom = `$db.${byOwner ? kind.byOwner : kind.rollup} AS r FINAL
+  const rolledFrom = `${byOwner ? kind.byOwner : kind.rollup} AS r FINAL
         WHERE (${rolled.join(' OR ')}) AND ${groupCond(kind.group('r'))}${byOwner ? ` AND ${kind.ownerKey(q.only!, params)}` : ''}`;
   const flag = past.length ? `if(${past.join(' OR ')}, 2, 0)` : '0';
   const finish = (rows: Row<G>[]): Row<G>[] =>
@@ -367,15 +382,15 @@ function plan<G>(ctx: ReadContext, kind: Kind, q: CountQuery, spec: CountSpec, w
   return {
     finish,
     run: async () => {
-      const part = (await mergedParts(ctx)).get(kind.table);
+      const part = (await mergedParts(ctx)).get(kind.table.name);
       if (part !== undefined) {
-        const rows = await ctx.store.query<Row<G>>(build(`$db.${kind.table} AS ${a}`, `${a}._part = {mergedPart:String}`, true), {
+        const rows = await ctx.store.query<Row<G>>(build(`${kind.table} AS ${a}`, `${a}._part = {mergedPart:String}`, true), {
           ...params,
           mergedPart: part,
         });
         if (rows.some((r) => Number(r.s) === 1)) return rows;
       }
-      return ctx.store.query<Row<G>>(build(`$db.${kind.table} AS ${a} FINAL`, '1', false), params);
+      return ctx.store.query<Row<G>>(build(`${kind.table} AS ${a} FINAL`, '1', false), params);
     },
   };
 }
@@ -496,7 +511,7 @@ function excludedEvents(ctx: ReadContext, assets: readonly number[]): Promise<re
     (limit) =>
       currentStatements<{ g: number; t: number; type: string; direction: string }>(
         ctx,
-        'events',
+        EVENTS_TABLE,
         'e',
         (from, where) => `
       SELECT e.traderId AS g, toUnixTimestamp64Milli(e.timeOfEvent) AS t, e.type AS type, e.direction AS direction FROM ${from}

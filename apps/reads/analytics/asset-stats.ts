@@ -1,6 +1,7 @@
 import type { AssetStatsRow } from '../../../schemas/api/analytics.ts';
 import { splitIds } from '../../../schemas/api/common-params.ts';
 import type { AssetStatsQuery } from '../../../schemas/api/queries.ts';
+import { POSITION_SAMPLES_TABLE } from '../../../storage/tables/performance.ts';
 import type { ReadContext } from '../context.ts';
 import { factsOf } from '../facts.ts';
 import { appliedTimeRange, explicitBounds } from '../window.ts';
@@ -31,7 +32,7 @@ export async function assetStats(ctx: ReadContext, q: AssetStatsQuery) {
     SELECT assetId, direction, traderId, n, total FROM (
       SELECT assetId, direction, traderId, n, sum(n) OVER (PARTITION BY assetId, direction) AS total FROM (
         SELECT p.assetId AS assetId, p.direction AS direction, p.traderId AS traderId, count() AS n
-        FROM $db.position_samples AS p FINAL ${where.prewhereSql}
+        FROM ${POSITION_SAMPLES_TABLE} AS p FINAL ${where.prewhereSql}
         WHERE ${where.sql} AND p.window = '1D'
         GROUP BY assetId, direction, traderId))
     ORDER BY assetId, direction, n DESC, traderId LIMIT {top:UInt32} BY assetId, direction

@@ -9,6 +9,7 @@ import {
 } from '../../../schemas/api/queries.ts';
 import { WINDOW_MS, WINDOWS, type WindowName } from '../../../schemas/api/resources.ts';
 import { iso } from '../../../schemas/formats.ts';
+import { EVENTS_TABLE } from '../../../storage/tables/trading.ts';
 import type { ReadContext } from '../context.ts';
 import { factsOf } from '../facts.ts';
 import { Where } from '../list.ts';
@@ -140,7 +141,7 @@ export async function rankTraders(ctx: ReadContext, q: RankingsQuery) {
     assetIds
       ? currentStatements<{ traderId: number; n: number }>(
           ctx,
-          'events',
+          EVENTS_TABLE,
           'e',
           (from, part) => `
       SELECT e.traderId AS traderId, count() AS n FROM ${from} WHERE ${events.sql} AND ${part} GROUP BY traderId`,

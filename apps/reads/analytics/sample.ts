@@ -1,5 +1,10 @@
 import type { DirectionBias, TimeBasedPerformance } from '../../../schemas/api/analytics.ts';
 import { WINDOWS, type WindowName } from '../../../schemas/api/resources.ts';
+import type { Table } from '../../../storage/table.ts';
+import { MESSAGES_TABLE } from '../../../storage/tables/messages.ts';
+import { POSITION_SAMPLES_TABLE } from '../../../storage/tables/performance.ts';
+import { PRICES_TABLE } from '../../../storage/tables/prices.ts';
+import { EVENTS_TABLE } from '../../../storage/tables/trading.ts';
 import { perDataVersion, type ReadContext } from '../context.ts';
 import { type Facts, permits, signalTraders } from '../facts.ts';
 import { Where } from '../list.ts';
@@ -28,11 +33,11 @@ export const FINAL_SETTINGS = 'SETTINGS do_not_merge_across_partitions_select_fi
 export const mergedParts = perDataVersion(async (store) => {
   const rows = await store.query<{ table: string; name: string; level: number }>(
     `
-    SELECT table, name, level FROM system.parts WHERE database = {db:String} AND table IN ('events', 'messages') AND active`,
-    { db: store.database },
+    SELECT table, name, level FROM system.parts WHERE database = {db:String} AND table IN {tables:Array(String)} AND active`,
+    { db: store.database, tables: [EVENTS_TABLE.name, MESSAGES_TABLE.name] },
   );
   const out = new Map<string, string>();
-  for (const table of ['events', 'messages']) {
+  for (const table of [EVENTS_TABLE.name, MESSAGES_TABLE.name]) {
     const parts = rows.filter((r) => r.table === table);
     if (parts.length === 1 && Number(parts[0]!.level) > 0) out.set(table, parts[0]!.name);
   }
@@ -48,20 +53,20 @@ export const mergedParts = perDataVersion(async (store) => {
  */
 export async function currentStatements<R>(
   ctx: ReadContext,
-  table: 'events' | 'messages',
+  table: Table,
   alias: string,
   sql: (from: string, where: string) => string,
   params: Record<string, unknown>,
 ): Promise<R[]> {
-  const part = (await mergedParts(ctx)).get(table);
+  const part = (await mergedParts(ctx)).get(table.name);
   if (part !== undefined) {
-    const rows = await ctx.store.query<R>(sql(`$db.${table} AS ${alias}`, `${alias}._part = {mergedPart:String}`), {
+    const rows = await ctx.store.query<R>(sql(`${table} AS ${alias}`, `${alias}._part = {mergedPart:String}`), {
       ...params,
       mergedPart: part,
     });
     if (rows.length) return rows;
   }
-  return ctx.store.query<R>(`${sql(`$db.${table} AS ${alias} FINAL`, '1')} ${FINAL_SETTINGS}`, params);
+  return ctx.store.query<R>(`${sql(`${table} AS ${alias} FINAL`, '1')} ${FINAL_SETTINGS}`, params);
 }
 
 /** The earliest time the account may read (its history window), or null. */
@@ -97,7 +102,7 @@ export interface SampleFilter {
  */
 const presentIds = perDataVersion(async (store) => {
   const [r] = await store.query<{ assets: number[]; traders: number[] }>(
-    "SELECT groupUniqArray(assetId) AS assets, groupUniqArray(traderId) AS traders FROM $db.position_samples WHERE window = '1D'",
+    `SELECT groupUniqArray(assetId) AS assets, groupUniqArray(traderId) AS traders FROM ${POSITION_SAMPLES_TABLE} WHERE window = '1D'`,
   );
   return { assets: (r?.assets ?? []).map(Number), traders: (r?.traders ?? []).map(Number) };
 });
@@ -195,7 +200,7 @@ export interface WindowAggregate {
  * from them, so while serverTime is at or after this every `ready` row has come of age.
  */
 const latestPriceAt = perDataVersion(async (store) => {
-  const [r] = await store.query<{ m: number | null }>('SELECT max(toUnixTimestamp64Milli(at)) AS m FROM $db.prices');
+  const [r] = await store.query<{ m: number | null }>(`SELECT max(toUnixTimestamp64Milli(at)) AS m FROM ${PRICES_TABLE}`);
   return Number(r?.m ?? 0);
 });
 
@@ -223,7 +228,7 @@ export function performanceSql(
     sql: `
       WITH p.readyReturn AS r, p.isReady${checkAge ? ' AND p.evaluatedAt <= {now:Int64}' : ''} AS ready
       SELECT p.${groupBy} AS g, p.window AS window, count() AS sampled, ${moments}, countIf(p.direction = 'long') AS longs
-      FROM $db.position_samples AS p FINAL ${where.prewhereSql}
+      FROM ${POSITION_SAMPLES_TABLE} AS p FINAL ${where.prewhereSql}
       WHERE ${where.sql}${windows.length < WINDOWS.length ? ' AND p.window IN {windows:Array(String)}' : ''}
       GROUP BY g, window
       ${FINAL_SETTINGS}`,
@@ -331,7 +336,7 @@ const ineligiblePositions = (ctx: ReadContext, assets: readonly number[]) =>
       ctx.store
         .query<{ traderId: number; openAt: number }>(
           `
-    SELECT p.traderId AS traderId, p.openAt AS openAt FROM $db.position_samples AS p FINAL
+    SELECT p.traderId AS traderId, p.openAt AS openAt FROM ${POSITION_SAMPLES_TABLE} AS p FINAL
     WHERE p.live = 1 AND p.window = '1D' AND p.assetId IN {heldAssets:Array(UInt64)} LIMIT {heldLimit:UInt64} ${FINAL_SETTINGS}`,
           { heldAssets: assets, heldLimit: limit },
         )
@@ -353,7 +358,7 @@ export async function positionCounts(
   const count = async (where: Where) => {
     const rows = await ctx.store.query<{ traderId: number; n: number }>(
       `
-      SELECT p.traderId AS traderId, count() AS n FROM $db.position_samples AS p FINAL ${where.prewhereSql}
+      SELECT p.traderId AS traderId, count() AS n FROM ${POSITION_SAMPLES_TABLE} AS p FINAL ${where.prewhereSql}
       WHERE ${where.sql} AND p.window = '1D' GROUP BY traderId ${FINAL_SETTINGS}`,
       where.params,
     );

@@ -2,6 +2,7 @@ import type { TraderStatsRow } from '../../../schemas/api/analytics.ts';
 import { splitIds, splitList } from '../../../schemas/api/common-params.ts';
 import type { TraderStatsQuery } from '../../../schemas/api/queries.ts';
 import { type SourceIdentity, WINDOWS, type WindowName } from '../../../schemas/api/resources.ts';
+import { TRADER_TAGS_TABLE } from '../../../storage/tables/traders.ts';
 import { perDataVersion, type ReadContext } from '../context.ts';
 import { factsOf } from '../facts.ts';
 import { appliedTimeRange, explicitBounds } from '../window.ts';
@@ -24,7 +25,7 @@ export function orderTags(tags: { category: string; name: string }[]): { categor
  */
 const traderTags = perDataVersion(async (store) => {
   const rows = await store.query<{ traderId: number; categories: string[]; names: string[] }>(
-    'SELECT traderId, categories, names FROM $db.trader_tags FINAL WHERE deleted = 0',
+    `SELECT traderId, categories, names FROM ${TRADER_TAGS_TABLE} FINAL WHERE deleted = 0`,
   );
   return new Map(rows.map((t) => [Number(t.traderId), orderTags(t.categories.map((category, i) => ({ category, name: t.names[i]! })))]));
 });

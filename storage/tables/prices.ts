@@ -1,0 +1,3 @@
+import { table } from '../table.ts';
+
+export const PRICES_TABLE = table('prices');
