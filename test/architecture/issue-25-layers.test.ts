@@ -87,14 +87,17 @@ describe('issue 25: every table named in its module', () => {
   for (const f of files.filter((f) => f.startsWith('storage/tables/'))) {
     for (const m of readFileSync(join(ROOT, f), 'utf8').matchAll(/\btable\('([a-z_]+)'\)/g)) declared.set(m[1]!, f);
   }
-  const outside = files.filter((f) => !f.startsWith('storage/tables/') && f !== 'storage/table.ts' && /^(apps|projectors|storage)\//.test(f));
+  const outside = files.filter(
+    (f) => !f.startsWith('storage/tables/') && f !== 'storage/table.ts' && /^(apps|projectors|storage)\//.test(f),
+  );
   const names = [...declared.keys()].join('|');
 
-  it('declares the read models\' tables (each once)', () => {
-    for (const t of ['events', 'positions', 'messages', 'feed_groups', 'position_samples', 'activity_rollup', 'dead_letters']) expect(declared.has(t), t).toBe(true);
+  it("declares the read models' tables (each once)", () => {
+    for (const t of ['events', 'positions', 'messages', 'feed_groups', 'position_samples', 'activity_rollup', 'dead_letters'])
+      expect(declared.has(t), t).toBe(true);
   });
 
-  it('no code outside storage/tables/ writes a table\'s name: not in SQL ($db.<name>), nor as the table of an insert or a read', () => {
+  it("no code outside storage/tables/ writes a table's name: not in SQL ($db.<name>), nor as the table of an insert or a read", () => {
     const wrong: string[] = [];
     const patterns = [
       /\$db\.([a-z_]+)/g,
@@ -104,10 +107,11 @@ describe('issue 25: every table named in its module', () => {
     ];
     for (const f of outside) {
       // Comments may name a table; code may not.
-      const code = readFileSync(join(ROOT, f), 'utf8').replace(/\/\*[\s\S]*?\*\//g, '').replace(/(^|[^:'"`])\/\/.*$/gm, '$1');
+      const code = readFileSync(join(ROOT, f), 'utf8')
+        .replace(/\/\*[\s\S]*?\*\//g, '')
+        .replace(/(^|[^:'"`])\/\/.*$/gm, '$1');
       for (const re of patterns) for (const m of code.matchAll(re)) wrong.push(`${f}: ${m[0]}`);
     }
     expect(wrong).toEqual([]);
   });
 });
-
