@@ -30,7 +30,6 @@ import {
   benchCleanup,
   benchDataDir,
   buildFloorTable,
-  fmtInt,
   fmtMs,
   fmtRatio,
   handlerQuery,

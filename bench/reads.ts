@@ -8,7 +8,6 @@
 
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, platform, release } from 'node:os';
-import { join } from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { demoKeyFile, type Embedded, startEmbedded } from '../apps/embedded.ts';
 import { CursorCodec } from '../apps/reads/cursor.ts';

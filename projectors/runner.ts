@@ -1,14 +1,10 @@
 import { TOPIC_NAMES } from '../schemas/topics/index.ts';
 import { checkIdentifier, type Store } from '../storage/port.ts';
-import { DEAD_LETTERS_TABLE, READ_MODEL_VERSION_TABLE } from '../storage/tables/log.ts';
+import { DEAD_LETTERS_DDL, DEAD_LETTERS_TABLE, READ_MODEL_VERSION_TABLE, VERSION_DDL } from '../storage/tables/log.ts';
 import { PROJECTIONS } from './index.ts';
 import type { Log, LogBatch, LogRecord, LogSubscription } from './log/port.ts';
 import type { Projection, ValidRecord } from './projection.ts';
 import { oversizeReason, validateRecord } from './validate.ts';
-
-const DEAD_LETTERS_DDL = `CREATE TABLE IF NOT EXISTS ${DEAD_LETTERS_TABLE} (
-  topic LowCardinality(String), offset String, key String, raw String, reason String, at DateTime64(3, 'UTC')
-) ENGINE = ReplacingMergeTree ORDER BY (topic, offset)`;
 
 export async function ensureSchema(store: Store, projections: readonly Projection[] = PROJECTIONS): Promise<void> {
   await store.exec(DEAD_LETTERS_DDL);
@@ -47,10 +43,6 @@ export async function ensureSchema(store: Store, projections: readonly Projectio
  *  25: accounts.scopes, the scopes an account may hold (issue 24)
  */
 export const READ_MODEL_VERSION = 25;
-
-const VERSION_DDL = `CREATE TABLE IF NOT EXISTS ${READ_MODEL_VERSION_TABLE} (
-  version UInt32, at DateTime64(3, 'UTC')
-) ENGINE = MergeTree ORDER BY at`;
 
 /**
  * Brings the store to READ_MODEL_VERSION: read models of another version (or of none, from before

@@ -13,16 +13,6 @@ import { AGGREGATE_SUMMARIES_TABLE, CHANNEL_SUMMARIES_TABLE } from './tables/sum
 import { TRADER_DIRECTORY_TABLE } from './tables/traders.ts';
 import { EVENTS_TABLE, OPEN_POSITIONS_TABLE, POSITIONS_TABLE } from './tables/trading.ts';
 
-/**
- * Engine clause of a statement table (storage/statements.ts): ReplacingMergeTree on `seq`, with
- * `tomb` as its is-deleted column. Merges keep the newest row of each sorting key as before (a
- * tombstone included), and reads never use FINAL on these tables, so the is-deleted column changes
- * no read; it lets `compactStatements` drop tombstones with `OPTIMIZE ... FINAL CLEANUP`.
- */
-export const statementEngine = (orderBy: string): string =>
-  `ENGINE = ReplacingMergeTree(seq, tomb) ORDER BY (${orderBy})
-   SETTINGS deduplicate_merge_projection_mode = 'rebuild', allow_experimental_replacing_merge_with_cleanup = 1`;
-
 /** The statement tables. */
 export const STATEMENT_TABLES: readonly Table[] = [
   EVENTS_TABLE,

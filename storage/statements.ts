@@ -169,3 +169,13 @@ export async function applyVersioned<V extends { version: number }, S extends St
   }
   await store.insertCompact(spec.table.name, spec.columns, out);
 }
+
+/**
+ * Engine clause of a statement table (storage/statements.ts): ReplacingMergeTree on `seq`, with
+ * `tomb` as its is-deleted column. Merges keep the newest row of each sorting key as before (a
+ * tombstone included), and reads never use FINAL on these tables, so the is-deleted column changes
+ * no read; it lets `compactStatements` drop tombstones with `OPTIMIZE ... FINAL CLEANUP`.
+ */
+export const statementEngine = (orderBy: string): string =>
+  `ENGINE = ReplacingMergeTree(seq, tomb) ORDER BY (${orderBy})
+   SETTINGS deduplicate_merge_projection_mode = 'rebuild', allow_experimental_replacing_merge_with_cleanup = 1`;

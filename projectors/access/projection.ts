@@ -1,19 +1,12 @@
 import { type AccountRecord, type ApiKeyRecord, SCOPES } from '../../schemas/topics/index.ts';
-import { ACCOUNTS_TABLE, API_KEYS_TABLE } from '../../storage/tables/access.ts';
+import { ACCOUNTS_DDL, ACCOUNTS_TABLE, API_KEYS_DDL, API_KEYS_TABLE } from '../../storage/tables/access.ts';
 import { canonicalDateTime, del, type Projection } from '../projection.ts';
 
 export const accountsProjection: Projection = {
   name: 'accounts',
   canHandle: ['accounts'],
   table: ACCOUNTS_TABLE,
-  ddl: [
-    `CREATE TABLE IF NOT EXISTS ${ACCOUNTS_TABLE} (
-    id String, status LowCardinality(String), emailVerified UInt8,
-    msgMode LowCardinality(String), msgPlatforms Array(String), msgTraderIds Array(UInt64),
-    sigMode LowCardinality(String), sigPlatforms Array(String), sigTraderIds Array(UInt64),
-    historyWindowDays Nullable(UInt32), scopes Array(LowCardinality(String)), version UInt64, deleted UInt8
-  ) ENGINE = ReplacingMergeTree(version) ORDER BY id`,
-  ],
+  ddl: [ACCOUNTS_DDL],
   handle: (batch) =>
     batch.map(({ value: a }: { value: AccountRecord }) => ({
       id: a.id,
@@ -37,12 +30,7 @@ export const apiKeysProjection: Projection = {
   name: 'api-keys',
   canHandle: ['api-keys'],
   table: API_KEYS_TABLE,
-  ddl: [
-    `CREATE TABLE IF NOT EXISTS ${API_KEYS_TABLE} (
-    id String, keyHash String, accountId String, scopes Array(String), revoked UInt8,
-    createdAt DateTime64(3, 'UTC'), version UInt64, deleted UInt8
-  ) ENGINE = ReplacingMergeTree(version) ORDER BY id`,
-  ],
+  ddl: [API_KEYS_DDL],
   handle: (batch) =>
     batch.map(({ value: k }: { value: ApiKeyRecord }) => ({
       id: k.id,

@@ -1,5 +1,5 @@
 import type { AssetRecord } from '../../schemas/topics/index.ts';
-import { ASSETS_TABLE } from '../../storage/tables/assets.ts';
+import { ASSETS_DDL, ASSETS_TABLE } from '../../storage/tables/assets.ts';
 import { del, type Projection } from '../projection.ts';
 import { httpUrl } from '../sanitize.ts';
 
@@ -28,13 +28,7 @@ export const assetsProjection: Projection = {
   name: 'assets',
   canHandle: ['assets'],
   table: ASSETS_TABLE,
-  ddl: [
-    `CREATE TABLE IF NOT EXISTS ${ASSETS_TABLE} (
-    id UInt64, name String, symbol String, logoUrl Nullable(String),
-    assetClass LowCardinality(String), resolvedAssetClass LowCardinality(String), category Nullable(String),
-    quoteSymbol Nullable(String), hasActiveMarket UInt8, version UInt64, deleted UInt8
-  ) ENGINE = ReplacingMergeTree(version) ORDER BY id`,
-  ],
+  ddl: [ASSETS_DDL],
   handle: (batch) =>
     batch.map(({ value: a }: { value: AssetRecord }) => {
       const quoteSymbol = quoteSymbolOf(a.markets);

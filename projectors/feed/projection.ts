@@ -1,73 +1,19 @@
 import type { AssetRecord, SourceIdentityRecord, TraderRecord } from '../../schemas/topics/index.ts';
-import { statementEngine } from '../../storage/compaction.ts';
 import type { Store } from '../../storage/port.ts';
-import {
-  batchSeq,
-  inJsonIds,
-  newestById,
-  STATEMENT_COLUMNS_DDL,
-  type Statement,
-  sameFields,
-  statementRows,
-} from '../../storage/statements.ts';
+import { batchSeq, inJsonIds, newestById, type Statement, sameFields, statementRows } from '../../storage/statements.ts';
 import {
   decodeFeedEvents,
   encodeFeedEvents,
+  FEED_CHANGES_DDL,
   FEED_CHANGES_TABLE,
+  FEED_GROUPS_DDL,
   FEED_GROUPS_TABLE,
+  FEED_WATERMARK_DDL,
   FEED_WATERMARK_TABLE,
   type FeedEventState,
 } from '../../storage/tables/feed-groups.ts';
 import { MESSAGES_TABLE } from '../../storage/tables/messages.ts';
 import type { Projection, ValidRecord } from '../projection.ts';
-
-/**
- * The partner feed's read models (DESIGN 5): a group per source message with the message's live
- * trade events, and a stamp per change of a group for `since` polling.
- *
- * feed_groups is a statement table (storage/statements.ts) ordered for the feed's pages,
- * newest first by (writtenAt, id), then the source (a trader's groups are those of its assigned
- * source). A row holds the message (sanitized as in `messages`) and every live event linked to it,
- * uncurated (`events`, JSON): curation, eligibility and visibility apply when a page is read, so a
- * group is written only when its message or one of its events changes. Events that arrive before
- * their message wait in a row at writtenAt 0 that is not live.
- *
- * feed_changes is a statement table ordered by (fseq, id): each change of a group (its row
- * rewritten, or something embedded in it changed: its trader, source identity or an asset) stamps
- * the group with the next feed sequence number, and the stamp's earlier key gets a tombstone. A
- * stamp carries the group's row as it is when stamped, so a since-poll is one read of the stamps
- * after its watermark in key order (a lookup of 100 groups by id among a million costs 50-150 ms
- * on the large seed: their granules are all over the table), and a group appears once, at its
- * latest change, with its current row. feed_watermark holds the highest fseq whose group rows are written: stamps are
- * written first, then the rows, then the watermark, so a poll never passes a stamp whose row is
- * not there yet, and a crash between them leaves a stamp that a replay restamps (the row then
- * differs from the stored one) or that the next watermark covers.
- *
- * One feed step runs at a time per store (the messages lane and the trade-events lane both
- * change groups): the sequence numbers are allocated and written in order, so the watermark is
- * simply the last one written. Restamps on trader, asset and source-identity changes read the
- * groups that embed them (by source, by event trader, by asset).
- */
-/** A group's columns (feed_groups, and the stamps of feed_changes, which carry the group as stamped). */
-const GROUP_COLUMNS_DDL = `id String, platform LowCardinality(String), sourceIdentityId String, writtenAt DateTime64(3, 'UTC'),
-    url Nullable(String), text Nullable(String), attachmentTypes Array(String), attachmentUrls Array(String),
-    hasMessage UInt8, events String, assetIds Array(UInt64), traderIds Array(UInt64), ${STATEMENT_COLUMNS_DDL}`;
-
-export const FEED_GROUPS_DDL = `CREATE TABLE IF NOT EXISTS ${FEED_GROUPS_TABLE} (
-    ${GROUP_COLUMNS_DDL},
-    INDEX by_asset assetIds TYPE bloom_filter GRANULARITY 1,
-    INDEX by_trader traderIds TYPE bloom_filter GRANULARITY 1,
-    PROJECTION by_source (SELECT * ORDER BY platform, sourceIdentityId, writtenAt, id),
-    PROJECTION by_id (SELECT _part_offset ORDER BY id)
-  ) ${statementEngine('writtenAt, id, platform, sourceIdentityId')}`;
-
-export const FEED_CHANGES_DDL = `CREATE TABLE IF NOT EXISTS ${FEED_CHANGES_TABLE} (
-    fseq UInt64, ${GROUP_COLUMNS_DDL},
-    PROJECTION by_id (SELECT _part_offset ORDER BY id)
-  ) ${statementEngine('fseq, id')}`;
-
-export const FEED_WATERMARK_DDL = `CREATE TABLE IF NOT EXISTS ${FEED_WATERMARK_TABLE} (k UInt8, fseq UInt64)
-  ENGINE = ReplacingMergeTree(fseq) ORDER BY k`;
 
 export interface GroupStatement extends Statement {
   id: string;

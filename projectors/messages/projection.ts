@@ -1,35 +1,19 @@
 import { parseDateTime } from '../../schemas/formats.ts';
 import type { MessageRecord } from '../../schemas/topics/index.ts';
-import { statementEngine } from '../../storage/compaction.ts';
 import type { Store } from '../../storage/port.ts';
 import {
   applyVersioned,
   canonicalDateTime,
   currentViewDdl,
-  STATEMENT_COLUMNS_DDL,
   type Statement,
   sameFields,
   type VersionedStatements,
 } from '../../storage/statements.ts';
 import { ACTIVITY_MESSAGES_BY_SOURCE_DDL, ACTIVITY_MESSAGES_DDL, ACTIVITY_ROLLUP_DDL } from '../../storage/tables/activity.ts';
-import { MESSAGES_CURRENT_TABLE, MESSAGES_TABLE } from '../../storage/tables/messages.ts';
+import { MESSAGES_CURRENT_TABLE, MESSAGES_DDL, MESSAGES_TABLE } from '../../storage/tables/messages.ts';
 import { rollUpActivity } from '../activity/rollup.ts';
 import { bool, type Projection, type ValidRecord } from '../projection.ts';
 import { httpUrl, plainTextOrNull } from '../sanitize.ts';
-
-/**
- * Messages as a statement table (storage/statements.ts) ordered for the list read, newest
- * first by (writtenAt, id), with a projection ordered by source identity (a trader's messages are
- * those of its assigned source) and one by id (hydration by ids, and the previous statement).
- */
-export const MESSAGES_DDL = `CREATE TABLE IF NOT EXISTS ${MESSAGES_TABLE} (
-    id String, platform LowCardinality(String), sourceIdentityId String, writtenAt DateTime64(3, 'UTC'),
-    url Nullable(String), text Nullable(String), attachmentTypes Array(String), attachmentUrls Array(String),
-    isEdited Nullable(UInt8), isReply Nullable(UInt8), isQuote Nullable(UInt8), isRepost Nullable(UInt8),
-    version UInt64, deleted UInt8, ${STATEMENT_COLUMNS_DDL},
-    PROJECTION by_source (SELECT * ORDER BY platform, sourceIdentityId, writtenAt, id),
-    PROJECTION by_id (SELECT * ORDER BY id)
-  ) ${statementEngine('writtenAt, id, platform, sourceIdentityId')}`;
 
 export interface MessageStatement extends Statement {
   id: string;

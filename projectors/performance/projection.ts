@@ -1,13 +1,16 @@
-import { PERFORMANCE_STATUSES, TOLERANCE_MS, WINDOW_MS, WINDOWS } from '../../schemas/api/resources.ts';
+import { TOLERANCE_MS, WINDOW_MS, WINDOWS } from '../../schemas/api/resources.ts';
 import { parseDateTime } from '../../schemas/formats.ts';
 import type { PriceRecord } from '../../schemas/topics/index.ts';
 import type { Store } from '../../storage/port.ts';
 import { newestById } from '../../storage/statements.ts';
 import {
+  PERFORMANCES_DDL,
   POSITION_PERFORMANCES_TABLE,
-  POSITION_SAMPLES_FEED_TABLE,
   POSITION_SAMPLES_TABLE,
+  PRICE_SERIES_DDL,
   PRICE_SERIES_TABLE,
+  SAMPLES_DDL,
+  SAMPLES_FEED_DDL,
 } from '../../storage/tables/performance.ts';
 import { PRICES_TABLE } from '../../storage/tables/prices.ts';
 import { POSITIONS_TABLE } from '../../storage/tables/trading.ts';
@@ -42,33 +45,6 @@ import { evaluateWindow, firstSampleFrom, type PriceSeries } from './evaluate.ts
  * DateTime64 text); window, direction and status are Enum8 (a quarter off the insert cost of
  * LowCardinality strings; 2.6M rows on the large seed make this the projector's largest write).
  */
-
-/** A ClickHouse Enum8 of these names, numbered from `first` (cheaper to insert than LowCardinality strings). */
-const enum8 = (names: readonly string[], first = 1) => `Enum8(${names.map((n, i) => `'${n}' = ${i + first}`).join(', ')})`;
-
-const EVALUATION_COLUMNS_DDL = `positionId UInt64, window ${enum8(WINDOWS)}, traderId UInt64, assetId UInt64, direction ${enum8(['long', 'short'])},
-    openAt Int64, evaluatedAt Int64, status ${enum8(['', ...PERFORMANCE_STATUSES], 0)}, returnPercentage Nullable(Float64),
-    live UInt8, seq UInt64`;
-
-/** For pages of positions: ordered by (positionId, window) in small granules (point lookups). */
-export const PERFORMANCES_DDL = `CREATE TABLE IF NOT EXISTS ${POSITION_PERFORMANCES_TABLE} (${EVALUATION_COLUMNS_DDL})
-  ENGINE = ReplacingMergeTree(seq) ORDER BY (positionId, window)
-    SETTINGS index_granularity = 256, min_compress_block_size = 2048, max_compress_block_size = 8192`;
-
-/**
- * The same rows for the analytics reads: by window and month, ordered by (traderId, assetId,
- * openAt, positionId) (range scans). `isReady` and `readyReturn` are what an aggregate reads of
- * status and return, worked out once at insert: a UInt8 and a plain Float64 instead of an Enum
- * compared per read and a Nullable (a `ready` window always has a finite return). `assetLow`, the
- * low 16 bits of assetId, is what a read tests asset sets on where that is exact (2 bytes a row
- * instead of 8: a read of a few hundred traders reads most rows).
- */
-export const SAMPLES_DDL = `CREATE TABLE IF NOT EXISTS ${POSITION_SAMPLES_TABLE} (${EVALUATION_COLUMNS_DDL},
-    isReady UInt8 MATERIALIZED status = 'ready', readyReturn Float64 MATERIALIZED ifNull(returnPercentage, 0),
-    assetLow UInt16 MATERIALIZED assetId % 65536,
-    PROJECTION by_position (SELECT _part_offset ORDER BY positionId))
-  ENGINE = ReplacingMergeTree(seq) PARTITION BY (window, toYYYYMM(toDateTime(intDiv(openAt, 1000), 'UTC')))
-    ORDER BY (traderId, assetId, openAt, positionId) SETTINGS deduplicate_merge_projection_mode = 'rebuild'`;
 
 /**
  * The keys (traderId, assetId, openAt) at which position_samples still counts each of the given
@@ -106,14 +82,6 @@ export async function countedSampleKeys(store: Store, positionIds: readonly numb
     live: 0,
   }));
 }
-
-/** position_samples gets position_performances' rows as they are inserted: one encoding and one parse of them, not two. */
-export const SAMPLES_FEED_DDL = `CREATE MATERIALIZED VIEW IF NOT EXISTS ${POSITION_SAMPLES_FEED_TABLE} TO ${POSITION_SAMPLES_TABLE}
-  AS SELECT * FROM ${POSITION_PERFORMANCES_TABLE}`;
-
-const PRICE_SERIES_DDL = `CREATE TABLE IF NOT EXISTS ${PRICE_SERIES_TABLE} (
-    assetId UInt64, hasSeries UInt8, seq UInt64
-  ) ENGINE = ReplacingMergeTree(seq) ORDER BY assetId`;
 
 const PERFORMANCE_COLUMNS = [
   'positionId',

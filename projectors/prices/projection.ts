@@ -1,5 +1,5 @@
 import type { PriceRecord } from '../../schemas/topics/index.ts';
-import { PRICES_TABLE } from '../../storage/tables/prices.ts';
+import { PRICES_DDL, PRICES_TABLE } from '../../storage/tables/prices.ts';
 import { canonicalDateTime, del, type Projection } from '../projection.ts';
 
 export const pricesProjection: Projection = {
@@ -9,12 +9,7 @@ export const pricesProjection: Projection = {
   // Ordered by (assetId, at): forward-price look-ups and latest marks are range reads. The minmax
   // index on `at` lets "the first sample after now, any asset" (the read cache's expiry of open
   // positions) skip every part of the past.
-  ddl: [
-    `CREATE TABLE IF NOT EXISTS ${PRICES_TABLE} (
-    assetId UInt64, at DateTime64(3, 'UTC'), price Float64, version UInt64, deleted UInt8,
-    INDEX at_minmax at TYPE minmax GRANULARITY 1
-  ) ENGINE = ReplacingMergeTree(version) ORDER BY (assetId, at)`,
-  ],
+  ddl: [PRICES_DDL],
   handle: (batch) =>
     batch.map(({ value: p }: { value: PriceRecord }) => ({
       assetId: p.assetId,

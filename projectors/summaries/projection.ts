@@ -1,43 +1,16 @@
 import { parseDateTime } from '../../schemas/formats.ts';
 import type { AggregateSummaryRecord, ChannelSummaryRecord } from '../../schemas/topics/index.ts';
-import { statementEngine } from '../../storage/compaction.ts';
-import {
-  applyVersioned,
-  currentViewDdl,
-  STATEMENT_COLUMNS_DDL,
-  type Statement,
-  sameFields,
-  type VersionedStatements,
-} from '../../storage/statements.ts';
+import { applyVersioned, currentViewDdl, type Statement, sameFields, type VersionedStatements } from '../../storage/statements.ts';
 import type { Table } from '../../storage/table.ts';
 import {
   AGGREGATE_SUMMARIES_CURRENT_TABLE,
+  AGGREGATE_SUMMARIES_DDL,
   AGGREGATE_SUMMARIES_TABLE,
   CHANNEL_SUMMARIES_CURRENT_TABLE,
+  CHANNEL_SUMMARIES_DDL,
   CHANNEL_SUMMARIES_TABLE,
 } from '../../storage/tables/summaries.ts';
 import type { Projection } from '../projection.ts';
-
-/**
- * Generated summaries as statement tables (storage/statements.ts) ordered for their list
- * reads, newest Source Window first by (windowStart, id), then the columns the reads filter on
- * (windowEnd for the overlap, status for includeLowSignal, and a channel summary's traderId for
- * visibility). The narrative itself (overview, insights, assets...) is kept as the JSON `body`.
- * The contract's array caps are checked at ingest (the topic schemas' maxItems): a record over a
- * cap is dead-lettered with its reason, never truncated.
- */
-const HEAD_DDL = `id String, windowStart DateTime64(3, 'UTC'), windowEnd DateTime64(3, 'UTC'), generatedAt DateTime64(3, 'UTC'),
-    status LowCardinality(String), body String, version UInt64, deleted UInt8, ${STATEMENT_COLUMNS_DDL}`;
-
-export const CHANNEL_SUMMARIES_DDL = `CREATE TABLE IF NOT EXISTS ${CHANNEL_SUMMARIES_TABLE} (
-    ${HEAD_DDL}, traderId UInt64,
-    PROJECTION by_id (SELECT * ORDER BY id)
-  ) ${statementEngine('windowStart, id, windowEnd, status, traderId')}`;
-
-export const AGGREGATE_SUMMARIES_DDL = `CREATE TABLE IF NOT EXISTS ${AGGREGATE_SUMMARIES_TABLE} (
-    ${HEAD_DDL},
-    PROJECTION by_id (SELECT * ORDER BY id)
-  ) ${statementEngine('windowStart, id, windowEnd, status')}`;
 
 export interface SummaryStatement extends Statement {
   id: string;

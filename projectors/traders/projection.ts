@@ -1,8 +1,16 @@
 import type { SourceIdentityRecord, TraderRecord, TraderTagsRecord } from '../../schemas/topics/index.ts';
-import { statementEngine } from '../../storage/compaction.ts';
 import type { Store } from '../../storage/port.ts';
-import { batchSeq, newestById, STATEMENT_COLUMNS_DDL, type Statement, sameFields, statementRows } from '../../storage/statements.ts';
-import { SOURCE_IDENTITIES_TABLE, TRADER_DIRECTORY_TABLE, TRADER_TAGS_TABLE, TRADERS_TABLE } from '../../storage/tables/traders.ts';
+import { batchSeq, newestById, type Statement, sameFields, statementRows } from '../../storage/statements.ts';
+import {
+  SOURCE_IDENTITIES_DDL,
+  SOURCE_IDENTITIES_TABLE,
+  TRADER_DIRECTORY_DDL,
+  TRADER_DIRECTORY_TABLE,
+  TRADER_TAGS_DDL,
+  TRADER_TAGS_TABLE,
+  TRADERS_DDL,
+  TRADERS_TABLE,
+} from '../../storage/tables/traders.ts';
 import { del, type Projection } from '../projection.ts';
 import { httpUrl } from '../sanitize.ts';
 
@@ -11,12 +19,7 @@ export const tradersProjection: Projection = {
   canHandle: ['traders'],
   table: TRADERS_TABLE,
   // sourcePlatform/sourceIdentityId are '' for a trader with no assigned source.
-  ddl: [
-    `CREATE TABLE IF NOT EXISTS ${TRADERS_TABLE} (
-    id UInt64, name String, slug Nullable(String), avatarUrl Nullable(String),
-    sourcePlatform LowCardinality(String), sourceIdentityId String, version UInt64, deleted UInt8
-  ) ENGINE = ReplacingMergeTree(version) ORDER BY id`,
-  ],
+  ddl: [TRADERS_DDL],
   handle: (batch) =>
     batch.map(({ value: t }: { value: TraderRecord }) => ({
       id: t.id,
@@ -34,12 +37,7 @@ export const sourceIdentitiesProjection: Projection = {
   name: 'source-identities',
   canHandle: ['source-identities'],
   table: SOURCE_IDENTITIES_TABLE,
-  ddl: [
-    `CREATE TABLE IF NOT EXISTS ${SOURCE_IDENTITIES_TABLE} (
-    platform LowCardinality(String), sourceIdentityId String, displayName Nullable(String), handle Nullable(String),
-    avatarUrl Nullable(String), profileUrl Nullable(String), audienceCount Nullable(UInt64), version UInt64, deleted UInt8
-  ) ENGINE = ReplacingMergeTree(version) ORDER BY (platform, sourceIdentityId)`,
-  ],
+  ddl: [SOURCE_IDENTITIES_DDL],
   handle: (batch) =>
     batch.map(({ value: s }: { value: SourceIdentityRecord }) => ({
       platform: s.platform,
@@ -58,11 +56,7 @@ export const traderTagsProjection: Projection = {
   name: 'trader-tags',
   canHandle: ['trader-tags'],
   table: TRADER_TAGS_TABLE,
-  ddl: [
-    `CREATE TABLE IF NOT EXISTS ${TRADER_TAGS_TABLE} (
-    traderId UInt64, categories Array(String), names Array(String), version UInt64, deleted UInt8
-  ) ENGINE = ReplacingMergeTree(version) ORDER BY traderId`,
-  ],
+  ddl: [TRADER_TAGS_DDL],
   handle: (batch) =>
     batch.map(({ value: t }: { value: TraderTagsRecord }) => ({
       traderId: t.traderId,
@@ -72,19 +66,6 @@ export const traderTagsProjection: Projection = {
       deleted: del(t),
     })),
 };
-
-/**
- * The trader directory as a statement table (storage/statements.ts) ordered for its read,
- * (name, id) ascending, with the source platform (a visibility filter) in the key and the
- * assigned source identity denormalized. Restated when a trader changes and when the identity
- * assigned to it does; both come from the traders and source_identities tables, which the batch
- * has already been stored in, so a replay restates the same rows.
- */
-export const TRADER_DIRECTORY_DDL = `CREATE TABLE IF NOT EXISTS ${TRADER_DIRECTORY_TABLE} (
-    id UInt64, name String, slug Nullable(String), avatarUrl Nullable(String), sourcePlatform LowCardinality(String),
-    sourceIdentityId String, hasSource UInt8, displayName Nullable(String), handle Nullable(String), sAvatarUrl Nullable(String),
-    profileUrl Nullable(String), audienceCount Nullable(UInt64), deleted UInt8, ${STATEMENT_COLUMNS_DDL}
-  ) ${statementEngine('name, id, sourcePlatform')}`;
 
 interface DirectoryStatement extends Statement {
   id: number;

@@ -114,4 +114,10 @@ describe('issue 25: every table named in its module', () => {
     }
     expect(wrong).toEqual([]);
   });
+
+  it("every table's DDL is in the storage layer", () => {
+    const ddl = outside.concat(files.filter((f) => /^(apps|projectors)\//.test(f))).filter((f) => !f.startsWith('storage/'));
+    const wrong = [...new Set(ddl)].filter((f) => /CREATE (TABLE|VIEW|MATERIALIZED VIEW)\b/.test(readFileSync(join(ROOT, f), 'utf8')));
+    expect(wrong).toEqual([]);
+  });
 });

@@ -3,20 +3,7 @@ import { Compile } from 'typebox/compile';
 import { OPERATIONS, type Operation, type Version } from '../../apps/registry.ts';
 import { type RawRequest, type RawResponse, rawRequest } from './client.ts';
 import { ACCOUNTS, type AccountName, type AccountSpec, type FuzzServer, startFuzzServer } from './server.ts';
-import {
-  DAY,
-  enc,
-  encodeName,
-  enumOf,
-  HOSTILE_NAMES,
-  hostileValues,
-  type IdPools,
-  kindOf,
-  type PV,
-  raw,
-  type S,
-  validArb,
-} from './values.ts';
+import { DAY, enc, encodeName, enumOf, HOSTILE_NAMES, hostileValues, type IdPools, kindOf, type PV, type S, validArb } from './values.ts';
 
 /**
  * The schema-driven fuzz suite (DESIGN section 8). Every (version, operation) route of the
