@@ -39,24 +39,35 @@ export function visibilitySql(
 }
 
 /**
- * A value kept per store for one data version: made anew when the version moves (a projector
- * commit may change anything it was made from), never kept for a context without a version. A
- * value that is a promise and rejects is dropped, so the next read makes it again.
+ * What the reads keep per store for one data version (the facts, quotes, marks, spans, tags...),
+ * in one place with one lifecycle: every memo of a store is dropped at once when its version
+ * moves (a projector commit may change anything they were made from).
+ */
+const memos = new WeakMap<Store, { version: number; values: Map<object, unknown> }>();
+
+/**
+ * A value kept per store for one data version: made anew when the version moves, never kept for a
+ * context without a version, nor for a read of an older version than the one held (made for it
+ * alone). A value that is a promise and rejects is dropped, so the next read makes it again.
  */
 export function perDataVersion<T>(make: (store: Store) => T): (ctx: ReadContext) => Promise<Awaited<T>> {
-  const memo = new WeakMap<Store, { version: number; value: T }>();
+  const id = {};
   return async (ctx): Promise<Awaited<T>> => {
     const version = ctx.dataVersion ? await ctx.dataVersion() : undefined;
     // Loaded once for every caller, on the store itself: not one caller's cost nor bounded by its deadline.
     const store = baseStore(ctx.store);
-    if (version === undefined) return make(store) as Awaited<T>;
-    const had = memo.get(store);
-    if (had && had.version === version) return had.value as Awaited<T>;
+    // No version, or one not known just now (NaN: Redis away in distributed mode): nothing is kept.
+    if (version === undefined || !Number.isFinite(version)) return make(store) as Awaited<T>;
+    let held = memos.get(store);
+    if (held && version < held.version) return make(store) as Awaited<T>;
+    if (!held || version > held.version) memos.set(store, (held = { version, values: new Map() }));
+    if (held.values.has(id)) return held.values.get(id) as Awaited<T>;
     const value = make(store);
-    memo.set(store, { version, value });
+    held.values.set(id, value);
+    const values = held.values;
     if (value instanceof Promise)
       value.catch(() => {
-        if (memo.get(store)?.value === value) memo.delete(store);
+        if (values.get(id) === value) values.delete(id);
       });
     return value as Awaited<T>;
   };
