@@ -208,19 +208,29 @@ export class Admission {
     return sh;
   }
 
-  /** How long `account` must wait before its share allows another read (0: now): only while another account is reading. */
+  /** How long `account` must wait before its share allows another read (0: now): only while it uses more than every other account reading. */
   private owes(account: string): number {
     const now = this.clock();
     const sh = this.share(account, now);
-    if (sh.credit >= 0 || !this.othersActive(account, now)) return 0;
+    if (sh.credit >= 0 || !this.heaviest(account, now)) return 0;
     return Math.ceil((-sh.credit * 1000) / this.opts.shareMsPerSecond);
   }
 
-  /** Whether an account other than `account` is reading now or started a read within ACTIVE_MS. */
-  private othersActive(account: string, now: number): boolean {
-    for (const [other, o] of this.shares)
-      if (other !== account && (now - o.lastStart < ACTIVE_MS || this.accounts.get(other)?.running)) return true;
-    return false;
+  /**
+   * Whether another account is reading (now, or started a read within ACTIVE_MS) and every such
+   * account has more of its share left than `account`: only the account using the most slot time
+   * is held back or lowered, so a quiet account whose reads were slowed by a flood never falls
+   * below the flooding one.
+   */
+  private heaviest(account: string, now: number): boolean {
+    const own = this.share(account, now).credit;
+    let others = false;
+    for (const [other, o] of this.shares) {
+      if (other === account || !(now - o.lastStart < ACTIVE_MS || this.accounts.get(other)?.running)) continue;
+      if (this.share(other, now).credit <= own) return false;
+      others = true;
+    }
+    return others;
   }
 
   private state(account: string): AccountState {
@@ -253,7 +263,7 @@ export class Admission {
     // An account that has used much of its share while others read runs at a lower priority than theirs.
     const priority = Math.max(
       this.priorityOf(st),
-      this.share(account, started).credit < this.opts.shareBurstMs / 2 && this.othersActive(account, started) ? 2 : 1,
+      this.share(account, started).credit < this.opts.shareBurstMs / 2 && this.heaviest(account, started) ? 2 : 1,
     );
     st.running++;
     this.running++;

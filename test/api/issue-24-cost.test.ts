@@ -144,6 +144,18 @@ describe('issue 24: admission control', () => {
       expect(noisyWaited).toBeGreaterThan(0); // the noisy account did go past its share
     });
 
+    it('a quiet account whose reads were slowed past its share is neither held back nor lowered while a heavier account reads', async () => {
+      const a = share();
+      await hold(a, 'noisy', 2_000); // owes 1 s
+      const noisy = await a.acquire('noisy', deadline()); // alone: admitted, and it keeps reading
+      await hold(a, 'quiet', 1_100); // slowed reads: a little past what it had saved up, far less than the noisy account
+      const quiet = a.acquire('quiet', deadline());
+      expect(quiet).not.toBeInstanceOf(Promise); // admitted at once: the noisy account uses more
+      expect((quiet as { priority: number }).priority).toBe(1);
+      (quiet as { release: () => void }).release();
+      noisy.release();
+    });
+
     it("an account past its share waits while another reads until it is back under, then reads below the other's priority", async () => {
       const a = share();
       await hold(a, 'noisy', 2_000); // a second more than it had saved up: it owes 1 s, 2 s at 500 ms/s
