@@ -3,10 +3,12 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync }
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { appendDemo } from '../projectors/demo/append.ts';
+import { READ_MODEL_GRAPH } from '../projectors/index.ts';
 import { EmbeddedLog } from '../projectors/log/embedded.ts';
 import type { LogSubscription } from '../projectors/log/port.ts';
 import { migrateReadModels, PROJECTOR_GROUP, runProjector } from '../projectors/runner.ts';
 import { SCOPES } from '../schemas/topics/index.ts';
+import { ChangeLog, localChanges } from '../storage/changes.ts';
 import { type ChdbStore, openChdbStore } from '../storage/chdb.ts';
 import { compactStatements } from '../storage/compaction.ts';
 import { feedWatermark } from '../storage/tables/feed-groups.ts';
@@ -167,6 +169,9 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
   const verifier = new TokenVerifier({ store: reads, cache: authCache, urls: mcpUrls });
   const dev = authUrls(cfg, originOf(cfg.host, cfg.port)).dev;
   const watermarks = new MemoryWatermarks();
+  // What each commit changed (issue 26): a cached answer or a memo lasts until one touches what it read.
+  const changeLog = new ChangeLog();
+  const changes = localChanges(changeLog, READ_MODEL_GRAPH);
   let commits = 0;
   let projected = 0;
   // The gauges read the projector when scraped (it is started just below).
@@ -177,7 +182,8 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
   });
   const projector = runProjector(log, store, {
     onCommit: async (info) => {
-      await watermarks.advance(DATA_VERSION, ++commits);
+      changeLog.add(++commits, info.changes);
+      await watermarks.advance(DATA_VERSION, commits);
       projected += info.applied + info.dead;
       metrics.committed(info);
       await auth.invalidate();
@@ -198,6 +204,7 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
     metrics,
     admission: new Admission(admissionDefaults(READ_SLOTS)),
     dataVersion: () => watermarks.get(DATA_VERSION),
+    changes,
     health: async () => ({ status: caughtUp ? 'ok' : 'starting', projectorLag: await projector.lag() }),
     logger: cfg.logLevel === 'silent' ? false : { level: cfg.logLevel },
     mcp: { verifier, urls: mcpUrls, allowedOrigins: cfg.mcpAllowedOrigins },

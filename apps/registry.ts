@@ -188,7 +188,7 @@ export const OPERATIONS: readonly Operation[] = [
     query: EventsQuery,
     response: ListEnvelope(Event, true),
     handler: listEvents,
-    cache: { window: { table: EVENTS_TABLE, column: 'timeOfEvent' } },
+    cache: { window: { table: EVENTS_TABLE, column: 'timeOfEvent' }, narrows: { traders: 'traderIds', assets: 'assetIds' } },
     mcp: {
       limit: 15,
       next: 'list_messages (ids = messageId) for the source text, list_positions (positionIds) for the position and its returns',
@@ -225,7 +225,11 @@ export const OPERATIONS: readonly Operation[] = [
     response: ListEnvelope(Position, true),
     handler: listPositions,
     // too_young turns into another status as the clock passes openAt + window
-    cache: { window: { table: POSITIONS_TABLE, column: 'openAt' }, ttlMs: untilNextStatusChange },
+    cache: {
+      window: { table: POSITIONS_TABLE, column: 'openAt' },
+      ttlMs: untilNextStatusChange,
+      narrows: { traders: 'traderIds', assets: 'assetIds' },
+    },
     mcp: {
       limit: 10,
       next: "list_events (traderIds, assetIds) for the trades of a position, list_trader_stats for a trader's aggregate performance",
@@ -244,7 +248,7 @@ export const OPERATIONS: readonly Operation[] = [
     response: ListEnvelope(OpenPosition, false),
     handler: listOpenPositions,
     // live marks: the latest price sample at or before serverTime, so a later sample changes the answer when it comes into force
-    cache: { inForce: { table: PRICES_TABLE, column: 'at' } },
+    cache: { inForce: { table: PRICES_TABLE, column: 'at' }, narrows: { traders: 'traderIds', assets: 'assetIds' } },
     mcp: { limit: 15, next: "list_asset_stats (assetIds) for the long/short skew, list_positions (positionIds) for a position's history" },
   }),
   operation({

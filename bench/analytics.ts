@@ -15,9 +15,11 @@ import type { Embedded } from '../apps/embedded.ts';
 import { CursorCodec } from '../apps/reads/cursor.ts';
 import type { Principal } from '../apps/reads/principal.ts';
 import { OPERATIONS, type Operation } from '../apps/registry.ts';
+import { READ_MODEL_GRAPH } from '../projectors/index.ts';
 import { ACTIVITY_METRICS, RANKING_METRICS, type RankingMetric } from '../schemas/api/queries.ts';
 import { WINDOWS, type WindowName } from '../schemas/api/resources.ts';
 import { SCOPES } from '../schemas/topics/index.ts';
+import { versionChanges } from '../storage/changes.ts';
 import type { ChdbStore } from '../storage/chdb.ts';
 import type { Params } from '../storage/port.ts';
 import { ASSETS_TABLE } from '../storage/tables/assets.ts';
@@ -44,6 +46,9 @@ import {
   startBenchService,
   timed,
 } from './args.ts';
+
+/** The reads' change log: the data stands still during a bench (memos made once). */
+const STATIC = versionChanges(() => 0, READ_MODEL_GRAPH);
 
 const USAGE = `Usage: npx tsx bench/analytics.ts [options]
 
@@ -586,7 +591,7 @@ async function prepareCase(emb: Embedded, c: Case, serverTime: Date, httpBase: s
   const headers = { 'x-api-key': demoKey };
   // One clock for the handler, the floors (ready flags, default bounds) and the measurement app.
   const handler = () =>
-    c.op.handler({ store: emb.store, principal: PRINCIPAL, now: serverTime, cursors, dataVersion: () => 0 }, query) as Promise<any>;
+    c.op.handler({ store: emb.store, principal: PRINCIPAL, now: serverTime, cursors, changes: STATIC }, query) as Promise<any>;
   const result: CaseResult = {
     c,
     n: 0,

@@ -1,3 +1,4 @@
+import { TableGraph } from '../storage/changes.ts';
 import { accountsProjection, apiKeysProjection } from './access/projection.ts';
 import { assetsProjection } from './assets/projection.ts';
 import { feedProjection } from './feed/projection.ts';
@@ -26,3 +27,6 @@ export const PROJECTIONS: readonly Projection[] = [
   // After the tables it reads (messages, traders, assets, source identities) for each topic.
   feedProjection,
 ];
+
+/** The read models' tables and views, from their DDL: what a write also changes, what a read of a view depends on (issue 26). */
+export const READ_MODEL_GRAPH = new TableGraph(PROJECTIONS.flatMap((p) => p.ddl));

@@ -1,7 +1,8 @@
 import { TOPIC_NAMES } from '../schemas/topics/index.ts';
+import { type ChangeSet, emptyChangeSet, recordChanges, recordingStore } from '../storage/changes.ts';
 import { checkIdentifier, type Store } from '../storage/port.ts';
 import { DEAD_LETTERS_DDL, DEAD_LETTERS_TABLE, READ_MODEL_VERSION_TABLE, VERSION_DDL } from '../storage/tables/log.ts';
-import { PROJECTIONS } from './index.ts';
+import { PROJECTIONS, READ_MODEL_GRAPH } from './index.ts';
 import type { Log, LogBatch, LogRecord, LogSubscription } from './log/port.ts';
 import type { Projection, ValidRecord } from './projection.ts';
 import { oversizeReason, validateRecord } from './validate.ts';
@@ -203,8 +204,11 @@ export async function applyBatch(
 }
 
 export interface ProjectorEvents {
-  /** Awaited before the next batch, so what it invalidates is gone before more data lands. */
-  onCommit?: (info: { topic: string; applied: number; dead: number }) => void | Promise<void>;
+  /**
+   * Awaited before the next batch, so what it invalidates is gone before more data lands.
+   * `changes`: what the batch wrote, per table (storage/changes.ts).
+   */
+  onCommit?: (info: { topic: string; applied: number; dead: number; changes: ChangeSet }) => void | Promise<void>;
   onError?: (err: unknown, topic: string) => void;
 }
 
@@ -233,19 +237,22 @@ export const SEPARATE_LANES: readonly (readonly string[])[] = [['messages']];
  * The next batch of a topic is read and validated while the store writes the current one.
  */
 export function runProjector(log: Log, store: Store, events: ProjectorEvents = {}, group = PROJECTOR_GROUP): LogSubscription {
+  // Every write of a batch is noted in the batch's own change set (lanes run batches concurrently).
+  const recorded = recordingStore(store, READ_MODEL_GRAPH);
   return log.subscribe<Validated>(
     group,
     TOPIC_NAMES,
     async (batch, validated) => {
-      const res = await applyBatch(store, batch, PROJECTIONS, validated);
-      await events.onCommit?.({ topic: batch.topic, ...res });
+      const changes = emptyChangeSet();
+      const res = await recordChanges(changes, () => applyBatch(recorded, batch, PROJECTIONS, validated));
+      await events.onCommit?.({ topic: batch.topic, ...res, changes });
     },
     {
       maxBatch: MAX_BATCH,
       prepare: validateBatchAsync,
       lanes: SEPARATE_LANES,
       onError: (err, batch) => events.onError?.(err, batch.topic),
-      onTakeOver: () => forgetProjectionState(store),
+      onTakeOver: () => forgetProjectionState(recorded),
     },
   );
 }

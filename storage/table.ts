@@ -6,11 +6,24 @@
 export interface Table {
   /** The table's own name (what `insert` and system.tables take). */
   readonly name: string;
+  /**
+   * The columns whose values a change of this table is tracked by (storage/changes.ts): only for
+   * tables where a row that moves to another trader or asset leaves a row at its old one too (statement
+   * tables with these columns in their sorting key), so that the rows written name every owner touched.
+   */
+  readonly changes?: { readonly trader?: string; readonly asset?: string };
   /** `$db.<name>`, for SQL. */
   toString(): string;
 }
 
-export function table(name: string): Table {
+const byName = new Map<string, Table>();
+
+export function table(name: string, opts: { changes?: Table['changes'] } = {}): Table {
   const ref = `$db.${name}`;
-  return { name, toString: () => ref };
+  const t: Table = { name, ...(opts.changes ? { changes: opts.changes } : {}), toString: () => ref };
+  byName.set(name, t);
+  return t;
 }
+
+/** The table declared with this name, if any (a change records rows by the table's own columns). */
+export const tableNamed = (name: string): Table | undefined => byName.get(name);

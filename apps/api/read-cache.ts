@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import type { Changes, Dependencies } from '../../storage/changes.ts';
 import { checkIdentifier, type Store } from '../../storage/port.ts';
 import type { Table } from '../../storage/table.ts';
 import type { Cache } from '../cache/port.ts';
@@ -47,7 +48,7 @@ export function isCacheable(rule: CacheRule | undefined, _query: Record<string, 
  * read), but a cursor page (and a since-poll) is keyed by account too, so another account
  * replaying a cursor reaches the cursor check; so is every answer of a `perAccount` read.
  */
-export function cacheKey(op: Operation, url: string, query: Record<string, unknown>, p: Principal, dataVersion: number): string {
+export function cacheKey(op: Operation, url: string, query: Record<string, unknown>, p: Principal): string {
   let policy = policies.get(p);
   if (policy === undefined) {
     const shared = [p.messageVisibility, p.signalVisibility, p.historyWindowDays];
@@ -56,20 +57,29 @@ export function cacheKey(op: Operation, url: string, query: Record<string, unkno
   }
   // A cursor page, and a feed since-poll (whose nextCursor is a watermark signed for its caller), by account.
   const own = query.cursor !== undefined || query.since !== undefined || op.cache?.perAccount === true;
-  return `read:${dataVersion}:${op.tool}:${policy[own ? 1 : 0]}${url}`;
+  return `read:${op.tool}:${policy[own ? 1 : 0]}${url}`;
 }
 
 /**
- * A key made while the data version was unknown (NaN: Redis did not answer in distributed mode):
- * no entry can be told current, so its answer is read from the store and never kept.
+ * What a read's answer depends on (issue 26): the tables it read (ReadContext.reads), narrowed to
+ * the traders and assets of the parameters its rule names (CacheRule.narrows).
  */
-const unversioned = (key: string): boolean => key.startsWith('read:NaN:');
+export function dependenciesOf(rule: CacheRule, query: Record<string, unknown>, tables: ReadonlySet<string>): Dependencies {
+  const ids = (param: string | undefined): readonly number[] | null => {
+    const v = param === undefined ? undefined : query[param];
+    return Array.isArray(v) && v.length ? v.map(Number) : null;
+  };
+  return { tables, traders: ids(rule.narrows?.traders), assets: ids(rule.narrows?.assets) };
+}
 
 /** The policy part of keys by principal (principals are reused while their key's answer is, apps/auth/keys.ts). */
 const policies = new WeakMap<Principal, [string, string]>();
 
 /** What an entry holds besides the JSON of `results` and the stable part of `meta`. */
 interface Header {
+  /** The commit the answer was read at, and what it was read from: a later commit that touches those ends it. */
+  seq: number;
+  deps: { t: string[]; tr: readonly number[] | null; as: readonly number[] | null };
   /**
    * The answer holds for requests whose clock is in [from, expires): it was read at `from`, and
    * `expires` is the first instant it may differ (ms, on the cache's clock).
@@ -88,6 +98,9 @@ interface Header {
 /** A decoded entry: the response's first bytes, up to `"nextCursor":`, and what the rest is made of. */
 export interface Entry extends Header {
   head: Buffer;
+  dependencies: Dependencies;
+  /** The newest seq no commit up to which touches the entry (checked once per seq). */
+  checked: number;
   /** `appliedTimeRange` JSON when the window does not move. */
   fixedRange?: string;
   /** The last meta made from this entry, and for what: answers within one ms to one policy share it. */
@@ -159,7 +172,8 @@ const rangeJson = (w: { start: number | null; end: number | null }): string =>
   `{"startTime":${w.start === null ? 'null' : `"${new Date(w.start).toISOString()}"`},"endTime":${w.end === null ? 'null' : `"${new Date(w.end).toISOString()}"`}}`;
 
 function decode(header: Header, head: string): Entry {
-  const e: Entry = { ...header, head: Buffer.from(head), slabs: [] };
+  const dependencies = { tables: new Set(header.deps.t), traders: header.deps.tr, assets: header.deps.as };
+  const e: Entry = { ...header, head: Buffer.from(head), dependencies, checked: header.seq, slabs: [] };
   if (e.window && !slides(e.window)) e.fixedRange = rangeJson(windowAt(e.window, 0));
   return e;
 }
@@ -222,11 +236,24 @@ export class ReadCache {
     this.decodedBytes += size;
   }
 
-  /** A live entry in this process for a request at `now`, without touching the shared cache (the hot path). */
-  local(key: string, now: number): Entry | undefined {
+  /**
+   * Whether an entry still answers a request at `now` that reads at `seq`: not expired by the clock,
+   * read no earlier than the request started, and no commit up to `seq` touched what it was read from.
+   */
+  private holds(e: Entry, now: number, seq: number, changes: Changes): boolean {
+    if (e.expires <= this.clock()) return false;
+    if (e.checked < seq) {
+      if (changes.changedSince(e.dependencies, e.checked)) return false;
+      e.checked = seq;
+    }
+    return true;
+  }
+
+  /** A live entry in this process for a request at `now` reading at `seq`, without touching the shared cache (the hot path). */
+  local(key: string, now: number, seq: number, changes: Changes): Entry | undefined {
     const e = this.decoded.get(key);
     if (e === undefined) return undefined;
-    if (e.expires <= this.clock()) {
+    if (!this.holds(e, now, seq, changes)) {
       this.forget(key, e);
       return undefined;
     }
@@ -235,14 +262,14 @@ export class ReadCache {
   }
 
   /** The entry from this process, or else from the shared cache (decoded once, then kept here). */
-  async get(key: string, now: number): Promise<Entry | undefined> {
-    if (this.decoded.has(key)) return this.local(key, now); // the shared copy is the same answer
-    if (unversioned(key)) return undefined;
+  async get(key: string, now: number, seq: number, changes: Changes): Promise<Entry | undefined> {
+    if (this.decoded.has(key)) return this.local(key, now, seq, changes); // the shared copy is the same answer
+    if (!Number.isFinite(seq)) return undefined;
     const hit = await this.cache.get(sharedKey(key));
     if (hit === undefined) return undefined;
     const nl = hit.indexOf('\n');
     const e = decode(JSON.parse(hit.slice(0, nl)) as Header, hit.slice(nl + 1));
-    if (e.expires <= this.clock()) return undefined;
+    if (!this.holds(e, now, seq, changes)) return undefined;
     this.remember(key, e);
     return e.from <= now ? e : undefined;
   }
@@ -252,11 +279,11 @@ export class ReadCache {
    * under load, one request reads the store and the others wait for its answer (which each uses
    * only if it holds at its own `now`; else it reads for itself).
    */
-  async fill(key: string, now: number, make: () => Promise<Entry>): Promise<Entry> {
+  async fill(key: string, now: number, seq: number, changes: Changes, make: () => Promise<Entry>): Promise<Entry> {
     const pending = this.filling.get(key);
     if (pending) {
       const e = await pending.catch(() => undefined);
-      return e && e.from <= now && e.expires > this.clock() ? e : make();
+      return e && e.from <= now && this.holds(e, now, seq, changes) ? e : make();
     }
     const made = make();
     this.filling.set(key, made);
@@ -271,10 +298,24 @@ export class ReadCache {
    * Stores an answer for as long as it cannot change (see CacheRule), and returns its entry, so a
    * miss is serialized only once. `now` is the request's clock; `store` answers what enters next.
    */
-  async put(key: string, rule: CacheRule, data: { results: unknown[]; meta: ListMeta }, now: number, store: Store): Promise<Entry> {
+  async put(
+    key: string,
+    rule: CacheRule,
+    data: { results: unknown[]; meta: ListMeta },
+    read: { now: number; seq: number; deps: Dependencies },
+    store: Store,
+  ): Promise<Entry> {
+    const { now, seq } = read;
     const facts = (data as { [PAGE_FACTS]?: PageFacts })[PAGE_FACTS];
     const { serverTime: _fresh, appliedTimeRange, nextCursor, ...stable } = data.meta;
-    const header: Header = { from: now, expires: unversioned(key) ? now : await this.until(rule, data, facts, now, store) };
+    // Read while the seq was unknown (NaN: Redis did not answer in distributed mode): never kept.
+    const known = Number.isFinite(seq);
+    const header: Header = {
+      seq: known ? seq : 0,
+      deps: { t: [...read.deps.tables], tr: read.deps.traders, as: read.deps.assets },
+      from: now,
+      expires: known ? await this.until(rule, data, facts, now, store) : now,
+    };
     if (facts?.window) header.window = facts.window;
     else if (appliedTimeRange) header.range = JSON.stringify(appliedTimeRange);
     if (facts?.next) header.next = facts.next;
@@ -367,7 +408,7 @@ function metaJson(e: Entry, now: number, print: string, cursors: CursorCodec): s
 }
 
 const sharedKey = (key: string): string => {
-  const i = key.indexOf(':', key.indexOf(':', 5) + 1); // `read:<version>:<tool>:` stays readable
+  const i = key.indexOf(':', 5); // `read:<tool>:` stays readable
   return `${key.slice(0, i + 1)}${createHash('sha256')
     .update(key.slice(i + 1))
     .digest('base64url')}`;

@@ -1,8 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify';
+import { READ_MODEL_GRAPH } from '../../projectors/index.ts';
 import { ApiError } from '../../schemas/api/errors.ts';
 import { isDateTime } from '../../schemas/formats.ts';
+import { type Changes, versionChanges } from '../../storage/changes.ts';
 import type { Store } from '../../storage/port.ts';
 import type { DevAuthorizationServer } from '../auth/dev-server.ts';
 import type { ApiKeyAuthenticator } from '../auth/keys.ts';
@@ -10,7 +12,7 @@ import { agentGuide, llmsTxt } from '../mcp/agent-docs.ts';
 import type { AuthUrls, TokenVerifier } from '../mcp/bearer.ts';
 import { mcpRoutes } from '../mcp/server.ts';
 import type { Metrics } from '../metrics.ts';
-import type { ReadContext } from '../reads/context.ts';
+import { type ReadContext, trackReads } from '../reads/context.ts';
 import { Admission, admissionDefaults, admitted, boundedStore, MAX_ANSWER_BYTES, tooLarge } from '../reads/cost.ts';
 import { CursorCodec } from '../reads/cursor.ts';
 import type { Principal } from '../reads/principal.ts';
@@ -20,13 +22,15 @@ import { errorHandler, sendError } from './errors.ts';
 import { openApiDocument } from './openapi.ts';
 import { parseQuery, queryProblems } from './query.ts';
 import { accountLimit, applyDecision, RateLimiter, type RateLimits } from './rate-limit.ts';
-import { cacheKey, contentEtag, etagOf, isCacheable, matchesTag, type ReadCache } from './read-cache.ts';
+import { cacheKey, contentEtag, dependenciesOf, etagOf, isCacheable, matchesTag, type ReadCache } from './read-cache.ts';
 
 export interface ApiDeps {
   store: Store;
   auth: ApiKeyAuthenticator;
-  /** Count of projector commits so far (healthz shows it; the read cache keys on it). */
+  /** Count of projector commits so far (healthz shows it); without `changes`, every move of it ends every cached answer. */
   dataVersion: () => number | Promise<number>;
+  /** The commits and what each changed (issue 26): a cached answer lasts until a commit touches what it read. */
+  changes?: Changes;
   /**
    * `starting` until the projector's first catch-up after start, `degraded` while the store does
    * not answer (distributed mode); lag = log records not yet projected.
@@ -147,6 +151,7 @@ const notModified = (reply: unknown) => (reply as FastifyReply).code(304).send()
 export function buildApi(deps: ApiDeps): FastifyInstance {
   const clock = deps.clock ?? Date.now;
   const cursors = deps.cursors ?? CursorCodec.random();
+  const changes = deps.changes ?? versionChanges(deps.dataVersion, READ_MODEL_GRAPH);
   const health = deps.health ?? (() => ({ status: 'ok' as const, projectorLag: 0 }));
   const admission = deps.admission ?? new Admission(admissionDefaults());
   const limiter = deps.rateLimits
@@ -182,7 +187,9 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
   const readContext = (op: Operation, principal: Principal, now: Date) => {
     const deadline = Date.now() + admission.opts.deadlineMs;
     const slot = { priority: 1 };
-    const ctx = { store: boundedStore(deps.store, costOf(op), deadline, slot), principal, now, cursors, dataVersion: deps.dataVersion };
+    const reads = new Set<string>();
+    const store = trackReads(boundedStore(deps.store, costOf(op), deadline, slot), changes.graph, reads);
+    const ctx: ReadContext = { store, principal, now, cursors, changes, reads };
     return { ctx, run: <T>(read: () => Promise<T>) => admitted(admission, principal.accountId, deadline, read, slot) };
   };
   const app = createServer(deps);
@@ -204,13 +211,14 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
   }
   deps.devAuth?.routes(app);
 
-  readRoutes(app, deps, { limiter, authenticateRead, readContext, cursors });
+  readRoutes(app, deps, { limiter, authenticateRead, readContext, cursors, changes });
   return app;
 }
 
 /** What the read routes share with the MCP routes: the limiter, the credential check and a read's context. */
 interface ReadRouting {
   limiter: RateLimiter | undefined;
+  changes: Changes;
   authenticateRead: (op: Operation, req: FastifyRequest, done: (err?: Error) => void) => void;
   readContext: (op: Operation, principal: Principal, now: Date) => { ctx: ReadContext; run: <T>(read: () => Promise<T>) => Promise<T> };
   cursors: CursorCodec;
@@ -325,7 +333,7 @@ function publicRoutes(app: FastifyInstance, deps: ApiDeps, health: NonNullable<A
 
 /** The reads of the registry, one route per operation and version: authentication, rate limit, admission, the read cache and ETags. */
 function readRoutes(app: FastifyInstance, deps: ApiDeps, r: ReadRouting): void {
-  const { limiter, authenticateRead, readContext, cursors } = r;
+  const { limiter, authenticateRead, readContext, cursors, changes } = r;
   const metrics = deps.metrics;
   const limit = limiter ? accountLimit(limiter) : undefined;
   for (const op of deps.rest === false ? [] : OPERATIONS) {
@@ -363,12 +371,17 @@ function readRoutes(app: FastifyInstance, deps: ApiDeps, r: ReadRouting): void {
             if (ifNoneMatch !== undefined && matchesTag(ifNoneMatch, tag)) return notModified(reply);
             return { success: true, data, requestId: req.id };
           }
-          // The data version is read before the store: an answer is never older than its key.
-          const key = cacheKey(op, req.url, query, ctx.principal, await deps.dataVersion());
+          // The seq is taken before the store is read: an answer is never older than the commit it is kept for.
+          const key = cacheKey(op, req.url, query, ctx.principal);
+          const seq = await changes.current();
           const now = ctx.now.getTime();
-          let entry = cache.local(key, now) ?? (await cache.get(key, now));
+          let entry = cache.local(key, now, seq, changes) ?? (await cache.get(key, now, seq, changes));
           metrics?.readCache.inc({ result: entry ? 'hit' : 'miss' });
-          entry ??= await cache.fill(key, now, async () => cache.put(key, op.cache!, (await read()) as any, now, deps.store));
+          entry ??= await cache.fill(key, now, seq, changes, async () => {
+            const data = (await read()) as any;
+            const dependencies = dependenciesOf(op.cache!, query, ctx.reads!);
+            return cache.put(key, op.cache!, data, { now, seq, deps: dependencies }, deps.store);
+          });
           // A hit costs no query, no parse and no re-serialization: the stored bytes, then this answer's meta,
           // in a buffer that the entry takes back once the response is out.
           const tag = etagOf(op.tool, entry, ctx.principal.accountId);

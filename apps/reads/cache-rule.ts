@@ -16,4 +16,10 @@ export interface CacheRule {
    * `dataComputedAt`), and that moment must be the caller's own read, never another account's.
    */
   perAccount?: boolean;
+  /**
+   * The parameters that narrow the answer to rows of those traders and assets only (issue 26): a
+   * commit that touches other traders' (or assets') rows of tracked tables (Table.changes) leaves
+   * the answer as it is. Name one only when no row of another trader or asset can change it.
+   */
+  narrows?: { traders?: string; assets?: string };
 }

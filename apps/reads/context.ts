@@ -1,4 +1,6 @@
-import { baseStore, type Store } from '../../storage/port.ts';
+import type { ANY_TABLE, Changes, Dependencies, TableGraph } from '../../storage/changes.ts';
+import { baseStore, type Params, type QueryOptions, type Store } from '../../storage/port.ts';
+import type { Table } from '../../storage/table.ts';
 import type { CursorCodec } from './cursor.ts';
 import type { Principal } from './principal.ts';
 
@@ -9,8 +11,10 @@ export interface ReadContext {
   now: Date;
   /** Signs and checks keyset cursors. */
   cursors: CursorCodec;
-  /** The data version (count of projector commits): what is loaded per version is kept for it (facts.ts). */
-  dataVersion?: () => number | Promise<number>;
+  /** The commits and what each changed (issue 26): what is kept (memos, cached answers) lasts until one touches it. */
+  changes?: Changes;
+  /** The tables this read has read so far, its own queries' and its memos' (a cached answer lasts until a commit touches them). */
+  reads?: Set<string>;
 }
 
 /**
@@ -39,39 +43,83 @@ export function visibilitySql(
 }
 
 /**
- * What the reads keep per store for one data version (the facts, quotes, marks, spans, tags...),
- * in one place with one lifecycle: every memo of a store is dropped at once when its version
- * moves (a projector commit may change anything they were made from).
+ * What the reads keep per store (the facts, quotes, marks, spans, tags...), in one place with one
+ * lifecycle: a value is kept with the seq it was made at and the tables it was made from (those its
+ * loader read, and those it declares), and made anew once a commit touches one of them (issue 26:
+ * a price commit does not end the eligibility facts, which are made from traders and assets).
  */
-const memos = new WeakMap<Store, { version: number; values: Map<object, unknown> }>();
+interface Memo {
+  seq: number;
+  deps: Dependencies;
+  value: unknown;
+}
+const memos = new WeakMap<Store, Map<object, Memo>>();
 
 /**
- * A value kept per store for one data version: made anew when the version moves, never kept for a
- * context without a version, nor for a read of an older version than the one held (made for it
- * alone). A value that is a promise and rejects is dropped, so the next read makes it again.
+ * A value kept per store until a commit changes what it was made from: never kept for a context
+ * without a change log, nor when the log cannot tell the seq (NaN: Redis away in distributed mode).
+ * `tables`: what it depends on besides the tables `make` reads through the store it is given (a
+ * value that reads lazily later, or reads system tables, says so here). A value that is a promise
+ * and rejects is dropped, so the next read makes it again. A read that uses the value depends on
+ * its tables too (ReadContext.reads).
  */
-export function perDataVersion<T>(make: (store: Store) => T): (ctx: ReadContext) => Promise<Awaited<T>> {
+export function perDataVersion<T>(
+  make: (store: Store) => T,
+  opts: { tables?: readonly (Table | typeof ANY_TABLE)[] } = {},
+): (ctx: ReadContext) => Promise<Awaited<T>> {
   const id = {};
   return async (ctx): Promise<Awaited<T>> => {
-    const version = ctx.dataVersion ? await ctx.dataVersion() : undefined;
+    const changes = ctx.changes;
+    const seq = changes ? await changes.current() : Number.NaN;
     // Loaded once for every caller, on the store itself: not one caller's cost nor bounded by its deadline.
     const store = baseStore(ctx.store);
-    // No version, or one not known just now (NaN: Redis away in distributed mode): nothing is kept.
-    if (version === undefined || !Number.isFinite(version)) return make(store) as Awaited<T>;
+    if (!changes || !Number.isFinite(seq)) return make(store) as Awaited<T>;
     let held = memos.get(store);
-    if (held && version < held.version) return make(store) as Awaited<T>;
-    if (!held || version > held.version) memos.set(store, (held = { version, values: new Map() }));
-    if (held.values.has(id)) return held.values.get(id) as Awaited<T>;
-    const value = make(store);
-    held.values.set(id, value);
-    const values = held.values;
-    if (value instanceof Promise)
-      value.catch(() => {
-        if (values.get(id) === value) values.delete(id);
+    if (!held) memos.set(store, (held = new Map()));
+    const had = held.get(id);
+    if (had && !changes.changedSince(had.deps, had.seq)) {
+      for (const t of had.deps.tables) ctx.reads?.add(t);
+      return had.value as Awaited<T>;
+    }
+    const tables = new Set<string>(opts.tables?.map((t) => (typeof t === 'string' ? t : t.name)));
+    const value = make(trackReads(store, changes.graph, tables));
+    const memo: Memo = { seq, deps: { tables, traders: null, assets: null }, value };
+    held.set(id, memo);
+    const kept = held;
+    const settle = () => {
+      for (const t of tables) ctx.reads?.add(t);
+    };
+    if (value instanceof Promise) {
+      value.then(settle, () => {
+        if (kept.get(id) === memo) kept.delete(id);
       });
+      await value.catch(() => {});
+    }
+    settle();
     return value as Awaited<T>;
   };
 }
+
+/**
+ * The store as a read sees it, noting in `into` every table its queries name (views as the tables
+ * under them): what a cached answer is kept until a commit touches.
+ */
+export function trackReads(store: Store, graph: TableGraph, into: Set<string>): Store {
+  const query = <T>(sql: string, params?: Params, opts?: QueryOptions): Promise<T[]> => {
+    for (const m of sql.matchAll(TABLE_REF)) for (const t of graph.read(m[1]!)) into.add(t);
+    return store.query<T>(sql, params, opts);
+  };
+  return {
+    database: store.database,
+    underlying: baseStore(store),
+    query,
+    exec: (sql, params) => store.exec(sql, params),
+    insert: (table, rows) => store.insert(table, rows),
+    insertCompact: (table, columns, rows) => store.insertCompact(table, columns, rows),
+    close: () => store.close(),
+  };
+}
+const TABLE_REF = /\$db\.(\w+)/g;
 
 /** A stored 0/1 flag as the contract's boolean (null stays null). */
 export const flag = (v: number | null): boolean | null => (v == null ? null : v === 1);

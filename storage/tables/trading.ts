@@ -1,9 +1,9 @@
 import { STATEMENT_COLUMNS_DDL, statementEngine } from '../statements.ts';
 import { table } from '../table.ts';
 
-export const EVENTS_TABLE = table('events');
-export const POSITIONS_TABLE = table('positions');
-export const OPEN_POSITIONS_TABLE = table('open_positions');
+export const EVENTS_TABLE = table('events', { changes: { trader: 'traderId', asset: 'assetId' } });
+export const POSITIONS_TABLE = table('positions', { changes: { trader: 'traderId', asset: 'assetId' } });
+export const OPEN_POSITIONS_TABLE = table('open_positions', { changes: { trader: 'traderId', asset: 'assetId' } });
 export const TRADE_BATCH_TABLE = table('trade_batch');
 export const EVENTS_CURRENT_TABLE = table('events_current');
 export const POSITIONS_CURRENT_TABLE = table('positions_current');

@@ -8,8 +8,10 @@ import { activitySummaries } from '../../apps/reads/analytics/activity.ts';
 import { type Range, segments, widen } from '../../apps/reads/analytics/activity-counts.ts';
 import type { ReadContext } from '../../apps/reads/context.ts';
 import { CursorCodec } from '../../apps/reads/cursor.ts';
+import { READ_MODEL_GRAPH } from '../../projectors/index.ts';
 import { applyBatch } from '../../projectors/runner.ts';
 import { SCOPES } from '../../schemas/topics/index.ts';
+import { versionChanges } from '../../storage/changes.ts';
 import type { ChdbStore } from '../../storage/chdb.ts';
 import { build, type TopicRecord } from '../helpers/harness.ts';
 import { openSchemaStore } from '../helpers/spec.ts';
@@ -166,7 +168,7 @@ describe('a partial hour read as its whole hour', () => {
       store,
       now: new Date('2026-05-10T00:00:00.000Z'),
       cursors: CursorCodec.random(),
-      dataVersion: () => 1,
+      changes: versionChanges(() => 1, READ_MODEL_GRAPH),
       principal: {
         accountId: 'a',
         keyId: 'k',
@@ -206,7 +208,7 @@ describe('a partial hour read as its whole hour', () => {
       ],
     ];
     for (const [i, rows] of late.entries()) {
-      const at = { ...ctx, dataVersion: () => 1 + i };
+      const at = { ...ctx, changes: versionChanges(() => 1 + i, READ_MODEL_GRAPH) };
       expect(await activitySummaries(at, query as never)).toEqual(first);
       await apply(rows);
       expect(await activitySummaries(at, query as never)).toEqual(first);
@@ -222,7 +224,7 @@ describe('a partial hour read as its whole hour', () => {
       store,
       now: new Date('2250-03-12T00:00:00.000Z'),
       cursors: CursorCodec.random(),
-      dataVersion: () => 2,
+      changes: versionChanges(() => 2, READ_MODEL_GRAPH),
       principal: {
         accountId: 'a',
         keyId: 'k',

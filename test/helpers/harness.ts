@@ -16,9 +16,11 @@ import { MemoryCache } from '../../apps/cache/memory.ts';
 import { type AuthUrls, TokenVerifier } from '../../apps/mcp/bearer.ts';
 import type { Metrics } from '../../apps/metrics.ts';
 import { Admission, admissionDefaults } from '../../apps/reads/cost.ts';
+import { READ_MODEL_GRAPH } from '../../projectors/index.ts';
 import { EmbeddedLog } from '../../projectors/log/embedded.ts';
 import { ensureSchema, runProjector } from '../../projectors/runner.ts';
 import { type AccountRecord, SCOPES, type Scope, type TopicName, topicByName } from '../../schemas/topics/index.ts';
+import { ChangeLog, type ChangeSet, localChanges } from '../../storage/changes.ts';
 import type { Store } from '../../storage/port.ts';
 import { createDistributedHarness } from './distributed-harness.ts';
 import { newTestDatabase, openTestStore, releaseTestDatabase, type TestStore } from './test-store.ts';
@@ -129,10 +131,12 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
     : undefined;
   const devAuth = opts.mcp && !otherIssuer ? new DevAuthorizationServer({ dataDir, store, urls: mcpUrls, clock }) : undefined;
   let version = 0;
+  // As the embedded server: each commit's changes end what they touch (issue 26).
+  const changeLog = new ChangeLog();
   let projector: ReturnType<typeof runProjector>;
   const metrics = opts.metrics?.({ lag: () => projector.lag(), store });
-  const onCommit = (info: { topic: string; applied: number; dead: number }) => {
-    version++;
+  const onCommit = (info: { topic: string; applied: number; dead: number; changes: ChangeSet }) => {
+    changeLog.add(++version, info.changes);
     metrics?.committed(info);
     return auth.invalidate();
   };
@@ -143,6 +147,7 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
     auth,
     readCache: new ReadCache(new MemoryCache(undefined, undefined, clock), clock),
     dataVersion: () => version,
+    changes: localChanges(changeLog, READ_MODEL_GRAPH),
     clock,
     rateLimits: opts.rateLimits,
     metrics,

@@ -1,0 +1,299 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import type { Params, QueryOptions, Store } from './port.ts';
+import { tableNamed } from './table.ts';
+
+/**
+ * Change tracking (DESIGN 9, issue 26): what one projector commit changed, per table, so that a
+ * cached answer or a derived fact ends only when a commit touches what it was read from.
+ *
+ * What a commit changed is recorded from the writes themselves, not declared by the projections:
+ * every row a batch inserts is a change of its table (and of the tables that materialized views
+ * feed from it). For a table that tracks dimensions (a statement table whose sorting key holds
+ * `traderId` and `assetId`: a statement that moves to another trader or asset writes a tombstone
+ * at its old key, so the rows written name both the old and the new owner), the change also says
+ * which traders and assets it touched; any other table's change touches every trader and asset.
+ * Anything else that writes (INSERT ... SELECT) changes its whole table; DDL changes everything.
+ */
+
+/** What a commit changed in one table: the traders and assets its rows belong to, null when any. */
+export interface TableChange {
+  traders: Set<number> | null;
+  assets: Set<number> | null;
+}
+
+export interface ChangeSet {
+  /** Everything may have changed (DDL, a rebuild, a take-over by another projector). */
+  all: boolean;
+  tables: Map<string, TableChange>;
+}
+
+/** Past this many ids a change touches every trader (or asset): a catch-up batch need not list them. */
+const MAX_IDS = 1_000;
+
+export const emptyChangeSet = (): ChangeSet => ({ all: false, tables: new Map() });
+export const everything = (): ChangeSet => ({ all: true, tables: new Map() });
+
+/**
+ * The tables each table's writes also change: materialized views copy inserts into their target,
+ * and plain views are read over their tables. Made from the read models' DDL, so it cannot drift
+ * from what the store does.
+ */
+export class TableGraph {
+  /** Table -> the tables an insert into it also writes (materialized views). */
+  private readonly feeds = new Map<string, string[]>();
+  /** View -> the tables it reads. */
+  private readonly over = new Map<string, string[]>();
+
+  constructor(ddl: readonly string[]) {
+    for (const text of ddl) {
+      const mv = /CREATE MATERIALIZED VIEW[^$]*\$db\.\w+\s+TO\s+\$db\.(\w+)[\s\S]*?\bFROM\s+\$db\.(\w+)/i.exec(text);
+      if (mv) {
+        const [, target, source] = mv as unknown as [string, string, string];
+        this.feeds.set(source, [...(this.feeds.get(source) ?? []), target]);
+        continue;
+      }
+      const view = /CREATE VIEW(?: IF NOT EXISTS)?\s+\$db\.(\w+)[\s\S]*?\bAS\b([\s\S]*)/i.exec(text);
+      if (view) this.over.set(view[1]!, [...new Set([...view[2]!.matchAll(/\$db\.(\w+)/g)].map((m) => m[1]!))]);
+    }
+  }
+
+  /** The tables an insert into `table` changes: itself and what views feed from it, transitively. */
+  written(table: string): string[] {
+    const out = [table];
+    for (let i = 0; i < out.length; i++) for (const t of this.feeds.get(out[i]!) ?? []) if (!out.includes(t)) out.push(t);
+    return out;
+  }
+
+  /** The tables a read naming `name` depends on: the tables under a view, else the table itself. */
+  read(name: string): string[] {
+    const under = this.over.get(name);
+    return under ? under.flatMap((t) => this.read(t)) : [name];
+  }
+}
+
+const recording = new AsyncLocalStorage<ChangeSet>();
+
+/** Runs `fn` (a batch's writes) recording every write made through a `recordingStore` into `into`. */
+export function recordChanges<T>(into: ChangeSet, fn: () => Promise<T>): Promise<T> {
+  return recording.run(into, fn);
+}
+
+function touch(set: ChangeSet, graph: TableGraph, table: string, ids: (dim: 'trader' | 'asset') => Iterable<number> | null): void {
+  if (set.all) return;
+  for (const name of graph.written(table)) {
+    const dims = name === table ? tableNamed(name)?.changes : undefined;
+    let c = set.tables.get(name);
+    if (!c) {
+      c = { traders: new Set(), assets: new Set() };
+      set.tables.set(name, c);
+    }
+    c.traders = merge(c.traders, dims?.trader ? ids('trader') : null);
+    c.assets = merge(c.assets, dims?.asset ? ids('asset') : null);
+  }
+}
+
+function merge(into: Set<number> | null, ids: Iterable<number> | null): Set<number> | null {
+  if (into === null || ids === null) return null;
+  for (const id of ids) into.add(id);
+  return into.size > MAX_IDS ? null : into;
+}
+
+const WRITE = /^\s*(INSERT\s+INTO|ALTER|TRUNCATE|DELETE|CREATE|DROP|RENAME|EXCHANGE)\b/i;
+
+/** What a statement run through exec/query writes: a table wholly, everything (DDL), or nothing (a read, OPTIMIZE). */
+function writeOf(sql: string): { table: string } | 'all' | undefined {
+  const m = WRITE.exec(sql);
+  if (!m) return undefined;
+  if (/^INSERT/i.test(m[1]!)) {
+    const t = /INSERT\s+INTO\s+\$db\.(\w+)/i.exec(sql);
+    return t ? { table: t[1]! } : 'all';
+  }
+  return 'all';
+}
+
+/**
+ * The store the projectors write through: records each write into the change set of the batch it
+ * is part of (recordChanges), and passes everything to `store` unchanged. Writes outside a batch
+ * (schema set-up before the first batch) record nothing.
+ */
+export function recordingStore(store: Store, graph: TableGraph): Store {
+  const note = (sql: string) => {
+    const set = recording.getStore();
+    if (!set) return;
+    const w = writeOf(sql);
+    if (w === 'all') set.all = true;
+    else if (w) touch(set, graph, w.table, () => null);
+  };
+  return {
+    get database() {
+      return store.database;
+    },
+    ...(store.underlying ? { underlying: store.underlying } : {}),
+    query<T>(sql: string, params?: Params, opts?: QueryOptions) {
+      note(sql);
+      return store.query<T>(sql, params, opts);
+    },
+    exec(sql: string, params?: Params) {
+      note(sql);
+      return store.exec(sql, params);
+    },
+    insert(table: string, rows: readonly object[]) {
+      const set = recording.getStore();
+      if (set && rows.length)
+        touch(set, graph, table, (dim) => {
+          const col = tableNamed(table)?.changes?.[dim];
+          return col ? rows.map((r) => Number((r as Record<string, unknown>)[col])) : null;
+        });
+      return store.insert(table, rows);
+    },
+    insertCompact(table: string, columns: readonly string[], rows: readonly unknown[][]) {
+      const set = recording.getStore();
+      if (set && rows.length)
+        touch(set, graph, table, (dim) => {
+          const col = tableNamed(table)?.changes?.[dim];
+          const i = col ? columns.indexOf(col) : -1;
+          return i < 0 ? null : rows.map((r) => Number(r[i]));
+        });
+      return store.insertCompact(table, columns, rows);
+    },
+    close: () => store.close(),
+  };
+}
+
+/** A change set as JSON (for the shared change log of distributed mode), and back. */
+export function encodeChangeSet(set: ChangeSet): string {
+  const tables: Record<string, { t: number[] | null; a: number[] | null }> = {};
+  for (const [name, c] of set.tables) tables[name] = { t: c.traders && [...c.traders], a: c.assets && [...c.assets] };
+  return JSON.stringify({ all: set.all, tables });
+}
+
+export function decodeChangeSet(json: string): ChangeSet {
+  const o = JSON.parse(json) as { all: boolean; tables: Record<string, { t: number[] | null; a: number[] | null }> };
+  const tables = new Map<string, TableChange>();
+  for (const [name, c] of Object.entries(o.tables)) tables.set(name, { traders: c.t && new Set(c.t), assets: c.a && new Set(c.a) });
+  return { all: o.all, tables };
+}
+
+/** In `Dependencies.tables`: every table (a value filled lazily, whose sources are not known up front). */
+export const ANY_TABLE = '*';
+
+/** What a cached answer or a derived fact was read from: tables, and the traders and assets it is narrowed to (null: all). */
+export interface Dependencies {
+  tables: ReadonlySet<string>;
+  traders: readonly number[] | null;
+  assets: readonly number[] | null;
+}
+
+const overlaps = (a: Set<number> | null, b: readonly number[] | null): boolean => a === null || b === null || b.some((x) => a.has(x));
+
+/** Whether a change set touches what `deps` was read from. */
+export function intersects(set: ChangeSet, deps: Dependencies): boolean {
+  if (set.all) return true;
+  if (deps.tables.has(ANY_TABLE)) return set.tables.size > 0;
+  for (const t of deps.tables) {
+    const c = set.tables.get(t);
+    if (c && overlaps(c.traders, deps.traders) && overlaps(c.assets, deps.assets)) return true;
+  }
+  return false;
+}
+
+/**
+ * The commits a process knows of, each with what it changed (issue 26), so that a cached answer
+ * or a derived fact read at one of them can tell whether a later commit touched what it was read
+ * from. Commits are numbered by a `seq` that grows (the data version). What is older than the
+ * oldest commit held is unknown: anything read before it counts as changed.
+ */
+export class ChangeLog {
+  private readonly seqs: number[] = [];
+  private readonly sets: ChangeSet[] = [];
+  /** Answers read at a seq below this may have missed changes that are no longer (or never were) held. */
+  private floor: number;
+  private latest: number;
+
+  constructor(
+    start = 0,
+    private readonly limit = 20_000,
+  ) {
+    this.floor = start;
+    this.latest = start;
+  }
+
+  /** The newest commit's seq: an answer read now is read at it (take it before reading the store). */
+  get seq(): number {
+    return this.latest;
+  }
+
+  /** A commit: `seq` above every one before it. */
+  add(seq: number, set: ChangeSet): void {
+    if (!(seq > this.latest)) throw new Error(`change seq ${seq} is not above ${this.latest}`);
+    this.seqs.push(seq);
+    this.sets.push(set);
+    this.latest = seq;
+    if (this.seqs.length > this.limit) {
+      const drop = this.seqs.length - this.limit;
+      this.floor = this.seqs[drop - 1]!;
+      this.seqs.splice(0, drop);
+      this.sets.splice(0, drop);
+    }
+  }
+
+  /** A commit whose changes are not known (a gap in the shared log): everything read before it is changed. */
+  reset(seq: number): void {
+    this.seqs.length = 0;
+    this.sets.length = 0;
+    this.floor = this.latest = Math.max(this.latest, seq);
+  }
+
+  /** Whether a commit after `seq` (up to the newest known) touched `deps`. */
+  changedSince(deps: Dependencies, seq: number): boolean {
+    if (seq < this.floor) return true;
+    if (seq >= this.latest) return false;
+    // The first commit after seq (binary search: the log is in seq order).
+    let lo = 0;
+    let hi = this.seqs.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (this.seqs[mid]! <= seq) lo = mid + 1;
+      else hi = mid;
+    }
+    for (let i = lo; i < this.sets.length; i++) if (intersects(this.sets[i]!, deps)) return true;
+    return false;
+  }
+}
+
+/**
+ * What reads need of the change log: the seq to read at, and whether what was read at a seq is
+ * still current. In distributed mode `current` first learns the commits other processes published.
+ */
+export interface Changes {
+  /** The seq an answer read now is read at; NaN when it cannot be known (nothing read then is kept). */
+  current(): number | Promise<number>;
+  /** Whether something read at `seq` from `deps` may differ now (as of the last `current`). */
+  changedSince(deps: Dependencies, seq: number): boolean;
+  /** The read models' tables and views: what a read naming one depends on. */
+  readonly graph: TableGraph;
+}
+
+/** The changes of a process that holds the whole log itself (embedded mode, tests). */
+export const localChanges = (log: ChangeLog, graph: TableGraph): Changes => ({
+  graph,
+  current: () => log.seq,
+  changedSince: (deps, seq) => log.changedSince(deps, seq),
+});
+
+/**
+ * Changes known only as a version number that moves on each commit (a process that is not told
+ * what commits changed): every move of it changes everything.
+ */
+export function versionChanges(version: () => number | Promise<number>, graph: TableGraph): Changes {
+  const log = new ChangeLog(Number.NEGATIVE_INFINITY);
+  return {
+    graph,
+    async current() {
+      const v = await version();
+      if (Number.isFinite(v) && v > log.seq) log.add(v, everything());
+      return v;
+    },
+    changedSince: (deps, seq) => log.changedSince(deps, seq),
+  };
+}
