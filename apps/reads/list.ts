@@ -1,3 +1,4 @@
+import type { Sql } from '../../storage/sql.ts';
 import type { Table } from '../../storage/table.ts';
 import type { ReadContext } from './context.ts';
 import { type CursorState, fingerprint, type Key, type KeyPart } from './cursor.ts';
@@ -37,8 +38,12 @@ export class Where {
   constructor(params: Record<string, unknown> = {}) {
     this.params = { ...params };
   }
-  add(sql: string, params: Record<string, unknown> = {}): this {
-    this.clauses.push(sql);
+  add(clause: string | Sql, params: Record<string, unknown> = {}): this {
+    if (typeof clause === 'string') this.clauses.push(clause);
+    else {
+      this.clauses.push(clause.text);
+      Object.assign(this.params, clause.params);
+    }
     Object.assign(this.params, params);
     return this;
   }

@@ -9,6 +9,7 @@ import {
   HOUR_MS,
 } from '../../../storage/tables/activity.ts';
 import { MESSAGES_TABLE } from '../../../storage/tables/messages.ts';
+import { parseSourceKey, sourceKeySql } from '../../../storage/tables/traders.ts';
 import { EVENTS_TABLE } from '../../../storage/tables/trading.ts';
 import { perDataVersion, type ReadContext } from '../context.ts';
 import type { Facts } from '../facts.ts';
@@ -141,13 +142,12 @@ const MESSAGES: Kind = {
   time: 'm.writtenAt',
   rollup: ACTIVITY_MESSAGES_TABLE,
   byOwner: ACTIVITY_MESSAGES_BY_SOURCE_TABLE,
-  group: (x) => `concat(${x}.platform, ':', ${x}.sourceIdentityId)`,
+  group: (x) => sourceKeySql(x).text,
   groupType: 'String',
-  // `platform:sourceIdentityId`, and a platform name has no colon.
   ownerKey: (only, params) => {
-    const keys = only.map(String);
-    params.onlyPlatforms = [...new Set(keys.map((k) => k.slice(0, k.indexOf(':'))))];
-    params.onlySourceIds = [...new Set(keys.map((k) => k.slice(k.indexOf(':') + 1)))];
+    const keys = only.map((k) => parseSourceKey(String(k)));
+    params.onlyPlatforms = [...new Set(keys.map((k) => k.platform))];
+    params.onlySourceIds = [...new Set(keys.map((k) => k.sourceIdentityId))];
     return 'r.platform IN {onlyPlatforms:Array(String)} AND r.sourceIdentityId IN {onlySourceIds:Array(String)}';
   },
 };
