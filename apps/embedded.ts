@@ -123,29 +123,46 @@ const READ_SLOTS = 4;
 /** How often the statement tables are checked for tombstones to compact. */
 const COMPACTION_INTERVAL_MS = 10 * 60_000;
 
-/** `signalbase start`: embedded log + chdb + in-process watermarks, REST on one port. */
-export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: Say } = {}): Promise<Embedded> {
-  const say = opts.say ?? ((l: string) => console.log(l));
-  // DATA_DIR holds credentials (key and password files, the signing key, refresh tokens) and the
-  // accounts' data: the owner's alone, also when it was made before (chmod), not only when new.
-  mkdirSync(cfg.dataDir, { recursive: true, mode: 0o700 });
+/**
+ * Makes DATA_DIR this process's: private to its owner and claimed by a pid file (refused while
+ * another live `start` holds it). It holds credentials (key and password files, the signing key,
+ * refresh tokens) and the accounts' data: the owner's alone, also when it was made before
+ * (chmod), not only when new.
+ */
+function claimDataDir(dataDir: string, say: Say): void {
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   try {
-    chmodSync(cfg.dataDir, 0o700);
+    chmodSync(dataDir, 0o700);
   } catch (err) {
-    say(`cannot make ${cfg.dataDir} private to its owner (mode 0700): ${(err as Error).message}`);
+    say(`cannot make ${dataDir} private to its owner (mode 0700): ${(err as Error).message}`);
   }
-  const other = runningServerPid(cfg.dataDir);
-  if (other && other !== process.pid) throw new Error(`another signalbase (pid ${other}) is already running on ${cfg.dataDir}`);
-  writeFileSync(pidFile(cfg.dataDir), String(process.pid), { mode: 0o600 });
+  const other = runningServerPid(dataDir);
+  if (other && other !== process.pid) throw new Error(`another signalbase (pid ${other}) is already running on ${dataDir}`);
+  writeFileSync(pidFile(dataDir), String(process.pid), { mode: 0o600 });
+}
 
-  const log = new EmbeddedLog(cfg.dataDir);
+/** The embedded log of DATA_DIR, its torn tails sealed, seeded on the first start (unless `seed` is false) and the demo password set. */
+async function openLog(dataDir: string, opts: { seed: boolean; say: Say }): Promise<EmbeddedLog> {
+  const log = new EmbeddedLog(dataDir);
   // A crash mid-append leaves a torn last line: give it a line of its own (it is dead-lettered).
-  for (const topic of log.sealTornTails()) say(`${topic}: a torn last line (an interrupted append) goes to the dead-letter table`);
-  if (opts.seed !== false) await seedOnFirstStart(cfg.dataDir, log, say);
-  await ensureDemoPassword(cfg.dataDir, log);
+  for (const topic of log.sealTornTails()) opts.say(`${topic}: a torn last line (an interrupted append) goes to the dead-letter table`);
+  if (opts.seed) await seedOnFirstStart(dataDir, log, opts.say);
+  await ensureDemoPassword(dataDir, log);
+  return log;
+}
 
-  mkdirSync(storePath(cfg.dataDir), { recursive: true, mode: 0o700 });
-  const store = await openChdbStore(storePath(cfg.dataDir));
+/** The chdb sessions of a `start`: the projector's, the reads', and maintenance's. */
+interface Stores {
+  /** The projector's, where the read models are migrated first. */
+  store: ChdbStore;
+  reads: ChdbStore;
+  maintenance: ChdbStore;
+}
+
+/** Opens the store of DATA_DIR, its read models of the current layout (migrated), and the sessions reads and compaction run on. */
+async function openStores(dataDir: string, log: EmbeddedLog, say: Say): Promise<Stores> {
+  mkdirSync(storePath(dataDir), { recursive: true, mode: 0o700 });
+  const store = await openChdbStore(storePath(dataDir));
   // Read models of another layout version are rebuilt from the log, never served as they are.
   await migrateReadModels(store, () => log.writeOffsets(PROJECTOR_GROUP, {}), say);
   // The API reads through a session of its own (storage/chdb.ts): one session runs one
@@ -153,9 +170,42 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
   // READ_SLOTS sessions of its own, so reads run side by side (an admission slot per session, apps/reads/cost.ts).
   // Four more for what reads without a slot (credentials, the facts loaded once per data version,
   // the planner's background counts), so that they never hold up a read that has one.
-  const reads = await openChdbStore(storePath(cfg.dataDir), undefined, { ownSession: true, sessions: READ_SLOTS + 4 });
+  const reads = await openChdbStore(storePath(dataDir), undefined, { ownSession: true, sessions: READ_SLOTS + 4 });
   // Compaction too (OPTIMIZE ... FINAL runs for seconds on the large seed): live batches do not wait behind it.
-  const maintenance = await openChdbStore(storePath(cfg.dataDir), undefined, { ownSession: true });
+  const maintenance = await openChdbStore(storePath(dataDir), undefined, { ownSession: true });
+  return { store, reads, maintenance };
+}
+
+/**
+ * Compaction runs one after the other on the maintenance session: `run` queues one (none once
+ * `closing` says so), `idle` resolves when those queued are over. Tombstones are bounded and
+ * tables read from few parts: the read tables are checked after the first catch-up and then
+ * every COMPACTION_INTERVAL_MS, and compacted past the policy.
+ */
+function compactionQueue(opts: { maintenance: ChdbStore; say: Say; closing: () => boolean }): {
+  run: () => void;
+  idle: () => Promise<void>;
+} {
+  let compacting: Promise<void> = Promise.resolve();
+  const run = () => {
+    compacting = compacting
+      .then(async () => {
+        if (opts.closing()) return;
+        for (const r of await compactStatements(opts.maintenance)) {
+          if (r.compacted) opts.say(`compacted ${r.table} (${r.rows} rows): ${r.why}`);
+        }
+      })
+      .catch((err) => opts.say(`compaction failed, retried later: ${(err as Error).message}`));
+  };
+  return { run, idle: () => compacting };
+}
+
+/** `signalbase start`: embedded log + chdb + in-process watermarks, REST on one port. */
+export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: Say } = {}): Promise<Embedded> {
+  const say = opts.say ?? ((l: string) => console.log(l));
+  claimDataDir(cfg.dataDir, say);
+  const log = await openLog(cfg.dataDir, { seed: opts.seed !== false, say });
+  const { store, reads, maintenance } = await openStores(cfg.dataDir, log, say);
   // One cache of credential answers (API keys and token owners): every projector commit clears it.
   const authCache = new MemoryCache();
   const auth = new ApiKeyAuthenticator(reads, authCache);
@@ -221,27 +271,15 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
 
   const t0 = Date.now();
   const ticker = setInterval(async () => say(`projecting the log: ${projected} records applied, ${await projector.lag()} to go`), 5000);
-  // Tombstones are bounded and tables read from few parts: the read tables are checked after the
-  // first catch-up and then every COMPACTION_INTERVAL_MS, and compacted past the policy.
-  let compacting: Promise<void> = Promise.resolve();
-  const compact = () => {
-    compacting = compacting
-      .then(async () => {
-        if (closing) return;
-        for (const r of await compactStatements(maintenance)) {
-          if (r.compacted) say(`compacted ${r.table} (${r.rows} rows): ${r.why}`);
-        }
-      })
-      .catch((err) => say(`compaction failed, retried later: ${(err as Error).message}`));
-  };
-  const compactor = setInterval(compact, COMPACTION_INTERVAL_MS);
+  const compaction = compactionQueue({ maintenance, say, closing: () => closing });
+  const compactor = setInterval(compaction.run, COMPACTION_INTERVAL_MS);
   const firstCatchUp = projector
     .caughtUp()
     .then(() => {
       if (closing) return; // stop() releases waiters without a catch-up
       caughtUp = true;
       say(`read models up to date (${projected} records projected in ${((Date.now() - t0) / 1000).toFixed(1)} s)`);
-      compact();
+      compaction.run();
     })
     .finally(() => clearInterval(ticker));
   return {
@@ -255,7 +293,7 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
     ...(metricsServer ? { metricsUrl: metricsServer.url } : {}),
     async compacted() {
       await firstCatchUp;
-      await compacting;
+      await compaction.idle();
     },
     async close() {
       closing = true;
@@ -264,7 +302,7 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
       await app.close();
       await metricsServer?.close();
       await projector.stop();
-      await compacting;
+      await compaction.idle();
       await reads.close();
       await maintenance.close();
       await store.close();

@@ -16,7 +16,7 @@ import { MemoryCache } from '../apps/cache/memory.ts';
 import { cursorCodec, type Embedded } from '../apps/embedded.ts';
 import type { ReadContext } from '../apps/reads/context.ts';
 import { type CursorCodec, fingerprint } from '../apps/reads/cursor.ts';
-import { factsOf, sourceKey } from '../apps/reads/facts.ts';
+import { factsOf } from '../apps/reads/facts.ts';
 import type { Principal } from '../apps/reads/principal.ts';
 import { OPERATIONS, type Operation } from '../apps/registry.ts';
 import { READ_MODEL_GRAPH } from '../projectors/index.ts';
@@ -24,6 +24,7 @@ import { versionChanges } from '../storage/changes.ts';
 import type { ChdbStore } from '../storage/chdb.ts';
 import type { Params } from '../storage/port.ts';
 import { curateFeedEvents, decodeFeedEvents, FEED_CHANGES_TABLE, FEED_GROUPS_TABLE, feedWatermark } from '../storage/tables/feed-groups.ts';
+import { sourceKey } from '../storage/tables/traders.ts';
 import {
   benchArgs,
   benchCleanup,

@@ -1,4 +1,5 @@
 import type { Store } from './port.ts';
+import { msTime, param, type Sql, sql } from './sql.ts';
 import type { Table } from './table.ts';
 
 /**
@@ -63,6 +64,20 @@ function statementSeq(prev: Statement | undefined, base: number): number {
  */
 export function firstStatement<S extends Statement>(next: Omit<S, 'seq' | 'tomb'>, base: number): S {
   return Object.assign(next, { tomb: 0, seq: statementSeq(undefined, base) }) as S;
+}
+
+/**
+ * The keyset condition of a page in a statement table's order, newest first and ties by id
+ * descending: rows strictly before `before` (the last key read: time in ms, id), or every row.
+ */
+export function beforeKey(
+  time: Sql,
+  id: Sql,
+  idType: 'UInt64' | 'String',
+  before: readonly [number | string, number | string] | undefined,
+): Sql {
+  if (!before) return sql`1`;
+  return sql`(${time}, ${id}) < (${msTime('cT', Number(before[0]))}, ${param('cId', idType, before[1])})`;
 }
 
 /** Statement seq of a batch: odd, monotonic with the log position of the batch's last record. */

@@ -2,8 +2,9 @@ import { splitIds, splitList } from '../../schemas/api/common-params.ts';
 import type { AssetRow } from '../../schemas/api/resources.ts';
 import type { VisibilityPolicy } from '../../schemas/topics/index.ts';
 import type { Store } from '../../storage/port.ts';
+import type { Sql } from '../../storage/sql.ts';
 import { ASSETS_TABLE } from '../../storage/tables/assets.ts';
-import { SOURCE_IDENTITIES_TABLE, TRADERS_TABLE } from '../../storage/tables/traders.ts';
+import { SOURCE_IDENTITIES_TABLE, sourceKey, TRADERS_TABLE } from '../../storage/tables/traders.ts';
 import { perDataVersion, type ReadContext } from './context.ts';
 import type { Where } from './list.ts';
 import type { Principal } from './principal.ts';
@@ -53,10 +54,6 @@ export interface Identity {
   profileUrl: string | null;
   audienceCount: number | null;
 }
-
-/** `platform:sourceIdentityId` (a platform name has no colon); SOURCE_KEY_SQL is the same in SQL. */
-export const sourceKey = (platform: string, sourceIdentityId: string): string => `${platform}:${sourceIdentityId}`;
-export const SOURCE_KEY_SQL = (platform: string, sourceIdentityId: string): string => `concat(${platform}, ':', ${sourceIdentityId})`;
 
 async function load(store: Store): Promise<Facts> {
   const [traders, assets, identities] = await Promise.all([
@@ -153,7 +150,7 @@ export function signalTraders(facts: Facts, p: Principal): number[] {
  */
 export function setCondition<R>(
   where: Where,
-  sql: string,
+  sql: string | Sql,
   name: string,
   ids: readonly (number | string)[],
   known: number,

@@ -3,6 +3,7 @@ import { ApiError } from '../../schemas/api/errors.ts';
 import type { FeedQuery } from '../../schemas/api/queries.ts';
 import type { FeedItem } from '../../schemas/api/resources.ts';
 import { iso } from '../../schemas/formats.ts';
+import { sql } from '../../storage/sql.ts';
 import {
   curateFeedEvents,
   decodeFeedEvents,
@@ -11,9 +12,10 @@ import {
   feedWatermark,
 } from '../../storage/tables/feed-groups.ts';
 import { MESSAGES_TABLE } from '../../storage/tables/messages.ts';
+import { parseSourceKey, sourceKey, sourceKeySql } from '../../storage/tables/traders.ts';
 import { perDataVersion, type ReadContext } from './context.ts';
 import { fingerprint } from './cursor.ts';
-import { type Facts, factsOf, permits, setCondition, sourceKey } from './facts.ts';
+import { type Facts, factsOf, permits, setCondition } from './facts.ts';
 import { addWindow, type ListMeta, listRead, PAGE_FACTS, type PageFacts, type StatementRow, statementPage, statementRows } from './list.ts';
 import type { Principal } from './principal.ts';
 import { appliedTimeRange, type Window, windowAt, windowRule } from './window.ts';
@@ -194,11 +196,11 @@ export async function listFeed(ctx: ReadContext, q: FeedQuery): Promise<{ result
         )
           sources.push(k);
       }
-      const sourceIds = f.traderIds ? sources.map((k) => k.slice(k.indexOf(':') + 1)) : undefined;
+      const sourceIds = f.traderIds ? sources.map((k) => parseSourceKey(k).sourceIdentityId) : undefined;
       const visible = new Set(sources);
       const sourceOk = setCondition(
         where,
-        "concat(s.platform, ':', s.sourceIdentityId) IN {sources:Array(String)}",
+        sql`${sourceKeySql('s')} IN {sources:Array(String)}`,
         'sources',
         sources,
         facts.sourceTrader.size,

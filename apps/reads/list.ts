@@ -1,3 +1,5 @@
+import { identifier, type Sql, timeWindow } from '../../storage/sql.ts';
+import { beforeKey } from '../../storage/statements.ts';
 import type { Table } from '../../storage/table.ts';
 import type { ReadContext } from './context.ts';
 import { type CursorState, fingerprint, type Key, type KeyPart } from './cursor.ts';
@@ -37,8 +39,12 @@ export class Where {
   constructor(params: Record<string, unknown> = {}) {
     this.params = { ...params };
   }
-  add(sql: string, params: Record<string, unknown> = {}): this {
-    this.clauses.push(sql);
+  add(clause: string | Sql, params: Record<string, unknown> = {}): this {
+    if (typeof clause === 'string') this.clauses.push(clause);
+    else {
+      this.clauses.push(clause.text);
+      Object.assign(this.params, clause.params);
+    }
     Object.assign(this.params, params);
     return this;
   }
@@ -131,23 +137,7 @@ export async function listRead<Row, Item>(
 
 /** Time-window clauses on a DateTime64 column (bounds inclusive). */
 export function addWindow(where: Where, column: string, w: Window): void {
-  if (w.start !== null) where.add(`${column} >= fromUnixTimestamp64Milli({wStart:Int64}, 'UTC')`, { wStart: w.start });
-  if (w.end !== null) where.add(`${column} <= fromUnixTimestamp64Milli({wEnd:Int64}, 'UTC')`, { wEnd: w.end });
-}
-
-/** Keyset clause for "newest first, ties by id descending" on (time, id), as SQL and parameters. */
-export function beforeSql(
-  timeCol: string,
-  idCol: string,
-  idType: 'UInt64' | 'String',
-  before: CursorState['k'] | undefined,
-): { sql: string; params: Record<string, unknown> } {
-  if (!before) return { sql: '1', params: {} };
-  const [t, id] = before;
-  return {
-    sql: `(${timeCol}, ${idCol}) < (fromUnixTimestamp64Milli({cT:Int64}, 'UTC'), {cId:${idType}})`,
-    params: { cT: Number(t), cId: id },
-  };
+  for (const condition of timeWindow(identifier(column), w, { start: 'wStart', end: 'wEnd' })) where.add(condition);
 }
 
 /**
@@ -233,11 +223,11 @@ export function statementRows<R extends StatementRow>(
   before: [number | string, number | string] | undefined,
   n: number,
 ): Promise<R[]> {
-  const b = beforeSql(`s.${spec.timeCol}`, 's.id', spec.idType, before);
+  const b = beforeKey(identifier(`s.${spec.timeCol}`), identifier('s.id'), spec.idType, before);
   return ctx.store.query<R>(
     `
     SELECT ${spec.columns}, toUnixTimestamp64Milli(s.${spec.timeCol}) AS t, s.live AS live, s.tomb AS tomb, s.seq AS seq
-    FROM ${spec.table} AS s WHERE ${spec.where.sql} AND ${b.sql}
+    FROM ${spec.table} AS s WHERE ${spec.where.sql} AND ${b.text}
     ORDER BY s.${spec.timeCol} DESC, s.id DESC LIMIT {n:UInt32}
     ${pageSettings(spec.selective)}`,
     { ...spec.where.params, ...b.params, n },

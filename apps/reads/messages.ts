@@ -2,9 +2,11 @@ import { splitIds, splitList } from '../../schemas/api/common-params.ts';
 import type { MessagesQuery } from '../../schemas/api/queries.ts';
 import type { Message } from '../../schemas/api/resources.ts';
 import { iso } from '../../schemas/formats.ts';
+import { sql } from '../../storage/sql.ts';
 import { MESSAGES_TABLE } from '../../storage/tables/messages.ts';
+import { parseSourceKey, sourceKey, sourceKeySql } from '../../storage/tables/traders.ts';
 import { flag, type ReadContext } from './context.ts';
-import { factsOf, type Identity, permits, SOURCE_KEY_SQL, setCondition, sourceKey } from './facts.ts';
+import { factsOf, type Identity, permits, setCondition } from './facts.ts';
 import { addWindow, listRead, type StatementRow, statementPage, statementRows } from './list.ts';
 
 interface Row extends StatementRow {
@@ -50,17 +52,17 @@ export function listMessages(ctx: ReadContext, q: MessagesQuery) {
       const sources: string[] = [];
       const sourceIds: string[] = [];
       for (const [k, traderId] of facts.sourceTrader) {
-        const platform = k.slice(0, k.indexOf(':'));
+        const { platform, sourceIdentityId } = parseSourceKey(k);
         if ((!wanted || wanted.has(traderId)) && permits(ctx.principal.messageVisibility, traderId, platform)) {
           sources.push(k);
-          sourceIds.push(k.slice(platform.length + 1));
+          sourceIds.push(sourceIdentityId);
         }
       }
       // With traderIds the few sources' ids also lead the planner to the by-source projection.
       const visible = new Set(sources);
       const sourceOk = setCondition(
         where,
-        `${SOURCE_KEY_SQL('s.platform', 's.sourceIdentityId')} IN {sources:Array(String)}`,
+        sql`${sourceKeySql('s')} IN {sources:Array(String)}`,
         'sources',
         sources,
         facts.sourceTrader.size,

@@ -1,6 +1,7 @@
 import type { SummariesQuery } from '../../schemas/api/queries.ts';
 import type { AggregateSummary, ChannelSummary } from '../../schemas/api/resources.ts';
 import { iso } from '../../schemas/formats.ts';
+import { msTime, sql } from '../../storage/sql.ts';
 import { AGGREGATE_SUMMARIES_TABLE, CHANNEL_SUMMARIES_TABLE } from '../../storage/tables/summaries.ts';
 import type { ReadContext } from './context.ts';
 import { factsOf, permits, setCondition } from './facts.ts';
@@ -27,8 +28,8 @@ const COLUMNS = `s.id AS id, toUnixTimestamp64Milli(s.windowEnd) AS end, toUnixT
  * summaries unless includeLowSignal.
  */
 function overlap(where: Where, window: Window, q: SummariesQuery): void {
-  if (window.start !== null) where.add(`s.windowEnd > fromUnixTimestamp64Milli({wStart:Int64}, 'UTC')`, { wStart: window.start });
-  if (window.end !== null) where.add(`s.windowStart < fromUnixTimestamp64Milli({wEnd:Int64}, 'UTC')`, { wEnd: window.end });
+  if (window.start !== null) where.add(sql`s.windowEnd > ${msTime('wStart', window.start)}`);
+  if (window.end !== null) where.add(sql`s.windowStart < ${msTime('wEnd', window.end)}`);
   if (!q.includeLowSignal) where.add(`s.status = 'safe'`);
 }
 

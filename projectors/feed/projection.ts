@@ -1,5 +1,6 @@
 import type { AssetRecord, SourceIdentityRecord, TraderRecord } from '../../schemas/topics/index.ts';
 import type { Store } from '../../storage/port.ts';
+import { param, type Sql, sql } from '../../storage/sql.ts';
 import { batchSeq, inJsonIds, newestById, type Statement, sameFields, statementRows } from '../../storage/statements.ts';
 import {
   decodeFeedEvents,
@@ -13,6 +14,7 @@ import {
   type FeedEventState,
 } from '../../storage/tables/feed-groups.ts';
 import { MESSAGES_TABLE } from '../../storage/tables/messages.ts';
+import { sourceKey, sourceKeySql } from '../../storage/tables/traders.ts';
 import type { Projection, ValidRecord } from '../projection.ts';
 
 export interface GroupStatement extends Statement {
@@ -355,29 +357,25 @@ function applyFeedMessages(store: Store, batch: readonly ValidRecord[], version:
  */
 function restampEmbedding(store: Store, topic: string, batch: readonly ValidRecord[], version: bigint): Promise<void> {
   return locked(store, async () => {
-    let where: string;
-    let params: Record<string, unknown>;
+    let embedding: Sql;
     if (topic === 'assets') {
-      where = 'hasAny(assetIds, {assets:Array(UInt64)})';
-      params = { assets: [...new Set(batch.map((r) => (r.value as AssetRecord).id))] };
+      const assets = [...new Set(batch.map((r) => (r.value as AssetRecord).id))];
+      embedding = sql`hasAny(assetIds, ${param('assets', 'Array(UInt64)', assets)})`;
     } else if (topic === 'traders') {
       const traders = batch.map((r) => r.value as TraderRecord);
-      where = "hasAny(traderIds, {traders:Array(UInt64)}) OR concat(platform, ':', sourceIdentityId) IN {sources:Array(String)}";
-      params = {
-        traders: [...new Set(traders.map((t) => t.id))],
-        sources: traders.flatMap((t) => (t.source ? [`${t.source.platform}:${t.source.sourceIdentityId}`] : [])),
-      };
+      const traderIds = [...new Set(traders.map((t) => t.id))];
+      const sources = traders.flatMap((t) => (t.source ? [sourceKey(t.source.platform, t.source.sourceIdentityId)] : []));
+      embedding = sql`hasAny(traderIds, ${param('traders', 'Array(UInt64)', traderIds)}) OR ${sourceKeySql()} IN ${param('sources', 'Array(String)', sources)}`;
     } else {
-      where = "concat(platform, ':', sourceIdentityId) IN {sources:Array(String)}";
-      params = {
-        sources: batch.map((r) => {
-          const s = r.value as SourceIdentityRecord;
-          return `${s.platform}:${s.sourceIdentityId}`;
-        }),
-      };
+      const sources = batch.map((r) => {
+        const s = r.value as SourceIdentityRecord;
+        return sourceKey(s.platform, s.sourceIdentityId);
+      });
+      embedding = sql`${sourceKeySql()} IN ${param('sources', 'Array(String)', sources)}`;
     }
     // Every group that has or had a row matching; its current statement decides nothing here: a stamp too many only repeats an upsert.
-    const ids = (await store.query<{ id: string }>(`SELECT DISTINCT id FROM ${FEED_GROUPS_TABLE} WHERE ${where}`, params)).map((r) => r.id);
+    const groups = sql`SELECT DISTINCT id FROM ${FEED_GROUPS_TABLE} WHERE ${embedding}`;
+    const ids = (await store.query<{ id: string }>(groups.text, groups.params)).map((r) => r.id);
     await writeAndStamp(store, [], ids, batchSeq(version));
   });
 }

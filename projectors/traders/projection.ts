@@ -1,11 +1,14 @@
 import type { SourceIdentityRecord, TraderRecord, TraderTagsRecord } from '../../schemas/topics/index.ts';
 import type { Store } from '../../storage/port.ts';
+import { param, sql } from '../../storage/sql.ts';
 import { batchSeq, newestById, type Statement, sameFields, statementRows } from '../../storage/statements.ts';
 import {
   SOURCE_IDENTITIES_DDL,
   SOURCE_IDENTITIES_TABLE,
+  sourceKey,
   TRADER_DIRECTORY_DDL,
   TRADER_DIRECTORY_TABLE,
+  TRADER_SOURCE_KEY_SQL,
   TRADER_TAGS_DDL,
   TRADER_TAGS_TABLE,
   TRADERS_DDL,
@@ -146,16 +149,12 @@ export const traderDirectoryProjection: Projection = {
       ...new Set(
         batch.map((r) => {
           const s = r.value as SourceIdentityRecord;
-          return `${s.platform}:${s.sourceIdentityId}`;
+          return sourceKey(s.platform, s.sourceIdentityId);
         }),
       ),
     ];
-    const ids = (
-      await store.query<{ id: number }>(
-        `SELECT id FROM ${TRADERS_TABLE} FINAL WHERE concat(sourcePlatform, ':', sourceIdentityId) IN {keys:Array(String)}`,
-        { keys },
-      )
-    ).map((r) => Number(r.id));
+    const assigned = sql`SELECT id FROM ${TRADERS_TABLE} FINAL WHERE ${TRADER_SOURCE_KEY_SQL} IN ${param('keys', 'Array(String)', keys)}`;
+    const ids = (await store.query<{ id: number }>(assigned.text, assigned.params)).map((r) => Number(r.id));
     return restateDirectory(store, ids, version);
   },
 };

@@ -1,3 +1,4 @@
+import { identifier, type Sql, sql } from '../sql.ts';
 import { STATEMENT_COLUMNS_DDL, statementEngine } from '../statements.ts';
 import { table } from '../table.ts';
 
@@ -32,3 +33,28 @@ export const SOURCE_IDENTITIES_DDL = `CREATE TABLE IF NOT EXISTS ${SOURCE_IDENTI
 export const TRADER_TAGS_DDL = `CREATE TABLE IF NOT EXISTS ${TRADER_TAGS_TABLE} (
     traderId UInt64, categories Array(String), names Array(String), version UInt64, deleted UInt8
   ) ENGINE = ReplacingMergeTree(version) ORDER BY traderId`;
+
+/**
+ * A source identity's key, `platform:sourceIdentityId`: how the reads and projections name a
+ * source (facts, message and feed filters, activity counts). A platform name has no colon, so the
+ * first colon splits a key. `sourceKeySql` is the same key in SQL.
+ */
+export const sourceKey = (platform: string, sourceIdentityId: string): string => `${platform}:${sourceIdentityId}`;
+
+/** A key's platform and source identity id. */
+export function parseSourceKey(key: string): { platform: string; sourceIdentityId: string } {
+  const colon = key.indexOf(':');
+  return { platform: key.slice(0, colon), sourceIdentityId: key.slice(colon + 1) };
+}
+
+/**
+ * The source key of a row in SQL, from its `platform` and `sourceIdentityId` columns (source
+ * identities, messages, feed groups and the activity of messages), of `alias` when given.
+ */
+export function sourceKeySql(alias?: string): Sql {
+  const column = (name: string) => identifier(alias ? `${alias}.${name}` : name);
+  return sql`concat(${column('platform')}, ':', ${column('sourceIdentityId')})`;
+}
+
+/** The source key of a trader (the traders table's `sourcePlatform` and `sourceIdentityId`) in SQL. */
+export const TRADER_SOURCE_KEY_SQL: Sql = sql`concat(sourcePlatform, ':', sourceIdentityId)`;

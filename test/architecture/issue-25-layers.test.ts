@@ -121,3 +121,30 @@ describe('issue 25: every table named in its module', () => {
     expect(wrong).toEqual([]);
   });
 });
+
+describe('issue 25: the source key defined once', () => {
+  const HOME = 'storage/tables/traders.ts';
+  const code = (f: string) =>
+    readFileSync(join(ROOT, f), 'utf8')
+      .replace(/\/\*[\s\S]*?\*\//g, '')
+      .replace(/(^|[^:'"`])\/\/.*$/gm, '$1');
+
+  it('is built, written in SQL and parsed only in the source identities table module', () => {
+    expect(code(HOME)).toMatch(/export const sourceKey\b/);
+    expect(code(HOME)).toMatch(/export function parseSourceKey\b/);
+    expect(code(HOME)).toMatch(/export function sourceKeySql\b/);
+    const patterns = [
+      // In SQL: concat(platform, ':', sourceIdentityId), with or without an alias.
+      /concat\([^)]*[pP]latform\s*,\s*':'/g,
+      // In TS: `${platform}:${sourceIdentityId}`.
+      /\$\{[^}]*[pP]latform\}:\$\{[^}]*sourceIdentityId\}/g,
+      // Parsed at its colon.
+      /indexOf\(':'\)/g,
+    ];
+    const wrong: string[] = [];
+    for (const f of files.filter((f) => f !== HOME && /^(apps\/reads|projectors|storage|bench)\//.test(f))) {
+      for (const re of patterns) for (const m of code(f).matchAll(re)) wrong.push(`${f}: ${m[0]}`);
+    }
+    expect(wrong).toEqual([]);
+  });
+});

@@ -1,3 +1,4 @@
+import { identifier, join, literal, param, type Sql, sql } from '../../../storage/sql.ts';
 import type { Table } from '../../../storage/table.ts';
 import {
   ACTIVITY_EVENTS_BY_TRADER_TABLE,
@@ -9,6 +10,7 @@ import {
   HOUR_MS,
 } from '../../../storage/tables/activity.ts';
 import { MESSAGES_TABLE } from '../../../storage/tables/messages.ts';
+import { parseSourceKey, sourceKeySql } from '../../../storage/tables/traders.ts';
 import { EVENTS_TABLE } from '../../../storage/tables/trading.ts';
 import { perDataVersion, type ReadContext } from '../context.ts';
 import type { Facts } from '../facts.ts';
@@ -29,10 +31,11 @@ export function bucketStart(interval: Interval, t: number): number {
 }
 
 /** bucketStart in SQL, of an ms column (integer arithmetic: a 32-bit DateTime would wrap after 2106; times are from 1970). */
-const BUCKET_SQL: Record<Interval, (t: string) => string> = {
-  hour: (t) => `intDiv(${t}, ${HOUR_MS}) * ${HOUR_MS}`,
-  day: (t) => `intDiv(${t}, ${DAY_MS}) * ${DAY_MS}`,
-  week: (t) => `intDiv(${t} + ${MONDAY_BEFORE_EPOCH_MS}, ${WEEK_MS}) * ${WEEK_MS} - ${MONDAY_BEFORE_EPOCH_MS}`,
+const BUCKET_SQL: Record<Interval, (t: Sql) => Sql> = {
+  hour: (t) => sql`intDiv(${t}, ${literal(HOUR_MS)}) * ${literal(HOUR_MS)}`,
+  day: (t) => sql`intDiv(${t}, ${literal(DAY_MS)}) * ${literal(DAY_MS)}`,
+  week: (t) =>
+    sql`intDiv(${t} + ${literal(MONDAY_BEFORE_EPOCH_MS)}, ${literal(WEEK_MS)}) * ${literal(WEEK_MS)} - ${literal(MONDAY_BEFORE_EPOCH_MS)}`,
 };
 
 /** A half-open range of ms [from, to). */
@@ -67,26 +70,24 @@ export function segments(start: number, end: number, coarsest: 'hour' | 'day'): 
   return { raw, hour, day: [[d0, d1]] };
 }
 
+const OR = sql` OR `;
+const UNION_ALL = sql`\nUNION ALL\n`;
+
 /** `column` within any of `ranges` (ms Int64 column), with the bounds as parameters named `${name}N`. */
-function inRanges(column: string, ranges: readonly Range[], name: string, params: Record<string, unknown>): string {
-  return `(${ranges
-    .map(([from, to], i) => {
-      params[`${name}${i}a`] = from;
-      params[`${name}${i}b`] = to;
-      return `(${column} >= {${name}${i}a:Int64} AND ${column} < {${name}${i}b:Int64})`;
-    })
-    .join(' OR ')})`;
+function inRanges(column: Sql, ranges: readonly Range[], name: string): Sql {
+  const each = ranges.map(
+    ([from, to], i) => sql`(${column} >= ${param(`${name}${i}a`, 'Int64', from)} AND ${column} < ${param(`${name}${i}b`, 'Int64', to)})`,
+  );
+  return sql`(${join(each, OR)})`;
 }
 
 /** The same on a DateTime64 column: inclusive bounds (the end of 2299 has no next ms in DateTime64). */
-function timeInRanges(column: string, ranges: readonly Range[], name: string, params: Record<string, unknown>): string {
-  return `(${ranges
-    .map(([from, to], i) => {
-      params[`${name}${i}a`] = from;
-      params[`${name}${i}b`] = to - 1;
-      return `(${column} >= fromUnixTimestamp64Milli({${name}${i}a:Int64}, 'UTC') AND ${column} <= fromUnixTimestamp64Milli({${name}${i}b:Int64}, 'UTC'))`;
-    })
-    .join(' OR ')})`;
+function timeInRanges(column: Sql, ranges: readonly Range[], name: string): Sql {
+  const each = ranges.map(
+    ([from, to], i) =>
+      sql`(${column} >= fromUnixTimestamp64Milli(${param(`${name}${i}a`, 'Int64', from)}, 'UTC') AND ${column} <= fromUnixTimestamp64Milli(${param(`${name}${i}b`, 'Int64', to - 1)}, 'UTC'))`,
+  );
+  return sql`(${join(each, OR)})`;
 }
 
 /** The asset ids the events table holds, per data version (the ineligible ones among them are few). */
@@ -113,42 +114,41 @@ interface Kind {
   /** Which of timeSpans' spans is the table's. */
   span: 'events' | 'messages';
   alias: string;
-  time: string;
+  time: Sql;
   /** The rolled-up rows by time, and the same by owner (for a few groups: `only`). */
   rollup: Table;
   byOwner: Table;
   /** The group of a row: a column (expression) of the rolled-up table (alias r) and of the statement table. */
-  group: (alias: string) => string;
-  groupType: string;
-  /** A condition on the owner columns that the table by owner finds by its key, implied by `only` (params added to `params`). */
-  ownerKey: (only: readonly (number | string)[], params: Record<string, unknown>) => string;
+  group: (alias: string) => Sql;
+  groupType: 'UInt64' | 'String';
+  /** A condition on the owner columns that the table by owner finds by its key, implied by `only`. */
+  ownerKey: (only: readonly (number | string)[]) => Sql;
 }
 const EVENTS: Kind = {
   table: EVENTS_TABLE,
   span: 'events',
   alias: 'e',
-  time: 'e.timeOfEvent',
+  time: identifier('e.timeOfEvent'),
   rollup: ACTIVITY_EVENTS_TABLE,
   byOwner: ACTIVITY_EVENTS_BY_TRADER_TABLE,
-  group: (x) => `${x}.traderId`,
+  group: (x) => identifier(`${x}.traderId`),
   groupType: 'UInt64',
-  ownerKey: () => '1',
+  ownerKey: () => sql`1`,
 };
 const MESSAGES: Kind = {
   table: MESSAGES_TABLE,
   span: 'messages',
   alias: 'm',
-  time: 'm.writtenAt',
+  time: identifier('m.writtenAt'),
   rollup: ACTIVITY_MESSAGES_TABLE,
   byOwner: ACTIVITY_MESSAGES_BY_SOURCE_TABLE,
-  group: (x) => `concat(${x}.platform, ':', ${x}.sourceIdentityId)`,
+  group: (x) => sourceKeySql(x),
   groupType: 'String',
-  // `platform:sourceIdentityId`, and a platform name has no colon.
-  ownerKey: (only, params) => {
-    const keys = only.map(String);
-    params.onlyPlatforms = [...new Set(keys.map((k) => k.slice(0, k.indexOf(':'))))];
-    params.onlySourceIds = [...new Set(keys.map((k) => k.slice(k.indexOf(':') + 1)))];
-    return 'r.platform IN {onlyPlatforms:Array(String)} AND r.sourceIdentityId IN {onlySourceIds:Array(String)}';
+  ownerKey: (only) => {
+    const keys = only.map((k) => parseSourceKey(String(k)));
+    const platforms = [...new Set(keys.map((k) => k.platform))];
+    const sourceIds = [...new Set(keys.map((k) => k.sourceIdentityId))];
+    return sql`r.platform IN ${param('onlyPlatforms', 'Array(String)', platforms)} AND r.sourceIdentityId IN ${param('onlySourceIds', 'Array(String)', sourceIds)}`;
   },
 };
 
@@ -244,20 +244,7 @@ async function counts(ctx: ReadContext, jobs: readonly (Job | null)[]): Promise<
     const { start, end, whole } = widen(j.q, spans[j.kind.span]);
     return plan<number | string>(ctx, j.kind, { ...j.q, start, end }, j.spec, whole);
   });
-  const rolled = plans.filter((p) => p?.rolled);
-  const shared = new Map<CountPlan, Row<number | string>[]>();
-  if (rolled.length > 1) {
-    const rows = await ctx.store.query<Omit<Row<never>, 'g'> & { k: number; gn: number; gs: string }>(
-      `${rolled.map((p, i) => p!.rolled!.sql(i)).join('\nUNION ALL\n')} ${FINAL_SETTINGS}`,
-      Object.assign({}, ...rolled.map((p) => p!.rolled!.params)),
-    );
-    rolled.forEach((p, i) => {
-      shared.set(
-        p!,
-        rows.filter((r) => Number(r.k) === i).map((r) => ({ g: p!.rolled!.text ? r.gs : r.gn, b: r.b, n: r.n, s: r.s })),
-      );
-    });
-  }
+  const shared = await rolledTogether(ctx, plans);
   // One query after the other: the embedded store runs one at a time.
   const out: Count<number | string>[][] = [];
   for (const [i, p] of plans.entries()) {
@@ -276,6 +263,28 @@ async function counts(ctx: ReadContext, jobs: readonly (Job | null)[]): Promise<
   return out;
 }
 
+/** The rows of the plans that read the rolled-up rows alone, in one query when there are several (each branch tagged). */
+async function rolledTogether(ctx: ReadContext, plans: readonly (CountPlan | null)[]): Promise<Map<CountPlan, Row<number | string>[]>> {
+  const rolled = plans.filter((p): p is CountPlan & Required<Pick<CountPlan, 'rolled'>> => p?.rolled !== undefined);
+  const shared = new Map<CountPlan, Row<number | string>[]>();
+  if (rolled.length < 2) return shared;
+  const rows = await runFinal<Omit<Row<never>, 'g'> & { k: number; gn: number; gs: string }>(
+    ctx,
+    join(
+      rolled.map((p, k) => p.rolled.sql(k)),
+      UNION_ALL,
+    ),
+  );
+  for (const [k, p] of rolled.entries()) {
+    const tagged = rows.filter((r) => Number(r.k) === k);
+    shared.set(
+      p,
+      tagged.map((r) => ({ g: p.rolled.text ? r.gs : r.gn, b: r.b, n: r.n, s: r.s })),
+    );
+  }
+  return shared;
+}
+
 /** One count: the kind counted, over what, and how. */
 interface Job {
   kind: Kind;
@@ -290,11 +299,12 @@ interface Taken {
 }
 
 interface CountSpec {
-  n: string;
-  rawWhere: string;
-  params: Record<string, unknown>;
+  /** The count of one rolled-up row (a sum of its columns). */
+  n: Sql;
+  /** What a statement must meet to count. */
+  rawWhere: Sql;
   /** Statements of the whole hours to take back: a condition on the statement table, or the rows themselves (in memory, by time). */
-  correction?: { sql: string } | { rows: readonly Taken[] };
+  correction?: { sql: Sql } | { rows: readonly Taken[] };
 }
 
 const shape = <G>(kind: Kind, rows: Row<G>[]): Count<G>[] =>
@@ -310,89 +320,167 @@ const shape = <G>(kind: Kind, rows: Row<G>[]): Count<G>[] =>
  * kind's alias, so that two kinds' branches never share one.
  */
 interface CountPlan<G = number | string> {
-  rolled?: { sql: (k: number) => string; params: Record<string, unknown>; text: boolean };
+  rolled?: { sql: (k: number) => Sql; text: boolean };
   run: () => Promise<Row<G>[]>;
   finish: (rows: Row<G>[]) => Row<G>[];
 }
 
-function plan<G>(ctx: ReadContext, kind: Kind, q: CountQuery, spec: CountSpec, whole: readonly Whole[]): CountPlan<G> {
+/** A query with the settings of reads with FINAL (sample.ts). */
+const runFinal = <R>(ctx: ReadContext, query: Sql): Promise<R[]> => ctx.store.query<R>(`${query.text} ${FINAL_SETTINGS}`, query.params);
+
+/** What the branches of a count's query are made of. */
+interface Frame {
+  kind: Kind;
+  q: CountQuery;
+  spec: CountSpec;
+  seg: Segments;
+  /** The rolled-up rows read, by time or by owner (`FROM` this), when the range has whole hours or days. */
+  rolledFrom?: Sql;
+  /** 2 for a rolled-up row read whole (widen) that counts something outside the bounds, else 0. */
+  flag: Sql;
+  /** The whole hours and days: from the first rolled-up row to the end of the last (the correction's range). */
+  covered?: Range;
+  /** The correction as a condition on the statement table, when it is one. */
+  correction?: Sql;
+}
+
+/** Where a query reads the statements: the table's merged part (`part` names it), or the whole table with FINAL. */
+interface StatementSource {
+  from: Sql;
+  part: Sql;
+  pinned: boolean;
+}
+
+function frame(kind: Kind, q: CountQuery, spec: CountSpec, whole: readonly Whole[]): Frame {
   const seg = segments(q.start, q.end, q.coarsest);
-  const a = kind.alias;
-  const params: Record<string, unknown> = { ...spec.params };
-  const groupCond = (expr: string): string =>
-    [
-      q.only ? `${expr} IN {${a}OnlyGroups:Array(${kind.groupType})}` : '1',
-      q.except?.length ? `${expr} NOT IN {${a}ExceptGroups:Array(${kind.groupType})}` : '1',
-    ].join(' AND ');
-  if (q.only) params[`${a}OnlyGroups`] = q.only;
-  if (q.except?.length) params[`${a}ExceptGroups`] = q.except;
-  const rolled = [
-    ...(seg.day.length ? [`(r.grain = 'day' AND ${inRanges('r.start', seg.day, `${a}day`, params)})`] : []),
-    ...(seg.hour.length ? [`(r.grain = 'hour' AND ${inRanges('r.start', seg.hour, `${a}hour`, params)})`] : []),
-  ];
-  // A row read whole (widen) that counts something outside the bounds (only the side's column is read).
-  const past = whole.map((w, i) => {
-    Object.assign(params, { [`${a}whole${i}s`]: w.start, [`${a}whole${i}b`]: w.bound });
-    return `(r.grain = '${w.grain}' AND r.start = {${a}whole${i}s:Int64} AND r.n > 0 AND ${w.side === 'start' ? 'r.firstAt <' : 'r.lastAt >'} {${a}whole${i}b:Int64})`;
-  });
-  // The whole hours: from the first hour row to the end of the last (the correction's range).
   const covered = [...seg.day, ...seg.hour];
-  const coveredRange: Range | undefined = covered.length
-    ? [Math.min(...covered.map((r) => r[0])), Math.max(...covered.map((r) => r[1]))]
-    : undefined;
-  const none = kind.groupType === 'String' ? "''" : 'toUInt64(0)';
-  const correctionSql = spec.correction && 'sql' in spec.correction ? spec.correction.sql : undefined;
-  const bucket = (t: string) => (q.bucket ? BUCKET_SQL[q.bucket](t) : '0');
-  const byOwner = q.only !== undefined && q.only.length <= BY_OWNER_MAX;
-  const rolledFrom = `${byOwner ? kind.byOwner : kind.rollup} AS r FINAL
-        WHERE (${rolled.join(' OR ')}) AND ${groupCond(kind.group('r'))}${byOwner ? ` AND ${kind.ownerKey(q.only!, params)}` : ''}`;
-  const flag = past.length ? `if(${past.join(' OR ')}, 2, 0)` : '0';
-  const finish = (rows: Row<G>[]): Row<G>[] =>
-    spec.correction && 'rows' in spec.correction && coveredRange ? takeBack(rows, spec.correction.rows, coveredRange, q) : rows;
-  const build = (from: string, part: string, pinned: boolean): string => {
-    const branches: string[] = [];
-    if (rolled.length)
-      branches.push(`SELECT ${kind.group('r')} AS g, r.start AS t, toInt64(${spec.n}) AS n, ${flag} AS s FROM ${rolledFrom}`);
-    if (seg.raw.length) {
-      branches.push(`SELECT ${kind.group(a)} AS g, toUnixTimestamp64Milli(${kind.time}) AS t, toInt64(1) AS n, 0 AS s FROM ${from}
-        WHERE ${a}.live = 1 AND ${a}.tomb = 0 AND ${spec.rawWhere} AND ${timeInRanges(kind.time, seg.raw, `${a}raw`, params)} AND ${groupCond(kind.group(a))} AND ${part}`);
-    }
-    if (correctionSql && coveredRange) {
-      branches.push(`SELECT ${kind.group(a)} AS g, toUnixTimestamp64Milli(${kind.time}) AS t, toInt64(-1) AS n, 0 AS s FROM ${from}
-        WHERE ${a}.live = 1 AND ${a}.tomb = 0 AND ${correctionSql} AND ${timeInRanges(kind.time, [coveredRange], `${a}covered`, params)} AND ${groupCond(kind.group(a))} AND ${part}`);
-    }
-    // A row that says the pinned part was still there when the query began (else it read nothing from it).
-    if (pinned) branches.push(`SELECT ${none} AS g, toInt64(0) AS t, toInt64(0) AS n, 1 AS s FROM ${from} WHERE ${part} LIMIT 1`);
-    return `SELECT g, ${bucket('t')} AS b, sum(n) AS n, max(s) AS s FROM (${branches.join('\nUNION ALL\n')})
-      GROUP BY g, b ${FINAL_SETTINGS}`;
-  };
-  if (!rolled.length && !seg.raw.length) return { run: async () => [], finish };
-  const readsStatements = seg.raw.length > 0 || (correctionSql !== undefined && coveredRange !== undefined);
-  // The rolled-up rows alone: one GROUP BY over them, no UNION to gather (a fifth of the query).
-  if (!readsStatements) {
-    // Tagged: the group in the column of its type (gn or gs), each grouped by its own type.
-    const text = kind.groupType === 'String';
-    const sql = (
-      k?: number,
-    ) => `SELECT ${k === undefined ? `${kind.group('r')} AS g` : `${k} AS k, ${text ? 'toUInt64(0)' : kind.group('r')} AS gn, ${text ? kind.group('r') : "''"} AS gs`},
-        ${bucket('r.start')} AS b, sum(toInt64(${spec.n})) AS n, max(${flag}) AS s
-      FROM ${rolledFrom} GROUP BY ${k === undefined ? 'g' : text ? 'gs' : 'gn'}, b`;
-    return { rolled: { sql, params, text }, run: () => ctx.store.query<Row<G>>(`${sql()} ${FINAL_SETTINGS}`, params), finish };
-  }
   return {
-    finish,
-    run: async () => {
-      const part = (await mergedParts(ctx)).get(kind.table.name);
-      if (part !== undefined) {
-        const rows = await ctx.store.query<Row<G>>(build(`${kind.table} AS ${a}`, `${a}._part = {mergedPart:String}`, true), {
-          ...params,
-          mergedPart: part,
-        });
-        if (rows.some((r) => Number(r.s) === 1)) return rows;
-      }
-      return ctx.store.query<Row<G>>(build(`${kind.table} AS ${a} FINAL`, '1', false), params);
-    },
+    kind,
+    q,
+    spec,
+    seg,
+    rolledFrom: covered.length ? rolledFrom(kind, q, seg) : undefined,
+    flag: pastBoundsFlag(kind, whole),
+    covered: covered.length ? [Math.min(...covered.map((r) => r[0])), Math.max(...covered.map((r) => r[1]))] : undefined,
+    correction: spec.correction && 'sql' in spec.correction ? spec.correction.sql : undefined,
   };
+}
+
+/** The groups counted: `expr` among `only` and not among `except` (parameters named after the kind's alias). */
+function groupCondition(kind: Kind, q: CountQuery, expr: Sql): Sql {
+  const a = kind.alias;
+  const type = `Array(${kind.groupType})`;
+  const only = q.only ? sql`${expr} IN ${param(`${a}OnlyGroups`, type, q.only)}` : sql`1`;
+  const except = q.except?.length ? sql`${expr} NOT IN ${param(`${a}ExceptGroups`, type, q.except)}` : sql`1`;
+  return sql`${only} AND ${except}`;
+}
+
+/** The rolled-up rows of the whole days and hours of the groups counted, from the table by owner for a few groups. */
+function rolledFrom(kind: Kind, q: CountQuery, seg: Segments): Sql {
+  const a = kind.alias;
+  const grains = [
+    ...(seg.day.length ? [sql`(r.grain = 'day' AND ${inRanges(identifier('r.start'), seg.day, `${a}day`)})`] : []),
+    ...(seg.hour.length ? [sql`(r.grain = 'hour' AND ${inRanges(identifier('r.start'), seg.hour, `${a}hour`)})`] : []),
+  ];
+  const byOwner = q.only !== undefined && q.only.length <= BY_OWNER_MAX;
+  const owners = byOwner ? sql` AND ${kind.ownerKey(q.only!)}` : sql``;
+  return sql`${byOwner ? kind.byOwner : kind.rollup} AS r FINAL
+        WHERE (${join(grains, OR)}) AND ${groupCondition(kind, q, kind.group('r'))}${owners}`;
+}
+
+/** A row read whole (widen) that counts something outside the bounds (only the side's column is read). */
+function pastBoundsFlag(kind: Kind, whole: readonly Whole[]): Sql {
+  if (!whole.length) return sql`0`;
+  const a = kind.alias;
+  const past = whole.map((w, i) => {
+    const grain = w.grain === 'day' ? sql`'day'` : sql`'hour'`;
+    const beyond = w.side === 'start' ? sql`r.firstAt <` : sql`r.lastAt >`;
+    return sql`(r.grain = ${grain} AND r.start = ${param(`${a}whole${i}s`, 'Int64', w.start)} AND r.n > 0 AND ${beyond} ${param(`${a}whole${i}b`, 'Int64', w.bound)})`;
+  });
+  return sql`if(${join(past, OR)}, 2, 0)`;
+}
+
+const bucketOf = (q: CountQuery, t: Sql): Sql => (q.bucket ? BUCKET_SQL[q.bucket](t) : sql`0`);
+
+/** The rolled-up rows' counts, each at its row's start. */
+function rolledBranch(f: Frame): Sql {
+  return sql`SELECT ${f.kind.group('r')} AS g, r.start AS t, toInt64(${f.spec.n}) AS n, ${f.flag} AS s FROM ${f.rolledFrom!}`;
+}
+
+/** The statements that count (+1 each) in `ranges` (the partial hours), or are taken back (-1) in them (the whole hours). */
+function statementBranch(f: Frame, source: StatementSource, sign: 1 | -1, where: Sql, ranges: readonly Range[], name: string): Sql {
+  const a = f.kind.alias;
+  const live = sql`${identifier(`${a}.live`)} = 1 AND ${identifier(`${a}.tomb`)} = 0`;
+  return sql`SELECT ${f.kind.group(a)} AS g, toUnixTimestamp64Milli(${f.kind.time}) AS t, toInt64(${literal(sign)}) AS n, 0 AS s FROM ${source.from}
+        WHERE ${live} AND ${where} AND ${timeInRanges(f.kind.time, ranges, `${a}${name}`)} AND ${groupCondition(f.kind, f.q, f.kind.group(a))} AND ${source.part}`;
+}
+
+/** A row that says the pinned part was still there when the query began (else it read nothing from it). */
+function pinnedBranch(f: Frame, source: StatementSource): Sql {
+  const none = f.kind.groupType === 'String' ? sql`''` : sql`toUInt64(0)`;
+  return sql`SELECT ${none} AS g, toInt64(0) AS t, toInt64(0) AS n, 1 AS s FROM ${source.from} WHERE ${source.part} LIMIT 1`;
+}
+
+/** The count's query over the rolled-up rows and the statements: its branches, summed per group and bucket. */
+function unionQuery(f: Frame, source: StatementSource): Sql {
+  const branches: Sql[] = [];
+  if (f.rolledFrom) branches.push(rolledBranch(f));
+  if (f.seg.raw.length) branches.push(statementBranch(f, source, 1, f.spec.rawWhere, f.seg.raw, 'raw'));
+  if (f.correction && f.covered) branches.push(statementBranch(f, source, -1, f.correction, [f.covered], 'covered'));
+  if (source.pinned) branches.push(pinnedBranch(f, source));
+  return sql`SELECT g, ${bucketOf(f.q, identifier('t'))} AS b, sum(n) AS n, max(s) AS s FROM (${join(branches, UNION_ALL)})
+      GROUP BY g, b`;
+}
+
+/**
+ * The count's query over the rolled-up rows alone: one GROUP BY, no UNION to gather. With a tag
+ * `k`, a branch of a query several kinds share: the group in the column of its type (gn or gs),
+ * each grouped by its own type.
+ */
+function rolledOnlyQuery(f: Frame, k?: number): Sql {
+  const group = f.kind.group('r');
+  const text = f.kind.groupType === 'String';
+  const columns =
+    k === undefined
+      ? sql`${group} AS g`
+      : sql`${literal(k)} AS k, ${text ? sql`toUInt64(0)` : group} AS gn, ${text ? group : sql`''`} AS gs`;
+  const groupBy = k === undefined ? sql`g` : text ? sql`gs` : sql`gn`;
+  return sql`SELECT ${columns},
+        ${bucketOf(f.q, identifier('r.start'))} AS b, sum(toInt64(${f.spec.n})) AS n, max(${f.flag}) AS s
+      FROM ${f.rolledFrom!} GROUP BY ${groupBy}, b`;
+}
+
+/** The count read with the statements: from the merged part while it is there (its sentinel row says so), else with FINAL. */
+async function readWithStatements<G>(ctx: ReadContext, f: Frame): Promise<Row<G>[]> {
+  const a = identifier(f.kind.alias);
+  const part = (await mergedParts(ctx)).get(f.kind.table.name);
+  if (part !== undefined) {
+    const source = {
+      from: sql`${f.kind.table} AS ${a}`,
+      part: sql`${a}._part = ${param('mergedPart', 'String', part)}`,
+      pinned: true,
+    };
+    const rows = await runFinal<Row<G>>(ctx, unionQuery(f, source));
+    if (rows.some((r) => Number(r.s) === 1)) return rows;
+  }
+  return runFinal<Row<G>>(ctx, unionQuery(f, { from: sql`${f.kind.table} AS ${a} FINAL`, part: sql`1`, pinned: false }));
+}
+
+function plan<G>(ctx: ReadContext, kind: Kind, q: CountQuery, spec: CountSpec, whole: readonly Whole[]): CountPlan<G> {
+  const f = frame(kind, q, spec, whole);
+  const held = spec.correction && 'rows' in spec.correction ? spec.correction.rows : undefined;
+  const covered = f.covered;
+  const finish = (rows: Row<G>[]): Row<G>[] => (held && covered ? takeBack(rows, held, covered, q) : rows);
+  if (!f.rolledFrom && !f.seg.raw.length) return { run: async () => [], finish };
+  const readsStatements = f.seg.raw.length > 0 || (f.correction !== undefined && f.covered !== undefined);
+  if (!readsStatements) {
+    return {
+      rolled: { sql: (k) => rolledOnlyQuery(f, k), text: kind.groupType === 'String' },
+      run: () => runFinal<Row<G>>(ctx, rolledOnlyQuery(f)),
+      finish,
+    };
+  }
+  return { finish, run: () => readWithStatements<G>(ctx, f) };
 }
 
 /** The rows with the taken-back rows of the whole hours (`covered`) and of the groups counted subtracted (never below 0). */
@@ -447,46 +535,34 @@ export async function activityCounts(
   return { events: e as Count<number>[], messages: m as Count<string>[] };
 }
 
-const MESSAGE_SPEC: CountSpec = { n: 'r.n', rawWhere: '1', params: {} };
+const MESSAGE_SPEC: CountSpec = { n: sql`r.n`, rawWhere: sql`1` };
 
 /** What a statement must meet to count as an event of eventCounts, and the ineligible-asset events to take back. */
 async function eventSpec(ctx: ReadContext, facts: Facts, q: EventCountQuery): Promise<CountSpec> {
   const counted = EVENT_COUNTS.filter((c) => (!q.types || q.types.includes(c.type)) && (!q.direction || c.direction === q.direction));
-  const columns = counted.length === EVENT_COUNTS.length ? ['r.n'] : counted.map((c) => `r.${c.column}`);
-  const params: Record<string, unknown> = { eligibleAssets: facts.assetIds };
-  const filters: string[] = [];
-  if (q.types) {
-    filters.push('e.type IN {eventTypes:Array(String)}');
-    params.eventTypes = q.types;
-  }
-  if (q.direction) {
-    filters.push('e.direction = {direction:String}');
-    params.direction = q.direction;
-  }
-  const only = filters.length ? filters.join(' AND ') : '1';
-  // The rolled-up rows count events on every asset: those on assets that are not eligible are taken back.
-  const excluded = (await eventAssets(ctx)).filter((id) => !facts.assetQuote.has(id));
-  let correction: CountSpec['correction'];
-  if (excluded.length) {
-    const held = await excludedEvents(ctx, excluded);
-    if (held) {
-      correction = {
-        rows:
-          q.types || q.direction
-            ? held.filter((x) => (!q.types || q.types.includes(x.type)) && (!q.direction || x.direction === q.direction))
-            : held,
-      };
-    } else {
-      params.excludedAssets = excluded;
-      correction = { sql: `e.assetId IN {excludedAssets:Array(UInt64)} AND ${only}` };
-    }
-  }
+  const columns = counted.length === EVENT_COUNTS.length ? [sql`r.n`] : counted.map((c) => identifier(`r.${c.column}`));
+  const filters: Sql[] = [];
+  if (q.types) filters.push(sql`e.type IN ${param('eventTypes', 'Array(String)', q.types)}`);
+  if (q.direction) filters.push(sql`e.direction = ${param('direction', 'String', q.direction)}`);
+  const only = join(filters, sql` AND `, sql`1`);
   return {
-    n: columns.length ? columns.join(' + ') : '0',
-    params,
-    rawWhere: `e.assetId IN {eligibleAssets:Array(UInt64)} AND ${only}`,
-    correction,
+    n: join(columns, sql` + `, sql`0`),
+    rawWhere: sql`e.assetId IN ${param('eligibleAssets', 'Array(UInt64)', facts.assetIds)} AND ${only}`,
+    correction: await eventCorrection(ctx, facts, q, only),
   };
+}
+
+/**
+ * The rolled-up rows count events on every asset: those on assets that are not eligible are taken
+ * back, held in memory when they are few (excludedEvents), else as a condition on the statements.
+ */
+async function eventCorrection(ctx: ReadContext, facts: Facts, q: EventCountQuery, only: Sql): Promise<CountSpec['correction']> {
+  const excluded = (await eventAssets(ctx)).filter((id) => !facts.assetQuote.has(id));
+  if (!excluded.length) return undefined;
+  const held = await excludedEvents(ctx, excluded);
+  if (!held) return { sql: sql`e.assetId IN ${param('excludedAssets', 'Array(UInt64)', excluded)} AND ${only}` };
+  const counted = (x: ExcludedEvent) => (!q.types || q.types.includes(x.type)) && (!q.direction || x.direction === q.direction);
+  return { rows: q.types || q.direction ? held.filter(counted) : held };
 }
 
 /** Up to this many current events on ineligible assets are held in memory (excludedEvents); with more, the read takes them back in SQL. */

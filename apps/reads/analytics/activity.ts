@@ -25,22 +25,7 @@ interface Counts {
  * totals).
  */
 export async function activitySummaries(ctx: ReadContext, q: ActivitySummariesQuery) {
-  const now = ctx.now.getTime();
-  const given = explicitBounds(q);
-  const end = given.end ?? now;
-  const size = SIZE[q.interval];
-  // The default start is 7 days before the end, or for hourly buckets the start of the 168th bucket
-  // back when that is later (an unaligned 7 days meets 169 hours), and not before 1970.
-  const { start } = clampToHistory(
-    { start: given.start ?? Math.max(0, end - 7 * DAY_MS, bucketStart(q.interval, end) - (MAX_BUCKETS - 1) * size), end },
-    ctx.principal,
-    now,
-  );
-  const empty = start > end; // a start after the default end, or a history window that ends the range before it starts
-  const buckets = empty ? 0 : (bucketStart(q.interval, end) - bucketStart(q.interval, start)) / size + 1;
-  if (buckets > MAX_BUCKETS) {
-    throw new ApiError('BUCKET_LIMIT_EXCEEDED', `${buckets} ${q.interval} buckets per group; at most ${MAX_BUCKETS}`);
-  }
+  const { start, end, empty } = activityRange(ctx, q);
   const eventTypes = splitList(q.eventTypes) ?? [...EVENT_TYPE_VALUES];
   const traderIds = splitIds(q.traderIds);
   const facts = await factsOf(ctx);
@@ -59,43 +44,103 @@ export async function activitySummaries(ctx: ReadContext, q: ActivitySummariesQu
       meta: { totalMessages: 0, totalEvents: 0, serverTime },
     };
   }
-
-  // Totals per trader and per source over the range (the coarsest rolled-up rows), then the buckets
-  // of the groups returned: each pair of counts in one read (activityCounts).
   const types = q.eventTypes !== undefined ? eventTypes : undefined;
-  const { events: eventTotals, messages: sourceTotals } = await activityCounts(
+  const totals = await groupTotals(ctx, facts, { start, end, types, traderIds });
+  const { top, totalMessages, totalEvents } = topGroups(totals.groups, q.limit);
+  const meta = { totalMessages, totalEvents, serverTime };
+  const byTrader = q.groupBy === 'trader';
+  if (byTrader && !top.length) return { results: [], filtersApplied, meta };
+  const overall: Counts = { messages: totalMessages, events: totalEvents };
+  await addBuckets(ctx, facts, q, { start, end, types, traderIds }, totals, top, overall);
+  const size = SIZE[q.interval];
+  const results: ActivityGroup[] = byTrader
+    ? top.map((id) => ({ traderId: id, ...shapeGroup(totals.groups.get(id)!, size) }))
+    : [shapeGroup(overall, size)];
+  return { results, filtersApplied, meta };
+}
+
+/**
+ * The range counted: the bounds given, by default the 7 days before the end, or for hourly
+ * buckets the start of the 168th bucket back when that is later (an unaligned 7 days meets 169
+ * hours), and not before 1970; clamped to the history window. `empty`: a start after the default
+ * end, or a history window that ends the range before it starts. Too many buckets are a 422.
+ */
+function activityRange(ctx: ReadContext, q: ActivitySummariesQuery): { start: number; end: number; empty: boolean } {
+  const now = ctx.now.getTime();
+  const given = explicitBounds(q);
+  const end = given.end ?? now;
+  const size = SIZE[q.interval];
+  const { start } = clampToHistory(
+    { start: given.start ?? Math.max(0, end - 7 * DAY_MS, bucketStart(q.interval, end) - (MAX_BUCKETS - 1) * size), end },
+    ctx.principal,
+    now,
+  );
+  const empty = start > end;
+  const buckets = empty ? 0 : (bucketStart(q.interval, end) - bucketStart(q.interval, start)) / size + 1;
+  if (buckets > MAX_BUCKETS) {
+    throw new ApiError('BUCKET_LIMIT_EXCEEDED', `${buckets} ${q.interval} buckets per group; at most ${MAX_BUCKETS}`);
+  }
+  return { start, end, empty };
+}
+
+/** What is counted: the range, the event types asked for (undefined: all) and the traders asked for. */
+interface Counted {
+  start: number;
+  end: number;
+  types: string[] | undefined;
+  traderIds: number[] | undefined;
+}
+
+/** The totals per trader, and the rows that do not count for this caller (learned from the totals, left out of the buckets). */
+interface Totals {
+  groups: Map<number, Counts>;
+  /** A counted source's trader, by source key. */
+  sourceOf: Map<string, number>;
+  excludedTraders: number[];
+  excludedSources: string[];
+}
+
+/**
+ * Totals per trader and per source over the range (the coarsest rolled-up rows), in one read
+ * (activityCounts). Which rows count: events of live, signal-visible traders; messages of a
+ * source whose trader is live, message-visible and asked for.
+ */
+async function groupTotals(ctx: ReadContext, facts: Facts, c: Counted): Promise<Totals> {
+  const { events, messages } = await activityCounts(
     ctx,
     facts,
-    { start, end, coarsest: 'day', types, only: traderIds },
-    { start, end, coarsest: 'day' },
+    { start: c.start, end: c.end, coarsest: 'day', types: c.types, only: c.traderIds },
+    { start: c.start, end: c.end, coarsest: 'day' },
   );
-
-  // Which rows count: events of live, signal-visible traders; messages of a source whose trader is live, message-visible and asked for.
-  const groups = new Map<number, Counts>();
+  const totals: Totals = { groups: new Map(), sourceOf: new Map(), excludedTraders: [], excludedSources: [] };
   const group = (id: number) => {
-    let g = groups.get(id);
-    if (!g) groups.set(id, (g = { messages: 0, events: 0 }));
+    let g = totals.groups.get(id);
+    if (!g) totals.groups.set(id, (g = { messages: 0, events: 0 }));
     return g;
   };
-  const excludedTraders: number[] = [];
-  for (const r of eventTotals) {
+  for (const r of events) {
     if (traderEligible(facts, ctx.principal, r.g)) group(r.g).events += r.n;
-    else excludedTraders.push(r.g);
+    else totals.excludedTraders.push(r.g);
   }
-  const sourceOf = new Map<string, number>();
-  const excludedSources: string[] = [];
-  for (const r of sourceTotals) {
-    const id = messageTrader(facts, ctx, r.g, traderIds);
+  for (const r of messages) {
+    const id = messageTrader(facts, ctx, r.g, c.traderIds);
     if (id === null) {
-      excludedSources.push(r.g);
+      totals.excludedSources.push(r.g);
       continue;
     }
-    sourceOf.set(r.g, id);
+    totals.sourceOf.set(r.g, id);
     group(id).messages += r.n;
   }
+  return totals;
+}
+
+/**
+ * The top `limit` groups by combined activity, ties by id, and the totals over every group: one
+ * pass keeping the top in order (a sort of thousands of groups costs more).
+ */
+function topGroups(groups: Map<number, Counts>, limit: number): { top: number[]; totalMessages: number; totalEvents: number } {
   let totalMessages = 0;
   let totalEvents = 0;
-  // The top `limit` groups by combined activity, ties by id: one pass keeping them in order (a sort of thousands of groups costs more).
   const top: number[] = [];
   const before = (a: number, b: number) => {
     const x = groups.get(a)!;
@@ -105,54 +150,74 @@ export async function activitySummaries(ctx: ReadContext, q: ActivitySummariesQu
   for (const [id, g] of groups) {
     totalMessages += g.messages;
     totalEvents += g.events;
-    if (g.messages + g.events === 0 || (top.length === q.limit && before(id, top[top.length - 1]!) <= 0)) continue;
+    if (g.messages + g.events === 0 || (top.length === limit && before(id, top[top.length - 1]!) <= 0)) continue;
     let i = top.length;
     while (i > 0 && before(id, top[i - 1]!) > 0) i--;
     top.splice(i, 0, id);
-    if (top.length > q.limit) top.pop();
+    if (top.length > limit) top.pop();
   }
+  return { top, totalMessages, totalEvents };
+}
 
-  // Buckets of the groups returned.
+/**
+ * The buckets of the groups returned, each pair of counts in one read: for `groupBy=trader` the
+ * top groups' (into their Counts), for `none` everything but the rows that do not count (into
+ * `overall`).
+ */
+async function addBuckets(
+  ctx: ReadContext,
+  facts: Facts,
+  q: ActivitySummariesQuery,
+  c: Counted,
+  totals: Totals,
+  top: number[],
+  overall: Counts,
+): Promise<void> {
   const byTrader = q.groupBy === 'trader';
-  if (byTrader && !top.length) return { results: [], filtersApplied, meta: { totalMessages, totalEvents, serverTime } };
   const topSet = new Set(top);
   const topSources: string[] = [];
-  for (const [k, id] of sourceOf) if (topSet.has(id)) topSources.push(k);
+  for (const [k, id] of totals.sourceOf) if (topSet.has(id)) topSources.push(k);
   // A group may be there for its messages alone: its events count only when its trader's signals are visible.
   const topTraders = top.filter((id) => traderEligible(facts, ctx.principal, id));
-  const bucketed = { start, end, coarsest: q.interval === 'hour' ? ('hour' as const) : ('day' as const), bucket: q.interval };
-  const { events: eb, messages: mb } = await activityCounts(
+  const bucketed = {
+    start: c.start,
+    end: c.end,
+    coarsest: q.interval === 'hour' ? ('hour' as const) : ('day' as const),
+    bucket: q.interval,
+  };
+  const { events, messages } = await activityCounts(
     ctx,
     facts,
     byTrader && !topTraders.length
       ? null
-      : { ...bucketed, types, ...(byTrader ? { only: topTraders } : { only: traderIds, except: excludedTraders }) },
-    byTrader && !topSources.length ? null : { ...bucketed, ...(byTrader ? { only: topSources } : { except: excludedSources }) },
+      : { ...bucketed, types: c.types, ...(byTrader ? { only: topTraders } : { only: c.traderIds, except: totals.excludedTraders }) },
+    byTrader && !topSources.length ? null : { ...bucketed, ...(byTrader ? { only: topSources } : { except: totals.excludedSources }) },
   );
-  const overall: Counts = { messages: totalMessages, events: totalEvents };
-  const bucketOf = (c: Counts, b: number) => {
-    const m = (c.buckets ??= new Map());
-    let x = m.get(b);
-    if (!x) m.set(b, (x = [0, 0]));
-    return x;
-  };
-  for (const r of eb) bucketOf(byTrader ? groups.get(r.g)! : overall, r.b)[1] += r.n;
-  for (const r of mb) {
-    const id = sourceOf.get(r.g);
+  for (const r of events) bucketOf(byTrader ? totals.groups.get(r.g)! : overall, r.b)[1] += r.n;
+  for (const r of messages) {
+    const id = totals.sourceOf.get(r.g);
     if (id === undefined) continue; // a source that appeared between the two queries
-    bucketOf(byTrader ? groups.get(id)! : overall, r.b)[0] += r.n;
+    bucketOf(byTrader ? totals.groups.get(id)! : overall, r.b)[0] += r.n;
   }
-  const shape = (c: Counts): Omit<ActivityGroup, 'traderId'> => ({
-    messageCount: c.messages,
-    eventCount: c.events,
-    buckets: [...(c.buckets ?? [])]
-      .filter(([, [m, e]]) => m + e > 0)
-      .sort(([a], [b]) => a - b)
-      .map(([b, [m, e]]) => ({ start: new Date(b).toISOString(), end: new Date(b + size).toISOString(), messageCount: m, eventCount: e })),
-  });
-  const results: ActivityGroup[] = byTrader ? top.map((id) => ({ traderId: id, ...shape(groups.get(id)!) })) : [shape(overall)];
-  return { results, filtersApplied, meta: { totalMessages, totalEvents, serverTime } };
 }
+
+/** A group's counts in bucket `b`: [messages, events]. */
+function bucketOf(c: Counts, b: number): [number, number] {
+  const m = (c.buckets ??= new Map());
+  let x = m.get(b);
+  if (!x) m.set(b, (x = [0, 0]));
+  return x;
+}
+
+/** A group as the read answers it: its counts and its non-empty buckets in time order. */
+const shapeGroup = (c: Counts, size: number): Omit<ActivityGroup, 'traderId'> => ({
+  messageCount: c.messages,
+  eventCount: c.events,
+  buckets: [...(c.buckets ?? [])]
+    .filter(([, [m, e]]) => m + e > 0)
+    .sort(([a], [b]) => a - b)
+    .map(([b, [m, e]]) => ({ start: new Date(b).toISOString(), end: new Date(b + size).toISOString(), messageCount: m, eventCount: e })),
+});
 
 /** The trader a source's messages count for (the lowest live trader assigned it), or null when they do not count for this caller. */
 function messageTrader(facts: Facts, ctx: ReadContext, key: string, traderIds: number[] | undefined): number | null {

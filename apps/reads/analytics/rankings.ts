@@ -9,6 +9,7 @@ import {
 } from '../../../schemas/api/queries.ts';
 import { WINDOW_MS, WINDOWS, type WindowName } from '../../../schemas/api/resources.ts';
 import { iso } from '../../../schemas/formats.ts';
+import { identifier, join, sql, timeWindow } from '../../../storage/sql.ts';
 import { EVENTS_TABLE } from '../../../storage/tables/trading.ts';
 import type { ReadContext } from '../context.ts';
 import { factsOf } from '../facts.ts';
@@ -124,8 +125,10 @@ export async function rankTraders(ctx: ReadContext, q: RankingsQuery) {
   const events = new Where()
     .add('e.live = 1 AND e.tomb = 0')
     .add(
-      "e.timeOfEvent >= fromUnixTimestamp64Milli({evStart:Int64}, 'UTC') AND e.timeOfEvent <= fromUnixTimestamp64Milli({evEnd:Int64}, 'UTC')",
-      { evStart: sampleStart, evEnd: bounds.end },
+      join(
+        timeWindow(identifier('e.timeOfEvent'), { start: sampleStart, end: bounds.end }, { start: 'evStart', end: 'evEnd' }),
+        sql` AND `,
+      ),
     )
     .when(
       assetIds?.filter((a) => facts.assetQuote.has(a)),

@@ -2,7 +2,7 @@ import type { TraderStatsRow } from '../../../schemas/api/analytics.ts';
 import { splitIds, splitList } from '../../../schemas/api/common-params.ts';
 import type { TraderStatsQuery } from '../../../schemas/api/queries.ts';
 import { type SourceIdentity, WINDOWS, type WindowName } from '../../../schemas/api/resources.ts';
-import { TRADER_TAGS_TABLE } from '../../../storage/tables/traders.ts';
+import { parseSourceKey, TRADER_TAGS_TABLE } from '../../../storage/tables/traders.ts';
 import { perDataVersion, type ReadContext } from '../context.ts';
 import { factsOf } from '../facts.ts';
 import { appliedTimeRange, explicitBounds } from '../window.ts';
@@ -51,15 +51,7 @@ export async function traderStats(ctx: ReadContext, q: TraderStatsQuery) {
   const results: TraderStatsRow[] = found.map((id) => {
     const key = facts.traderSource.get(id);
     const identity = key === undefined ? undefined : facts.identities.get(key);
-    // sourceKey is `platform:sourceIdentityId` and a platform name has no colon.
-    const source: SourceIdentity | null =
-      key !== undefined && identity
-        ? {
-            platform: key.slice(0, key.indexOf(':')) as SourceIdentity['platform'],
-            sourceIdentityId: key.slice(key.indexOf(':') + 1),
-            ...identity,
-          }
-        : null;
+    const source: SourceIdentity | null = key !== undefined && identity ? { ...sourceOf(key), ...identity } : null;
     const windows = perf.get(id);
     const any = windows?.get('1D');
     const positionCount = any?.sampled ?? 0;
@@ -80,4 +72,10 @@ export async function traderStats(ctx: ReadContext, q: TraderStatsQuery) {
     };
   });
   return { results, meta: { missingTraderIds, serverTime: ctx.now.toISOString(), appliedTimeRange: appliedTimeRange(window) } };
+}
+
+/** The platform and id of a source key (a key of the facts: a platform the contract knows). */
+function sourceOf(key: string): Pick<SourceIdentity, 'platform' | 'sourceIdentityId'> {
+  const { platform, sourceIdentityId } = parseSourceKey(key);
+  return { platform: platform as SourceIdentity['platform'], sourceIdentityId };
 }
