@@ -182,7 +182,7 @@ async function openStores(dataDir: string, log: EmbeddedLog, say: Say): Promise<
  * tables read from few parts: the read tables are checked after the first catch-up and then
  * every COMPACTION_INTERVAL_MS, and compacted past the policy.
  */
-function compactionQueue(opts: { maintenance: ChdbStore; say: Say; closing: () => boolean }): {
+function compactionQueue(opts: { maintenance: ChdbStore; say: Say; closing: () => boolean; onCompacted: (tables: string[]) => void }): {
   run: () => void;
   idle: () => Promise<void>;
 } {
@@ -191,9 +191,13 @@ function compactionQueue(opts: { maintenance: ChdbStore; say: Say; closing: () =
     compacting = compacting
       .then(async () => {
         if (opts.closing()) return;
+        const compacted: string[] = [];
         for (const r of await compactStatements(opts.maintenance)) {
-          if (r.compacted) opts.say(`compacted ${r.table} (${r.rows} rows): ${r.why}`);
+          if (!r.compacted) continue;
+          opts.say(`compacted ${r.table} (${r.rows} rows): ${r.why}`);
+          compacted.push(r.table);
         }
+        if (compacted.length) opts.onCompacted(compacted);
       })
       .catch((err) => opts.say(`compaction failed, retried later: ${(err as Error).message}`));
   };
@@ -271,7 +275,10 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
 
   const t0 = Date.now();
   const ticker = setInterval(async () => say(`projecting the log: ${projected} records applied, ${await projector.lag()} to go`), 5000);
-  const compaction = compactionQueue({ maintenance, say, closing: () => closing });
+  // A compaction changes no answer, but replaces the parts that what is kept of a table's layout names (merged parts).
+  const onCompacted = (tables: string[]) =>
+    changeLog.add(++commits, { all: false, tables: new Map(tables.map((t) => [t, { traders: null, assets: null }])) });
+  const compaction = compactionQueue({ maintenance, say, closing: () => closing, onCompacted });
   const compactor = setInterval(compaction.run, COMPACTION_INTERVAL_MS);
   const firstCatchUp = projector
     .caughtUp()

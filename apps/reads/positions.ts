@@ -120,7 +120,7 @@ interface Mark {
   until: number;
 }
 /** Marks looked up, per store and data version (a projector commit may change any of them). */
-const marksOf = perDataVersion(() => new Map<number, Mark>());
+const marksOf = perDataVersion(() => new Map<number, Mark>(), { tables: [PRICES_TABLE] });
 
 /**
  * The latest live price sample at or before serverTime of each asset (prices are ordered by

@@ -6,6 +6,7 @@ import { POSITION_SAMPLES_TABLE } from '../../../storage/tables/performance.ts';
 import { PRICES_TABLE } from '../../../storage/tables/prices.ts';
 import { EVENTS_TABLE } from '../../../storage/tables/trading.ts';
 import { perDataVersion, type ReadContext } from '../context.ts';
+import { ANY_TABLE } from '../../../storage/changes.ts';
 import { type Facts, permits, signalTraders } from '../facts.ts';
 import { Where } from '../list.ts';
 import type { Principal } from '../principal.ts';
@@ -42,7 +43,10 @@ export const mergedParts = perDataVersion(async (store) => {
     if (parts.length === 1 && Number(parts[0]!.level) > 0) out.set(table, parts[0]!.name);
   }
   return out;
-});
+},
+  // Read from system.parts: kept until a commit (or a compaction) writes either table.
+  { tables: [EVENTS_TABLE, MESSAGES_TABLE] },
+);
 
 /**
  * An aggregate over the current statements of the events or messages table: `sql(from, where)`
@@ -281,7 +285,8 @@ export function directionBias(longCount: number, shortCount: number): DirectionB
   return { label, longCount, shortCount, longPercentage, shortPercentage };
 }
 
-const heldMemo = perDataVersion(() => new Map<string, Promise<readonly unknown[] | null>>());
+// Filled lazily by each read's own loader: whatever table a commit writes may change it.
+const heldMemo = perDataVersion(() => new Map<string, Promise<readonly unknown[] | null>>(), { tables: [ANY_TABLE] });
 
 /**
  * Rows a read takes back in memory instead of excluding them in its query (positions or events on
