@@ -28,7 +28,7 @@ import {
 import { rollUpActivity } from '../activity/rollup.ts';
 import { applyFeedTouches, type FeedTouch } from '../feed/projection.ts';
 import { countedSampleKeys, EVALUATED_FIELDS, type PositionState, writePerformances } from '../performance/projection.ts';
-import type { Projection, ValidRecord } from '../projection.ts';
+import type { Projection, ProjectionContext, ValidRecord } from '../projection.ts';
 
 export interface EventStatement extends Statement {
   id: number;
@@ -276,12 +276,18 @@ async function storedBounds(store: Store): Promise<Bounds> {
 }
 
 /**
- * Per store: upper bounds of the ids stored, read once and then raised before every write, so
- * that they hold whatever part of a write landed (a crash or a failed insert leaves them too high,
- * never too low: a bound too high costs a read-back, never a wrong fold). Like the performance
- * projection's seq counter, this assumes that one Store object is the only writer of its tables.
+ * What the projection keeps of a store (its state in the projector session): upper bounds of the
+ * ids stored, read once and then raised before every write, so that they hold whatever part of a
+ * write landed (a crash or a failed insert leaves them too high, never too low: a bound too high
+ * costs a read-back, never a wrong fold), and the counters of trade_batch versions and
+ * open_positions seqs (pairCounter). Like the performance projection's seq counter, this assumes
+ * that one Store object is the only writer of its tables.
  */
-const boundsByStore = new WeakMap<Store, Bounds>();
+interface TradingState {
+  bounds?: Bounds;
+  batchMark?: { n: number };
+  openSeq?: { n: number };
+}
 
 /** A batch of trade events planned: the rows to write, in the order they are written. */
 interface TradePlan {
@@ -322,13 +328,14 @@ const feedTouch = (s: EventStatement, before: string | null): FeedTouch => ({
  * Plans a batch of trade events: reads back what the batch touches, applies the batch's newer
  * versions and folds the touched positions again.
  */
-async function planTradeEvents(store: Store, batch: readonly ValidRecord[], version: bigint): Promise<TradePlan> {
+async function planTradeEvents(ctx: ProjectionContext, batch: readonly ValidRecord[], version: bigint): Promise<TradePlan> {
+  const { store } = ctx;
   const incoming = newestVersions(
     batch.map((r) => r.value as TradeEventRecord),
     (e) => e.id,
   );
-  let bounds = boundsByStore.get(store);
-  if (!bounds) boundsByStore.set(store, (bounds = await storedBounds(store)));
+  let bounds = ctx.stateOf(tradingProjection).bounds;
+  if (!bounds) ctx.stateOf(tradingProjection).bounds = bounds = await storedBounds(store);
   // Only ids up to the largest stored can have rows: a log whose new ids grow reads back little.
   const ids: number[] = [];
   for (const id of incoming.keys()) if (id <= bounds.eventId) ids.push(id);
@@ -503,24 +510,25 @@ function openRows(current: PositionStatement | undefined, stored: readonly Posit
  * events, then events (after a crash between two writes the later tables still hold the old
  * state, so the replay touches the same positions and events again).
  */
-async function writeTradePlan(store: Store, plan: TradePlan, version: bigint): Promise<void> {
+async function writeTradePlan(ctx: ProjectionContext, plan: TradePlan, version: bigint): Promise<void> {
+  const { store } = ctx;
   const writes =
     plan.evaluate.length + plan.retire.length + plan.positions.length + plan.open.length + plan.events.length + plan.feed.length;
   const marked = writes > 0 || plan.suspects > 0;
-  const mark = marked ? await nextBatchMark(store) : 0;
+  const mark = marked ? await nextBatchMark(ctx) : 0;
   if (marked) await store.insertCompact(TRADE_BATCH_TABLE.name, TRADE_BATCH_COLUMNS, [[0, mark, plan.touched, 0]]);
-  await writePerformances(store, plan.evaluate, plan.retire);
+  await writePerformances(ctx, plan.evaluate, plan.retire);
   await store.insertCompact(POSITIONS_TABLE.name, POSITION_COLUMNS, plan.positions.map(positionValues));
   if (plan.open.length) {
     // Tombstones just below the statements: a page resolves the rows of one (openAt, id) together.
-    const seq = await openSeq(store);
+    const seq = await openSeq(ctx);
     await store.insertCompact(
       OPEN_POSITIONS_TABLE.name,
       POSITION_COLUMNS,
       plan.open.map((p) => positionValues(Object.assign(p, { seq: seq + (p.tomb ? 0 : 1) }))),
     );
   }
-  await applyFeedTouches(store, plan.feed, version);
+  await applyFeedTouches(ctx, plan.feed, version);
   await store.insertCompact(EVENTS_TABLE.name, EVENT_COLUMNS, plan.events.map(eventValues));
   if (marked) await store.insertCompact(TRADE_BATCH_TABLE.name, TRADE_BATCH_COLUMNS, [[0, mark + 1, [], 1]]);
 }
@@ -534,49 +542,35 @@ async function unfinishedPositions(store: Store): Promise<number[]> {
 }
 
 /**
- * A per-store counter above every value of a column (read once by `maxSql`, then counted up; one
- * Store object is the only writer): each call returns the first of two fresh values.
+ * A counter of the store above every value of a column (read once by `maxSql`, then counted up;
+ * one Store object is the only writer), kept in the projection's state at `slot`: each call
+ * returns the first of two fresh values.
  */
-function pairCounter(maxSql: string): ((store: Store) => Promise<number>) & { forget(store: Store): void } {
-  const last = new WeakMap<Store, { n: number }>();
-  return Object.assign(
-    async (store: Store) => {
-      let c = last.get(store);
-      if (!c) {
-        const [row] = await store.query<{ n: number }>(maxSql);
-        last.set(store, (c = { n: Number(row?.n ?? 0) }));
-      }
-      c.n += 2;
-      return c.n - 1;
-    },
-    {
-      forget: (store: Store) => {
-        last.delete(store);
-      },
-    },
-  );
+function pairCounter(maxSql: string, slot: 'batchMark' | 'openSeq'): (ctx: ProjectionContext) => Promise<number> {
+  return async (ctx) => {
+    let c = ctx.stateOf(tradingProjection)[slot];
+    if (!c) {
+      const [row] = await ctx.store.query<{ n: number }>(maxSql);
+      ctx.stateOf(tradingProjection)[slot] = c = { n: Number(row?.n ?? 0) };
+    }
+    c.n += 2;
+    return c.n - 1;
+  };
 }
 
 /** Two versions of trade_batch above every row there. */
-const nextBatchMark = pairCounter(`SELECT max(v) AS n FROM ${TRADE_BATCH_TABLE}`);
+const nextBatchMark = pairCounter(`SELECT max(v) AS n FROM ${TRADE_BATCH_TABLE}`, 'batchMark');
 
 /** Two seqs above every row of open_positions (one pair per write: a write states each key at most once). */
-const openSeq = pairCounter(`SELECT max(seq) AS n FROM ${OPEN_POSITIONS_TABLE}`);
+const openSeq = pairCounter(`SELECT max(seq) AS n FROM ${OPEN_POSITIONS_TABLE}`, 'openSeq');
 
 /** Applies a batch of trade events: plans it and writes the plan. */
-/** Drops what this process keeps of `store` (id bounds, counters): another writer has written it since. */
-function forgetTradingState(store: Store): void {
-  boundsByStore.delete(store);
-  nextBatchMark.forget(store);
-  openSeq.forget(store);
+export async function applyTradeEvents(ctx: ProjectionContext, batch: readonly ValidRecord[], version: bigint): Promise<void> {
+  await writeTradePlan(ctx, await planTradeEvents(ctx, batch, version), version);
+  await rollUpActivity(ctx.store, EVENTS_TABLE);
 }
 
-export async function applyTradeEvents(store: Store, batch: readonly ValidRecord[], version: bigint): Promise<void> {
-  await writeTradePlan(store, await planTradeEvents(store, batch, version), version);
-  await rollUpActivity(store, EVENTS_TABLE);
-}
-
-export const tradingProjection: Projection = {
+export const tradingProjection: Projection<TradingState> = {
   name: 'trade-events',
   canHandle: ['trade-events'],
   ddl: [
@@ -596,6 +590,7 @@ export const tradingProjection: Projection = {
       const { live: _l, tomb: _t, seq: _s, ...s } = eventState(r.value);
       return { ...s, timeOfEvent: new Date(s.t).toISOString() };
     }),
+  // No reset: a take-over drops the bounds and the counters, each read again when next needed.
+  state: { init: () => ({}) },
   afterStore: applyTradeEvents,
-  forget: forgetTradingState,
 };
