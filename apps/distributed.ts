@@ -1,11 +1,13 @@
 import type { FastifyInstance } from 'fastify';
 import { Redis } from 'ioredis';
 import { Kafka, logLevel } from 'kafkajs';
+import { READ_MODEL_GRAPH } from '../projectors/index.ts';
 import { RedisGate } from '../projectors/log/gate.ts';
 import { KafkaLog, type PartitionPosition } from '../projectors/log/kafka.ts';
 import type { LogSubscription } from '../projectors/log/port.ts';
 import { migrateReadModels, PROJECTOR_GROUP, runProjector } from '../projectors/runner.ts';
 import { TOPIC_NAMES } from '../schemas/topics/index.ts';
+import { everything } from '../storage/changes.ts';
 import { ClickHouseStore } from '../storage/clickhouse.ts';
 import type { Store } from '../storage/port.ts';
 import { feedWatermark } from '../storage/tables/feed-groups.ts';
@@ -18,10 +20,12 @@ import {
   FailOpenCache,
   REDIS_COMMAND_TIMEOUT_MS,
   RedisCache,
+  RedisChangeLog,
   RedisFallback,
   RedisLagBoard,
   RedisWatermarks,
   redisClientOptions,
+  SharedChanges,
 } from './cache/redis.ts';
 import { ConfigError, type MetricsListen, readSettings } from './config.ts';
 import { type AuthUrls, TokenVerifier } from './mcp/bearer.ts';
@@ -38,7 +42,13 @@ import { CursorCodec } from './reads/cursor.ts';
 
 /** Redis keys of one deployment, under REDIS_PREFIX (default `signalbase`), so deployments can share a Redis. */
 export function redisKeys(prefix = 'signalbase') {
-  return { prefix, cache: `${prefix}:cache:`, watermarks: `${prefix}:watermark:`, lag: `${prefix}:projector:positions` };
+  return {
+    prefix,
+    cache: `${prefix}:cache:`,
+    watermarks: `${prefix}:watermark:`,
+    lag: `${prefix}:projector:positions`,
+    changes: `${prefix}:changes`,
+  };
 }
 export type RedisKeys = ReturnType<typeof redisKeys>;
 
@@ -132,6 +142,8 @@ export function sharedProjector(
   const { redis, keys } = opts;
   const cache = redis ? new RedisCache(redis, keys.cache) : undefined;
   const versions = redis ? new RedisWatermarks(redis, keys.watermarks) : undefined;
+  const changeLog = redis ? new RedisChangeLog(redis, keys.watermarks + DATA_VERSION, keys.changes) : undefined;
+  let published = false;
   const complain = sayNowAndThen(opts.say);
   // The client reconnects by itself; without a listener ioredis prints each failed attempt.
   redis?.on('error', (err: Error) =>
@@ -153,7 +165,10 @@ export function sharedProjector(
       opts.metrics?.committed(info);
       // Within the apply turn, before the offsets commit: if Redis fails here, the batch is applied again.
       // Above the clock: the version never comes back to one that replicas cached answers under (a Redis restarted empty).
-      await versions?.bump(DATA_VERSION, Date.now() * 1000);
+      // With what the commit changed (issue 26), in one script: a replica that sees the version can read its changes.
+      // Until a first publish succeeds, everything: a process that died in a batch may have written what it never published.
+      await changeLog?.publish(published ? info.changes : everything(), Date.now() * 1000);
+      published = true;
       await cache?.clear('auth:');
     },
     // While Redis or the store is away each batch fails every second: one line per topic and cause now and then.
@@ -287,6 +302,16 @@ export function sharedReadApp(kind: 'api' | 'mcp', o: ReadAppOptions): FastifyIn
     }
     return v;
   };
+  const shared = new RedisChangeLog(redis, keys.watermarks + DATA_VERSION, keys.changes);
+  const changes = new SharedChanges(
+    dataVersion,
+    async (v) => {
+      const found = await fallback.run('changes', () => shared.after(v), undefined);
+      if (!found) throw new Error('Redis did not answer');
+      return found;
+    },
+    READ_MODEL_GRAPH,
+  );
   const board = new RedisLagBoard(redis, keys.lag);
   let lag = { total: 0, partitions: [] as { topic: string; partition: number; lag: number }[] };
   const lagBoard = async () =>
@@ -306,6 +331,7 @@ export function sharedReadApp(kind: 'api' | 'mcp', o: ReadAppOptions): FastifyIn
     store,
     auth,
     dataVersion,
+    changes,
     metrics,
     metricsRoute: !o.metricsListen,
     cursors: new CursorCodec(o.secret),

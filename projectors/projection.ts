@@ -12,26 +12,43 @@ export interface ValidRecord<T = any> {
 }
 
 /**
+ * What a projection keeps in memory of one store between batches (counters above what is stored,
+ * caches of what it read there): `init` makes it, empty. On a take-over (another writer may have
+ * written the store since) the session forgets it: `reset` clears in place what was read from the
+ * store (for state that must outlive it, such as a lock); without `reset` the state is dropped and
+ * `init` makes a new one when it is next asked for.
+ */
+export interface ProjectionState<S> {
+  init(): S;
+  reset?(state: S): void;
+}
+
+/** What a projection's follow-up works with: the store, and the state each projection keeps of it (projectors/session.ts). */
+export interface ProjectionContext {
+  readonly store: Store;
+  /** `projection`'s state of this store, made by its `state.init` when first asked for. */
+  stateOf<S>(projection: Projection<S>): S;
+}
+
+/**
  * A projection is a plain object: which topics it reads, the DDL of its read model, a pure
  * function from a batch to rows, and (for folded models such as positions) a follow-up that
  * recomputes derived rows from what is stored. Rows are versioned (ReplacingMergeTree), so
- * applying a batch twice changes no read.
+ * applying a batch twice changes no read. What it keeps in memory between batches it declares as
+ * `state` (no module-level state): a session per store holds it, and the runner resets every
+ * projection's state at once without knowing what each keeps.
  */
-export interface Projection {
+export interface Projection<S = unknown> {
   name: string;
   canHandle: readonly string[];
   ddl: readonly string[];
   /** Target table of `handle`'s rows; without one, `handle` only describes rows that `afterStore` writes. */
   table?: Table;
   handle?(batch: readonly ValidRecord[]): object[];
+  /** What the projection keeps in memory of a store between batches (ctx.stateOf(projection) in `afterStore`). */
+  state?: ProjectionState<S>;
   /** Runs after the rows of the batch are stored; `version` is monotonic across batches. */
-  afterStore?(store: Store, batch: readonly ValidRecord[], version: bigint): Promise<void>;
-  /**
-   * Drops what the projection keeps in process of `store` (counters, caches read from it), which
-   * it reads again when next needed: the runner calls it when another writer may have written the
-   * store since (a take-over), for every projection, without knowing what each keeps.
-   */
-  forget?(store: Store): void;
+  afterStore?(ctx: ProjectionContext, batch: readonly ValidRecord[], version: bigint): Promise<void>;
 }
 
 export const bool = (b: boolean | null | undefined): number | null => (b == null ? null : b ? 1 : 0);

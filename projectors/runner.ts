@@ -5,6 +5,7 @@ import { DEAD_LETTERS_DDL, DEAD_LETTERS_TABLE, READ_MODEL_VERSION_TABLE, VERSION
 import { PROJECTIONS, READ_MODEL_GRAPH } from './index.ts';
 import type { Log, LogBatch, LogRecord, LogSubscription } from './log/port.ts';
 import type { Projection, ValidRecord } from './projection.ts';
+import { ProjectorSession } from './session.ts';
 import { oversizeReason, validateRecord } from './validate.ts';
 
 export async function ensureSchema(store: Store, projections: readonly Projection[] = PROJECTIONS): Promise<void> {
@@ -132,17 +133,11 @@ export async function validateBatchAsync(batch: LogBatch): Promise<Validated> {
   return out;
 }
 
-async function project(
-  store: Store,
-  topic: string,
-  valid: readonly ValidRecord[],
-  version: bigint,
-  projections: readonly Projection[],
-): Promise<void> {
-  for (const p of projections) {
+async function project(session: ProjectorSession, topic: string, valid: readonly ValidRecord[], version: bigint): Promise<void> {
+  for (const p of session.projections) {
     if (!p.canHandle.includes(topic)) continue;
-    if (p.handle && p.table) await store.insert(p.table.name, p.handle(valid));
-    if (p.afterStore) await p.afterStore(store, valid, version);
+    if (p.handle && p.table) await session.store.insert(p.table.name, p.handle(valid));
+    if (p.afterStore) await p.afterStore(session, valid, version);
   }
 }
 
@@ -153,18 +148,17 @@ async function project(
  * the error propagates and the batch is retried from its committed offset.
  */
 async function projectOrIsolate(
-  store: Store,
+  session: ProjectorSession,
   topic: string,
   valid: readonly ValidRecord[],
   version: bigint,
-  projections: readonly Projection[],
   dead: DeadLetter[],
 ): Promise<number> {
   try {
-    await project(store, topic, valid, version, projections);
+    await project(session, topic, valid, version);
     return valid.length;
   } catch (err) {
-    await store.query('SELECT 1'); // throws during an outage: retry the whole batch later
+    await session.store.query('SELECT 1'); // throws during an outage: retry the whole batch later
     if (valid.length === 1) {
       const r = valid[0]!;
       dead.push({ topic, offset: r.offset, key: r.key, raw: r.raw, reason: `store: ${(err as Error).message.slice(0, 500)}` });
@@ -172,30 +166,30 @@ async function projectOrIsolate(
     }
     const mid = valid.length >> 1;
     return (
-      (await projectOrIsolate(store, topic, valid.slice(0, mid), version, projections, dead)) +
-      (await projectOrIsolate(store, topic, valid.slice(mid), version, projections, dead))
+      (await projectOrIsolate(session, topic, valid.slice(0, mid), version, dead)) +
+      (await projectOrIsolate(session, topic, valid.slice(mid), version, dead))
     );
   }
 }
 
 /**
- * Applies one batch to the store: rows of every projection that handles the topic, then dead
- * letters. `validated`: the batch already validated (validateBatch), else it is validated here.
+ * Applies one batch to the session's store: rows of every projection of the session that handles
+ * the topic, then dead letters. `validated`: the batch already validated (validateBatch), else it
+ * is validated here.
  */
 export async function applyBatch(
-  store: Store,
+  session: ProjectorSession,
   batch: LogBatch,
-  projections: readonly Projection[] = PROJECTIONS,
   validated?: Validated,
 ): Promise<{ applied: number; dead: number }> {
   const { valid, dead: refused } = validated ?? validateBatch(batch);
   const dead = [...refused];
   // Statement seqs and roll-up marks grow with it: the batch's place in the group's order.
   const version = batch.seq ?? BigInt(batch.records.at(-1)?.offset ?? '0');
-  const applied = valid.length ? await projectOrIsolate(store, batch.topic, valid, version, projections, dead) : 0;
+  const applied = valid.length ? await projectOrIsolate(session, batch.topic, valid, version, dead) : 0;
   if (dead.length) {
     const at = new Date().toISOString();
-    await store.insert(
+    await session.store.insert(
       DEAD_LETTERS_TABLE.name,
       dead.map((d) => ({ ...d, at })),
     );
@@ -234,17 +228,18 @@ export const SEPARATE_LANES: readonly (readonly string[])[] = [['messages']];
 
 /**
  * Moves batches from the log to the store (at-least-once: offsets commit after the store write).
- * The next batch of a topic is read and validated while the store writes the current one.
+ * The next batch of a topic is read and validated while the store writes the current one. One
+ * projector session holds what the projections keep of the store; a take-over resets it.
  */
 export function runProjector(log: Log, store: Store, events: ProjectorEvents = {}, group = PROJECTOR_GROUP): LogSubscription {
   // Every write of a batch is noted in the batch's own change set (lanes run batches concurrently).
-  const recorded = recordingStore(store, READ_MODEL_GRAPH);
+  const session = new ProjectorSession(recordingStore(store, READ_MODEL_GRAPH), PROJECTIONS);
   return log.subscribe<Validated>(
     group,
     TOPIC_NAMES,
     async (batch, validated) => {
       const changes = emptyChangeSet();
-      const res = await recordChanges(changes, () => applyBatch(recorded, batch, PROJECTIONS, validated));
+      const res = await recordChanges(changes, () => applyBatch(session, batch, validated));
       await events.onCommit?.({ topic: batch.topic, ...res, changes });
     },
     {
@@ -252,12 +247,8 @@ export function runProjector(log: Log, store: Store, events: ProjectorEvents = {
       prepare: validateBatchAsync,
       lanes: SEPARATE_LANES,
       onError: (err, batch) => events.onError?.(err, batch.topic),
-      onTakeOver: () => forgetProjectionState(recorded),
+      // Another projector process has written the store since: what the projections keep of it is read again.
+      onTakeOver: () => session.reset(),
     },
   );
-}
-
-/** Forgets what the projections keep in process of `store`: another projector process has written it since. */
-export function forgetProjectionState(store: Store, projections: readonly Projection[] = PROJECTIONS): void {
-  for (const p of projections) p.forget?.(store);
 }

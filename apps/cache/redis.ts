@@ -1,4 +1,13 @@
 import type { Redis, RedisOptions } from 'ioredis';
+import {
+  ChangeLog,
+  type ChangeSet,
+  type Changes,
+  type Dependencies,
+  decodeChangeSet,
+  encodeChangeSet,
+  type TableGraph,
+} from '../../storage/changes.ts';
 import type { Cache, Watermarks } from './port.ts';
 
 /**
@@ -292,5 +301,108 @@ export class FailOpenCache implements Cache {
   }
   clear(prefix: string): Promise<void> {
     return this.fallback.run('cache_clear', () => this.cache.clear(prefix), undefined);
+  }
+}
+
+/**
+ * The commits' change sets shared through Redis (issue 26): the projector publishes each commit's
+ * changes and moves the data version in one script, so a replica that sees a version can always
+ * read what changed up to it. Each entry names the version before it: a replica that finds the chain
+ * broken (Redis lost its data, or the entries it needed were trimmed) counts everything as changed.
+ * Entries are kept for `keepMs` (no cached answer lives longer than the read cache's MAX_TTL_MS).
+ */
+export class RedisChangeLog {
+  constructor(
+    private readonly redis: Redis,
+    private readonly versionKey: string,
+    private readonly changesKey: string,
+    private readonly keepMs = 15 * 60_000,
+  ) {}
+
+  /** Publishes a commit's changes; returns its version (above `floor`, microseconds of the clock, and above every earlier one). */
+  async publish(set: ChangeSet, floor: number): Promise<number> {
+    return Number(
+      await this.redis.eval(
+        PUBLISH_SCRIPT,
+        2,
+        this.versionKey,
+        this.changesKey,
+        String(floor),
+        encodeChangeSet(set),
+        String(this.keepMs * 1000),
+      ),
+    );
+  }
+
+  /** The commits after `version`, oldest first, each with the version before it. */
+  async after(version: number): Promise<{ seq: number; prev: number; set: ChangeSet }[]> {
+    const raw = await this.redis.zrangebyscore(this.changesKey, `(${version}`, '+inf');
+    return raw.map((m) => {
+      const [seq, prev] = m.split(' ', 2) as [string, string];
+      return { seq: Number(seq), prev: Number(prev), set: decodeChangeSet(m.slice(seq.length + prev.length + 2)) };
+    });
+  }
+}
+
+// KEYS: version, changes. ARGV: floor (µs), change set JSON, what to keep (µs). A member is `<version> <previous> <json>`.
+const PUBLISH_SCRIPT = `local prev = tonumber(redis.call('GET', KEYS[1]) or '0')
+local floor = tonumber(ARGV[1])
+if prev < floor then redis.call('SET', KEYS[1], ARGV[1]) end
+local v = redis.call('INCR', KEYS[1])
+redis.call('ZADD', KEYS[2], v, string.format('%d', v) .. ' ' .. string.format('%d', prev) .. ' ' .. ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. string.format('%d', v - tonumber(ARGV[3])))
+return v`;
+
+/**
+ * A replica's view of the shared change log: it learns the commits up to the current version
+ * before a read takes it, and counts everything before the first version it saw (or a break in the
+ * chain) as changed.
+ */
+export class SharedChanges implements Changes {
+  private readonly log = new ChangeLog(Number.NEGATIVE_INFINITY);
+  private synced = false;
+  private syncing: Promise<void> | undefined;
+
+  constructor(
+    private readonly version: () => Promise<number>,
+    /** RedisChangeLog.after (through the replica's fallback: it throws when Redis does not answer). */
+    private readonly after: RedisChangeLog['after'],
+    readonly graph: TableGraph,
+  ) {}
+
+  async current(): Promise<number> {
+    const v = await this.version();
+    if (!Number.isFinite(v)) return Number.NaN;
+    while (v > this.log.seq) {
+      this.syncing ??= this.sync(v).finally(() => {
+        this.syncing = undefined;
+      });
+      try {
+        await this.syncing;
+      } catch {
+        return Number.NaN; // Redis did not answer: nothing read now is kept
+      }
+    }
+    return v;
+  }
+
+  private async sync(v: number): Promise<void> {
+    if (!this.synced) {
+      this.synced = true;
+      this.log.reset(v);
+      return;
+    }
+    let at = this.log.seq;
+    for (const c of await this.after(at)) {
+      if (c.prev !== at) break;
+      this.log.add(c.seq, c.set);
+      at = c.seq;
+    }
+    // A break in the chain (trimmed, or Redis lost its data): what was read before is not known to hold.
+    if (this.log.seq < v) this.log.reset(v);
+  }
+
+  changedSince(deps: Dependencies, seq: number): boolean {
+    return this.log.changedSince(deps, seq);
   }
 }

@@ -15,7 +15,7 @@ import {
 } from '../../storage/tables/feed-groups.ts';
 import { MESSAGES_TABLE } from '../../storage/tables/messages.ts';
 import { sourceKey, sourceKeySql } from '../../storage/tables/traders.ts';
-import type { Projection, ValidRecord } from '../projection.ts';
+import type { Projection, ProjectionContext, ValidRecord } from '../projection.ts';
 
 export interface GroupStatement extends Statement {
   id: string;
@@ -181,31 +181,20 @@ const messageOf = (g: GroupStatement): MessageFields => ({
   live: g.hasMessage,
 });
 
-/** Per store: the feed sequence counter (null: not read yet), the last watermark written, and the step lock. */
+/**
+ * What the projection keeps of a store (its state in the projector session): the feed sequence
+ * counter (null: not read yet), the last watermark written, and the step lock.
+ */
 interface FeedState {
   fseq: number | null;
   published: number;
   lock: Promise<void>;
 }
-const states = new WeakMap<Store, FeedState>();
-const stateOf = (store: Store): FeedState => {
-  let s = states.get(store);
-  if (!s) states.set(store, (s = { fseq: null, published: -1, lock: Promise.resolve() }));
-  return s;
-};
-
-/** Drops what this process keeps of `store` (the feed sequence counter, the last watermark): another writer has written it since. */
-function forgetFeedState(store: Store): void {
-  const s = states.get(store);
-  if (s) {
-    s.fseq = null;
-    s.published = -1;
-  }
-}
+const stateOf = (ctx: ProjectionContext): FeedState => ctx.stateOf(feedProjection);
 
 /** Runs one feed step at a time per store. */
-async function locked<T>(store: Store, step: () => Promise<T>): Promise<T> {
-  const s = stateOf(store);
+async function locked<T>(ctx: ProjectionContext, step: () => Promise<T>): Promise<T> {
+  const s = stateOf(ctx);
   const run = s.lock.then(step);
   s.lock = run.then(
     () => undefined,
@@ -218,8 +207,9 @@ async function locked<T>(store: Store, step: () => Promise<T>): Promise<T> {
  * Writes group rows that changed and stamps every group in `restamp` and every changed group:
  * stamps first, then rows, then the watermark (see above).
  */
-async function writeAndStamp(store: Store, rows: GroupStatement[], restamp: Iterable<string>, base: number): Promise<void> {
-  const s = stateOf(store);
+async function writeAndStamp(ctx: ProjectionContext, rows: GroupStatement[], restamp: Iterable<string>, base: number): Promise<void> {
+  const { store } = ctx;
+  const s = stateOf(ctx);
   if (s.fseq === null) {
     const [r] = await store.query<{ f: number }>(
       `SELECT greatest((SELECT max(fseq) FROM ${FEED_CHANGES_TABLE}), (SELECT max(fseq) FROM ${FEED_WATERMARK_TABLE})) AS f`,
@@ -270,9 +260,10 @@ export interface FeedTouch {
  * replay after a crash in between touches the same events again): each changed event statement
  * leaves the group it belonged to and, when live, joins the group of its message.
  */
-export function applyFeedTouches(store: Store, touches: readonly FeedTouch[], version: bigint): Promise<void> {
+export function applyFeedTouches(ctx: ProjectionContext, touches: readonly FeedTouch[], version: bigint): Promise<void> {
   if (!touches.length) return Promise.resolve();
-  return locked(store, async () => {
+  const { store } = ctx;
+  return locked(ctx, async () => {
     const ids = new Set<string>();
     for (const { event, before } of touches) {
       if (before !== null) ids.add(before);
@@ -326,13 +317,14 @@ export function applyFeedTouches(store: Store, touches: readonly FeedTouch[], ve
       if (!current && next.events === '[]') continue; // no events, no row
       for (const r of statementRows(current, next, base, sameGroup, sameGroupKey)) rows.push(r);
     }
-    await writeAndStamp(store, rows, [], base);
+    await writeAndStamp(ctx, rows, [], base);
   });
 }
 
 /** After messages are stored: the groups of these messages take their current fields. */
-function applyFeedMessages(store: Store, batch: readonly ValidRecord[], version: bigint): Promise<void> {
-  return locked(store, async () => {
+function applyFeedMessages(ctx: ProjectionContext, batch: readonly ValidRecord[], version: bigint): Promise<void> {
+  const { store } = ctx;
+  return locked(ctx, async () => {
     const ids = [...new Set(batch.map((r) => (r.value as { id: string }).id))];
     const stored = await currentGroups(store, ids);
     const live = [...stored.values()].filter((g) => g.tomb === 0);
@@ -346,7 +338,7 @@ function applyFeedMessages(store: Store, batch: readonly ValidRecord[], version:
       const next = groupState(g.id, messages.get(g.id) ?? NO_MESSAGE, decodeFeedEvents(g.events));
       for (const r of statementRows(g, next, base, sameGroup, sameGroupKey)) rows.push(r);
     }
-    await writeAndStamp(store, rows, [], base);
+    await writeAndStamp(ctx, rows, [], base);
   });
 }
 
@@ -355,8 +347,9 @@ function applyFeedMessages(store: Store, batch: readonly ValidRecord[], version:
  * source identity, its events' traders and assets, and whether they are eligible) may have
  * changed, so the groups that embed them are stamped again.
  */
-function restampEmbedding(store: Store, topic: string, batch: readonly ValidRecord[], version: bigint): Promise<void> {
-  return locked(store, async () => {
+function restampEmbedding(ctx: ProjectionContext, topic: string, batch: readonly ValidRecord[], version: bigint): Promise<void> {
+  const { store } = ctx;
+  return locked(ctx, async () => {
     let embedding: Sql;
     if (topic === 'assets') {
       const assets = [...new Set(batch.map((r) => (r.value as AssetRecord).id))];
@@ -376,18 +369,25 @@ function restampEmbedding(store: Store, topic: string, batch: readonly ValidReco
     // Every group that has or had a row matching; its current statement decides nothing here: a stamp too many only repeats an upsert.
     const groups = sql`SELECT DISTINCT id FROM ${FEED_GROUPS_TABLE} WHERE ${embedding}`;
     const ids = (await store.query<{ id: string }>(groups.text, groups.params)).map((r) => r.id);
-    await writeAndStamp(store, [], ids, batchSeq(version));
+    await writeAndStamp(ctx, [], ids, batchSeq(version));
   });
 }
 
-export const feedProjection: Projection = {
+export const feedProjection: Projection<FeedState> = {
   name: 'feed',
   canHandle: ['messages', 'traders', 'assets', 'source-identities'],
   ddl: [FEED_GROUPS_DDL, FEED_CHANGES_DDL, FEED_WATERMARK_DDL],
-  afterStore: (store, batch, version) => {
+  state: {
+    init: () => ({ fseq: null, published: -1, lock: Promise.resolve() }),
+    // The counter and the watermark are read again; the lock stays, so a step in flight still runs alone.
+    reset: (s) => {
+      s.fseq = null;
+      s.published = -1;
+    },
+  },
+  afterStore: (ctx, batch, version) => {
     const topic = batch[0]?.topic;
     if (!topic) return Promise.resolve();
-    return topic === 'messages' ? applyFeedMessages(store, batch, version) : restampEmbedding(store, topic, batch, version);
+    return topic === 'messages' ? applyFeedMessages(ctx, batch, version) : restampEmbedding(ctx, topic, batch, version);
   },
-  forget: forgetFeedState,
 };

@@ -153,5 +153,5 @@ export const messagesProjection: Projection = {
   ],
   // What each record states, as stored (no `table`: the rows are written by `afterStore`).
   handle: (batch) => batch.map((r) => messageState(r.value)),
-  afterStore: applyMessages,
+  afterStore: ({ store }, batch, version) => applyMessages(store, batch, version),
 };

@@ -14,7 +14,7 @@ import {
 } from '../../storage/tables/performance.ts';
 import { PRICES_TABLE } from '../../storage/tables/prices.ts';
 import { POSITIONS_TABLE } from '../../storage/tables/trading.ts';
-import type { Projection, ValidRecord } from '../projection.ts';
+import type { Projection, ProjectionContext, ValidRecord } from '../projection.ts';
 import { evaluateWindow, firstSampleFrom, type PriceSeries } from './evaluate.ts';
 
 /**
@@ -111,28 +111,24 @@ export interface PositionState {
 export const EVALUATED_FIELDS = ['traderId', 'assetId', 'direction', 'openAt', 'openPrice', 'live'] as const;
 
 /**
- * Per-store projector state: the seq counter and a cache of price series (live samples, FINAL),
- * bounded by MAX_CACHED_SAMPLES (least recently used assets go first). The price projection drops
- * an asset's series before it re-evaluates, so the cache never outlives what the store holds.
+ * What the projection keeps of a store (its state in the projector session): the seq counter and
+ * a cache of price series (live samples, FINAL), bounded by MAX_CACHED_SAMPLES (least recently
+ * used assets go first). The price projection drops an asset's series before it re-evaluates, so
+ * the cache never outlives what the store holds.
  */
-interface State {
+interface PerformanceState {
   seq: number | null;
   series: Map<number, PriceSeries>;
   samples: number;
 }
-const states = new WeakMap<Store, State>();
 const MAX_CACHED_SAMPLES = 4_000_000;
 
-function stateOf(store: Store): State {
-  let s = states.get(store);
-  if (!s) states.set(store, (s = { seq: null, series: new Map(), samples: 0 }));
-  return s;
-}
+const stateOf = (ctx: ProjectionContext): PerformanceState => ctx.stateOf(performanceProjection);
 
-async function nextSeq(store: Store): Promise<number> {
-  const s = stateOf(store);
+async function nextSeq(ctx: ProjectionContext): Promise<number> {
+  const s = stateOf(ctx);
   if (s.seq === null) {
-    const [row] = await store.query<{ seq: number }>(
+    const [row] = await ctx.store.query<{ seq: number }>(
       `SELECT greatest((SELECT max(seq) FROM ${POSITION_PERFORMANCES_TABLE}), (SELECT max(seq) FROM ${PRICE_SERIES_TABLE})) AS seq`,
     );
     s.seq = Number(row?.seq ?? 0);
@@ -140,8 +136,8 @@ async function nextSeq(store: Store): Promise<number> {
   return ++s.seq;
 }
 
-function forgetSeries(store: Store, assetIds: Iterable<number>): void {
-  const s = stateOf(store);
+function forgetSeries(ctx: ProjectionContext, assetIds: Iterable<number>): void {
+  const s = stateOf(ctx);
   for (const a of assetIds) {
     const had = s.series.get(a);
     if (had) {
@@ -151,11 +147,11 @@ function forgetSeries(store: Store, assetIds: Iterable<number>): void {
   }
 }
 
-async function seriesOf(store: Store, assetIds: readonly number[]): Promise<Map<number, PriceSeries>> {
-  const s = stateOf(store);
+async function seriesOf(ctx: ProjectionContext, assetIds: readonly number[]): Promise<Map<number, PriceSeries>> {
+  const s = stateOf(ctx);
   const missing = assetIds.filter((a) => !s.series.has(a));
   if (missing.length) {
-    const rows = await store.query<{ assetId: number; at: number[]; price: number[] }>(
+    const rows = await ctx.store.query<{ assetId: number; at: number[]; price: number[] }>(
       `
       SELECT assetId, groupArray(t) AS at, groupArray(price) AS price FROM (
         SELECT assetId, toUnixTimestamp64Milli(at) AS t, price FROM ${PRICES_TABLE} FINAL
@@ -194,13 +190,14 @@ async function seriesOf(store: Store, assetIds: readonly number[]): Promise<Map<
  * that key (position_performances is keyed by positionId and needs none).
  */
 export async function writePerformances(
-  store: Store,
+  ctx: ProjectionContext,
   positions: readonly PositionState[],
   retired: readonly PositionState[] = [],
 ): Promise<void> {
   if (!positions.length && !retired.length) return;
-  const series = await seriesOf(store, [...new Set(positions.map((p) => p.assetId))]);
-  const seq = await nextSeq(store);
+  const { store } = ctx;
+  const series = await seriesOf(ctx, [...new Set(positions.map((p) => p.assetId))]);
+  const seq = await nextSeq(ctx);
   const rows: unknown[][] = [];
   for (const p of positions) {
     const s = series.get(p.assetId)!;
@@ -224,8 +221,9 @@ export async function writePerformances(
  * (evaluation time E in [at - tolerance, at] of some sample, per window), and every position of an
  * asset whose series appeared or vanished, are evaluated again.
  */
-export async function reevaluateForPrices(store: Store, batch: readonly ValidRecord[]): Promise<void> {
+export async function reevaluateForPrices(ctx: ProjectionContext, batch: readonly ValidRecord[]): Promise<void> {
   if (!batch.length) return;
+  const { store } = ctx;
   let lo = Infinity;
   let hi = -Infinity;
   const assets = new Set<number>();
@@ -238,7 +236,7 @@ export async function reevaluateForPrices(store: Store, batch: readonly ValidRec
     if (p.deleted) deletes.add(p.assetId);
   }
   const assetIds = [...assets];
-  forgetSeries(store, assetIds); // the cached series of these assets are stale now
+  forgetSeries(ctx, assetIds); // the cached series of these assets are stale now
   const known = new Map(
     (
       await store.query<{ assetId: number; hasSeries: number }>(
@@ -249,7 +247,7 @@ export async function reevaluateForPrices(store: Store, batch: readonly ValidRec
   );
   // An asset known to have a series keeps it unless the batch deletes samples; the others are looked at.
   const unsure = assetIds.filter((a) => known.get(a) !== 1 || deletes.has(a));
-  const series = await seriesOf(store, unsure);
+  const series = await seriesOf(ctx, unsure);
   const flipped = unsure.filter((a) => (series.get(a)!.at.length ? 1 : 0) !== (known.get(a) ?? 0));
   const ranges = WINDOWS.map((w) => ({ from: lo - TOLERANCE_MS[w] - WINDOW_MS[w], to: hi - WINDOW_MS[w] }));
   // (No column alias may shadow `openAt` here: the WHERE clause would compare the alias.)
@@ -277,11 +275,11 @@ export async function reevaluateForPrices(store: Store, batch: readonly ValidRec
   // The newest row per position among those found: a tombstone there means it lives elsewhere now.
   const newest = newestById(rows, (r) => r.id);
   await writePerformances(
-    store,
+    ctx,
     [...newest.values()].filter((p) => p.tomb === 0 && p.live === 1).map(({ t, ...p }) => ({ ...p, openAt: t })),
   );
   if (flipped.length) {
-    const seq = await nextSeq(store);
+    const seq = await nextSeq(ctx);
     await store.insertCompact(
       PRICE_SERIES_TABLE.name,
       ['assetId', 'hasSeries', 'seq'],
@@ -290,12 +288,11 @@ export async function reevaluateForPrices(store: Store, batch: readonly ValidRec
   }
 }
 
-export const performanceProjection: Projection = {
+export const performanceProjection: Projection<PerformanceState> = {
   name: 'position-performances',
   canHandle: ['prices'],
   ddl: [PERFORMANCES_DDL, SAMPLES_DDL, SAMPLES_FEED_DDL, PRICE_SERIES_DDL],
-  afterStore: (store, batch) => reevaluateForPrices(store, batch),
-  forget: (store) => {
-    states.delete(store);
-  },
+  // No reset: a take-over drops the counter and the cache, both read again when next needed.
+  state: { init: () => ({ seq: null, series: new Map(), samples: 0 }) },
+  afterStore: (ctx, batch) => reevaluateForPrices(ctx, batch),
 };

@@ -141,7 +141,7 @@ export const traderDirectoryProjection: Projection = {
   name: 'trader-directory',
   canHandle: ['traders', 'source-identities'],
   ddl: [TRADER_DIRECTORY_DDL],
-  async afterStore(store, batch, version) {
+  async afterStore({ store }, batch, version) {
     if (batch[0]?.topic === 'traders')
       return restateDirectory(store, [...new Set(batch.map((r) => (r.value as TraderRecord).id))], version);
     // An identity changed: restate the traders assigned to it.

@@ -28,7 +28,7 @@ import {
 import { rollUpActivity } from '../activity/rollup.ts';
 import { applyFeedTouches, type FeedTouch } from '../feed/projection.ts';
 import { countedSampleKeys, EVALUATED_FIELDS, type PositionState, writePerformances } from '../performance/projection.ts';
-import type { Projection, ValidRecord } from '../projection.ts';
+import type { Projection, ProjectionContext, ValidRecord } from '../projection.ts';
 
 export interface EventStatement extends Statement {
   id: number;
@@ -276,26 +276,34 @@ async function storedBounds(store: Store): Promise<Bounds> {
 }
 
 /**
- * Per store: upper bounds of the ids stored, read once and then raised before every write, so
- * that they hold whatever part of a write landed (a crash or a failed insert leaves them too high,
- * never too low: a bound too high costs a read-back, never a wrong fold). Like the performance
- * projection's seq counter, this assumes that one Store object is the only writer of its tables.
+ * What the projection keeps of a store (its state in the projector session): upper bounds of the
+ * ids stored, read once and then raised before every write, so that they hold whatever part of a
+ * write landed (a crash or a failed insert leaves them too high, never too low: a bound too high
+ * costs a read-back, never a wrong fold), and the counters of trade_batch versions and
+ * open_positions seqs (pairCounter). Like the performance projection's seq counter, this assumes
+ * that one Store object is the only writer of its tables.
  */
-const boundsByStore = new WeakMap<Store, Bounds>();
+interface TradingState {
+  bounds?: Bounds;
+  batchMark?: { n: number };
+  openSeq?: { n: number };
+}
 
-/** A batch of trade events planned: the rows to write, in the order they are written. */
+/** A batch of trade events planned: the rows to write, per read-model family, in the order they are written (writeTradePlan). */
 interface TradePlan {
   /** The positions the batch touches and those an unfinished batch left (trade_batch). */
   touched: number[];
   /** How many positions an unfinished batch left. */
   suspects: number;
+  /** Positions to evaluate again, and position_samples keys they left (projectors/performance). */
   evaluate: PositionState[];
   retire: PositionState[];
   positions: PositionStatement[];
   /** Rows for open_positions (their seq is set when written). */
   open: PositionStatement[];
-  events: EventStatement[];
+  /** The changed event statements as the feed groups take them (projectors/feed). */
   feed: FeedTouch[];
+  events: EventStatement[];
 }
 
 /** An event statement as the feed keeps it, with the message it left (projectors/feed). */
@@ -322,17 +330,52 @@ const feedTouch = (s: EventStatement, before: string | null): FeedTouch => ({
  * Plans a batch of trade events: reads back what the batch touches, applies the batch's newer
  * versions and folds the touched positions again.
  */
-async function planTradeEvents(store: Store, batch: readonly ValidRecord[], version: bigint): Promise<TradePlan> {
+async function planTradeEvents(ctx: ProjectionContext, batch: readonly ValidRecord[], version: bigint): Promise<TradePlan> {
+  const { store } = ctx;
   const incoming = newestVersions(
     batch.map((r) => r.value as TradeEventRecord),
     (e) => e.id,
   );
-  let bounds = boundsByStore.get(store);
-  if (!bounds) boundsByStore.set(store, (bounds = await storedBounds(store)));
+  let bounds = ctx.stateOf(tradingProjection).bounds;
+  if (!bounds) ctx.stateOf(tradingProjection).bounds = bounds = await storedBounds(store);
+  const touched = await touchedPositions(store, incoming, bounds);
+  const positionIds = [...touched];
+  // Positions that a batch which did not finish wrote to (usually none): their rows in
+  // open_positions and position_samples are read back and repaired (see openRows).
+  const suspects = await unfinishedPositions(store);
+  const untouched = suspects.filter((p) => !touched.has(p));
+  const stored = await readBackPositions(store, positionIds, suspects, untouched, bounds);
+  const current = await currentEvents(store, stored.eventRows);
+  const plan: TradePlan = {
+    touched: [...new Set([...positionIds, ...suspects])],
+    suspects: suspects.length,
+    evaluate: [],
+    retire: [],
+    positions: [],
+    open: [],
+    feed: [],
+    events: [],
+  };
+  const base = batchSeq(version);
+  const suspect = new Set(suspects);
+  for (const [pid, events] of eventsByPosition(positionIds, current, incoming)) {
+    const folded = foldPosition(pid, events);
+    planPosition(plan, stored, pid, folded, suspect.has(pid), base);
+    planEvents(plan, events, current, folded?.live ?? 0, base);
+  }
+  raiseBounds(bounds, plan);
+  for (const pid of untouched) repairSuspect(plan, stored, pid, stored.positions.get(pid));
+  return plan;
+}
+
+/**
+ * The positions a batch touches: its events', plus those its events belonged to so far (an
+ * event may move), read back for the event ids that can have rows.
+ */
+async function touchedPositions(store: Store, incoming: ReadonlyMap<number, TradeEventRecord>, bounds: Bounds): Promise<Set<number>> {
   // Only ids up to the largest stored can have rows: a log whose new ids grow reads back little.
   const ids: number[] = [];
   for (const id of incoming.keys()) if (id <= bounds.eventId) ids.push(id);
-  // Positions touched: the batch's, plus those its events belonged to so far (an event may move).
   const touched = new Set<number>();
   for (const e of incoming.values()) touched.add(e.positionId);
   const before = newestById(
@@ -345,17 +388,35 @@ async function planTradeEvents(store: Store, batch: readonly ValidRecord[], vers
     (r) => r.id,
   );
   for (const r of before.values()) touched.add(r.positionId);
-  const positionIds = [...touched];
-  const withEvents = positionIds.filter((p) => p <= bounds.eventPositionId);
-  // Positions that a batch which did not finish wrote to (usually none): their rows in
-  // open_positions and position_samples are read back and repaired (see openRows).
-  const suspects = await unfinishedPositions(store);
-  const suspect = new Set(suspects);
-  const untouched = suspects.filter((p) => !touched.has(p));
-  const withStatement = [...positionIds.filter((p) => p <= bounds.positionId), ...untouched];
+  return touched;
+}
 
-  // The rows stored in the touched positions (by_position), the touched positions' statements
-  // (by_id), and of the suspects their rows in open_positions and the keys where position_samples counts them.
+/** What is stored of the touched positions and of the suspects (the positions an unfinished batch left). */
+interface StoredPositions {
+  /** The event rows stored in the touched positions (by_position), current or not. */
+  eventRows: EventStatement[];
+  /** The newest statement of each touched position and suspect (by_id). */
+  positions: Map<number, PositionStatement>;
+  /** A suspect's rows in open_positions. */
+  openRowsOf: Map<number, PositionStatement[]>;
+  /** The keys where position_samples counts a suspect. */
+  sampleKeysOf: Map<number, PositionState[]>;
+}
+
+/**
+ * Reads back, at once, the rows stored in the touched positions (by_position), the touched
+ * positions' statements (by_id), and of the suspects their rows in open_positions and the keys
+ * where position_samples counts them. Positions and events above the bounds have no rows to read.
+ */
+async function readBackPositions(
+  store: Store,
+  positionIds: readonly number[],
+  suspects: readonly number[],
+  untouched: readonly number[],
+  bounds: Bounds,
+): Promise<StoredPositions> {
+  const withEvents = positionIds.filter((p) => p <= bounds.eventPositionId);
+  const withStatement = [...positionIds.filter((p) => p <= bounds.positionId), ...untouched];
   const [eventRows, positionRows, openRowsFound, sampleKeys]: [
     EventStatement[],
     PositionStatement[],
@@ -378,8 +439,15 @@ async function planTradeEvents(store: Store, batch: readonly ValidRecord[], vers
     if (!rows) openRowsOf.set(id, (rows = []));
     rows.push(r);
   }
-  // An event's current statement is its newest row anywhere (by_id, narrow): a row found here
-  // that is not its event's newest is stale (the event moved to another position, or changed).
+  return { eventRows, positions: newestById(positionRows, (r) => r.id), openRowsOf, sampleKeysOf };
+}
+
+/**
+ * The current statement of each event found in the touched positions. An event's current
+ * statement is its newest row anywhere (by_id, narrow): a row found here that is not its event's
+ * newest is stale (the event moved to another position, or changed).
+ */
+async function currentEvents(store: Store, eventRows: readonly EventStatement[]): Promise<Map<number, EventStatement>> {
   const found = [...new Set(eventRows.map((r) => r.id))];
   const newestSeq = new Map(
     (found.length
@@ -392,79 +460,97 @@ async function planTradeEvents(store: Store, batch: readonly ValidRecord[], vers
   );
   const current = new Map<number, EventStatement>();
   for (const r of eventRows) if (r.tomb === 0 && r.seq === newestSeq.get(r.id)) current.set(r.id, r);
+  return current;
+}
+
+/** The events of each touched position once the batch's newer versions replace the current statements. */
+function eventsByPosition(
+  positionIds: readonly number[],
+  current: ReadonlyMap<number, EventStatement>,
+  incoming: ReadonlyMap<number, TradeEventRecord>,
+): Map<number, EventState[]> {
   const state = new Map<number, EventState>(current);
   for (const [id, e] of incoming) {
     const cur = current.get(id);
     if (!cur || e.version > cur.version) state.set(id, eventState(e));
   }
-
   const groups = new Map<number, EventState[]>();
   for (const p of positionIds) groups.set(p, []);
   for (const s of state.values()) groups.get(s.positionId)?.push(s);
+  return groups;
+}
 
-  const base = batchSeq(version);
-  const prevPositions = newestById(positionRows, (r) => r.id);
-  const plan: TradePlan = {
-    touched: [...new Set([...positionIds, ...suspects])],
-    suspects: suspects.length,
-    evaluate: [],
-    retire: [],
-    positions: [],
-    open: [],
-    events: [],
-    feed: [],
-  };
-  /** A suspect's rows in open_positions and position_samples made to agree with its statement `now`. */
-  const repair = (pid: number, now: PositionStatement | undefined) => {
-    plan.open.push(...openRows(now, openRowsOf.get(pid) ?? []));
-    for (const k of sampleKeysOf.get(pid) ?? []) {
-      if (!now || k.traderId !== now.traderId || k.assetId !== now.assetId || k.openAt !== Number(now.openAt)) plan.retire.push(k);
+/**
+ * A touched position folded again (`folded`): its statements that changed, whether it is
+ * evaluated again, its rows in open_positions, and the position_samples key it left.
+ */
+function planPosition(
+  plan: TradePlan,
+  stored: StoredPositions,
+  pid: number,
+  folded: Omit<PositionStatement, 'seq' | 'tomb'> | null,
+  suspect: boolean,
+  base: number,
+): void {
+  const prev = stored.positions.get(pid);
+  // A position left with no events at all (they moved to another one) is deleted where it was.
+  const next = folded ?? (prev ? Object.assign({}, prev, { deleted: 1, live: 0 }) : null);
+  const written = plan.positions.length;
+  if (next && !prev) plan.positions.push(firstStatement<PositionStatement>(next, base));
+  else if (next) for (const row of statementRows(prev, next, base, samePosition, samePositionKey)) plan.positions.push(row);
+  if (next && !(prev && sameEvaluation(next, prev))) plan.evaluate.push(next);
+  if (suspect) {
+    // Its statement once this batch is written: its new one, or the stored one.
+    repairSuspect(plan, stored, pid, plan.positions.length > written ? plan.positions[plan.positions.length - 1]! : prev);
+  } else {
+    // The statements at open keys go to open_positions too.
+    for (const r of plan.positions.slice(written)) if (r.isOpen === 1) plan.open.push(Object.assign({}, r));
+    // position_samples is keyed by (traderId, assetId, openAt, positionId) per window: a move leaves the old key behind.
+    if (next && prev && (prev.assetId !== next.assetId || prev.traderId !== next.traderId || prev.openAt !== next.openAt))
+      plan.retire.push(prev);
+  }
+}
+
+/** A suspect's rows in open_positions and position_samples made to agree with its statement `now`. */
+function repairSuspect(plan: TradePlan, stored: StoredPositions, pid: number, now: PositionStatement | undefined): void {
+  plan.open.push(...openRows(now, stored.openRowsOf.get(pid) ?? []));
+  for (const k of stored.sampleKeysOf.get(pid) ?? []) {
+    if (!now || k.traderId !== now.traderId || k.assetId !== now.assetId || k.openAt !== Number(now.openAt)) plan.retire.push(k);
+  }
+}
+
+/** The statements of a position's events that changed (live while the position is), and what the feed takes of them. */
+function planEvents(
+  plan: TradePlan,
+  events: readonly EventState[],
+  current: ReadonlyMap<number, EventStatement>,
+  positionLive: number,
+  base: number,
+): void {
+  for (const e of events) {
+    const live = e.deleted === 0 && positionLive === 1 ? 1 : 0;
+    const cur = current.get(e.id);
+    // Without a current statement, e is the batch's own (eventState): it becomes the row.
+    if (!cur) {
+      const row = firstStatement<EventStatement>(Object.assign(e as EventStatement, { live }), base);
+      plan.events.push(row);
+      plan.feed.push(feedTouch(row, null));
+      continue;
     }
-  };
-  for (const [pid, events] of groups) {
-    const folded = foldPosition(pid, events);
-    const prev = prevPositions.get(pid);
-    // A position left with no events at all (they moved to another one) is deleted where it was.
-    const next = folded ?? (prev ? Object.assign({}, prev, { deleted: 1, live: 0 }) : null);
-    const written = plan.positions.length;
-    if (next && !prev) plan.positions.push(firstStatement<PositionStatement>(next, base));
-    else if (next) for (const row of statementRows(prev, next, base, samePosition, samePositionKey)) plan.positions.push(row);
-    if (next && !(prev && sameEvaluation(next, prev))) plan.evaluate.push(next);
-    if (suspect.has(pid)) {
-      // Its statement once this batch is written: its new one, or the stored one.
-      repair(pid, plan.positions.length > written ? plan.positions[plan.positions.length - 1]! : prev);
-    } else {
-      // The statements at open keys go to open_positions too.
-      for (const r of plan.positions.slice(written)) if (r.isOpen === 1) plan.open.push(Object.assign({}, r));
-      // position_samples is keyed by (traderId, assetId, openAt, positionId) per window: a move leaves the old key behind.
-      if (next && prev && (prev.assetId !== next.assetId || prev.traderId !== next.traderId || prev.openAt !== next.openAt))
-        plan.retire.push(prev);
-    }
-    const positionLive = folded?.live ?? 0;
-    for (const e of events) {
-      const live = e.deleted === 0 && positionLive === 1 ? 1 : 0;
-      const cur = current.get(e.id);
-      // Without a current statement, e is the batch's own (eventState): it becomes the row.
-      if (!cur) {
-        const row = firstStatement<EventStatement>(Object.assign(e as EventStatement, { live }), base);
-        plan.events.push(row);
-        plan.feed.push(feedTouch(row, null));
-        continue;
-      }
-      for (const row of statementRows(cur, Object.assign({}, e, { live }), base, sameEvent, sameEventKey)) {
-        plan.events.push(row);
-        if (row.tomb === 0) plan.feed.push(feedTouch(row, cur.messageId));
-      }
+    for (const row of statementRows(cur, Object.assign({}, e, { live }), base, sameEvent, sameEventKey)) {
+      plan.events.push(row);
+      if (row.tomb === 0) plan.feed.push(feedTouch(row, cur.messageId));
     }
   }
-  // Raised before anything is written.
+}
+
+/** The bounds raised to the ids a plan writes, before anything is written. */
+function raiseBounds(bounds: Bounds, plan: TradePlan): void {
   for (const r of plan.events) {
     if (r.id > bounds.eventId) bounds.eventId = r.id;
     if (r.positionId > bounds.eventPositionId) bounds.eventPositionId = r.positionId;
   }
   for (const r of plan.positions) if (r.id > bounds.positionId) bounds.positionId = r.id;
-  for (const pid of untouched) repair(pid, prevPositions.get(pid));
-  return plan;
 }
 
 /** The sorting key of a position statement (POSITION_KEY), as text. */
@@ -498,31 +584,69 @@ function openRows(current: PositionStatement | undefined, stored: readonly Posit
 }
 
 /**
- * Writes a plan: time-based performance rows of positions that changed what they are evaluated
- * on, then positions, then what open_positions lacks of them, then the feed groups of the changed
- * events, then events (after a crash between two writes the later tables still hold the old
- * state, so the replay touches the same positions and events again).
+ * Writes a plan, one read-model family after the other: the trade_batch row that marks the batch
+ * in progress, time-based performance rows of positions that changed what they are evaluated on
+ * (projectors/performance), then positions, then what open_positions lacks of them, then the feed
+ * groups of the changed events (projectors/feed), then events, then the trade_batch row that marks
+ * it done. After a crash between two writes the later tables still hold the old state, so the
+ * replay touches the same positions and events again; what the earlier tables got alone
+ * (open_positions, position_samples) the next batch repairs from the trade_batch row.
+ *
+ * The families are named writers called here in that order, not projections of their own: they
+ * write what one read-back and one fold of the batch planned, the order above is the crash
+ * protocol, and the trade_batch rows bracket all of them. As separate Projection objects each
+ * would run in the runner's order with the plan handed from one to the next through the session,
+ * and the brackets would belong to none of them.
  */
-async function writeTradePlan(store: Store, plan: TradePlan, version: bigint): Promise<void> {
+async function writeTradePlan(ctx: ProjectionContext, plan: TradePlan, version: bigint): Promise<void> {
+  const mark = await beginTradeBatch(ctx, plan);
+  await writePerformances(ctx, plan.evaluate, plan.retire);
+  await writePositions(ctx.store, plan.positions);
+  await writeOpenPositions(ctx, plan.open);
+  await applyFeedTouches(ctx, plan.feed, version);
+  await writeEvents(ctx.store, plan.events);
+  await endTradeBatch(ctx.store, mark);
+}
+
+/**
+ * Marks the batch in progress in trade_batch, naming the positions it touches and those an
+ * unfinished batch left, unless it writes nothing and repairs nothing. Returns its mark (null:
+ * not marked).
+ */
+async function beginTradeBatch(ctx: ProjectionContext, plan: TradePlan): Promise<number | null> {
   const writes =
     plan.evaluate.length + plan.retire.length + plan.positions.length + plan.open.length + plan.events.length + plan.feed.length;
-  const marked = writes > 0 || plan.suspects > 0;
-  const mark = marked ? await nextBatchMark(store) : 0;
-  if (marked) await store.insertCompact(TRADE_BATCH_TABLE.name, TRADE_BATCH_COLUMNS, [[0, mark, plan.touched, 0]]);
-  await writePerformances(store, plan.evaluate, plan.retire);
-  await store.insertCompact(POSITIONS_TABLE.name, POSITION_COLUMNS, plan.positions.map(positionValues));
-  if (plan.open.length) {
-    // Tombstones just below the statements: a page resolves the rows of one (openAt, id) together.
-    const seq = await openSeq(store);
-    await store.insertCompact(
-      OPEN_POSITIONS_TABLE.name,
-      POSITION_COLUMNS,
-      plan.open.map((p) => positionValues(Object.assign(p, { seq: seq + (p.tomb ? 0 : 1) }))),
-    );
-  }
-  await applyFeedTouches(store, plan.feed, version);
-  await store.insertCompact(EVENTS_TABLE.name, EVENT_COLUMNS, plan.events.map(eventValues));
-  if (marked) await store.insertCompact(TRADE_BATCH_TABLE.name, TRADE_BATCH_COLUMNS, [[0, mark + 1, [], 1]]);
+  if (writes === 0 && plan.suspects === 0) return null;
+  const mark = await nextBatchMark(ctx);
+  await ctx.store.insertCompact(TRADE_BATCH_TABLE.name, TRADE_BATCH_COLUMNS, [[0, mark, plan.touched, 0]]);
+  return mark;
+}
+
+/** Marks the batch of `mark` done in trade_batch, after its last write. */
+async function endTradeBatch(store: Store, mark: number | null): Promise<void> {
+  if (mark !== null) await store.insertCompact(TRADE_BATCH_TABLE.name, TRADE_BATCH_COLUMNS, [[0, mark + 1, [], 1]]);
+}
+
+/** The position statements of a plan. */
+async function writePositions(store: Store, positions: readonly PositionStatement[]): Promise<void> {
+  await store.insertCompact(POSITIONS_TABLE.name, POSITION_COLUMNS, positions.map(positionValues));
+}
+
+/** The rows of a plan for open_positions, with their seqs. */
+async function writeOpenPositions(ctx: ProjectionContext, open: readonly PositionStatement[]): Promise<void> {
+  if (!open.length) return;
+  // Tombstones just below the statements: a page resolves the rows of one (openAt, id) together.
+  const seq = await openSeq(ctx);
+  await ctx.store.insertCompact(
+    OPEN_POSITIONS_TABLE.name,
+    POSITION_COLUMNS,
+    open.map((p) => positionValues(Object.assign(p, { seq: seq + (p.tomb ? 0 : 1) }))),
+  );
+}
+
+/** The event statements of a plan. */
+async function writeEvents(store: Store, events: readonly EventStatement[]): Promise<void> {
+  await store.insertCompact(EVENTS_TABLE.name, EVENT_COLUMNS, events.map(eventValues));
 }
 
 const TRADE_BATCH_COLUMNS = ['slot', 'v', 'positionIds', 'done'] as const;
@@ -534,49 +658,35 @@ async function unfinishedPositions(store: Store): Promise<number[]> {
 }
 
 /**
- * A per-store counter above every value of a column (read once by `maxSql`, then counted up; one
- * Store object is the only writer): each call returns the first of two fresh values.
+ * A counter of the store above every value of a column (read once by `maxSql`, then counted up;
+ * one Store object is the only writer), kept in the projection's state at `slot`: each call
+ * returns the first of two fresh values.
  */
-function pairCounter(maxSql: string): ((store: Store) => Promise<number>) & { forget(store: Store): void } {
-  const last = new WeakMap<Store, { n: number }>();
-  return Object.assign(
-    async (store: Store) => {
-      let c = last.get(store);
-      if (!c) {
-        const [row] = await store.query<{ n: number }>(maxSql);
-        last.set(store, (c = { n: Number(row?.n ?? 0) }));
-      }
-      c.n += 2;
-      return c.n - 1;
-    },
-    {
-      forget: (store: Store) => {
-        last.delete(store);
-      },
-    },
-  );
+function pairCounter(maxSql: string, slot: 'batchMark' | 'openSeq'): (ctx: ProjectionContext) => Promise<number> {
+  return async (ctx) => {
+    let c = ctx.stateOf(tradingProjection)[slot];
+    if (!c) {
+      const [row] = await ctx.store.query<{ n: number }>(maxSql);
+      ctx.stateOf(tradingProjection)[slot] = c = { n: Number(row?.n ?? 0) };
+    }
+    c.n += 2;
+    return c.n - 1;
+  };
 }
 
 /** Two versions of trade_batch above every row there. */
-const nextBatchMark = pairCounter(`SELECT max(v) AS n FROM ${TRADE_BATCH_TABLE}`);
+const nextBatchMark = pairCounter(`SELECT max(v) AS n FROM ${TRADE_BATCH_TABLE}`, 'batchMark');
 
 /** Two seqs above every row of open_positions (one pair per write: a write states each key at most once). */
-const openSeq = pairCounter(`SELECT max(seq) AS n FROM ${OPEN_POSITIONS_TABLE}`);
+const openSeq = pairCounter(`SELECT max(seq) AS n FROM ${OPEN_POSITIONS_TABLE}`, 'openSeq');
 
 /** Applies a batch of trade events: plans it and writes the plan. */
-/** Drops what this process keeps of `store` (id bounds, counters): another writer has written it since. */
-function forgetTradingState(store: Store): void {
-  boundsByStore.delete(store);
-  nextBatchMark.forget(store);
-  openSeq.forget(store);
+export async function applyTradeEvents(ctx: ProjectionContext, batch: readonly ValidRecord[], version: bigint): Promise<void> {
+  await writeTradePlan(ctx, await planTradeEvents(ctx, batch, version), version);
+  await rollUpActivity(ctx.store, EVENTS_TABLE);
 }
 
-export async function applyTradeEvents(store: Store, batch: readonly ValidRecord[], version: bigint): Promise<void> {
-  await writeTradePlan(store, await planTradeEvents(store, batch, version), version);
-  await rollUpActivity(store, EVENTS_TABLE);
-}
-
-export const tradingProjection: Projection = {
+export const tradingProjection: Projection<TradingState> = {
   name: 'trade-events',
   canHandle: ['trade-events'],
   ddl: [
@@ -596,6 +706,7 @@ export const tradingProjection: Projection = {
       const { live: _l, tomb: _t, seq: _s, ...s } = eventState(r.value);
       return { ...s, timeOfEvent: new Date(s.t).toISOString() };
     }),
+  // No reset: a take-over drops the bounds and the counters, each read again when next needed.
+  state: { init: () => ({}) },
   afterStore: applyTradeEvents,
-  forget: forgetTradingState,
 };

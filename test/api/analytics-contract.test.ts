@@ -341,7 +341,7 @@ describe('merged tables', () => {
     ];
     const before = await Promise.all(urls.map(async (u) => (await get(u)).body.data));
     for (const t of ['events', 'messages']) await h.store.exec(`OPTIMIZE TABLE $db.${t} FINAL`);
-    h.compacted(['events', 'messages']); // as the server says after a compaction: reads look at the parts again
+    await h.compacted(['events', 'messages']); // as the server says after a compaction: reads look at the parts again
     const parts = await h.store.query<{ table: string; n: number; level: number }>(
       `SELECT table, count() AS n, max(level) AS level FROM system.parts
       WHERE database = {db:String} AND table IN ('events', 'messages') AND active GROUP BY table ORDER BY table`,

@@ -144,7 +144,7 @@ describe('a partial hour read as its whole hour', () => {
   let offset = 0;
   const apply = async (records: readonly TopicRecord[]) => {
     for (const r of records)
-      await applyBatch(store, {
+      await applyBatch(db.session, {
         topic: r.topic,
         partition: 0,
         records: [{ key: '', value: JSON.stringify(r.value), offset: String(++offset) }],

@@ -33,6 +33,7 @@
 // a go line: exit 0 without touching anything.
 import { EmbeddedLog } from '../../projectors/log/embedded.ts';
 import { applyBatch, migrateReadModels, PROJECTOR_GROUP } from '../../projectors/runner.ts';
+import { ProjectorSession } from '../../projectors/session.ts';
 import { TOPIC_NAMES } from '../../schemas/topics/index.ts';
 import { openChdbStore } from '../../storage/chdb.ts';
 import type { Store } from '../../storage/port.ts';
@@ -131,6 +132,7 @@ function instrumented(store: Store): Store {
 const log = new EmbeddedLog(dataDir, 20);
 const chdb = await openChdbStore(chdbPath, db);
 const store = instrumented(chdb);
+const session = new ProjectorSession(store);
 await migrateReadModels(
   chdb,
   () => log.writeOffsets(group, {}),
@@ -145,7 +147,7 @@ const sub = log.subscribe(
     batchTopic = batch.topic;
     batchWrites = 0;
     reached(`start-${batch.topic}`);
-    await applyBatch(store, batch);
+    await applyBatch(session, batch);
   },
   {
     maxBatch,

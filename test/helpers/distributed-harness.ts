@@ -22,6 +22,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { Kafka, logLevel } from 'kafkajs';
+import { DATA_VERSION } from '../../apps/cache/port.ts';
+import { RedisChangeLog } from '../../apps/cache/redis.ts';
 import { ensureTopics, redisKeys, sharedProjector, sharedReadApp } from '../../apps/distributed.ts';
 import { EmbeddedLog } from '../../projectors/log/embedded.ts';
 import { KafkaAppender } from '../../projectors/log/kafka.ts';
@@ -178,6 +180,10 @@ export async function createDistributedHarness(opts: HarnessOptions): Promise<Ha
     },
     settle,
     dataVersion: () => version,
+    async compacted(tables) {
+      const changes = new RedisChangeLog(projectorRedis, keys.watermarks + DATA_VERSION, keys.changes);
+      await changes.publish({ all: false, tables: new Map(tables.map((t) => [t, { traders: null, assets: null }])) }, 0);
+    },
     async restartProjector() {
       await projector.stop();
       const fresh = await openTestStore(store.database);

@@ -43,7 +43,7 @@ export interface Harness {
   /** The data version (projector commits so far). */
   dataVersion(): number;
   /** Says that these tables were compacted (their parts replaced), as the embedded server does after a compaction. */
-  compacted(tables: readonly string[]): void;
+  compacted(tables: readonly string[]): Promise<void>;
   /**
    * Stops the projector and starts a new one on a new store object for the same database (no
    * state carried over in memory, as after a process restart); it continues from the committed offsets.
@@ -189,7 +189,9 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
     },
     settle: () => projector.caughtUp(),
     dataVersion: () => version,
-    compacted: (tables) => changeLog.add(++version, { all: false, tables: new Map(tables.map((t) => [t, { traders: null, assets: null }])) }),
+    async compacted(tables) {
+      changeLog.add(++version, { all: false, tables: new Map(tables.map((t) => [t, { traders: null, assets: null }])) });
+    },
     async restartProjector() {
       await projector.stop();
       const fresh = await openTestStore(store.database);

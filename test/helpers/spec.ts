@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { LogBatch } from '../../projectors/log/port.ts';
 import { applyBatch, ensureSchema } from '../../projectors/runner.ts';
+import { ProjectorSession } from '../../projectors/session.ts';
 import { ChdbStore } from '../../storage/chdb.ts';
-import type { Store } from '../../storage/port.ts';
 import type { TopicRecord } from './harness.ts';
 
 /**
@@ -12,7 +12,7 @@ import type { TopicRecord } from './harness.ts';
  * (grouped by topic, in order), and then applied a second time, as at-least-once delivery may do;
  * `then` checks the read after both passes, so every spec also proves idempotency.
  */
-export function projectionSpec(store: Store) {
+export function projectionSpec(session: ProjectorSession) {
   let offset = 0;
   // A replay delivers the same log positions again, so offsets are assigned once per `given`.
   const toBatches = (records: readonly (TopicRecord | { topic: string; raw: string })[]): LogBatch[] =>
@@ -22,7 +22,7 @@ export function projectionSpec(store: Store) {
       records: [{ key: '', value: 'raw' in r ? r.raw : JSON.stringify(r.value), offset: String(++offset) }],
     }));
   const apply = async (batches: readonly LogBatch[]) => {
-    for (const b of batches) await applyBatch(store, b);
+    for (const b of batches) await applyBatch(session, b);
   };
   return {
     given: (records: readonly (TopicRecord | { topic: string; raw: string })[]) => ({
@@ -44,8 +44,11 @@ export function projectionSpec(store: Store) {
   };
 }
 
-/** A fresh chdb store of its own (directory and database `name`, per process) with every read model's schema; `close` drops it. */
-export async function openSchemaStore(name: string): Promise<{ store: ChdbStore; close(): Promise<void> }> {
+/**
+ * A fresh chdb store of its own (directory and database `name`, per process) with every read model's schema, and the
+ * projector session that applies batches to it; `close` drops it.
+ */
+export async function openSchemaStore(name: string): Promise<{ store: ChdbStore; session: ProjectorSession; close(): Promise<void> }> {
   const dir = join(tmpdir(), `signalbase-${name}-${process.pid}`);
   const store = await new ChdbStore(dir, `${name}_${process.pid}`).init();
   await store.drop();
@@ -53,6 +56,7 @@ export async function openSchemaStore(name: string): Promise<{ store: ChdbStore;
   await ensureSchema(store);
   return {
     store,
+    session: new ProjectorSession(store),
     close: async () => {
       await store.drop();
       await store.close();

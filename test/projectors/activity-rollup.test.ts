@@ -5,6 +5,7 @@
 // stops a batch between its inserts and its roll-up.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { applyBatch } from '../../projectors/runner.ts';
+import { ProjectorSession } from '../../projectors/session.ts';
 import type { ChdbStore } from '../../storage/chdb.ts';
 import type { Store } from '../../storage/port.ts';
 import { build, type TopicRecord } from '../helpers/harness.ts';
@@ -17,7 +18,7 @@ let spec: ReturnType<typeof projectionSpec>;
 beforeAll(async () => {
   db = await openSchemaStore('rollup');
   store = db.store;
-  spec = projectionSpec(store);
+  spec = projectionSpec(db.session);
 });
 afterAll(() => db?.close());
 
@@ -227,11 +228,11 @@ describe('activity roll-up (issue 7)', () => {
       partition: 0,
       records: [{ key: '', value: JSON.stringify(r.value), offset: String(offset) }],
     });
-    await expect(applyBatch(stopping, batch(moved, 900_001))).rejects.toThrow();
+    await expect(applyBatch(new ProjectorSession(stopping), batch(moved, 900_001))).rejects.toThrow();
     const all = [...RECORDS, ...CHANGES, moved];
     // The old hour still counts the moved open: nothing was rolled up yet.
     expect((await rolledUp()).events['hour 2026-03-01T10:00:00.000Z 72']).toEqual({ 'open/short': 1 });
-    await applyBatch(store, batch(next, 900_002));
+    await applyBatch(db.session, batch(next, 900_002));
     expect(await rolledUp()).toEqual(expected([...all, next]));
     expect(await rolledUp(true)).toEqual(expected([...all, next]));
     expect((await rolledUp()).events['hour 2026-03-05T15:00:00.000Z 72']).toEqual({ 'open/short': 1 });

@@ -32,6 +32,7 @@ import { ApiKeyAuthenticator } from '../../apps/auth/keys.ts';
 import { MemoryCache } from '../../apps/cache/memory.ts';
 import { EmbeddedLog } from '../../projectors/log/embedded.ts';
 import { applyBatch, migrateReadModels, PROJECTOR_GROUP } from '../../projectors/runner.ts';
+import { ProjectorSession } from '../../projectors/session.ts';
 import { SCOPES, TOPIC_NAMES, type TopicName, topicByName } from '../../schemas/topics/index.ts';
 import { type ChdbStore, openChdbStore } from '../../storage/chdb.ts';
 import { REPO_ROOT } from '../helpers/cli.ts';
@@ -492,8 +493,9 @@ beforeAll(async () => {
   store = await openChdbStore(chdbPath);
   control = await openChdbStore(chdbPath, 'control');
   await migrateReadModels(control, () => log.writeOffsets('control', {}));
+  const controlSession = new ProjectorSession(control);
   const sub = log.subscribe('control', TOPIC_NAMES, async (b) => {
-    await applyBatch(control, b);
+    await applyBatch(controlSession, b);
   });
   await sub.caughtUp();
   await sub.stop();
@@ -745,11 +747,12 @@ describe('issue 6: killed anywhere, the projector loses and duplicates nothing',
   it('projected again from offset 0 into the same store (replay), every walk is unchanged', async () => {
     const log = new EmbeddedLog(dataDir, 20);
     log.writeOffsets(PROJECTOR_GROUP, {});
+    const session = new ProjectorSession(store);
     const sub = log.subscribe(
       PROJECTOR_GROUP,
       TOPIC_NAMES,
       async (b) => {
-        await applyBatch(store, b);
+        await applyBatch(session, b);
       },
       { maxBatch: 57 },
     );
@@ -807,10 +810,11 @@ describe('issue 6: killed anywhere, the projector loses and duplicates nothing',
     // 50 (no open left) must die, and its increase with it.
     const db = await openChdbStore(chdbPath, 'killed_move');
     await migrateReadModels(db, () => {});
+    const session = new ProjectorSession(db);
     const open = ev(501, 50, 'open', '2026-02-01T00:00:00.000Z');
     const increase = ev(502, 50, 'increase', '2026-02-02T00:00:00.000Z');
     const moved = { ...open, positionId: 60, version: 2 };
-    await applyBatch(db, batch(open, increase));
+    await applyBatch(session, batch(open, increase));
     // Batch 2, dying between its two inserts: a store on which the second insert never returns.
     const b2 = batch(moved);
     let firstWritten!: () => void;
@@ -832,9 +836,9 @@ describe('issue 6: killed anywhere, the projector loses and duplicates nothing',
         return db.insertCompact(table, columns, rows);
       },
     };
-    void applyBatch(dying, b2);
+    void applyBatch(new ProjectorSession(dying), b2);
     await wrote;
-    await applyBatch(db, b2); // the restarted projector replays batch 2 from its committed offset
+    await applyBatch(session, b2); // the restarted projector replays batch 2 from its committed offset
     const got = await live(db);
     await db.drop();
     await db.close();
@@ -851,6 +855,7 @@ describe('issue 6: killed anywhere, the projector loses and duplicates nothing',
     const db = await openChdbStore(chdbPath, 'moved');
     await migrateReadModels(db, () => {});
     await db.exec('SYSTEM STOP MERGES $db.events'); // a merge that comes late (or never before the next batch)
+    const session = new ProjectorSession(db);
     const open10 = ev(101, 10, 'open', '2026-01-01T00:00:00.000Z');
     const close10 = ev(102, 10, 'close', '2026-01-02T00:00:00.000Z');
     const open30 = ev(301, 30, 'open', '2026-01-03T00:00:00.000Z');
@@ -859,9 +864,9 @@ describe('issue 6: killed anywhere, the projector loses and duplicates nothing',
       { ...close10, positionId: 20, version: 2 },
       { ...open30, positionId: 40, version: 2 },
     ];
-    await applyBatch(db, batch(open10, close10, open30, close30));
-    await applyBatch(db, batch(...moves));
-    await applyBatch(db, batch(open10, close30));
+    await applyBatch(session, batch(open10, close10, open30, close30));
+    await applyBatch(session, batch(...moves));
+    await applyBatch(session, batch(open10, close30));
     const got = await live(db);
     await db.drop();
     await db.close();

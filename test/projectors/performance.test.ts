@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { timeBasedPerformances } from '../../apps/reads/performance.ts';
 import { applyBatch, ensureSchema } from '../../projectors/runner.ts';
+import { ProjectorSession } from '../../projectors/session.ts';
 import { ChdbStore } from '../../storage/chdb.ts';
 import { build, type TopicRecord } from '../helpers/harness.ts';
 import { prng } from '../helpers/prng.ts';
@@ -143,6 +144,7 @@ describe('time-based performance read model', () => {
   for (const seed of [1, 2, 3]) {
     it(`equals the oracle after every batch, at every clock, replays included (seed ${seed})`, async () => {
       const store = await freshStore(`perf${seed}`);
+      const session = new ProjectorSession(store);
       const r = prng(seed * 7919);
       const records = history(seed);
       let offset = 0;
@@ -154,8 +156,8 @@ describe('time-based performance read model', () => {
           partition: 0,
           records: b.records.map((x) => ({ key: '', value: JSON.stringify(x.value), offset: String(++offset) })),
         };
-        await applyBatch(store, batch);
-        if (r.chance(0.5)) await applyBatch(store, batch); // delivered again
+        await applyBatch(session, batch);
+        if (r.chance(0.5)) await applyBatch(session, batch); // delivered again
         seen.push(...b.records);
         if (!r.chance(0.25) && seen.length < records.length) continue;
         const w = O.buildWorld([...seen]); // a new array: the oracle caches worlds by array

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { applyBatch } from '../../projectors/runner.ts';
+import { ProjectorSession } from '../../projectors/session.ts';
 import type { ChdbStore } from '../../storage/chdb.ts';
 import { table } from '../../storage/table.ts';
 import { build } from '../helpers/harness.ts';
@@ -11,7 +12,7 @@ let spec: ReturnType<typeof projectionSpec>;
 beforeAll(async () => {
   db = await openSchemaStore('proj');
   store = db.store;
-  spec = projectionSpec(store);
+  spec = projectionSpec(db.session);
 });
 afterAll(() => db?.close());
 
@@ -277,7 +278,7 @@ describe('records the store refuses', () => {
 
   it('dead-letters only the refused record and applies the rest of the batch', async () => {
     await store.exec('CREATE TABLE IF NOT EXISTS $db.poison_probe (id UInt64) ENGINE = MergeTree ORDER BY id');
-    const res = await applyBatch(store, batchOf(['a', 'b', 'poison', 'c', 'd']), [poisonable]);
+    const res = await applyBatch(new ProjectorSession(store, [poisonable]), batchOf(['a', 'b', 'poison', 'c', 'd']));
     expect(res).toEqual({ applied: 4, dead: 1 });
     expect(await store.query<any>('SELECT id FROM $db.poison_probe ORDER BY id')).toEqual([
       { id: 800 },
@@ -307,6 +308,6 @@ describe('records the store refuses', () => {
       },
       close: async () => {},
     };
-    await expect(applyBatch(down, batchOf(['x']), [poisonable])).rejects.toThrow('connection refused');
+    await expect(applyBatch(new ProjectorSession(down, [poisonable]), batchOf(['x']))).rejects.toThrow('connection refused');
   });
 });

@@ -20,6 +20,7 @@ import { CursorCodec } from '../../apps/reads/cursor.ts';
 import type { Principal } from '../../apps/reads/principal.ts';
 import { OPERATIONS } from '../../apps/registry.ts';
 import { applyBatch, ensureSchema } from '../../projectors/runner.ts';
+import { ProjectorSession } from '../../projectors/session.ts';
 import { SCOPES } from '../../schemas/topics/index.ts';
 import { ChdbStore } from '../../storage/chdb.ts';
 import type { Store } from '../../storage/port.ts';
@@ -160,9 +161,10 @@ describe('a trade batch stopped at any of its writes, then delivered again', () 
         await store.drop();
         await store.init();
         await ensureSchema(store);
-        for (const [i, r] of BASE.entries()) await applyBatch(store, batchOf([r], i + 1));
+        for (const [i, r] of BASE.entries()) await applyBatch(db.session, batchOf([r], i + 1));
         const s = stoppingAt(k);
-        const failed = await applyBatch(s.store, batchOf(stopped, FROM)).then(
+        const stopping = new ProjectorSession(s.store);
+        const failed = await applyBatch(stopping, batchOf(stopped, FROM)).then(
           () => false,
           () => true,
         );
@@ -172,9 +174,10 @@ describe('a trade batch stopped at any of its writes, then delivered again', () 
         // Delivered again (at least once), from the same log positions.
         s.up();
         const projector = restart ? await new ChdbStore(store.path, store.database).init() : s.store;
+        const session = restart ? new ProjectorSession(projector) : stopping;
         let offset = FROM;
         for (const records of again) {
-          await applyBatch(projector, batchOf(records, offset));
+          await applyBatch(session, batchOf(records, offset));
           offset += records.length;
         }
         if (restart) await projector.close();

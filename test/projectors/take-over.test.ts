@@ -1,10 +1,11 @@
 // Issue 10: projector processes taking turns at one store (Kafka, several members). A member keeps
 // state of the store in process (id bounds, counters); when another member has written in between,
-// it must read them again (forgetProjectionState, called on a take-over), or it folds new events
+// it must read them again (its projector session's reset, called on a take-over), or it folds new events
 // onto positions it believes do not exist. Expectation: the same positions as one writer folds.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LogBatch } from '../../projectors/log/port.ts';
-import { applyBatch, forgetProjectionState } from '../../projectors/runner.ts';
+import { applyBatch } from '../../projectors/runner.ts';
+import { ProjectorSession } from '../../projectors/session.ts';
 import type { Store } from '../../storage/port.ts';
 import { build, createHarness, type Harness, type TopicRecord } from '../helpers/harness.ts';
 
@@ -45,11 +46,13 @@ async function twoWriters(forget: boolean): Promise<unknown> {
   const h = await createHarness();
   const a: Store = h.store;
   const b: Store = await h.openStore();
-  for (const r of refs) await applyBatch(a, batch([r]));
-  await applyBatch(b, batch(early)); // B now holds bounds of what the store had then
-  await applyBatch(a, batch(opens));
-  if (forget) forgetProjectionState(b); // what a take-over does
-  await applyBatch(b, batch(closes));
+  const sa = new ProjectorSession(a);
+  const sb = new ProjectorSession(b);
+  for (const r of refs) await applyBatch(sa, batch([r]));
+  await applyBatch(sb, batch(early)); // B now holds bounds of what the store had then
+  await applyBatch(sa, batch(opens));
+  if (forget) sb.reset(); // what a take-over does
+  await applyBatch(sb, batch(closes));
   const key = await h.key({ account: { id: 'r' } });
   const res = await Promise.all(READS.map((u) => h.get(u, key)));
   await b.close();

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LogBatch } from '../../projectors/log/port.ts';
 import { applyBatch, ensureSchema } from '../../projectors/runner.ts';
+import { ProjectorSession } from '../../projectors/session.ts';
 import { ChdbStore } from '../../storage/chdb.ts';
 import type { Store } from '../../storage/port.ts';
 import { event } from './records.ts';
@@ -168,12 +169,14 @@ function mortal(store: Store, failAt: number) {
 
 describe('trade events above the stored ids are not read back, exactly', () => {
   let plain: ChdbStore;
+  let session: ProjectorSession;
   beforeAll(async () => {
     plain = await freshStore(`bounds_plain_${process.pid}`);
+    session = new ProjectorSession(plain);
   });
 
   it('folds positions across batches, moves to new positions and never-stored ids below the bounds', async () => {
-    for (const b of batches()) await applyBatch(plain, b);
+    for (const b of batches()) await applyBatch(session, b);
     const s = await statements(plain);
     expect(s.positions).toEqual(EXPECTED_POSITIONS);
     expect(s.events).toEqual(EXPECTED_EVENTS);
@@ -181,7 +184,7 @@ describe('trade events above the stored ids are not read back, exactly', () => {
   });
 
   it('applying the whole log again changes nothing', async () => {
-    for (const b of batches()) await applyBatch(plain, b);
+    for (const b of batches()) await applyBatch(session, b);
     const s = await statements(plain);
     expect(s.positions).toEqual(EXPECTED_POSITIONS);
     expect(s.events).toEqual(EXPECTED_EVENTS);
@@ -195,14 +198,16 @@ describe('trade events above the stored ids are not read back, exactly', () => {
         const store = await freshStore(db);
         const [b1, b2, b3] = batches();
         const first = mortal(store, failAt);
-        await applyBatch(first.store, b1!);
+        const firstSession = new ProjectorSession(first.store);
+        await applyBatch(firstSession, b1!);
         first.arm();
-        await expect(applyBatch(first.store, b2!)).rejects.toThrow('killed');
+        await expect(applyBatch(firstSession, b2!)).rejects.toThrow('killed');
         // The same object keeps the bounds it raised before the failed writes; a new one reads them from the store.
         const next = replayBy.startsWith('the same') ? first : mortal(store, failAt);
+        const nextSession = next === first ? firstSession : new ProjectorSession(next.store);
         next.revive();
-        await applyBatch(next.store, b2!);
-        await applyBatch(next.store, b3!);
+        await applyBatch(nextSession, b2!);
+        await applyBatch(nextSession, b3!);
         const s = await statements(store);
         expect(s.positions).toEqual(EXPECTED_POSITIONS);
         expect(s.events).toEqual(EXPECTED_EVENTS);

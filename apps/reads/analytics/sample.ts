@@ -1,12 +1,12 @@
 import type { DirectionBias, TimeBasedPerformance } from '../../../schemas/api/analytics.ts';
 import { WINDOWS, type WindowName } from '../../../schemas/api/resources.ts';
+import { ANY_TABLE } from '../../../storage/changes.ts';
 import type { Table } from '../../../storage/table.ts';
 import { MESSAGES_TABLE } from '../../../storage/tables/messages.ts';
 import { POSITION_SAMPLES_TABLE } from '../../../storage/tables/performance.ts';
 import { PRICES_TABLE } from '../../../storage/tables/prices.ts';
 import { EVENTS_TABLE } from '../../../storage/tables/trading.ts';
 import { perDataVersion, type ReadContext } from '../context.ts';
-import { ANY_TABLE } from '../../../storage/changes.ts';
 import { type Facts, permits, signalTraders } from '../facts.ts';
 import { Where } from '../list.ts';
 import type { Principal } from '../principal.ts';
@@ -31,19 +31,20 @@ export const FINAL_SETTINGS = 'SETTINGS do_not_merge_across_partitions_select_fi
  * the table's projections (by trader, by asset), which FINAL cannot. Only an insert can add a part
  * (and a second part is what a merge needs), and every insert moves the data version.
  */
-export const mergedParts = perDataVersion(async (store) => {
-  const rows = await store.query<{ table: string; name: string; level: number }>(
-    `
+export const mergedParts = perDataVersion(
+  async (store) => {
+    const rows = await store.query<{ table: string; name: string; level: number }>(
+      `
     SELECT table, name, level FROM system.parts WHERE database = {db:String} AND table IN {tables:Array(String)} AND active`,
-    { db: store.database, tables: [EVENTS_TABLE.name, MESSAGES_TABLE.name] },
-  );
-  const out = new Map<string, string>();
-  for (const table of [EVENTS_TABLE.name, MESSAGES_TABLE.name]) {
-    const parts = rows.filter((r) => r.table === table);
-    if (parts.length === 1 && Number(parts[0]!.level) > 0) out.set(table, parts[0]!.name);
-  }
-  return out;
-},
+      { db: store.database, tables: [EVENTS_TABLE.name, MESSAGES_TABLE.name] },
+    );
+    const out = new Map<string, string>();
+    for (const table of [EVENTS_TABLE.name, MESSAGES_TABLE.name]) {
+      const parts = rows.filter((r) => r.table === table);
+      if (parts.length === 1 && Number(parts[0]!.level) > 0) out.set(table, parts[0]!.name);
+    }
+    return out;
+  },
   // Read from system.parts: kept until a commit (or a compaction) writes either table.
   { tables: [EVENTS_TABLE, MESSAGES_TABLE] },
 );

@@ -7,11 +7,11 @@
 
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PROJECTIONS } from '../../../projectors/index.ts';
 import { RedisGate } from '../../../projectors/log/gate.ts';
 import { KafkaLog } from '../../../projectors/log/kafka.ts';
 import type { LogBatch } from '../../../projectors/log/port.ts';
-import { applyBatch, forgetProjectionState, MAX_BATCH, type Validated, validateBatchAsync } from '../../../projectors/runner.ts';
+import { applyBatch, MAX_BATCH, type Validated, validateBatchAsync } from '../../../projectors/runner.ts';
+import { ProjectorSession } from '../../../projectors/session.ts';
 import { TOPIC_NAMES, topicByName } from '../../../schemas/topics/index.ts';
 import type { Store } from '../../../storage/port.ts';
 import { demoSlice } from '../../helpers/demo-slice.ts';
@@ -57,6 +57,14 @@ async function appendAll(log: KafkaLog, recs: readonly TopicRecord[]): Promise<v
   for (const [topic, rs] of byTopic) for (let i = 0; i < rs.length; i += 2000) await log.append(topic, rs.slice(i, i + 2000));
 }
 
+/** The projector session of a store object (one per object, as the process that holds it has one). */
+const sessions = new WeakMap<Store, ProjectorSession>();
+const sessionOf = (store: Store): ProjectorSession => {
+  let s = sessions.get(store);
+  if (!s) sessions.set(store, (s = new ProjectorSession(store)));
+  return s;
+};
+
 /**
  * The projector's handle and take-over (runner.ts), with a hook before each batch and counts of
  * records handled and take-overs. `store`: the member's own store object (a process of its own
@@ -76,7 +84,7 @@ function projector(
     TOPIC_NAMES,
     async (batch, validated) => {
       await hook?.(batch);
-      await applyBatch(store, batch, PROJECTIONS, validated);
+      await applyBatch(sessionOf(store), batch, validated);
       seen.records += batch.records.length;
     },
     {
@@ -84,7 +92,7 @@ function projector(
       prepare: validateBatchAsync,
       onTakeOver: () => {
         seen.takeOvers++;
-        forgetProjectionState(store);
+        sessionOf(store).reset();
       },
     },
   );
@@ -162,7 +170,7 @@ describe('the projector on KafkaLog', () => {
       'killed',
       TOPIC_NAMES,
       async (batch, validated) => {
-        await applyBatch(h.store, batch, PROJECTIONS, validated);
+        await applyBatch(sessionOf(h.store), batch, validated);
         // Its end, as far as the group can tell: no commit, and the member leaves (stop) without one.
         if (batch.topic === 'trade-events' && ++batches === 3) {
           killed = `${batch.partition}/${batch.records[0]!.offset}`;
