@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { splitIds } from '../../schemas/api/common-params.ts';
 import type { Changes, Dependencies } from '../../storage/changes.ts';
 import { checkIdentifier, type Store } from '../../storage/port.ts';
 import type { Table } from '../../storage/table.ts';
@@ -67,7 +68,8 @@ export function cacheKey(op: Operation, url: string, query: Record<string, unkno
 export function dependenciesOf(rule: CacheRule, query: Record<string, unknown>, tables: ReadonlySet<string>): Dependencies {
   const ids = (param: string | undefined): readonly number[] | null => {
     const v = param === undefined ? undefined : query[param];
-    return Array.isArray(v) && v.length ? v.map(Number) : null;
+    const list = typeof v === 'string' ? splitIds(v) : undefined;
+    return list?.length && list.every(Number.isSafeInteger) ? list : null;
   };
   return { tables, traders: ids(rule.narrows?.traders), assets: ids(rule.narrows?.assets) };
 }

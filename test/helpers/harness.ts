@@ -20,7 +20,7 @@ import { READ_MODEL_GRAPH } from '../../projectors/index.ts';
 import { EmbeddedLog } from '../../projectors/log/embedded.ts';
 import { ensureSchema, runProjector } from '../../projectors/runner.ts';
 import { type AccountRecord, SCOPES, type Scope, type TopicName, topicByName } from '../../schemas/topics/index.ts';
-import { ChangeLog, type ChangeSet, localChanges } from '../../storage/changes.ts';
+import { ChangeLog, type ChangeSet, type Changes, localChanges } from '../../storage/changes.ts';
 import type { Store } from '../../storage/port.ts';
 import { createDistributedHarness } from './distributed-harness.ts';
 import { newTestDatabase, openTestStore, releaseTestDatabase, type TestStore } from './test-store.ts';
@@ -42,6 +42,8 @@ export interface Harness {
   settle(): Promise<void>;
   /** The data version (projector commits so far). */
   dataVersion(): number;
+  /** The change log the harness's app reads at (embedded wiring): another app on the same store may share it. */
+  changes?: Changes;
   /** Says that these tables were compacted (their parts replaced), as the embedded server does after a compaction. */
   compacted(tables: readonly string[]): Promise<void>;
   /**
@@ -189,6 +191,7 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
     },
     settle: () => projector.caughtUp(),
     dataVersion: () => version,
+    changes: localChanges(changeLog, READ_MODEL_GRAPH),
     async compacted(tables) {
       changeLog.add(++version, { all: false, tables: new Map(tables.map((t) => [t, { traders: null, assets: null }])) });
     },

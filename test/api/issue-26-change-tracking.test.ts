@@ -1,0 +1,200 @@
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { ReadCache } from '../../apps/api/read-cache.ts';
+import { buildApi } from '../../apps/api/server.ts';
+import { ApiKeyAuthenticator } from '../../apps/auth/keys.ts';
+import { MemoryCache } from '../../apps/cache/memory.ts';
+import { CursorCodec } from '../../apps/reads/cursor.ts';
+import { build, createHarness, type Harness, type TopicRecord } from '../helpers/harness.ts';
+import { prng, type Rng } from '../helpers/prng.ts';
+
+/**
+ * Issue 26: a commit ends exactly the cached answers that it touches, and a cached answer is never
+ * one that a fresh read would not give. Two apps on one store, one clock and one cursor key: one
+ * with the read cache and the harness's change log (what each projector commit changed), one
+ * without (the fresh read). Under random interleavings of commits (new events, events moved to
+ * another trader, asset and time, deletions, price samples, messages, trader and asset changes)
+ * and reads (filtered and not), every answer of the cached app equals the fresh one; the clock
+ * moves too, so the clock rules of DESIGN 9 are exercised on the way.
+ */
+
+const MIN = 60_000;
+const HOUR = 60 * MIN;
+const T0 = Math.floor(Date.now() / MIN) * MIN;
+const iso = (ms: number) => new Date(ms).toISOString();
+const TRADERS = [1, 2, 3, 4];
+const ASSETS = [1, 2, 3];
+
+let h: Harness;
+let key: string;
+let cached: FastifyInstance;
+let fresh: FastifyInstance;
+const clock = { now: T0 };
+
+beforeAll(async () => {
+  h = await createHarness({ clock: () => clock.now });
+  await h.given([
+    ...TRADERS.flatMap((t) => [build.source(`src-${t}`), build.trader(t)]),
+    ...ASSETS.map((a) => build.asset(a)),
+    ...ASSETS.map((a) => build.price(a, iso(T0 - 10 * HOUR), 100 + a)),
+  ]);
+  key = await h.key();
+  const deps = {
+    store: h.store,
+    auth: new ApiKeyAuthenticator(h.store, new MemoryCache()),
+    dataVersion: () => h.dataVersion(),
+    clock: () => clock.now,
+    cursors: CursorCodec.random(),
+  };
+  cached = buildApi({
+    ...deps,
+    changes: h.changes!,
+    readCache: new ReadCache(new MemoryCache(undefined, undefined, deps.clock), deps.clock),
+  });
+  fresh = buildApi(deps);
+  await Promise.all([cached.ready(), fresh.ready()]);
+});
+afterAll(async () => {
+  await Promise.all([cached?.close(), fresh?.close()]);
+  await h?.close();
+});
+
+const list = (xs: readonly number[]) => xs.join(',');
+
+/** A read as users make them: the default first page, or narrowed to some traders or assets, sometimes with an older window. */
+function randomUrl(rng: Rng): string {
+  const filters: string[] = [];
+  if (rng.chance(0.6)) filters.push(`traderIds=${list(rng.subset(TRADERS, 1, 2))}`);
+  if (rng.chance(0.4)) filters.push(`assetIds=${list(rng.subset(ASSETS, 1, 2))}`);
+  if (rng.chance(0.2)) filters.push(`startTime=${iso(T0 - 30 * HOUR)}&endTime=${iso(T0 - 5 * HOUR)}`);
+  const path = rng.pick(['/v2/events', '/v2/positions', '/v2/positions/open', '/v2/events', '/v2/messages', '/v2/feed']);
+  // Open positions and the feed take no window; messages no assetIds.
+  const own = filters.filter(
+    (f) => !(path === '/v2/positions/open' && f.startsWith('startTime')) && !(path === '/v2/messages' && f.startsWith('assetIds')),
+  );
+  return `${path}?limit=${rng.int(2, 5)}${own.length ? `&${own.join('&')}` : ''}`;
+}
+
+let nextEvent = 1;
+let nextMessage = 1;
+const events = new Map<number, { traderId: number; assetId: number; version: number; positionId: number }>();
+
+/** A commit's records: what live ingest brings, and the rarer moves that test the change sets' old owners. */
+function randomCommit(rng: Rng): TopicRecord[] {
+  const out: TopicRecord[] = [];
+  for (let i = rng.int(1, 3); i > 0; i--) {
+    const kind = rng.next();
+    const at = iso(clock.now - rng.int(0, 40) * HOUR - rng.int(0, 59) * MIN);
+    if (kind < 0.35 || events.size === 0) {
+      const id = nextEvent++;
+      const e = { traderId: rng.pick(TRADERS), assetId: rng.pick(ASSETS), version: 1, positionId: id };
+      events.set(id, e);
+      out.push(build.event(id, { ...e, timeOfEvent: at }));
+    } else if (kind < 0.5) {
+      // The event moves to another trader, asset and time (its position with it): both owners' answers change.
+      const id = rng.pick([...events.keys()]);
+      const e = events.get(id)!;
+      Object.assign(e, { traderId: rng.pick(TRADERS), assetId: rng.pick(ASSETS), version: e.version + 1 });
+      out.push(build.event(id, { ...e, timeOfEvent: at }));
+    } else if (kind < 0.58) {
+      // A close of an open position, or a deletion.
+      const id = rng.pick([...events.keys()]);
+      const e = events.get(id)!;
+      if (rng.chance(0.5)) out.push(build.event(nextEvent++, { ...e, version: 1, type: 'close', timeOfEvent: iso(clock.now - MIN) }));
+      else {
+        e.version++;
+        out.push(build.event(id, { ...e, deleted: true, timeOfEvent: at }));
+      }
+    } else if (kind < 0.78) {
+      out.push(build.price(rng.pick(ASSETS), rng.chance(0.8) ? at : iso(clock.now + rng.int(1, 30) * MIN), rng.int(50, 150)));
+    } else if (kind < 0.95) {
+      out.push(build.message(`m-${nextMessage++}`, `src-${rng.pick(TRADERS)}`, at));
+    } else if (rng.chance(0.5)) {
+      out.push(build.trader(rng.pick(TRADERS), { name: `Renamed ${rng.int(1, 1e6)}`, version: 1 + rng.int(1, 1e6) }));
+    } else {
+      const a = rng.pick(ASSETS);
+      out.push(
+        build.asset(a, { version: 1 + rng.int(1, 1e6), markets: [{ quoteSymbol: 'USD', active: rng.chance(0.8), preferred: true }] }),
+      );
+    }
+  }
+  return out;
+}
+
+async function get(app: FastifyInstance, url: string): Promise<any> {
+  const res = await app.inject({ method: 'GET', url, headers: { 'x-api-key': key, 'x-request-id': 'same' } });
+  expect(res.statusCode, res.body).toBe(200);
+  return res.json();
+}
+
+/** An answer without what each response has afresh (the cursor is signed by each app's own key). */
+const comparable = (body: any) => {
+  const { serverTime: _s, nextCursor, dataComputedAt: _d, ...meta } = body.data.meta;
+  return { results: body.data.results, meta, more: nextCursor != null };
+};
+
+describe('issue 26: change tracking', () => {
+  it('under random interleavings of commits and reads, every cached answer equals a fresh read', async () => {
+    const rng = prng(20261126);
+    const urls = Array.from({ length: 24 }, () => randomUrl(rng));
+    let reads = 0;
+    let hits = 0;
+    // What one global data version could serve again: a read of the same URL since the last commit.
+    let sinceCommit = new Set<string>();
+    let again = 0;
+    for (let step = 0; step < 220; step++) {
+      const r = rng.next();
+      if (r < 0.15) {
+        await h.given(randomCommit(rng));
+        sinceCommit = new Set();
+      } else if (r < 0.2) clock.now += rng.int(1, 20) * MIN;
+      else {
+        const url = rng.pick(urls);
+        if (sinceCommit.has(url)) again++;
+        sinceCommit.add(url);
+        const spy = vi.spyOn(h.store, 'query');
+        const a = await get(cached, url);
+        const queried = spy.mock.calls.length > 0;
+        spy.mockRestore();
+        const b = await get(fresh, url);
+        expect(comparable(a), `step ${step}: ${url}`).toEqual(comparable(b));
+        reads++;
+        if (!queried) hits++;
+      }
+    }
+    console.log(
+      `change tracking property: ${reads} reads, ${hits} served from the cache without a query (${again} repeated since the last commit)`,
+    );
+    // The point of tracking: answers that a commit did not touch are served again (a global version ends them all).
+    expect(hits).toBeGreaterThan(again);
+  });
+
+  it("a commit of one trader's event keeps another trader's cached page, and ends the first trader's", async () => {
+    const t1 = `/v2/events?traderIds=1&limit=3`;
+    const t2 = `/v2/events?traderIds=2&limit=3`;
+    await get(cached, t1);
+    await get(cached, t2);
+    await h.given([build.event(nextEvent++, { traderId: 1, assetId: 1, timeOfEvent: iso(clock.now - MIN) })]);
+    const spy = vi.spyOn(h.store, 'query');
+    const again2 = await get(cached, t2);
+    expect(spy).not.toHaveBeenCalled();
+    const again1 = await get(cached, t1);
+    expect(spy).toHaveBeenCalled();
+    spy.mockRestore();
+    expect(comparable(again2)).toEqual(comparable(await get(fresh, t2)));
+    expect(comparable(again1)).toEqual(comparable(await get(fresh, t1)));
+  });
+
+  it('an event moved from trader 3 to trader 4 ends the cached pages of both', async () => {
+    const id = nextEvent++;
+    await h.given([build.event(id, { traderId: 3, assetId: 2, timeOfEvent: iso(clock.now - 2 * MIN) })]);
+    const t3 = `/v2/events?traderIds=3&limit=3`;
+    const t4 = `/v2/events?traderIds=4&limit=3`;
+    expect((await get(cached, t3)).data.results.map((e: any) => e.id)).toContain(id);
+    const before4 = await get(cached, t4);
+    expect(before4.data.results.map((e: any) => e.id)).not.toContain(id);
+    await h.given([build.event(id, { traderId: 4, assetId: 2, version: 2, timeOfEvent: iso(clock.now - 2 * MIN) })]);
+    expect((await get(cached, t3)).data.results.map((e: any) => e.id)).not.toContain(id);
+    expect((await get(cached, t4)).data.results.map((e: any) => e.id)).toContain(id);
+  });
+});
