@@ -18,6 +18,7 @@ const DISTRIBUTED = [
   'test/api/summaries.test.ts',
   'test/api/pagination.test.ts',
   'test/api/hardening.test.ts',
+  'test/api/issue-26-replicas.test.ts',
 ];
 
 export default defineConfig({

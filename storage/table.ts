@@ -8,8 +8,9 @@ export interface Table {
   readonly name: string;
   /**
    * The columns whose values a change of this table is tracked by (storage/changes.ts): only for
-   * tables where a row that moves to another trader or asset leaves a row at its old one too (statement
-   * tables with these columns in their sorting key), so that the rows written name every owner touched.
+   * tables where the rows written name every owner a write touches: statement tables with these
+   * columns in their sorting key (a row that moves to another trader or asset leaves a tombstone at
+   * its old one), or tables whose key holds them (a row never moves: prices by asset).
    */
   readonly changes?: { readonly trader?: string; readonly asset?: string };
   /** `$db.<name>`, for SQL. */

@@ -110,17 +110,24 @@ export function listPositions(ctx: ReadContext, q: PositionsQuery) {
 
 type OpenRow = Row & { currentPrice: number | null; currentReturnPercentage: number };
 
+const PRICE_TABLES = new Set([PRICES_TABLE.name]);
+
 /** How far back the first look for an asset's latest mark goes: marks are usually recent, so this reads little. */
 const RECENT_MARK_MS = 2 * 86_400_000;
 
-/** An asset's mark as looked up at `from`: it holds until `until`, the asset's first sample after `from`. */
+/**
+ * An asset's mark as looked up at `from`, read at commit `seq`: it holds until `until`, the asset's
+ * first sample after `from`, and until a commit writes a price of that asset (issue 26: a price of
+ * one asset leaves every other asset's mark as it is).
+ */
 interface Mark {
   price: number | null;
   from: number;
   until: number;
+  seq: number;
 }
-/** Marks looked up, per store and data version (a projector commit may change any of them). */
-const marksOf = perDataVersion(() => new Map<number, Mark>(), { tables: [PRICES_TABLE] });
+/** Marks looked up, per store; each is checked against the commits since it was read (not made anew per commit). */
+const marksOf = perDataVersion(() => new Map<number, Mark>(), { tables: [] });
 
 /**
  * The latest live price sample at or before serverTime of each asset (prices are ordered by
@@ -130,12 +137,18 @@ const marksOf = perDataVersion(() => new Map<number, Mark>(), { tables: [PRICES_
  */
 async function latestMarks(ctx: ReadContext, assetIds: number[]): Promise<Map<number, number>> {
   const now = ctx.now.getTime();
+  // Taken before the store is read: a price committed meanwhile ends the marks read now.
+  const seq = ctx.changes ? await ctx.changes.current() : Number.NaN;
   const marks = await marksOf(ctx);
+  // The answer depends on the prices, whether a mark is read now or was kept.
+  ctx.reads?.add(PRICES_TABLE.name);
   const out = new Map<number, number>();
   const missing: number[] = [];
+  const unchanged = (m: Mark, a: number) =>
+    Number.isFinite(m.seq) && !ctx.changes!.changedSince({ tables: PRICE_TABLES, traders: null, assets: [a] }, m.seq);
   for (const a of assetIds) {
     const m = marks.get(a);
-    if (m && m.from <= now && now < m.until) {
+    if (m && m.from <= now && now < m.until && unchanged(m, a)) {
       if (m.price !== null) out.set(a, m.price);
     } else missing.push(a);
   }
@@ -169,7 +182,7 @@ async function latestMarks(ctx: ReadContext, assetIds: number[]): Promise<Map<nu
   for (const a of missing) {
     const r = found.get(a);
     const price = r && Number(r.n) > 0 ? r.price : (older.get(a) ?? null);
-    marks.set(a, { price, from: now, until: r && Number(r.later) > 0 ? Number(r.next) : Infinity });
+    marks.set(a, { price, from: now, until: r && Number(r.later) > 0 ? Number(r.next) : Infinity, seq });
     if (price !== null) out.set(a, price);
   }
   return out;

@@ -10,6 +10,7 @@ import {
   readSync,
   renameSync,
   statSync,
+  watch,
   writeFileSync,
   writeSync,
 } from 'node:fs';
@@ -190,6 +191,23 @@ export class EmbeddedLog implements Log {
    * One O_APPEND write of `text`, preceded by a newline when the file does not end with one, so
    * that an append never glues itself onto a torn line. Returns whether a newline was added.
    */
+  /**
+   * Calls `onAppend` when a topic file changes, whichever process appended (`signalbase ingest`
+   * while `start` runs): a subscription then reads at once instead of at its next poll. Where the
+   * file system cannot watch, nothing is called and the poll remains. Returns the stop function.
+   */
+  watchAppends(onAppend: () => void): () => void {
+    try {
+      const w = watch(this.dir, { persistent: false }, (_event, file) => {
+        if (file === null || String(file).endsWith('.ndjson')) onAppend();
+      });
+      w.on('error', () => w.close());
+      return () => w.close();
+    } catch {
+      return () => {};
+    }
+  }
+
   private write(topic: string, text: string | Uint8Array): boolean {
     const fd = openSync(this.topicFile(topic), 'a+', 0o600);
     try {
@@ -416,6 +434,7 @@ class EmbeddedSubscription<P> implements LogSubscription {
   private waiters: { targets: Record<string, number>; resolve: () => void }[] = [];
   /** The lanes' sleeps that a wake-up (new waiter, stop) cuts short. */
   private readonly sleepers = new Set<() => void>();
+  private unwatch: () => void = () => {};
   /** Per topic: `lines` newlines counted in [committed offset, to). Kept up to date by commits and by lag(). */
   private readonly ahead: Record<string, { to: number; lines: number }> = {};
 
@@ -436,6 +455,7 @@ class EmbeddedSubscription<P> implements LogSubscription {
       ...(this.opts.lanes ?? []).map((l) => this.topics.filter((t) => l.includes(t))),
       this.topics.filter((t) => !laned.has(t)),
     ].filter((l) => l.length);
+    this.unwatch = this.log.watchAppends(() => this.wake());
     this.loop = Promise.all(lanes.map((l) => this.run(l)));
   }
 
@@ -567,6 +587,7 @@ class EmbeddedSubscription<P> implements LogSubscription {
 
   async stop(): Promise<void> {
     this.running = false;
+    this.unwatch();
     this.wake();
     await this.loop;
     for (const w of this.waiters) w.resolve();

@@ -197,4 +197,26 @@ describe('issue 26: change tracking', () => {
     expect((await get(cached, t3)).data.results.map((e: any) => e.id)).not.toContain(id);
     expect((await get(cached, t4)).data.results.map((e: any) => e.id)).toContain(id);
   });
+
+  it("a price of one asset keeps the cached open positions of another asset, and moves the first asset's marks at once", async () => {
+    const [p1, p2] = [nextEvent++, nextEvent++];
+    await h.given([
+      build.event(p1, { traderId: 1, assetId: 1, price: 100, timeOfEvent: iso(clock.now - 3 * MIN) }),
+      build.event(p2, { traderId: 1, assetId: 2, price: 100, timeOfEvent: iso(clock.now - 3 * MIN) }),
+      build.price(1, iso(clock.now - 2 * MIN), 110),
+      build.price(2, iso(clock.now - 2 * MIN), 120),
+    ]);
+    const a1 = '/v2/positions/open?assetIds=1&limit=50';
+    const a2 = '/v2/positions/open?assetIds=2&limit=50';
+    const priceOf = (body: any, id: number) => body.data.results.find((p: any) => p.id === id)?.currentPrice;
+    expect(priceOf(await get(cached, a1), p1)).toBe(110);
+    expect(priceOf(await get(cached, a2), p2)).toBe(120);
+    await h.given([build.price(2, iso(clock.now - MIN), 130)]);
+    const spy = vi.spyOn(h.store, 'query');
+    expect(priceOf(await get(cached, a1), p1)).toBe(110);
+    expect(spy).not.toHaveBeenCalled();
+    spy.mockRestore();
+    expect(priceOf(await get(cached, a2), p2)).toBe(130);
+    expect(comparable(await get(cached, a2))).toEqual(comparable(await get(fresh, a2)));
+  });
 });
