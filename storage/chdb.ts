@@ -117,9 +117,7 @@ export class ChdbStore implements Store {
       // the others; it plans the query on the event loop, so long reads (whose planning is long)
       // keep the chained path. A session shared with other stores may have another's stream open.
       if (format === 'Null' || !short || !this.own) return (await lane.session.queryBindAsync(bound, params, { format })).text();
-      let text = '';
-      for await (const chunk of lane.session.queryStreamBind(bound, params, { format })) text += chunk.text();
-      return text;
+      return await streamedText(lane.session.queryStreamBind(bound, params, { format }));
     } catch (err) {
       // Whether the SET took effect is not known: set (or reset) those names again next time.
       for (const name of Object.keys(settings ?? {})) lane.sticky.set(name, '?');
@@ -190,4 +188,27 @@ export async function openChdbStore(
   opts?: { ownSession?: boolean; sessions?: number },
 ): Promise<ChdbStore> {
   return new ChdbStore(path, database, opts).init();
+}
+
+/**
+ * The text of a streamed JSONCompactEachRowWithNames answer as one answer: chdb writes each block
+ * of a stream with its own line of names, which would read as a row of the next block's values
+ * (issue 26: an asset id `'assetId'` in a query's parameters, a 500). Each block's names line is
+ * dropped but the first; a block that does not start with it is a fault, not rows to guess at.
+ */
+async function streamedText(chunks: AsyncIterable<{ text(): string }>): Promise<string> {
+  let text = '';
+  let names: string | undefined;
+  for await (const chunk of chunks) {
+    const t = chunk.text();
+    if (!t) continue;
+    const nl = t.indexOf('\n');
+    const head = nl === -1 ? t : t.slice(0, nl + 1);
+    if (names === undefined) {
+      names = head;
+      text = t;
+    } else if (head === names) text += t.slice(head.length);
+    else throw new Error('a streamed answer block did not start with its column names');
+  }
+  return text;
 }

@@ -85,7 +85,7 @@ describe('issue 25: layers', () => {
 describe('issue 25: every table named in its module', () => {
   const declared = new Map<string, string>();
   for (const f of files.filter((f) => f.startsWith('storage/tables/'))) {
-    for (const m of readFileSync(join(ROOT, f), 'utf8').matchAll(/\btable\('([a-z_]+)'\)/g)) declared.set(m[1]!, f);
+    for (const m of readFileSync(join(ROOT, f), 'utf8').matchAll(/\btable\('([a-z_]+)'[,)]/g)) declared.set(m[1]!, f);
   }
   const outside = files.filter(
     (f) => !f.startsWith('storage/tables/') && f !== 'storage/table.ts' && /^(apps|projectors|storage)\//.test(f),
