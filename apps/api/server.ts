@@ -368,6 +368,8 @@ function readRoutes(app: FastifyInstance, deps: ApiDeps, r: ReadRouting): void {
           const now = ctx.now.getTime();
           let entry = cache.local(key, now) ?? (await cache.get(key, now));
           metrics?.readCache.inc({ result: entry ? 'hit' : 'miss' });
+          // Per answer what the counter above counts (bench/live.ts reads it per read kind); an uncacheable read has none.
+          reply.header('x-cache', entry ? 'hit' : 'miss');
           entry ??= await cache.fill(key, now, async () => cache.put(key, op.cache!, (await read()) as any, now, deps.store));
           // A hit costs no query, no parse and no re-serialization: the stored bytes, then this answer's meta,
           // in a buffer that the entry takes back once the response is out.
