@@ -23,6 +23,8 @@ import { benchArgs, fmtMs, handlerQuery, pct, printTable, progress, sortNum } fr
 const POLL_MS = 25;
 /** Concurrent probes of /v2/events, each following one sampled event at a time. */
 const EVENT_PROBES = 3;
+/** After a phase, how long the probes may look for what it wrote before the next phase (ms). */
+const GRACE_MS = 30_000;
 const USAGE = `Usage: npx tsx bench/live.ts --data-dir DIR [options]
 
 Starts 'signalbase start --no-seed' on DIR (seed it first: node bin/signalbase.mjs seed --scale
@@ -109,6 +111,8 @@ async function getJson(path: string, apiKey = key): Promise<Json> {
 // ---------------------------------------------------------------------------------------------
 // The mixed load.
 
+/** The first answer of each non-200 status, for the report. */
+const firstErrors = new Map<number, string>();
 interface Sample {
   kind: string;
   ms: number;
@@ -183,7 +187,9 @@ async function mixedLoad(ids: Ids, states: ClientState[], until: number, out: Sa
         const res = await fetch(base + path, { headers, signal: AbortSignal.timeout(60_000) });
         status = res.status;
         hit = res.headers.get('x-cache') === 'hit';
-        if (k.kind === 'since-poll' && status === 200) {
+        if (status !== 200 && !firstErrors.has(status))
+          firstErrors.set(status, `${path.slice(0, 120)}: ${(await res.text()).slice(0, 200)}`);
+        else if (k.kind === 'since-poll' && status === 200) {
           const body = (await res.json()) as Json;
           state.since = body.data.meta.nextCursor ?? state.since;
         } else await res.arrayBuffer();
@@ -207,6 +213,8 @@ interface Writer {
   assets: { id: number; price: number }[];
 }
 interface Written {
+  /** The phase it was written in: its freshness counts there, whenever it is seen. */
+  phase: string;
   at: number;
   messageId: string;
   eventId: number;
@@ -295,8 +303,8 @@ class Probes {
   readonly written: Written[] = [];
   /** Message id -> written record, until its group is seen. */
   private readonly pendingGroups = new Map<string, Written>();
-  feedMs: number[] = [];
-  eventMs: number[] = [];
+  feedMs: { phase: string; ms: number }[] = [];
+  eventMs: { phase: string; ms: number }[] = [];
   private running = true;
   private loops: Promise<void>[] = [];
 
@@ -321,11 +329,11 @@ class Probes {
     await Promise.all(this.loops);
   }
 
-  /** The groups written since `from` not seen, and whether the event being probed was not seen (for the report). */
-  unseen(from: number): { groups: number; events: number } {
+  /** The groups written in `phase` not seen, and its sampled events not seen (for the report). */
+  unseen(phase: string): { groups: number; events: number } {
     return {
-      groups: [...this.pendingGroups.values()].filter((w) => w.at >= from).length,
-      events: [...this.probing].filter((w) => w.at >= from).length,
+      groups: [...this.pendingGroups.values()].filter((w) => w.phase === phase).length,
+      events: [...this.probing].filter((w) => w.phase === phase).length,
     };
   }
 
@@ -343,7 +351,7 @@ class Probes {
         for (const g of body.data.results as Json[]) {
           const w = this.pendingGroups.get(g.id);
           if (w) {
-            this.feedMs.push(now - w.at);
+            this.feedMs.push({ phase: w.phase, ms: now - w.at });
             this.pendingGroups.delete(g.id);
           }
         }
@@ -374,7 +382,7 @@ class Probes {
         // With nothing to measure, the same poll (the probes' load does not depend on the phase).
         const body = await getJson(`/v2/events?traderIds=${target?.traderId ?? writers[0]!.traderId}&limit=20`, this.apiKey);
         if (target && (body.data.results as Json[]).some((e) => String(e.id) === String(target!.eventId))) {
-          this.eventMs.push(performance.now() - target.at);
+          this.eventMs.push({ phase: target.phase, ms: performance.now() - target.at });
           this.probing.delete(target);
           target = undefined;
           continue;
@@ -564,8 +572,6 @@ try {
     const samples: Sample[] = [];
     const t0 = performance.now();
     const until = t0 + phaseMs;
-    const feed0 = probes.feedMs.length;
-    const ev0 = probes.eventMs.length;
     const written0 = probes.written.length;
     // The writer: units of 4 records on schedule (catching up after a late timer), stopping a little
     // before the load does so that the last records are measured under load too.
@@ -579,7 +585,7 @@ try {
         while (units < due) {
           const u = unit(pick(writers));
           if (!ingest!.stdin!.write(u.text)) await new Promise((ok) => ingest!.stdin!.once('drain', ok));
-          probes.wrote({ at: performance.now(), messageId: u.messageId, eventId: u.eventId, traderId: u.traderId });
+          probes.wrote({ phase: name, at: performance.now(), messageId: u.messageId, eventId: u.eventId, traderId: u.traderId });
           units++;
         }
         await sleep(Math.max(1, t0 + units * perUnitMs - performance.now()));
@@ -587,22 +593,28 @@ try {
     })();
     const secs = await mixedLoad(ids, states, until, samples);
     await writer;
-    // What was written and not seen yet: up to 15 s more (no load) before it is counted as unseen.
-    for (let i = 0; i < 300 && probes.waiting(); i++) await sleep(50);
+    // What was written and not seen yet: up to GRACE_MS more (no load; what is still unseen then
+    // counts for this phase when a later phase sees it, or as unseen).
+    for (const end = performance.now() + GRACE_MS; performance.now() < end && probes.waiting(); ) await sleep(50);
     phases.push({
       name,
       rate,
       secs,
       samples,
-      feedMs: probes.feedMs.slice(feed0),
-      eventMs: probes.eventMs.slice(ev0),
+      feedMs: [],
+      eventMs: [],
       written: (probes.written.length - written0) * 4,
-      unseen: probes.unseen(t0),
+      unseen: { groups: 0, events: 0 },
     });
     const f = figures(samples, secs);
     progress(`${name}: ${fmtRps(f.rps)} req/s, p50 ${fmtMs(f.p50)} ms, p99 ${fmtMs(f.p99)} ms, cache hits ${fmtPct(f.hits)}`);
   }
   await probes.stop();
+  for (const p of phases) {
+    p.unseen = probes.unseen(p.name);
+    p.feedMs = probes.feedMs.filter((x) => x.phase === p.name).map((x) => x.ms);
+    p.eventMs = probes.eventMs.filter((x) => x.phase === p.name).map((x) => x.ms);
+  }
   ingest.stdin!.end();
   const ingestCode = await ingestExit;
   const ingestSummary = /appended \d+ records from standard input, refused \d+ lines?/.exec(ingestErr)?.[0] ?? 'no summary';
@@ -638,6 +650,7 @@ try {
     })
     .filter(Boolean);
   if (statuses.length) console.log(`errors (not in the latencies): ${statuses.join('; ')}`);
+  for (const [st, first] of firstErrors) console.log(`  first ${st}: ${first}`);
   console.log('');
   console.log('Per read kind: req/s  p50 ms / p99 ms  cache hits (of the answers 200; x-cache: hit)');
   printTable(
@@ -666,7 +679,7 @@ try {
         return [
           p.name,
           `${fmtS(pct(fm, 50))} / ${fmtS(pct(fm, 99))} / ${fmtS(fm.at(-1) ?? NaN)}  (${fm.length} of ${units}${p.unseen.groups ? `, ${p.unseen.groups} unseen` : ''})`,
-          `${fmtS(pct(em, 50))} / ${fmtS(pct(em, 99))} / ${fmtS(em.at(-1) ?? NaN)}  (${em.length} sampled of ${units})`,
+          `${fmtS(pct(em, 50))} / ${fmtS(pct(em, 99))} / ${fmtS(em.at(-1) ?? NaN)}  (${em.length} sampled of ${units}${p.unseen.events ? `, ${p.unseen.events} sampled unseen` : ''})`,
         ];
       }),
   );
