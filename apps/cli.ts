@@ -487,6 +487,7 @@ async function streamIngest(dataDir: string, follow: string | undefined): Promis
       for (const [topic, recs] of byTopic) log.appendSync(topic, recs);
     },
     onRefused: (line, reason) => console.error(`line ${line}: ${reason}`),
+    onFailed: () => stop(),
     maxDelayMs: STREAM_DELAY_MS,
   });
   const projection = await projectAside(dataDir);
@@ -556,6 +557,8 @@ async function streamIngest(dataDir: string, follow: string | undefined): Promis
     );
     await projection?.finish();
   }
+  if (stream.failed !== undefined)
+    throw new Error(`appending to the log failed, the input after it was not read: ${(stream.failed as Error).message}`);
   return stream.refused ? 1 : 0;
 }
 

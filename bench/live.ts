@@ -43,7 +43,8 @@ Options:
   --seconds S        length of each phase (default 30)
   --rates LIST       records per second of the live phases (default 2,20,200)
   --clients N        concurrent clients of the mixed load (default 16)
-  --warmup S         unmeasured load before the static phase (default 5)
+  --warmup S         unmeasured load before the static phase (default 15; the server compacts
+                     its tables after its first catch-up: the progress shows when)
   -h, --help         this text
 
 Each client reads with an account and key of its own (bench-live-0..N-1, created through the
@@ -63,7 +64,7 @@ const {
   seconds: { type: 'string', default: '30' },
   rates: { type: 'string', default: '2,20,200' },
   clients: { type: 'string', default: '16' },
-  warmup: { type: 'string', default: '5' },
+  warmup: { type: 'string', default: '15' },
   help: { type: 'boolean', short: 'h' },
 });
 if (!argv['data-dir']) die(`--data-dir is required\n\n${USAGE}`);
@@ -393,7 +394,7 @@ class Probes {
       }
       await sleep(POLL_MS);
     }
-    if (target) this.probing.delete(target);
+    // A target still unseen stays in `probing`: the report counts it as unseen.
   }
 }
 
@@ -465,7 +466,15 @@ try {
         RATE_LIMITS: 'default=100000000,address=100000000',
       },
       // chdb reads its host process's stdin as INSERT data: the server gets none.
-      stdio: ['ignore', 'ignore', 'inherit'],
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    // The server's catch-up and compactions, in the progress (a compaction during a phase weighs on it).
+    let pending = '';
+    server.stdout!.setEncoding('utf8').on('data', (d: string) => {
+      pending += d;
+      const lines = pending.split('\n');
+      pending = lines.pop()!;
+      for (const l of lines) if (/compact|read models up to date/.test(l)) progress(`server: ${l.replace(/^\[signalbase\] /, '')}`);
     });
   }
   for (let i = 0; ; i++) {

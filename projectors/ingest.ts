@@ -167,6 +167,8 @@ export interface IngestStreamOptions {
   append(byTopic: Map<string, { key: string; raw: string }[]>, count: number): void;
   /** A line that cannot be appended, with its 1-based number: reported, skipped, and the stream goes on. */
   onRefused(line: number, reason: string): void;
+  /** `append` failed (a full disk, ...): the stream takes nothing more; the caller ends the input. */
+  onFailed?(err: unknown): void;
   /** How long the first record of a group may wait for others (ms). */
   maxDelayMs?: number;
   /** A group is appended at once when it has this many records ... */
@@ -186,6 +188,8 @@ export interface IngestStreamOptions {
 export class IngestStream {
   appended = 0;
   refused = 0;
+  /** Why an append failed: the group it held and whatever arrives after it are not appended. */
+  failed: unknown;
   private readonly lines = new IngestLines();
   private group = new Map<string, { key: string; raw: string }[]>();
   private groupCount = 0;
@@ -202,11 +206,13 @@ export class IngestStream {
   }
 
   push(chunk: Uint8Array): void {
+    if (this.failed !== undefined) return;
     for (const l of this.lines.push(chunk)) this.take(l);
   }
 
   /** The input ended (or the command was stopped): the last line without a newline, then what is waiting. */
   end(): void {
+    if (this.failed !== undefined) return;
     for (const l of this.lines.end()) this.take(l);
     this.flush();
   }
@@ -226,11 +232,19 @@ export class IngestStream {
     this.group = new Map();
     this.groupCount = 0;
     this.groupBytes = 0;
-    this.opts.append(group, count);
+    try {
+      this.opts.append(group, count);
+    } catch (err) {
+      // From a timer there is no caller to throw to: the owner hears of it and stops the input.
+      this.failed = err;
+      this.opts.onFailed?.(err);
+      return;
+    }
     this.appended += count;
   }
 
   private take(l: IngestRawLine): void {
+    if (this.failed !== undefined) return;
     const r = ingestLine(l);
     if (r === null) return;
     if ('reason' in r) {

@@ -127,6 +127,25 @@ describe('issue 26: one check per line for files and streams', () => {
       vi.useRealTimers();
     }
   });
+  it('a failed append (a full disk) stops the stream: reported once, nothing taken after it, not counted as appended', () => {
+    const failures: unknown[] = [];
+    let calls = 0;
+    const s = new IngestStream({
+      append: () => {
+        calls++;
+        throw new Error('ENOSPC');
+      },
+      onRefused: () => {},
+      onFailed: (e) => failures.push(e),
+      maxRecords: 1,
+    });
+    s.push(Buffer.from(`${line('trade-events', eventText(1))}\n${line('trade-events', eventText(2))}\n`));
+    s.end();
+    expect(calls).toBe(1);
+    expect(failures).toHaveLength(1);
+    expect(String(s.failed)).toMatch(/ENOSPC/);
+    expect(s.appended).toBe(0);
+  });
 });
 
 describe('issue 26: signalbase ingest - (no server on the data dir)', () => {
