@@ -47,6 +47,9 @@ Options:
                      its tables after its first catch-up: the progress shows when)
   -h, --help         this text
 
+BENCH_SERVER_LOG_LEVEL=error (or another pino level) runs the started server at that log level
+and passes its log lines to stderr, to see what a 500 was.
+
 Each client reads with an account and key of its own (bench-live-0..N-1, created through the
 log at start; admission shares the server between accounts as between real users), the probes
 with one more. The server runs with RATE_LIMITS=default=100000000,address=100000000 and
@@ -462,7 +465,7 @@ try {
         DATA_DIR: dataDir,
         PORT: String(port),
         HOST: '127.0.0.1',
-        LOG_LEVEL: 'silent',
+        LOG_LEVEL: process.env.BENCH_SERVER_LOG_LEVEL ?? 'silent',
         RATE_LIMITS: 'default=100000000,address=100000000',
       },
       // chdb reads its host process's stdin as INSERT data: the server gets none.
@@ -474,7 +477,10 @@ try {
       pending += d;
       const lines = pending.split('\n');
       pending = lines.pop()!;
-      for (const l of lines) if (/compact|read models up to date/.test(l)) progress(`server: ${l.replace(/^\[signalbase\] /, '')}`);
+      for (const l of lines) {
+        if (/compact|read models up to date/.test(l)) progress(`server: ${l.replace(/^\[signalbase\] /, '')}`);
+        else if (process.env.BENCH_SERVER_LOG_LEVEL && l.startsWith('{')) progress(`server log: ${l.slice(0, 2000)}`);
+      }
     });
   }
   for (let i = 0; ; i++) {
