@@ -28,6 +28,8 @@ interface Command {
   options: NonNullable<ParseArgsConfig['options']>;
   /** Whose settings the command reads (apps/config.ts): its --help lists them. */
   env: ProcessKind;
+  /** Internal: left out of the main help. */
+  hidden?: boolean;
   run(values: any, positionals: string[]): Promise<number | void>;
 }
 
@@ -36,15 +38,28 @@ const die = (msg: string): never => {
 };
 class UsageError extends Error {}
 
-/** Projects the log into the store when no server runs on DATA_DIR (otherwise the server does it). */
+/**
+ * Projects the log into the store when no server runs on DATA_DIR (otherwise the server does it):
+ * up to what the log holds now, then stops.
+ */
 async function projectNow(dataDir: string, total?: number): Promise<void> {
+  const p = await startProjection(dataDir, total);
+  if (p) await p.finish();
+}
+
+/**
+ * Starts projecting the log into the store in this process, unless a `start` runs on DATA_DIR
+ * (then null: it projects the records itself). The projector follows the log as it grows until
+ * `finish()`, which waits until it has caught up with what the log holds then, and stops.
+ */
+async function startProjection(dataDir: string, total?: number, bar = true): Promise<{ finish(): Promise<void> } | null> {
   const { runningServerPid, storePath } = await embedded();
   const { migrateReadModels, PROJECTOR_GROUP, runProjector } = await import('../projectors/runner.ts');
   const { openChdbStore } = await import('../storage/chdb.ts');
   const pid = runningServerPid(dataDir);
   if (pid) {
     console.error(`signalbase start (pid ${pid}) is running on ${dataDir}: it projects the new records itself.`);
-    return;
+    return null;
   }
   const log = new EmbeddedLog(dataDir, 50);
   // A crash mid-append may have left a torn last line: end it, so it is dead-lettered on its own.
@@ -56,32 +71,43 @@ async function projectNow(dataDir: string, total?: number): Promise<void> {
     () => log.writeOffsets(PROJECTOR_GROUP, {}),
     (l) => console.error(l),
   );
-  const bar = new SingleBar(
-    {
-      format: 'project |{bar}| {percentage}% {value}/{total} records {eta_formatted} left',
-      noTTYOutput: true,
-      notTTYSchedule: 5000,
-      stream: process.stderr,
-    },
-    Presets.shades_classic,
-  );
+  const progress = bar
+    ? new SingleBar(
+        {
+          format: 'project |{bar}| {percentage}% {value}/{total} records {eta_formatted} left',
+          noTTYOutput: true,
+          notTTYSchedule: 5000,
+          stream: process.stderr,
+        },
+        Presets.shades_classic,
+      )
+    : null;
   let done = 0;
   let dead = 0;
-  bar.start(total ?? 0, 0);
+  progress?.start(total ?? 0, 0);
   const sub = runProjector(log, store, {
     onCommit: (c) => {
       done += c.applied + c.dead;
       dead += c.dead;
-      bar.setTotal(Math.max(total ?? 0, done));
-      bar.update(done);
+      progress?.setTotal(Math.max(total ?? 0, done));
+      progress?.update(done);
     },
   });
-  await sub.caughtUp();
-  bar.stop();
-  await sub.stop();
-  await store.close();
-  console.error(`projected ${done} records${dead ? `, ${dead} went to the dead-letter table` : ''}`);
+  return {
+    async finish() {
+      await sub.caughtUp();
+      progress?.stop();
+      await sub.stop();
+      await store.close();
+      console.error(`projected ${done} records${dead ? `, ${dead} went to the dead-letter table` : ''}`);
+    },
+  };
 }
+
+/** How long a streamed record may wait for others before its group is appended (ms). */
+const STREAM_DELAY_MS = 20;
+/** How often `ingest --follow` looks whether its file grew (ms). */
+const FOLLOW_POLL_MS = 20;
 
 const dataDirOption = { 'data-dir': { type: 'string' as const } };
 const dataDirOf = (v: { 'data-dir'?: string }) => configuredDataDir(v['data-dir']);
@@ -169,11 +195,20 @@ const COMMANDS: Record<string, Command> = {
   },
   ingest: {
     env: 'ingest',
-    usage: 'signalbase ingest FILE.ndjson [--data-dir DIR] [--to embedded|kafka]',
-    help: `Appends records to the log, then projects them (unless a running \`start\` does). One JSON object per line: {"topic": "<topic>", "value": {...}} and no other member; blank lines are skipped. Topics: ${TOPIC_NAMES.join(', ')}. Every value is validated first, as the projector validates it: its topic's schema, no number out of the range of a 64-bit float (such as 1e400), ids up to 2^53-1, date-times in RFC 3339 with a real calendar date, no leap second, within 1970..2299, and at most ${MAX_RECORD_BYTES} bytes (16 MiB) of JSON. If any line is refused, nothing is appended: each refused line is listed with its number and reason, and the command exits with status 1. The value is appended exactly as written in the file (numbers, key order and spacing are kept). --to kafka appends to the topics on KAFKA_BROKERS instead (distributed mode; their names prefixed with KAFKA_TOPIC_PREFIX when set), each record keyed by the id that orders it; every record is acknowledged before the command ends.`,
-    options: { ...dataDirOption, to: { type: 'string', default: 'embedded' } },
+    usage: 'signalbase ingest FILE.ndjson [--data-dir DIR] [--to embedded|kafka] | ingest - | ingest --follow FILE   [--data-dir DIR]',
+    help:
+      `Appends records to the log, then projects them (unless a running \`start\` does). One JSON object per line: {"topic": "<topic>", "value": {...}} and no other member; blank lines are skipped. Topics: ${TOPIC_NAMES.join(', ')}. Every value is validated first, as the projector validates it: its topic's schema, no number out of the range of a 64-bit float (such as 1e400), ids up to 2^53-1, date-times in RFC 3339 with a real calendar date, no leap second, within 1970..2299, and at most ${MAX_RECORD_BYTES} bytes (16 MiB) of JSON. If any line is refused, nothing is appended: each refused line is listed with its number and reason, and the command exits with status 1. The value is appended exactly as written in the file (numbers, key order and spacing are kept). --to kafka appends to the topics on KAFKA_BROKERS instead (distributed mode; their names prefixed with KAFKA_TOPIC_PREFIX when set), each record keyed by the id that orders it; every record is acknowledged before the command ends.` +
+      ` Streaming (embedded mode): \`ingest -\` reads standard input and \`ingest --follow FILE\` reads FILE from its start and then what is appended to it (like tail -f), until end of input, SIGINT or SIGTERM. Each line is validated as above and appended within about ${STREAM_DELAY_MS} ms of arriving, in small groups, with no process start per record. A refused line cannot stop what was already appended: it is reported on stderr with its number and reason ("line N: ..."), skipped, and the stream goes on; at the end (EOF, SIGINT or SIGTERM: the records validated so far are appended first) the command prints "appended N records, refused M lines" and exits with status 1 if any line was refused, 0 otherwise. When no \`start\` runs on DATA_DIR, the command projects the records itself while it runs (in a child process: chdb would take standard input for its own) and catches up before it exits; otherwise the server projects them.`,
+    options: { ...dataDirOption, to: { type: 'string', default: 'embedded' }, follow: { type: 'string' } },
     async run(v, pos) {
-      const file = pos[0] ?? die('ingest needs a file: signalbase ingest FILE.ndjson');
+      if (v.follow !== undefined || pos[0] === '-') {
+        if (v.follow !== undefined && pos.length) die('ingest --follow FILE takes no other file');
+        if (pos.length > 1) die('ingest - takes no other file');
+        if (v.to !== 'embedded') die('the streaming ingest (- or --follow) appends to the embedded log; --to kafka takes a file');
+        if (v.follow !== undefined && !existsSync(v.follow)) die(`no such file: ${v.follow}`);
+        return streamIngest(dataDirOf(v), v.follow);
+      }
+      const file = pos[0] ?? die('ingest needs a file: signalbase ingest FILE.ndjson (or - for standard input, or --follow FILE)');
       if (!existsSync(file)) die(`no such file: ${file}`);
       const { readIngestFile } = await import('../projectors/ingest.ts');
       const { byTopic, count, refused } = readIngestFile(readFileSync(file));
@@ -207,6 +242,27 @@ const COMMANDS: Record<string, Command> = {
       for (const [topic, recs] of byTopic) log.appendSync(topic, recs);
       console.error(`appended ${count} records from ${file}`);
       await projectNow(dataDir, count);
+    },
+  },
+  _project: {
+    env: 'ingest',
+    hidden: true,
+    usage: 'signalbase _project [--data-dir DIR]   (internal: spawned by the streaming ingest)',
+    help: "Internal: projects the log into the store while its parent, a streaming `signalbase ingest` with no `start` on DATA_DIR, appends to it; when the parent disconnects, catches up with the log and exits. It runs apart because chdb reads its host process's standard input as the data of an INSERT, and the streaming ingest's standard input is the record stream.",
+    options: { ...dataDirOption },
+    async run(v) {
+      if (!process.send) die('_project is spawned by the streaming ingest (over an IPC channel)');
+      const projection = await startProjection(dataDirOf(v), undefined, false);
+      // The parent decides when to stop (after its last append): a signal to the group is its to handle.
+      const ignore = () => {};
+      process.on('SIGINT', ignore);
+      process.on('SIGTERM', ignore);
+      await new Promise<void>((resolve) => {
+        process.once('disconnect', resolve);
+        if (!process.connected) resolve();
+      });
+      await projection?.finish();
+      return 0;
     },
   },
   keys: {
@@ -389,6 +445,123 @@ const COMMANDS: Record<string, Command> = {
   },
 };
 
+/**
+ * When no `start` runs on DATA_DIR: a child process (`signalbase _project`) that projects the log
+ * while the streaming ingest appends to it, and catches up and exits when `finish()` disconnects
+ * it. Not in this process: chdb would read this process's standard input (the record stream) as
+ * the data of its INSERTs.
+ */
+async function projectAside(dataDir: string): Promise<{ finish(): Promise<void> } | null> {
+  const { runningServerPid } = await embedded();
+  const pid = runningServerPid(dataDir);
+  if (pid) {
+    console.error(`signalbase start (pid ${pid}) is running on ${dataDir}: it projects the new records itself.`);
+    return null;
+  }
+  const { spawn } = await import('node:child_process');
+  const child = spawn(process.execPath, [...process.execArgv, process.argv[1]!, '_project', '--data-dir', dataDir], {
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  console.error(`no signalbase start runs on ${dataDir}: this command projects the records while it runs`);
+  return {
+    async finish() {
+      if (child.connected) child.disconnect();
+      const code = await exited;
+      if (code !== 0) console.error(`the projection ended with status ${code}: the next start on ${dataDir} projects the records`);
+    },
+  };
+}
+
+/**
+ * `signalbase ingest -` (standard input) or `ingest --follow FILE`: appends the records as they
+ * arrive (projectors/ingest.ts `IngestStream`), reports and skips refused lines, and ends at end
+ * of input, SIGINT or SIGTERM after appending what was validated. Exit status 1 if a line was refused.
+ */
+async function streamIngest(dataDir: string, follow: string | undefined): Promise<number> {
+  const { IngestStream } = await import('../projectors/ingest.ts');
+  const from = follow ?? 'standard input';
+  const log = new EmbeddedLog(dataDir);
+  const stream = new IngestStream({
+    append: (byTopic) => {
+      for (const [topic, recs] of byTopic) log.appendSync(topic, recs);
+    },
+    onRefused: (line, reason) => console.error(`line ${line}: ${reason}`),
+    onFailed: () => stop(),
+    maxDelayMs: STREAM_DELAY_MS,
+  });
+  const projection = await projectAside(dataDir);
+  let stopped = false;
+  let stop = () => {};
+  const onSignal = () => {
+    stopped = true;
+    stop();
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  try {
+    if (follow === undefined) {
+      const input = process.stdin;
+      await new Promise<void>((resolve, reject) => {
+        stop = () => {
+          input.pause();
+          input.destroy();
+          resolve();
+        };
+        // push() is synchronous: the next chunk is read only once this one is validated (and
+        // its group appended when full), so a fast producer blocks on the pipe, not on memory.
+        input.on('data', (chunk: Buffer) => stream.push(chunk));
+        input.once('end', resolve);
+        input.once('error', reject);
+        if (stopped) stop();
+      });
+    } else {
+      const { closeSync, fstatSync, openSync, readSync } = await import('node:fs');
+      const fd = openSync(follow, 'r');
+      const buf = Buffer.allocUnsafe(1 << 20);
+      let pos = 0;
+      try {
+        await new Promise<void>((resolve) => {
+          let timer: NodeJS.Timeout | undefined;
+          stop = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+          const poll = () => {
+            if (stopped) return;
+            if (fstatSync(fd).size < pos) {
+              console.error(`${follow} was truncated: following it from its start`);
+              pos = 0;
+            }
+            // At most 64 MiB per turn, so that a signal and the group timer get their turn.
+            for (let turn = 0; turn < 64 && !stopped; turn++) {
+              const n = readSync(fd, buf, 0, buf.length, pos);
+              if (n === 0) break;
+              pos += n;
+              stream.push(buf.subarray(0, n));
+            }
+            timer = setTimeout(poll, FOLLOW_POLL_MS);
+          };
+          poll();
+        });
+      } finally {
+        closeSync(fd);
+      }
+    }
+  } finally {
+    stream.end();
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+    console.error(
+      `appended ${stream.appended} records from ${from}, refused ${stream.refused} line${stream.refused === 1 ? '' : 's'}${stopped ? ' (stopped by a signal)' : ''}`,
+    );
+    await projection?.finish();
+  }
+  if (stream.failed !== undefined)
+    throw new Error(`appending to the log failed, the input after it was not read: ${(stream.failed as Error).message}`);
+  return stream.refused ? 1 : 0;
+}
+
 /** Runs until SIGINT or SIGTERM, then stops the process's work. */
 function serveUntilSignal(p: { stop(): Promise<void> }): Promise<number> {
   return new Promise<number>((resolve) => {
@@ -433,6 +606,7 @@ async function readPassword(): Promise<string> {
 
 function mainHelp(): string {
   return `signalbase: read-only trading-signal data service\n\nUsage:\n${Object.values(COMMANDS)
+    .filter((c) => !c.hidden)
     .map((c) => `  ${c.usage}`)
     .join('\n')}\n\nRun signalbase COMMAND --help for details (each lists the environment it reads).\n${environmentHelp('start')}\n`;
 }

@@ -377,6 +377,8 @@ function readRoutes(app: FastifyInstance, deps: ApiDeps, r: ReadRouting): void {
           const now = ctx.now.getTime();
           let entry = cache.local(key, now, seq, changes) ?? (await cache.get(key, now, seq, changes));
           metrics?.readCache.inc({ result: entry ? 'hit' : 'miss' });
+          // Per answer what the counter above counts (bench/live.ts reads it per read kind); an uncacheable read has none.
+          reply.header('x-cache', entry ? 'hit' : 'miss');
           entry ??= await cache.fill(key, now, seq, changes, async () => {
             const data = (await read()) as any;
             const dependencies = dependenciesOf(op.cache!, query, ctx.reads!);

@@ -1,0 +1,715 @@
+// Live benchmark (issue 26): a mixed read load of the three kinds of users (16 clients: lists
+// filtered by random traders and assets, default first pages, feed pages and since-polls at the
+// head, rankings with a random metric and window, stats of 20 random traders, asset stats,
+// activity summaries, trader activity) against a real `signalbase start`, first on data that
+// stands still, then while new records arrive through the streaming ingest (`signalbase ingest -`,
+// one process for the whole run) at 2, 20 and 200 records/s; and how long a record takes from the
+// ingest's standard input to a since-poll at the feed's head and to `/v2/events?traderIds=`.
+// Usage: npx tsx bench/live.ts --help
+import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { cpus, platform, release } from 'node:os';
+import { join, resolve } from 'node:path';
+import { createKey, putAccount } from '../apps/admin.ts';
+import { cursorCodec, demoKeyFile, runningServerPid } from '../apps/embedded.ts';
+import { fingerprint } from '../apps/reads/cursor.ts';
+import type { Principal } from '../apps/reads/principal.ts';
+import { OPERATIONS } from '../apps/registry.ts';
+import { EmbeddedLog } from '../projectors/log/embedded.ts';
+import { SCOPES } from '../schemas/topics/index.ts';
+import { benchArgs, fmtMs, handlerQuery, pct, printTable, progress, sortNum } from './args.ts';
+
+const POLL_MS = 25;
+/** Concurrent probes of /v2/events, each following one sampled event at a time. */
+const EVENT_PROBES = 3;
+/** After a phase, how long the probes may look for what it wrote before the next phase (ms). */
+const GRACE_MS = 30_000;
+const USAGE = `Usage: npx tsx bench/live.ts --data-dir DIR [options]
+
+Starts 'signalbase start --no-seed' on DIR (seed it first: node bin/signalbase.mjs seed --scale
+large --data-dir DIR; the server and the ingest write to DIR: use a copy), and one streaming
+'signalbase ingest - --data-dir DIR'. Then, per phase, --clients concurrent clients run a mixed
+read load for --seconds: first static (nothing ingested), then one phase per rate of --rates
+records/s piped into the ingest (per 4 records: two prices of a known asset, a new message of a
+known trader's source and the open event of a new position on it). Printed per phase: req/s, p50,
+p99 and cache hits (the x-cache header) in all and per read kind, the live/static ratios, and the
+freshness p50/p99/max from writing a record to the ingest's stdin until (a) its feed group shows in
+a since-poll at the head and (b) its event shows in /v2/events?traderIds=<its trader>.
+
+Options:
+  --data-dir DIR     a seeded DATA_DIR (required; the ingest appends to its log)
+  --server URL       bench a server already running on DIR at URL (not started nor stopped)
+  --seconds S        length of each phase (default 30)
+  --rates LIST       records per second of the live phases (default 2,20,200)
+  --clients N        concurrent clients of the mixed load (default 16)
+  --warmup S         unmeasured load before the static phase (default 15; the server compacts
+                     its tables after its first catch-up: the progress shows when)
+  -h, --help         this text
+
+BENCH_SERVER_LOG_LEVEL=error (or another pino level) runs the started server at that log level
+and passes its log lines to stderr, to see what a 500 was.
+
+Each client reads with an account and key of its own (bench-live-0..N-1, created through the
+log at start; admission shares the server between accounts as between real users), the probes
+with one more. The server runs with RATE_LIMITS=default=100000000,address=100000000 and
+LOG_LEVEL=silent. Probes poll besides the clients, in every phase (static too, so that the load
+is the same): a since-poll at the feed head, and ${EVENT_PROBES} probes of the events page of the
+trader of a sampled event (each takes the newest event not probed yet), each every ${POLL_MS} ms; their requests are not in the figures. Results to stdout, progress to stderr.`;
+
+const {
+  values: argv,
+  die,
+  posInt,
+} = benchArgs('bench/live', USAGE, {
+  'data-dir': { type: 'string' },
+  server: { type: 'string' },
+  seconds: { type: 'string', default: '30' },
+  rates: { type: 'string', default: '2,20,200' },
+  clients: { type: 'string', default: '16' },
+  warmup: { type: 'string', default: '15' },
+  help: { type: 'boolean', short: 'h' },
+});
+if (!argv['data-dir']) die(`--data-dir is required\n\n${USAGE}`);
+const dataDir = resolve(argv['data-dir']!);
+if (!existsSync(join(dataDir, 'log'))) die(`${dataDir} holds no log: seed it first (node bin/signalbase.mjs seed --data-dir ${dataDir})`);
+if (!existsSync(demoKeyFile(dataDir))) die(`no demo key in ${demoKeyFile(dataDir)}: seed the data dir first`);
+const phaseMs = posInt('seconds', argv.seconds) * 1000;
+const clients = posInt('clients', argv.clients);
+const warmupMs = Number(argv.warmup) * 1000;
+if (!(warmupMs >= 0)) die(`--warmup takes a number of seconds (got ${argv.warmup})`);
+const rates = argv.rates!.split(',').map((r) => posInt('rates', r.trim()));
+const cli = join(import.meta.dirname, '..', 'bin', 'signalbase.mjs');
+const tStart = performance.now();
+
+const freePort = () =>
+  new Promise<number>((ok) => {
+    const s = createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const p = (s.address() as { port: number }).port;
+      s.close(() => ok(p));
+    });
+  });
+
+let server: ChildProcess | undefined;
+let ingest: ChildProcess | undefined;
+const children = () => [ingest, server].filter((c): c is ChildProcess => !!c && c.exitCode === null && c.signalCode === null);
+process.once('SIGINT', () => {
+  for (const c of children()) c.kill('SIGTERM');
+  process.exit(130);
+});
+
+let base = argv.server?.replace(/\/+$/, '');
+if (!base && runningServerPid(dataDir) !== null) die(`a signalbase server runs on ${dataDir}: give its URL with --server, or stop it`);
+const key = readFileSync(demoKeyFile(dataDir), 'utf8').trim();
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+type Json = any;
+async function getJson(path: string, apiKey = key): Promise<Json> {
+  const res = await fetch(base + path, { headers: { 'x-api-key': apiKey }, signal: AbortSignal.timeout(120_000) });
+  const body = await res.json();
+  if (res.status !== 200) throw new Error(`${path} answered ${res.status}: ${JSON.stringify(body).slice(0, 300)}`);
+  return body;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The mixed load.
+
+/** The first answer of each non-200 status, for the report. */
+const firstErrors = new Map<number, string>();
+interface Sample {
+  kind: string;
+  ms: number;
+  status: number;
+  hit: boolean;
+}
+interface Ids {
+  traders: number[];
+  assets: number[];
+}
+const pick = <T>(xs: readonly T[]): T => xs[Math.floor(Math.random() * xs.length)]!;
+const pickN = <T>(xs: readonly T[], n: number): T[] => {
+  const copy = [...xs];
+  for (let i = copy.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1));
+    [copy[i], copy[j]] = [copy[j]!, copy[i]!];
+  }
+  return copy.slice(0, n);
+};
+const METRICS = ['event_count', 'position_count', 'win_rate', 'avg_return', 'median_return', 'sharpe_ratio'];
+const WINDOWS = ['1D', '7D', '30D'];
+
+/** The read kinds, their weight in the mix and the path of one request (a since-poll client keeps its cursor). */
+const KINDS: { kind: string; weight: number; path: (ids: Ids, c: ClientState) => string }[] = [
+  { kind: 'list by trader', weight: 20, path: (ids) => `/v2/${pick(['events', 'positions', 'messages'])}?traderIds=${pick(ids.traders)}` },
+  { kind: 'list by asset', weight: 12, path: (ids) => `/v2/${pick(['events', 'positions'])}?assetIds=${pick(ids.assets)}` },
+  {
+    kind: 'first page',
+    weight: 12,
+    path: () => `/v2/${pick(['events', 'positions', 'messages', 'positions/open', 'traders', 'assets'])}`,
+  },
+  { kind: 'feed page', weight: 6, path: () => '/v2/feed' },
+  { kind: 'since-poll', weight: 14, path: (_ids, c) => `/v2/feed?since=${encodeURIComponent(c.since)}&limit=100` },
+  {
+    kind: 'rankings',
+    weight: 8,
+    path: () => `/v2/traders/rankings?metric=${pick(METRICS)}&timeBasedPerformanceWindow=${pick(WINDOWS)}`,
+  },
+  { kind: 'trader stats', weight: 8, path: (ids) => `/v2/traders/stats?traderIds=${pickN(ids.traders, 20).join(',')}` },
+  {
+    kind: 'asset stats',
+    weight: 8,
+    path: (ids) => `/v2/assets/stats?assetIds=${pickN(ids.assets, 1 + Math.floor(Math.random() * 5)).join(',')}`,
+  },
+  {
+    kind: 'activity summary',
+    weight: 8,
+    path: () => `/v2/activity-summaries?groupBy=${pick(['trader', 'none'])}&interval=${pick(['hour', 'day'])}`,
+  },
+  { kind: 'trader activity', weight: 4, path: () => '/v2/traders/activity' },
+];
+const TOTAL_WEIGHT = KINDS.reduce((s, k) => s + k.weight, 0);
+/** A client: an account of its own (admission shares the server between accounts, as between real users) and, for its since-polls, its cursor, kept from phase to phase. */
+interface ClientState {
+  key: string;
+  since: string;
+}
+
+/** Runs the mixed load, one loop per client, until `until` (performance clock); each sample to `out` (null: warm-up). */
+async function mixedLoad(ids: Ids, states: ClientState[], until: number, out: Sample[] | null): Promise<number> {
+  const t0 = performance.now();
+  const client = async (state: ClientState) => {
+    const headers = { 'x-api-key': state.key };
+    while (performance.now() < until) {
+      let r = Math.random() * TOTAL_WEIGHT;
+      const k = KINDS.find((x) => (r -= x.weight) < 0) ?? KINDS[0]!;
+      const path = k.path(ids, state);
+      const t = performance.now();
+      let status = 0;
+      let hit = false;
+      try {
+        const res = await fetch(base + path, { headers, signal: AbortSignal.timeout(60_000) });
+        status = res.status;
+        hit = res.headers.get('x-cache') === 'hit';
+        if (status !== 200 && !firstErrors.has(status))
+          firstErrors.set(status, `${path.slice(0, 120)}: ${(await res.text()).slice(0, 200)}`);
+        else if (k.kind === 'since-poll' && status === 200) {
+          const body = (await res.json()) as Json;
+          state.since = body.data.meta.nextCursor ?? state.since;
+        } else await res.arrayBuffer();
+      } catch {
+        status = 0;
+      }
+      out?.push({ kind: k.kind, ms: performance.now() - t, status, hit });
+    }
+  };
+  await Promise.all(states.map(client));
+  return (performance.now() - t0) / 1000;
+}
+
+// ---------------------------------------------------------------------------------------------
+// New records and freshness.
+
+interface Writer {
+  traderId: number;
+  platform: string;
+  sourceIdentityId: string;
+  assets: { id: number; price: number }[];
+}
+interface Written {
+  /** The phase it was written in: its freshness counts there, whenever it is seen. */
+  phase: string;
+  at: number;
+  messageId: string;
+  eventId: number;
+  traderId: number;
+}
+
+/** Traders that can carry new records: a source assigned to them (from one of their messages) and assets they traded, with a price. */
+async function findWriters(traders: number[], want: number): Promise<Writer[]> {
+  const out: Writer[] = [];
+  for (const t of pickN(traders, Math.min(traders.length, want * 4))) {
+    if (out.length >= want) break;
+    const msgs = (await getJson(`/v2/messages?traderIds=${t}&limit=1`)).data.results as Json[];
+    const evs = (await getJson(`/v2/events?traderIds=${t}&limit=20`)).data.results as Json[];
+    const assets = new Map<number, number>();
+    for (const e of evs) if (typeof e.price === 'number' && e.price > 0 && e.quoteSymbol !== null) assets.set(e.assetId, e.price);
+    if (!msgs.length || !assets.size) continue;
+    const src = msgs[0].source;
+    out.push({
+      traderId: t,
+      platform: src.platform,
+      sourceIdentityId: src.identity.sourceIdentityId,
+      assets: [...assets].map(([id, price]) => ({ id, price })),
+    });
+  }
+  if (!out.length) throw new Error('no trader with an assigned source and a priced event: nothing to write records for');
+  return out;
+}
+
+const RUN = Date.now();
+let seq = 0;
+/** Ids beyond any the seed uses: a run's clock in ms times 1000, plus a counter (below 2^53). */
+const EVENT_BASE = RUN * 1000;
+/** One unit of 4 records as NDJSON lines: two prices, a message and the open event of a new position on it. */
+function unit(w: Writer): { text: string; messageId: string; eventId: number; traderId: number } {
+  const n = ++seq;
+  const now = new Date().toISOString();
+  const a = pick(w.assets);
+  const p = () => Number((a.price * (1 + (Math.random() - 0.5) * 0.002)).toPrecision(8));
+  const messageId = `live-${RUN}-${n}`;
+  const eventId = EVENT_BASE + n;
+  const direction = Math.random() < 0.5 ? 'long' : 'short';
+  const lines = [
+    { topic: 'prices', value: { assetId: a.id, at: now, price: p(), version: 1 } },
+    { topic: 'prices', value: { assetId: a.id, at: now, price: p(), version: 2 } },
+    {
+      topic: 'messages',
+      value: {
+        id: messageId,
+        platform: w.platform,
+        sourceIdentityId: w.sourceIdentityId,
+        writtenAt: now,
+        url: null,
+        text: `${direction === 'long' ? 'Long' : 'Short'} asset ${a.id} @ ${a.price} (bench/live ${n})`,
+        attachments: [],
+        isEdited: false,
+        isReply: false,
+        isQuote: false,
+        isRepost: false,
+        version: 1,
+      },
+    },
+    {
+      topic: 'trade-events',
+      value: {
+        id: eventId,
+        type: 'open',
+        direction,
+        price: a.price,
+        timeOfEvent: now,
+        assumed: false,
+        retrospective: false,
+        autoGenerated: false,
+        positionId: eventId,
+        traderId: w.traderId,
+        assetId: a.id,
+        messageId,
+        version: 1,
+      },
+    },
+  ];
+  return { text: `${lines.map((l) => JSON.stringify(l)).join('\n')}\n`, messageId, eventId, traderId: w.traderId };
+}
+
+/** Freshness probes: a since-poll at the feed head, and the events page of the newest unmeasured event's trader. */
+class Probes {
+  readonly written: Written[] = [];
+  /** Message id -> written record, until its group is seen. */
+  private readonly pendingGroups = new Map<string, Written>();
+  feedMs: { phase: string; ms: number }[] = [];
+  eventMs: { phase: string; ms: number }[] = [];
+  private running = true;
+  private loops: Promise<void>[] = [];
+
+  constructor(
+    private since: string,
+    private readonly apiKey: string,
+  ) {}
+
+  wrote(w: Written): void {
+    this.written.push(w);
+    this.unprobed.push(w);
+    this.pendingGroups.set(w.messageId, w);
+  }
+
+  start(): void {
+    this.running = true;
+    this.loops = [this.feedLoop(), ...Array.from({ length: EVENT_PROBES }, () => this.eventLoop())];
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    await Promise.all(this.loops);
+  }
+
+  /** The groups written in `phase` not seen, and its sampled events not seen (for the report). */
+  unseen(phase: string): { groups: number; events: number } {
+    return {
+      groups: [...this.pendingGroups.values()].filter((w) => w.phase === phase).length,
+      events: [...this.probing].filter((w) => w.phase === phase).length,
+    };
+  }
+
+  /** Whether a written group or the probed event is still to be seen. */
+  waiting(): boolean {
+    return this.pendingGroups.size > 0 || this.probing.size > 0;
+  }
+
+  private async feedLoop(): Promise<void> {
+    while (this.running) {
+      let more = false;
+      try {
+        const body = await getJson(`/v2/feed?since=${encodeURIComponent(this.since)}&limit=100`, this.apiKey);
+        const now = performance.now();
+        for (const g of body.data.results as Json[]) {
+          const w = this.pendingGroups.get(g.id);
+          if (w) {
+            this.feedMs.push({ phase: w.phase, ms: now - w.at });
+            this.pendingGroups.delete(g.id);
+          }
+        }
+        this.since = body.data.meta.nextCursor ?? this.since;
+        more = body.data.meta.hasMore === true;
+      } catch (err) {
+        progress(`feed probe: ${(err as Error).message}`);
+        await sleep(500);
+      }
+      if (!more) await sleep(POLL_MS);
+    }
+  }
+
+  /** Written records whose event was not probed yet, newest last; a probe takes the newest and drops the rest (sampled). */
+  private unprobed: Written[] = [];
+  /** The events being probed. */
+  private readonly probing = new Set<Written>();
+
+  private async eventLoop(): Promise<void> {
+    let target: Written | undefined;
+    while (this.running) {
+      if (!target && this.unprobed.length) {
+        target = this.unprobed.at(-1)!;
+        this.unprobed = [];
+        this.probing.add(target);
+      }
+      try {
+        // With nothing to measure, the same poll (the probes' load does not depend on the phase).
+        const body = await getJson(`/v2/events?traderIds=${target?.traderId ?? writers[0]!.traderId}&limit=20`, this.apiKey);
+        if (target && (body.data.results as Json[]).some((e) => String(e.id) === String(target!.eventId))) {
+          this.eventMs.push({ phase: target.phase, ms: performance.now() - target.at });
+          this.probing.delete(target);
+          target = undefined;
+          continue;
+        }
+      } catch (err) {
+        progress(`events probe: ${(err as Error).message}`);
+        await sleep(500);
+      }
+      await sleep(POLL_MS);
+    }
+    // A target still unseen stays in `probing`: the report counts it as unseen.
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reporting.
+
+interface PhaseResult {
+  name: string;
+  rate: number;
+  secs: number;
+  samples: Sample[];
+  feedMs: number[];
+  eventMs: number[];
+  written: number;
+  unseen: { groups: number; events: number };
+}
+interface Figures {
+  n: number;
+  rps: number;
+  p50: number;
+  p99: number;
+  hits: number;
+  errors: number;
+}
+function figures(samples: Sample[], secs: number): Figures {
+  const ok = samples.filter((s) => s.status === 200);
+  const ms = sortNum(ok.map((s) => s.ms));
+  return {
+    n: samples.length,
+    rps: ok.length / secs,
+    p50: pct(ms, 50),
+    p99: pct(ms, 99),
+    hits: ok.length ? ok.filter((s) => s.hit).length / ok.length : NaN,
+    errors: samples.length - ok.length,
+  };
+}
+const fmtPct = (x: number) => (Number.isFinite(x) ? `${Math.round(x * 100)} %` : '-');
+const fmtRps = (x: number) => (Number.isFinite(x) ? x.toFixed(1) : '-');
+const fmtX = (x: number) => (Number.isFinite(x) ? `${x.toFixed(2)}x` : '-');
+const fmtS = (ms: number) => (Number.isFinite(ms) ? `${(ms / 1000).toFixed(2)} s` : '-');
+
+/** Waits (at most 2 minutes) until the server's projector has nothing left to project (healthz projectorLag 0). */
+async function caughtUp(): Promise<void> {
+  for (let i = 0; i < 1200; i++) {
+    const h: Json = await fetch(`${base}/healthz`)
+      .then((r) => r.json())
+      .catch(() => null);
+    if (h?.data?.results?.[0]?.projectorLag === 0) return;
+    await sleep(100);
+  }
+  progress('the projector still lags after 2 minutes; measuring anyway');
+}
+
+// ---------------------------------------------------------------------------------------------
+
+let writers: Writer[] = [];
+try {
+  if (!base) {
+    const port = await freePort();
+    base = `http://127.0.0.1:${port}`;
+    progress(`starting signalbase start --no-seed on ${dataDir}, port ${port}`);
+    server = spawn(process.execPath, [cli, 'start', '--no-seed'], {
+      env: {
+        ...process.env,
+        DATA_DIR: dataDir,
+        PORT: String(port),
+        HOST: '127.0.0.1',
+        LOG_LEVEL: process.env.BENCH_SERVER_LOG_LEVEL ?? 'silent',
+        RATE_LIMITS: 'default=100000000,address=100000000',
+      },
+      // chdb reads its host process's stdin as INSERT data: the server gets none.
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    // The server's catch-up and compactions, in the progress (a compaction during a phase weighs on it).
+    let pending = '';
+    server.stdout!.setEncoding('utf8').on('data', (d: string) => {
+      pending += d;
+      const lines = pending.split('\n');
+      pending = lines.pop()!;
+      for (const l of lines) {
+        if (/compact|read models up to date/.test(l)) progress(`server: ${l.replace(/^\[signalbase\] /, '')}`);
+        else if (process.env.BENCH_SERVER_LOG_LEVEL && l.startsWith('{')) progress(`server log: ${l.slice(0, 2000)}`);
+      }
+    });
+  }
+  for (let i = 0; ; i++) {
+    const h = await fetch(`${base}/healthz`).then(
+      (r) => r.status,
+      () => 0,
+    );
+    if (h === 200) break;
+    if (i > 2400 || (server && server.exitCode !== null)) throw new Error('the server did not become healthy');
+    await sleep(500);
+  }
+  const setupSecs = (performance.now() - tStart) / 1000;
+  progress(`server healthy after ${setupSecs.toFixed(1)} s`);
+
+  // Ids for the load: the directory's traders and the assets (a few pages of each).
+  const ids: Ids = { traders: [], assets: [] };
+  for (const [what, list] of [
+    ['traders', ids.traders],
+    ['assets', ids.assets],
+  ] as const) {
+    let cursor: string | null = null;
+    for (let page = 0; page < 5; page++) {
+      const body: Json = await getJson(`/v2/${what}?limit=200${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
+      for (const r of body.data.results as Json[]) list.push(r.id);
+      cursor = body.data.meta.nextCursor;
+      if (!cursor) break;
+    }
+  }
+  if (!ids.traders.length || !ids.assets.length) throw new Error('no traders or assets in the directory');
+  writers = await findWriters(ids.traders, 50);
+  progress(`${ids.traders.length} traders, ${ids.assets.length} assets for the load; ${writers.length} traders carry the new records`);
+
+  // A since-cursor at the feed head: the current watermark (from /metrics), signed as the service
+  // signs a since-poll's nextCursor for the demo key (the cursor secret is in DATA_DIR).
+  const metricsText = await fetch(`${base}/metrics`).then((r) => (r.ok ? r.text() : ''));
+  const wm = /^signalbase_feed_watermark (\d+)/m.exec(metricsText)?.[1];
+  if (wm === undefined)
+    throw new Error(`${base}/metrics gives no signalbase_feed_watermark (METRICS_PORT set? the bench reads /metrics on the API port)`);
+  const feedOp = OPERATIONS.find((o) => o.versions.includes('v2') && o.path === '/feed')!;
+  const { since: _s, cursor: _c, limit: _l, ...filters } = handlerQuery(feedOp, new URLSearchParams('since=0&limit=100'));
+  const codec = cursorCodec(dataDir);
+  // A visibility as the authenticator builds it (apps/auth/keys.ts): the key order is part of the policy print.
+  const all = { mode: 'all' as const, platforms: [], traderIds: [] };
+  const headCursor = (accountId: string) =>
+    codec.encode(
+      { k: [Number(wm)] },
+      fingerprint('list_feed:since', filters),
+      codec.policyPrint({ accountId, messageVisibility: all, signalVisibility: all, historyWindowDays: null } as unknown as Principal),
+    );
+
+  // One account per client and one for the probes, all-visibility, every scope, each with a key
+  // (through the log, as \`signalbase accounts create\` and \`keys create\` do; the server projects them).
+  const log = new EmbeddedLog(dataDir);
+  const accounts = Array.from({ length: clients + 1 }, (_, i) => {
+    const id = `bench-live-${i}`;
+    putAccount(log, {
+      id,
+      status: 'active',
+      emailVerified: true,
+      messageVisibility: { mode: 'all' },
+      signalVisibility: { mode: 'all' },
+      historyWindowDays: null,
+      scopes: [...SCOPES],
+    });
+    return { id, key: createKey(log, id).key };
+  });
+  for (const a of accounts) {
+    for (let i = 0; ; i++) {
+      const r = await fetch(`${base}/v2/feed?since=${encodeURIComponent(headCursor(a.id))}&limit=100`, { headers: { 'x-api-key': a.key } });
+      await r.arrayBuffer();
+      if (r.status === 200) break;
+      if (i > 200 || (r.status !== 401 && r.status !== 403))
+        throw new Error(`account ${a.id}: a since-poll at the head answered ${r.status}`);
+      await sleep(100);
+    }
+  }
+  await caughtUp();
+  const states: ClientState[] = accounts.slice(0, clients).map((a) => ({ key: a.key, since: headCursor(a.id) }));
+  const probeAccount = accounts[clients]!;
+  progress(`feed head: watermark ${wm}; ${accounts.length} accounts with a key each (the clients' and the probes')`);
+
+  // The streaming ingest, one process for the whole run (static phase included: the same processes in every phase).
+  ingest = spawn(process.execPath, [cli, 'ingest', '-', '--data-dir', dataDir], {
+    env: { ...process.env, LOG_LEVEL: 'silent' },
+    stdio: ['pipe', 'ignore', 'pipe'],
+  });
+  let ingestErr = '';
+  ingest.stderr!.setEncoding('utf8').on('data', (d: string) => {
+    ingestErr += d;
+  });
+  const ingestExit = new Promise<number | null>((ok) => ingest!.once('exit', (c) => ok(c)));
+
+  const probes = new Probes(headCursor(probeAccount.id), probeAccount.key);
+  probes.start();
+  if (warmupMs > 0) {
+    progress(`warm-up: ${(warmupMs / 1000).toFixed(0)} s of load, not measured`);
+    await mixedLoad(ids, states, performance.now() + warmupMs, null);
+  }
+
+  const phases: PhaseResult[] = [];
+  for (const rate of [0, ...rates]) {
+    const name = rate === 0 ? 'static' : `live ${rate}/s`;
+    progress(`phase ${name}: ${(phaseMs / 1000).toFixed(0)} s`);
+    const samples: Sample[] = [];
+    const t0 = performance.now();
+    const until = t0 + phaseMs;
+    const written0 = probes.written.length;
+    // The writer: units of 4 records on schedule (catching up after a late timer), stopping a little
+    // before the load does so that the last records are measured under load too.
+    const writeUntil = until - Math.min(3000, phaseMs / 4);
+    const writer = (async () => {
+      if (!rate) return;
+      const perUnitMs = 4000 / rate;
+      let units = 0;
+      while (performance.now() < writeUntil) {
+        const due = Math.floor((performance.now() - t0) / perUnitMs) + 1;
+        while (units < due) {
+          const u = unit(pick(writers));
+          if (!ingest!.stdin!.write(u.text)) await new Promise((ok) => ingest!.stdin!.once('drain', ok));
+          probes.wrote({ phase: name, at: performance.now(), messageId: u.messageId, eventId: u.eventId, traderId: u.traderId });
+          units++;
+        }
+        await sleep(Math.max(1, t0 + units * perUnitMs - performance.now()));
+      }
+    })();
+    const secs = await mixedLoad(ids, states, until, samples);
+    await writer;
+    // What was written and not seen yet: up to GRACE_MS more (no load; what is still unseen then
+    // counts for this phase when a later phase sees it, or as unseen).
+    for (const end = performance.now() + GRACE_MS; performance.now() < end && probes.waiting(); ) await sleep(50);
+    phases.push({
+      name,
+      rate,
+      secs,
+      samples,
+      feedMs: [],
+      eventMs: [],
+      written: (probes.written.length - written0) * 4,
+      unseen: { groups: 0, events: 0 },
+    });
+    const f = figures(samples, secs);
+    progress(`${name}: ${fmtRps(f.rps)} req/s, p50 ${fmtMs(f.p50)} ms, p99 ${fmtMs(f.p99)} ms, cache hits ${fmtPct(f.hits)}`);
+  }
+  await probes.stop();
+  for (const p of phases) {
+    p.unseen = probes.unseen(p.name);
+    p.feedMs = probes.feedMs.filter((x) => x.phase === p.name).map((x) => x.ms);
+    p.eventMs = probes.eventMs.filter((x) => x.phase === p.name).map((x) => x.ms);
+  }
+  ingest.stdin!.end();
+  const ingestCode = await ingestExit;
+  const ingestSummary = /appended \d+ records from standard input, refused \d+ lines?/.exec(ingestErr)?.[0] ?? 'no summary';
+
+  // --- Output
+  const stat = phases[0]!;
+  const sf = figures(stat.samples, stat.secs);
+  console.log(
+    `Mixed load, ${clients} clients, ${(phaseMs / 1000).toFixed(0)} s per phase; live phases pipe records into one \`signalbase ingest -\``,
+  );
+  printTable(
+    ['phase', 'records/s', 'req/s', 'p50 ms', 'p99 ms', 'cache hits', 'errors', 'req/s vs static', 'p99 vs static'],
+    phases.map((p) => {
+      const f = figures(p.samples, p.secs);
+      return [
+        p.name,
+        p.rate ? `${(p.written / ((phaseMs - Math.min(3000, phaseMs / 4)) / 1000)).toFixed(1)}` : '0',
+        fmtRps(f.rps),
+        fmtMs(f.p50),
+        fmtMs(f.p99),
+        fmtPct(f.hits),
+        String(f.errors),
+        p === stat ? '-' : fmtX(f.rps / sf.rps),
+        p === stat ? '-' : fmtX(f.p99 / sf.p99),
+      ];
+    }),
+  );
+  const statuses = phases
+    .map((p) => {
+      const by = new Map<number, number>();
+      for (const x of p.samples) if (x.status !== 200) by.set(x.status, (by.get(x.status) ?? 0) + 1);
+      return by.size ? `${p.name}: ${[...by].map(([st, n]) => `${n} x ${st || 'no answer'}`).join(', ')}` : '';
+    })
+    .filter(Boolean);
+  if (statuses.length) console.log(`errors (not in the latencies): ${statuses.join('; ')}`);
+  for (const [st, first] of firstErrors) console.log(`  first ${st}: ${first}`);
+  console.log('');
+  console.log('Per read kind: req/s  p50 ms / p99 ms  cache hits (of the answers 200; x-cache: hit)');
+  printTable(
+    ['read', ...phases.map((p) => p.name)],
+    KINDS.map((k) => [
+      k.kind,
+      ...phases.map((p) => {
+        const f = figures(
+          p.samples.filter((s) => s.kind === k.kind),
+          p.secs,
+        );
+        return `${fmtRps(f.rps)}  ${fmtMs(f.p50)} / ${fmtMs(f.p99)}  ${fmtPct(f.hits)}${f.errors ? ` (${f.errors} err)` : ''}`;
+      }),
+    ]),
+  );
+  console.log('');
+  console.log('Freshness: from the write to the ingest stdin until seen (p50 / p99 / max; measured of written)');
+  printTable(
+    ['phase', 'feed since-poll', 'events?traderIds='],
+    phases
+      .filter((p) => p.rate)
+      .map((p) => {
+        const fm = sortNum(p.feedMs);
+        const em = sortNum(p.eventMs);
+        const units = p.written / 4;
+        return [
+          p.name,
+          `${fmtS(pct(fm, 50))} / ${fmtS(pct(fm, 99))} / ${fmtS(fm.at(-1) ?? NaN)}  (${fm.length} of ${units}${p.unseen.groups ? `, ${p.unseen.groups} unseen` : ''})`,
+          `${fmtS(pct(em, 50))} / ${fmtS(pct(em, 99))} / ${fmtS(em.at(-1) ?? NaN)}  (${em.length} sampled of ${units}${p.unseen.events ? `, ${p.unseen.events} sampled unseen` : ''})`,
+        ];
+      }),
+  );
+  console.log('');
+  console.log(`ingest: ${ingestSummary}; exit ${ingestCode}`);
+  const load = Math.round((Number(readFileSync('/proc/loadavg', 'utf8').split(' ')[0]) || 0) * 100) / 100;
+  console.log(
+    `machine: ${cpus().length} CPUs (${cpus()[0]?.model.trim() ?? '?'}), node ${process.version}, ${platform()} ${release()}; ` +
+      `data ${dataDir}; server ${argv.server ?? 'started by the bench'}; setup ${setupSecs.toFixed(1)} s, total ${((performance.now() - tStart) / 1000).toFixed(1)} s; load average ${load}`,
+  );
+  if (ingestCode !== 0) process.exitCode = 1;
+} catch (err) {
+  console.error(`bench/live: ${(err as Error).stack ?? err}`);
+  process.exitCode = 1;
+} finally {
+  for (const c of children()) c.kill('SIGTERM');
+  await Promise.all(children().map((c) => new Promise((ok) => c.once('exit', ok))));
+}
