@@ -7,9 +7,10 @@ import { KafkaLog, type PartitionPosition } from '../projectors/log/kafka.ts';
 import type { LogSubscription } from '../projectors/log/port.ts';
 import { migrateReadModels, PROJECTOR_GROUP, runProjector } from '../projectors/runner.ts';
 import { TOPIC_NAMES } from '../schemas/topics/index.ts';
-import { everything } from '../storage/changes.ts';
+import { everything, touches } from '../storage/changes.ts';
 import { ClickHouseStore } from '../storage/clickhouse.ts';
 import type { Store } from '../storage/port.ts';
+import { ACCESS_TABLES } from '../storage/tables/access.ts';
 import { feedWatermark } from '../storage/tables/feed-groups.ts';
 import type { RateLimits } from './api/rate-limit.ts';
 import { ReadCache } from './api/read-cache.ts';
@@ -169,7 +170,7 @@ export function sharedProjector(
       // Until a first publish succeeds, everything: a process that died in a batch may have written what it never published.
       await changeLog?.publish(published ? info.changes : everything(), Date.now() * 1000);
       published = true;
-      await cache?.clear('auth:');
+      if (touches(info.changes, ACCESS_TABLES)) await cache?.clear('auth:');
     },
     // While Redis or the store is away each batch fails every second: one line per topic and cause now and then.
     onError: (err, topic) =>

@@ -8,9 +8,10 @@ import { EmbeddedLog } from '../projectors/log/embedded.ts';
 import type { LogSubscription } from '../projectors/log/port.ts';
 import { migrateReadModels, PROJECTOR_GROUP, runProjector } from '../projectors/runner.ts';
 import { SCOPES } from '../schemas/topics/index.ts';
-import { ChangeLog, localChanges } from '../storage/changes.ts';
+import { ChangeLog, localChanges, touches } from '../storage/changes.ts';
 import { type ChdbStore, openChdbStore } from '../storage/chdb.ts';
 import { compactStatements } from '../storage/compaction.ts';
+import { ACCESS_TABLES } from '../storage/tables/access.ts';
 import { feedWatermark } from '../storage/tables/feed-groups.ts';
 import { ALL, createKey, DEMO_ACCOUNT, listAccounts, putAccount } from './admin.ts';
 import { ReadCache } from './api/read-cache.ts';
@@ -162,7 +163,10 @@ interface Stores {
 /** Opens the store of DATA_DIR, its read models of the current layout (migrated), and the sessions reads and compaction run on. */
 async function openStores(dataDir: string, log: EmbeddedLog, say: Say): Promise<Stores> {
   mkdirSync(storePath(dataDir), { recursive: true, mode: 0o700 });
-  const store = await openChdbStore(storePath(dataDir));
+  // The projector's reads take the streaming path on a session of their own: the chained path runs
+  // one parameterised query at a time in the whole process, and live batches waited there behind
+  // every long API read (seconds of freshness under load, issue 26).
+  const store = await openChdbStore(storePath(dataDir), undefined, { ownSession: true, streamAll: true });
   // Read models of another layout version are rebuilt from the log, never served as they are.
   await migrateReadModels(store, () => log.writeOffsets(PROJECTOR_GROUP, {}), say);
   // The API reads through a session of its own (storage/chdb.ts): one session runs one
@@ -240,7 +244,8 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
       await watermarks.advance(DATA_VERSION, commits);
       projected += info.applied + info.dead;
       metrics.committed(info);
-      await auth.invalidate();
+      // Credentials' answers are read from the accounts and keys: other commits leave them (issue 26).
+      if (touches(info.changes, ACCESS_TABLES)) await auth.invalidate();
     },
     onError: (err, topic) => say(`projector: batch of ${topic} failed, retrying: ${(err as Error).message}`),
   });

@@ -297,3 +297,8 @@ export function versionChanges(version: () => number | Promise<number>, graph: T
     changedSince: (deps, seq) => log.changedSince(deps, seq),
   };
 }
+
+/** Whether a change set touches any of these tables (everything touches them all). */
+export function touches(set: ChangeSet, tables: readonly { name: string }[]): boolean {
+  return set.all || tables.some((t) => set.tables.has(t.name));
+}

@@ -2,6 +2,8 @@ import { table } from '../table.ts';
 
 export const ACCOUNTS_TABLE = table('accounts');
 export const API_KEYS_TABLE = table('api_keys');
+/** What credentials' answers (API keys, token owners) are read from: a commit that writes neither leaves them. */
+export const ACCESS_TABLES = [ACCOUNTS_TABLE, API_KEYS_TABLE] as const;
 
 export const ACCOUNTS_DDL = `CREATE TABLE IF NOT EXISTS ${ACCOUNTS_TABLE} (
     id String, status LowCardinality(String), emailVerified UInt8,

@@ -20,8 +20,9 @@ import { READ_MODEL_GRAPH } from '../../projectors/index.ts';
 import { EmbeddedLog } from '../../projectors/log/embedded.ts';
 import { ensureSchema, runProjector } from '../../projectors/runner.ts';
 import { type AccountRecord, SCOPES, type Scope, type TopicName, topicByName } from '../../schemas/topics/index.ts';
-import { ChangeLog, type ChangeSet, type Changes, localChanges } from '../../storage/changes.ts';
+import { ChangeLog, type ChangeSet, type Changes, localChanges, touches } from '../../storage/changes.ts';
 import type { Store } from '../../storage/port.ts';
+import { ACCESS_TABLES } from '../../storage/tables/access.ts';
 import { createDistributedHarness } from './distributed-harness.ts';
 import { newTestDatabase, openTestStore, releaseTestDatabase, type TestStore } from './test-store.ts';
 
@@ -142,7 +143,8 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
   const onCommit = (info: { topic: string; applied: number; dead: number; changes: ChangeSet }) => {
     changeLog.add(++version, info.changes);
     metrics?.committed(info);
-    return auth.invalidate();
+    // As the embedded server: credentials' answers end when the accounts or keys change.
+    return touches(info.changes, ACCESS_TABLES) ? auth.invalidate() : undefined;
   };
   projector = runProjector(log, store, { onCommit });
   const projectorStores: TestStore[] = [];
