@@ -340,6 +340,43 @@ describe('analytics reads at the clock boundaries (injected clock)', () => {
   });
 });
 
+describe('analytics reads and commits', () => {
+  let h: Harness;
+  let key: string;
+  const clock = { now: T0 };
+
+  beforeAll(async () => {
+    h = await createHarness({ clock: () => clock.now });
+    await h.given([
+      build.source('src-1'),
+      build.trader(1),
+      build.asset(1),
+      build.price(1, iso(T0 - 10 * DAY), 100),
+      build.price(1, iso(T0 - 8 * DAY), 110),
+      build.event(1, { traderId: 1, assetId: 1, price: 100, timeOfEvent: iso(T0 - 9 * DAY) }),
+    ]);
+    key = await h.key();
+  });
+  afterAll(async () => {
+    await h?.close();
+  });
+
+  it('a commit of prices alone keeps trader stats and asset stats (their answers are made of evaluation rows, not prices); a position ends them', async () => {
+    const p = await pair(h, clock);
+    try {
+      const urls = ['/v2/traders/stats?traderIds=1', '/v2/assets/stats?assetIds=1'];
+      for (const url of urls) await at(p, T0, url, key, { queried: true });
+      // No position's evaluation time is within a tolerance before this sample: nothing is evaluated again.
+      await h.given([build.price(1, iso(T0 - 3 * DAY), 120)]);
+      for (const url of urls) await at(p, T0 + 1, url, key, { queried: false });
+      await h.given([build.event(2, { traderId: 1, assetId: 1, price: 100, timeOfEvent: iso(T0 - 2 * DAY) })]);
+      for (const url of urls) await at(p, T0 + 2, url, key, { queried: true });
+    } finally {
+      await p.close();
+    }
+  });
+});
+
 describe('issue 26: analytics cache exactness property', () => {
   const TRADERS = [1, 2, 3];
   const ASSETS = [1, 2, 3];

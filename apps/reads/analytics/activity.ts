@@ -120,7 +120,7 @@ function activityClock(ctx: ReadContext, q: ActivitySummariesQuery, range: { sta
   const w = windowAt(window, now);
   // The rule must give this answer's range (a default clamped at 1970 does not trail): else not kept.
   if (w.start !== range.start || w.end !== range.end) return { until: now };
-  if (endAtNow && !range.empty) until = Math.min(until, bucketStart(q.interval, range.start) + MAX_BUCKETS * size);
+  if (endAtNow) until = Math.min(until, bucketStart(q.interval, range.start) + MAX_BUCKETS * size);
   const times = [
     { table: EVENTS_TABLE, column: 'timeOfEvent' },
     { table: MESSAGES_TABLE, column: 'writtenAt' },

@@ -206,10 +206,18 @@ export interface WindowAggregate {
  * sample at or after its evaluation time, and the projector stores prices before it evaluates
  * from them, so while serverTime is at or after this every `ready` row has come of age.
  */
-const latestPriceAt = perDataVersion(async (store) => {
+const latestPriceMemo = perDataVersion(async (store) => {
   const [r] = await store.query<{ m: number | null }>(`SELECT max(toUnixTimestamp64Milli(at)) AS m FROM ${PRICES_TABLE}`);
   return Number(r?.m ?? 0);
 });
+/**
+ * latestPriceAt without making the read depend on the prices table (ReadContext.reads): it only
+ * decides whether the age check is needed (the answer is the same either way, a function of the
+ * evaluation rows), and whether a cached answer needs an instant at which a row comes of age
+ * (sampleClock): a price that can make a row `ready` writes that row, and a commit that writes
+ * position_samples ends the answers read from it. So a price-only commit leaves them cached.
+ */
+const latestPriceAt = (ctx: ReadContext): Promise<number> => latestPriceMemo({ ...ctx, reads: undefined });
 
 /**
  * Whether a `ready` row may still come of age after serverTime (some price sample is stored after
