@@ -97,7 +97,7 @@ describe('analytics reads at the clock boundaries (injected clock)', () => {
   const HISTORY_DAYS = 30;
 
   // Positions (open events) and the instants they make:
-  const P1 = T0 - DAY + 10 * MIN; // trader 1, asset 1: its 1D window is `ready` (a forward price at T0 + 20 min) and comes of age at T0 + 10 min
+  const P1 = T0 - DAY + 7 * MIN; // trader 1, asset 1: its 1D window is `ready` (a forward price at T0 + 20 min) and comes of age at T0 + 7 min
   const RIPENS = P1 + DAY;
   const P2 = T0 - 3 * DAY; // trader 1, asset 1: ready long ago
   const P3 = T0 - 20 * DAY; // trader 2, asset 2
@@ -457,7 +457,11 @@ describe('issue 26: analytics cache exactness property', () => {
         const id = nextEvent++;
         const e = { traderId: rng.pick(TRADERS), assetId: rng.pick(ASSETS), version: 1 };
         events.set(id, e);
-        out.push(build.event(id, { ...e, positionId: id, direction: rng.pick(['long', 'short']), price: 100, timeOfEvent: iso(when()) }));
+        // Some 1D windows come of age minutes from now, with their forward price already stored.
+        const ripening = rng.chance(0.3);
+        const t = ripening ? clock.now - DAY + rng.int(1, 12) * MIN : when();
+        out.push(build.event(id, { ...e, positionId: id, direction: rng.pick(['long', 'short']), price: 100, timeOfEvent: iso(t) }));
+        if (ripening) out.push(build.price(e.assetId, iso(t + DAY + rng.int(0, 30) * MIN), rng.int(80, 120)));
       } else if (kind < 0.5) {
         const id = rng.pick([...events.keys()]);
         const e = events.get(id)!;
@@ -482,18 +486,22 @@ describe('issue 26: analytics cache exactness property', () => {
   it('under random commits, clock steps and analytics reads, every cached answer equals a fresh read', async () => {
     const rng = prng(20261126);
     // Few enough questions that they are asked again between commits, as under load.
-    const urls = Array.from({ length: 15 }, (_, i) => randomUrl(rng, i % 5));
+    const urls = Array.from({ length: 10 }, (_, i) => randomUrl(rng, i % 5));
     let reads = 0;
     let hits = 0;
     const unchanged = new Set<string>();
     const byPath = new Map<string, { reads: number; hits: number }>();
-    for (let step = 0; step < 260; step++) {
+    // Quiet spells (no commit for a while, as between ingest bursts) let entries live until the clock ends them.
+    let quiet = 0;
+    for (let step = 0; step < 300; step++) {
       const r = rng.next();
-      if (r < 0.15) {
+      if (quiet > 0) quiet--;
+      else if (rng.chance(0.04)) quiet = rng.int(10, 30);
+      if (r < 0.1 && quiet === 0) {
         await h.given(randomCommit(rng));
         unchanged.clear();
-      } else if (r < 0.27) {
-        clock.now += rng.chance(0.5) ? rng.int(1, 60) * 1000 : rng.int(1, 15) * MIN;
+      } else if (r < 0.25) {
+        clock.now += rng.chance(0.6) ? rng.int(1, 60) * 1000 : rng.int(1, 10) * MIN;
         unchanged.clear();
       } else {
         const url = rng.pick(urls);
