@@ -446,9 +446,10 @@ describe('issue 26: analytics cache exactness property', () => {
     const out: TopicRecord[] = [];
     const when = () => {
       const r = rng.next();
-      if (r < 0.3) return clock.now - DAY + rng.int(-30, 30) * MIN; // comes of age soon
+      if (r < 0.25) return clock.now - DAY + rng.int(-30, 30) * MIN; // comes of age soon
       if (r < 0.45) return clock.now + rng.int(1, 30) * MIN; // after serverTime
-      if (r < 0.6) return clock.now - 2 * DAY + rng.int(-60, 60) * MIN; // near the history window's start
+      if (r < 0.6) return clock.now - 2 * DAY + rng.int(-10, 40) * MIN; // near the history window's start
+      if (r < 0.75) return clock.now - 7 * DAY + rng.int(-10, 40) * MIN; // near the default 7 days' start
       return clock.now - rng.int(0, 9 * 24) * HOUR - rng.int(0, 59) * MIN;
     };
     for (let i = rng.int(1, 3); i > 0; i--) {
@@ -486,14 +487,24 @@ describe('issue 26: analytics cache exactness property', () => {
   it('under random commits, clock steps and analytics reads, every cached answer equals a fresh read', async () => {
     const rng = prng(20261126);
     // Few enough questions that they are asked again between commits, as under load.
-    const urls = Array.from({ length: 10 }, (_, i) => randomUrl(rng, i % 5));
+    // The default questions (each with the clock rules of its defaults), and random ones with bounds and filters.
+    const urls = [
+      '/v2/traders/stats?traderIds=1,2,3',
+      '/v2/assets/stats?assetIds=1,2,3',
+      '/v2/traders/rankings',
+      '/v2/traders/rankings?metric=win_rate&timeBasedPerformanceWindow=1D&minPositions=0',
+      '/v2/activity-summaries',
+      '/v2/activity-summaries?groupBy=none&interval=week',
+      '/v2/traders/activity?minPositionCount=1',
+      ...Array.from({ length: 5 }, (_, i) => randomUrl(rng, i)),
+    ];
     let reads = 0;
     let hits = 0;
     const unchanged = new Set<string>();
     const byPath = new Map<string, { reads: number; hits: number }>();
     // Quiet spells (no commit for a while, as between ingest bursts) let entries live until the clock ends them.
     let quiet = 0;
-    for (let step = 0; step < 300; step++) {
+    for (let step = 0; step < 450; step++) {
       const r = rng.next();
       if (quiet > 0) quiet--;
       else if (rng.chance(0.04)) quiet = rng.int(10, 30);
@@ -504,8 +515,9 @@ describe('issue 26: analytics cache exactness property', () => {
         clock.now += rng.chance(0.6) ? rng.int(1, 60) * 1000 : rng.int(1, 10) * MIN;
         unchanged.clear();
       } else {
-        const url = rng.pick(urls);
-        const key = rng.pick(keys);
+        // The default questions most often, as assistants and dashboards ask them.
+        const url = rng.chance(0.7) ? urls[rng.int(0, 6)]! : rng.pick(urls);
+        const key = rng.chance(0.7) ? keys[0]! : rng.pick(keys);
         const a = await p.read(url, key);
         // Asked again with no commit and no clock step since: served from the cache.
         if (unchanged.has(`${key} ${url}`)) expect(a.queried, `step ${step}: ${url} again`).toBe(false);
