@@ -31,6 +31,10 @@ import type { Operation } from '../registry.ts';
  * - `ttlMs`: a lifetime the answer itself says (positions: until a `too_young` window comes of age);
  * - the page's own `until` (PageFacts): reads that the account's history window bounds without a
  *   window of their own (open positions, `/assets?traderIds=`) end when their oldest row leaves it;
+ * - the answer's `later` (PageFacts): instants that queries of the read's own find, run only when
+ *   the answer is kept (the analytics reads: a `ready` window coming of age, the first row entering
+ *   or leaving a default range). An analytics answer (`saysUntil`) holds `filtersApplied` too, and
+ *   its `appliedTimeRange` (in `filtersApplied` or `meta`) is made for each answer from its rule;
  * - and never more than MAX_TTL_MS.
  */
 
