@@ -305,7 +305,9 @@ export const OPERATIONS: readonly Operation[] = [
       next: 'list_channel_summaries for single channels, summarize_message_activity and rank_traders for exact counts and rankings',
     },
   }),
-  // Analytics reads (README "Analytics reads"): answers move with the clock (too_young, default bounds), so none is cached yet.
+  // Analytics reads (README "Analytics reads"): cached like the lists (issue 26). Each says when the clock may change its
+  // answer (saysUntil: its bounds as a rule over the clock, windows coming of age, rows entering or leaving a default range);
+  // commits end an answer when they touch the tables it read. A 422 is an error, never cached.
   operation({
     tool: 'list_trader_activity',
     path: '/traders/activity',
@@ -319,6 +321,7 @@ export const OPERATIONS: readonly Operation[] = [
     query: TraderActivityQuery,
     response: TraderActivityResponse,
     handler: traderActivity,
+    cache: { saysUntil: true },
     cost: ANALYTICS_COST,
     mcp: { next: 'list_trader_stats (traderIds) for their performance, list_positions (traderIds) for the positions counted' },
   }),
@@ -335,6 +338,8 @@ export const OPERATIONS: readonly Operation[] = [
     query: TraderStatsQuery,
     response: TraderStatsResponse,
     handler: traderStats,
+    // Only the requested traders' sample rows, names, sources and tags make an answer.
+    cache: { saysUntil: true, narrows: { traders: 'traderIds' } },
     cost: ANALYTICS_COST,
     mcp: { next: 'list_positions (traderIds) for the positions behind the figures, rank_traders to compare traders' },
   }),
@@ -351,6 +356,8 @@ export const OPERATIONS: readonly Operation[] = [
     query: AssetStatsQuery,
     response: AssetStatsResponse,
     handler: assetStats,
+    // Only sample rows of the requested assets (and of the traders asked for, when given) are counted.
+    cache: { saysUntil: true, narrows: { assets: 'assetIds', traders: 'traderIds' } },
     cost: ANALYTICS_COST,
     mcp: { next: 'list_open_positions (assetIds) for what is open now, list_trader_stats (traderIds) for the top traders' },
   }),
@@ -367,6 +374,8 @@ export const OPERATIONS: readonly Operation[] = [
     query: RankingsQuery,
     response: RankingsResponse,
     handler: rankTraders,
+    // Every trader is a candidate: no narrowing.
+    cache: { saysUntil: true },
     cost: ANALYTICS_COST,
     unprocessable: { code: 'PERFORMANCE_WINDOW_NOT_ELAPSED', details: WindowNotElapsedDetails },
     mcp: { next: "list_trader_stats (traderIds) for a ranked trader's full figures, list_positions (traderIds) for their positions" },
@@ -384,6 +393,7 @@ export const OPERATIONS: readonly Operation[] = [
     query: ActivitySummariesQuery,
     response: ActivitySummariesResponse,
     handler: activitySummaries,
+    cache: { saysUntil: true },
     cost: ANALYTICS_COST,
     unprocessable: { code: 'BUCKET_LIMIT_EXCEEDED', details: null },
     mcp: { limit: 5, next: 'list_messages or list_events (traderIds, startTime, endTime of a bucket) for the items counted' },

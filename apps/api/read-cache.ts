@@ -1,10 +1,10 @@
 import { createHash } from 'node:crypto';
 import { splitIds } from '../../schemas/api/common-params.ts';
 import type { Changes, Dependencies } from '../../storage/changes.ts';
-import { checkIdentifier, type Store } from '../../storage/port.ts';
-import type { Table } from '../../storage/table.ts';
+import type { Store } from '../../storage/port.ts';
 import type { Cache } from '../cache/port.ts';
 import type { CacheRule } from '../reads/cache-rule.ts';
+import { firstAfter } from '../reads/clock.ts';
 import type { CursorCodec, Key } from '../reads/cursor.ts';
 import { type ListMeta, PAGE_FACTS, type PageFacts } from '../reads/list.ts';
 import type { Principal } from '../reads/principal.ts';
@@ -31,6 +31,10 @@ import type { Operation } from '../registry.ts';
  * - `ttlMs`: a lifetime the answer itself says (positions: until a `too_young` window comes of age);
  * - the page's own `until` (PageFacts): reads that the account's history window bounds without a
  *   window of their own (open positions, `/assets?traderIds=`) end when their oldest row leaves it;
+ * - the answer's `later` (PageFacts): instants that queries of the read's own find, run only when
+ *   the answer is kept (the analytics reads: a `ready` window coming of age, the first row entering
+ *   or leaving a default range). An analytics answer (`saysUntil`) holds `filtersApplied` too, and
+ *   its `appliedTimeRange` (in `filtersApplied` or `meta`) is made for each answer from its rule;
  * - and never more than MAX_TTL_MS.
  */
 
@@ -95,9 +99,16 @@ interface Header {
   /** A `nextCursor` or `appliedTimeRange` that a read without page facts returned, served as it is. */
   cursor?: string | null;
   range?: string;
+  /**
+   * An answer that is not a list page (the analytics reads): its meta has no `nextCursor`. `filters`:
+   * its `appliedTimeRange` is the last member of `filtersApplied`, where `head` ends, and `meta` (the
+   * stable part of meta, as JSON members with a trailing comma, or '') follows it; else the range
+   * (if any) is meta's, after `serverTime`, and the stable part of meta ends `head`.
+   */
+  form?: { filters: boolean; meta: string };
 }
 
-/** A decoded entry: the response's first bytes, up to `"nextCursor":`, and what the rest is made of. */
+/** A decoded entry: the response's first bytes, up to `"nextCursor":` (or what Header.form says), and what the rest is made of. */
 export interface Entry extends Header {
   head: Buffer;
   dependencies: Dependencies;
@@ -132,7 +143,12 @@ export interface Entry extends Header {
  */
 export function etagOf(tool: string, e: Entry, accountId: string): string {
   if (e.etag?.accountId === accountId) return e.etag.tag;
-  e.contentHash ??= createHash('sha256').update(tool).update('\n').update(e.head).digest('base64url');
+  e.contentHash ??= createHash('sha256')
+    .update(tool)
+    .update('\n')
+    .update(e.head)
+    .update(e.form?.filters ? e.form.meta : '')
+    .digest('base64url');
   const tag = callerTag(e.contentHash, accountId);
   e.etag = { accountId, tag };
   return tag;
@@ -178,24 +194,6 @@ function decode(header: Header, head: string): Entry {
   const e: Entry = { ...header, head: Buffer.from(head), dependencies, checked: header.seq, slabs: [] };
   if (e.window && !slides(e.window)) e.fixedRange = rangeJson(windowAt(e.window, 0));
   return e;
-}
-
-/**
- * The first time in `table.column` after `now` (ms), or null: when the clock reaches it, a row
- * of that table enters what a clock-relative read sees. Every table named here is ordered by
- * that column first or is small per key, and the read in order stops at the first row.
- */
-export async function firstAfter(store: Store, at: { table: Table; column: string }, now: number): Promise<number | null> {
-  const column = checkIdentifier(at.column);
-  const [row] = await store.query<{ t: number | string }>(
-    `
-    SELECT toUnixTimestamp64Milli(${column}) AS t FROM ${at.table}
-    WHERE ${column} > fromUnixTimestamp64Milli({now:Int64}, 'UTC')
-    ORDER BY ${column} LIMIT 1
-    SETTINGS optimize_use_projections = 0`,
-    { now },
-  );
-  return row ? Number(row.t) : null;
 }
 
 export class ReadCache {
@@ -303,27 +301,46 @@ export class ReadCache {
   async put(
     key: string,
     rule: CacheRule,
-    data: { results: unknown[]; meta: ListMeta },
+    data: { results: unknown[]; meta: ListMeta | Record<string, unknown>; filtersApplied?: Record<string, unknown> },
     read: { now: number; seq: number; deps: Dependencies },
     store: Store,
   ): Promise<Entry> {
     const { now, seq } = read;
     const facts = (data as { [PAGE_FACTS]?: PageFacts })[PAGE_FACTS];
-    const { serverTime: _fresh, appliedTimeRange, nextCursor, ...stable } = data.meta;
+    const { serverTime: _fresh, appliedTimeRange, nextCursor, ...stable } = data.meta as ListMeta;
+    const { appliedTimeRange: filtersRange, ...filters } = data.filtersApplied ?? {};
+    const list = 'nextCursor' in data.meta;
+    // What the entry's bytes are made of: a list page's envelope, or an analytics answer's (Header.form).
+    const range = data.filtersApplied ? filtersRange : appliedTimeRange;
+    const unknownMembers = Object.keys(data).some((k) => k !== 'results' && k !== 'meta' && k !== 'filtersApplied');
     // Read while the seq was unknown (NaN: Redis did not answer in distributed mode): never kept.
     const known = Number.isFinite(seq);
     const header: Header = {
       seq: known ? seq : 0,
       deps: { t: [...read.deps.tables], tr: read.deps.traders, as: read.deps.assets },
       from: now,
-      expires: known ? await this.until(rule, data, facts, now, store) : now,
+      // An answer of a shape the entry cannot hold (a list page with filtersApplied, members it does not know): not kept.
+      expires: known && !unknownMembers && (list ? !data.filtersApplied : true) ? await this.until(rule, data, facts, now, store) : now,
     };
     if (facts?.window) header.window = facts.window;
-    else if (appliedTimeRange) header.range = JSON.stringify(appliedTimeRange);
-    if (facts?.next) header.next = facts.next;
-    else header.cursor = nextCursor;
+    else if (range) header.range = JSON.stringify(range);
     const stableJson = JSON.stringify(stable).slice(1, -1);
-    const head = `{"success":true,"data":{"results":${JSON.stringify(data.results)},"meta":{${stableJson}${stableJson ? ',' : ''}"nextCursor":`;
+    const stableMembers = `${stableJson}${stableJson ? ',' : ''}`;
+    const results = `{"success":true,"data":{"results":${JSON.stringify(data.results)}`;
+    let head: string;
+    if (list) {
+      if (facts?.next) header.next = facts.next;
+      else header.cursor = nextCursor;
+      head = `${results},"meta":{${stableMembers}"nextCursor":`;
+    } else if (data.filtersApplied && filtersRange !== undefined) {
+      header.form = { filters: true, meta: stableMembers };
+      const f = JSON.stringify(filters).slice(1, -1);
+      head = `${results},"filtersApplied":{${f}${f ? ',' : ''}"appliedTimeRange":`;
+    } else {
+      header.form = { filters: false, meta: '' };
+      const f = data.filtersApplied ? `,"filtersApplied":${JSON.stringify(data.filtersApplied)}` : '';
+      head = `${results}${f},"meta":{${stableMembers}`;
+    }
     const entry = decode(header, head);
     const ttl = header.expires - this.clock();
     if (ttl > 0) {
@@ -347,9 +364,12 @@ export class ReadCache {
     if (rule.ttlMs) until = Math.min(until, now + rule.ttlMs(data as { results: any[] }, now));
     const w = facts?.window;
     if (rule.window && !w) return now; // a historical read that did not say its window: not cached
+    if (rule.saysUntil && !facts) return now; // a read that says its clock did not: not cached
     if (w && facts!.oldest !== undefined) until = Math.min(until, leavesAt(w, facts!.oldest));
     // A read bounded by the account's history window without a window of its own (open positions, assets by trader).
     if (facts?.until !== undefined) until = Math.min(until, facts.until);
+    // Instants found by queries of the read's own (analytics: rows coming of age, entering or leaving a default range).
+    if (facts?.later && until > now) until = Math.min(until, await facts.later(store, now));
     for (const at of [w?.endAtNow ? rule.window : undefined, rule.inForce]) {
       if (!at || until <= now) continue;
       const next = await firstAfter(store, at, now);
@@ -390,9 +410,18 @@ export class ReadCache {
   }
 }
 
-/** The rest of `meta` at `now`, from `nextCursor`'s value on (`head` ends with `"nextCursor":`), and the envelope up to `requestId`. */
+/**
+ * The rest of `meta` at `now`, from `nextCursor`'s value on (`head` ends with `"nextCursor":`), and the
+ * envelope up to `requestId`; for an analytics answer (Header.form), from its range or serverTime on.
+ */
 function metaJson(e: Entry, now: number, print: string, cursors: CursorCodec): string {
   const w = e.window ? windowAt(e.window, now) : undefined;
+  const serverTime = `"serverTime":"${new Date(now).toISOString()}"`;
+  if (e.form) {
+    const range = w ? (e.fixedRange ?? rangeJson(w)) : e.range;
+    if (e.form.filters) return `${range ?? 'null'}},"meta":{${e.form.meta}${serverTime}}},`;
+    return `${serverTime}${range !== undefined ? `,"appliedTimeRange":${range}` : ''}}},`;
+  }
   let cursor = 'null';
   if (e.next) {
     const [start, end] = w ? [w.start, w.end] : [null, null];
@@ -406,7 +435,7 @@ function metaJson(e: Entry, now: number, print: string, cursors: CursorCodec): s
     cursor = JSON.stringify(e.cursor);
   }
   const range = w ? `,"appliedTimeRange":${e.fixedRange ?? rangeJson(w)}` : e.range !== undefined ? `,"appliedTimeRange":${e.range}` : '';
-  return `${cursor},"serverTime":"${new Date(now).toISOString()}"${range}}},`;
+  return `${cursor},${serverTime}${range}}},`;
 }
 
 const sharedKey = (key: string): string => {

@@ -22,4 +22,9 @@ export interface CacheRule {
    * the answer as it is. Name one only when no row of another trader or asset can change it.
    */
   narrows?: { traders?: string; assets?: string };
+  /**
+   * The read says itself when the clock may change its answer (PageFacts: `window`, `until`,
+   * `later`; the analytics reads): an answer that comes without them is not cached.
+   */
+  saysUntil?: boolean;
 }

@@ -1,3 +1,4 @@
+import type { Store } from '../../storage/port.ts';
 import { identifier, type Sql, timeWindow } from '../../storage/sql.ts';
 import { beforeKey } from '../../storage/statements.ts';
 import type { Table } from '../../storage/table.ts';
@@ -30,6 +31,12 @@ export interface PageFacts {
   oldest?: number;
   /** The first instant the clock alone may change the answer, for a read that says it without a window (ms). */
   until?: number;
+  /**
+   * The same found by queries that only the read cache needs (run once, when it stores the answer,
+   * with the base store): ms, Infinity for never. The tables they read are among the read's own
+   * (ReadContext.reads), so a commit that would move the instant ends the entry.
+   */
+  later?: (store: Store, now: number) => Promise<number>;
 }
 
 /** WHERE clauses with their parameters; clause text is constant, values always bound. */
@@ -90,6 +97,8 @@ export async function listRead<Row, Item>(
     historyBound?: boolean;
     /** The first instant the clock alone may change a page of a read that knows it otherwise (ms; undefined: never). */
     until?: () => number | undefined;
+    /** PageFacts.later of the page, from the rows fetched (with the window they were fetched in). */
+    later?: (rows: Row[], window: Window) => PageFacts['later'];
     unboundedDefault?: boolean;
     /** What the sort key holds, position by position; a cursor's key is checked against it. */
     keyParts: readonly KeyPart[];
@@ -131,6 +140,8 @@ export async function listRead<Row, Item>(
   if (history && spec.keyParts[0] === 'time' && rows.length) facts.until = leavesAt(history, Number(spec.keyOf(rows[rows.length - 1]!)[0]));
   const until = spec.until?.();
   if (until !== undefined) facts.until = Math.min(facts.until ?? Infinity, until);
+  const later = spec.later?.(rows, window);
+  if (later) facts.later = later;
   Object.defineProperty(result, PAGE_FACTS, { value: facts, enumerable: false });
   return result;
 }

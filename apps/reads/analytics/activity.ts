@@ -2,9 +2,13 @@ import type { ActivityGroup } from '../../../schemas/api/analytics.ts';
 import { EVENT_TYPE_VALUES, splitIds, splitList } from '../../../schemas/api/common-params.ts';
 import { ApiError } from '../../../schemas/api/errors.ts';
 import { type ActivitySummariesQuery, MAX_BUCKETS } from '../../../schemas/api/queries.ts';
+import { MESSAGES_TABLE } from '../../../storage/tables/messages.ts';
+import { EVENTS_TABLE } from '../../../storage/tables/trading.ts';
+import { earliest, firstAfter, withFacts } from '../clock.ts';
 import type { ReadContext } from '../context.ts';
 import { type Facts, factsOf, permits } from '../facts.ts';
-import { appliedTimeRange, DAY_MS, explicitBounds } from '../window.ts';
+import type { PageFacts } from '../list.ts';
+import { appliedTimeRange, DAY_MS, explicitBounds, type WindowRule, windowAt } from '../window.ts';
 import { activityCounts, bucketStart, HOUR_MS, WEEK_MS } from './activity-counts.ts';
 import { clampToHistory, traderEligible } from './sample.ts';
 
@@ -25,7 +29,15 @@ interface Counts {
  * totals).
  */
 export async function activitySummaries(ctx: ReadContext, q: ActivitySummariesQuery) {
-  const { start, end, empty } = activityRange(ctx, q);
+  const range = activityRange(ctx, q);
+  return withFacts(ctx, await summarize(ctx, q, range), activityClock(ctx, q, range), [EVENTS_TABLE, MESSAGES_TABLE]);
+}
+
+async function summarize(
+  ctx: ReadContext,
+  q: ActivitySummariesQuery,
+  { start, end, empty }: { start: number; end: number; empty: boolean },
+) {
   const eventTypes = splitList(q.eventTypes) ?? [...EVENT_TYPE_VALUES];
   const traderIds = splitIds(q.traderIds);
   const facts = await factsOf(ctx);
@@ -70,11 +82,7 @@ function activityRange(ctx: ReadContext, q: ActivitySummariesQuery): { start: nu
   const given = explicitBounds(q);
   const end = given.end ?? now;
   const size = SIZE[q.interval];
-  const { start } = clampToHistory(
-    { start: given.start ?? Math.max(0, end - 7 * DAY_MS, bucketStart(q.interval, end) - (MAX_BUCKETS - 1) * size), end },
-    ctx.principal,
-    now,
-  );
+  const { start } = clampToHistory({ start: given.start ?? defaultStart(q.interval, end), end }, ctx.principal, now);
   const empty = start > end;
   const buckets = empty ? 0 : (bucketStart(q.interval, end) - bucketStart(q.interval, start)) / size + 1;
   if (buckets > MAX_BUCKETS) {
@@ -82,6 +90,61 @@ function activityRange(ctx: ReadContext, q: ActivitySummariesQuery): { start: nu
   }
   return { start, end, empty };
 }
+
+/**
+ * When the clock may change an activity summary (DESIGN 9), for the read cache. The range as a rule
+ * over the clock: an end that is serverTime, a start given or fixed by a given end, or the default 7
+ * days trailing the end, each clamped to the account's history window. Hourly buckets by default
+ * start at the 168th hour back, which moves at each whole hour: such an answer ends there. Rows move
+ * the counts only by entering the range (the first event or message after serverTime, when the end
+ * is serverTime) or leaving it (the first at or after the start, when the start trails serverTime);
+ * an end that is serverTime after a given start reaches the bucket limit at the 169th bucket (a
+ * 422 then). Events and messages of any trader or type count: an instant may only be too early.
+ */
+function activityClock(ctx: ReadContext, q: ActivitySummariesQuery, range: { start: number; end: number; empty: boolean }): PageFacts {
+  const now = ctx.now.getTime();
+  const given = explicitBounds(q);
+  const size = SIZE[q.interval];
+  const endAtNow = given.end === null;
+  const history = ctx.principal.historyWindowDays == null ? null : ctx.principal.historyWindowDays * DAY_MS;
+  let start: number | null = given.start;
+  let lag = history;
+  let until = Number.POSITIVE_INFINITY;
+  if (start === null && !endAtNow) start = defaultStart(q.interval, given.end!);
+  else if (start === null && q.interval === 'hour') {
+    // The 168th hour back from serverTime's hour, fixed until the next hour.
+    start = defaultStart(q.interval, now);
+    until = bucketStart('hour', now) + HOUR_MS;
+  } else if (start === null) lag = Math.min(7 * DAY_MS, history ?? Number.POSITIVE_INFINITY);
+  const window: WindowRule = { start, end: given.end, endAtNow, startLagMs: lag };
+  const w = windowAt(window, now);
+  // The rule must give this answer's range (a default clamped at 1970 does not trail): else not kept.
+  if (w.start !== range.start || w.end !== range.end) return { until: now };
+  if (endAtNow) until = Math.min(until, bucketStart(q.interval, range.start) + MAX_BUCKETS * size);
+  const times = [
+    { table: EVENTS_TABLE, column: 'timeOfEvent' },
+    { table: MESSAGES_TABLE, column: 'writtenAt' },
+  ];
+  return {
+    window,
+    until,
+    async later(store, at) {
+      let next = Number.POSITIVE_INFINITY;
+      for (const t of times) {
+        if (endAtNow) next = earliest(next, await firstAfter(store, t, at));
+        if (lag !== null) {
+          const oldest = await firstAfter(store, t, windowAt(window, at).start! - 1);
+          if (oldest !== null) next = Math.min(next, oldest + lag + 1);
+        }
+      }
+      return next;
+    },
+  };
+}
+
+/** The default start of a range ending at `end`: 7 days before it, or for hourly buckets the start of the 168th bucket back when later, not before 1970. */
+const defaultStart = (interval: keyof typeof SIZE, end: number): number =>
+  Math.max(0, end - 7 * DAY_MS, bucketStart(interval, end) - (MAX_BUCKETS - 1) * SIZE[interval]);
 
 /** What is counted: the range, the event types asked for (undefined: all) and the traders asked for. */
 interface Counted {

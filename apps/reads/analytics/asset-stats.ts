@@ -2,10 +2,11 @@ import type { AssetStatsRow } from '../../../schemas/api/analytics.ts';
 import { splitIds } from '../../../schemas/api/common-params.ts';
 import type { AssetStatsQuery } from '../../../schemas/api/queries.ts';
 import { POSITION_SAMPLES_TABLE } from '../../../storage/tables/performance.ts';
+import { withFacts } from '../clock.ts';
 import type { ReadContext } from '../context.ts';
 import { factsOf } from '../facts.ts';
-import { appliedTimeRange, explicitBounds } from '../window.ts';
-import { clampToHistory, directionBias, FINAL_SETTINGS, sampleWhere } from './sample.ts';
+import { appliedTimeRange, explicitBounds, windowRule } from '../window.ts';
+import { clampToHistory, directionBias, FINAL_SETTINGS, sampleClock, sampleWhere } from './sample.ts';
 
 /** How many trader ids `topTraderIds` lists per direction. */
 export const TOP_TRADERS = 5;
@@ -51,9 +52,17 @@ export async function assetStats(ctx: ReadContext, q: AssetStatsQuery) {
     const a = per.get(assetId)!;
     return { assetId, summary: { marketPositioning: directionBias(a.long, a.short), topTraderIds: a.top } };
   });
-  return {
+  const answer = {
     results,
     filtersApplied: { traderIds: traderIds ?? [], direction: q.direction ?? null, appliedTimeRange: appliedTimeRange(window) },
     meta: { requestedAssetIds, missingAssetIds, serverTime: ctx.now.toISOString() },
   };
+  // The clock (DESIGN 9): the bounds given, or none, with the start clamped to the account's history
+  // window (each answer gets its own); the counts move only when the oldest sample row leaves that
+  // window (no bound defaults to serverTime, and no count depends on a window coming of age).
+  const rule = windowRule(q, ctx.principal, { unboundedDefault: true });
+  return withFacts(ctx, answer, {
+    window: rule,
+    later: found.length ? sampleClock(where, { windows: ['1D'], ripen: false, lagMs: rule.startLagMs }) : undefined,
+  });
 }

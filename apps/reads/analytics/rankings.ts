@@ -10,17 +10,22 @@ import {
 import { WINDOW_MS, WINDOWS, type WindowName } from '../../../schemas/api/resources.ts';
 import { iso } from '../../../schemas/formats.ts';
 import { identifier, join, sql, timeWindow } from '../../../storage/sql.ts';
+import { POSITION_SAMPLES_TABLE } from '../../../storage/tables/performance.ts';
 import { EVENTS_TABLE } from '../../../storage/tables/trading.ts';
+import { earliest, firstAfter, nextNewYear, withFacts } from '../clock.ts';
 import type { ReadContext } from '../context.ts';
 import { factsOf } from '../facts.ts';
-import { Where } from '../list.ts';
-import { appliedTimeRange, explicitBounds, type Window } from '../window.ts';
+import { type PageFacts, Where } from '../list.ts';
+import { appliedTimeRange, DAY_MS, explicitBounds, type Window, type WindowRule } from '../window.ts';
 import { eventCounts as rolledUpEventCounts } from './activity-counts.ts';
 import {
   clampToHistory,
   currentStatements,
   directionBias,
+  firstOpenAfter,
+  mayComeOfAge,
   performanceByGroup,
+  sampleClock,
   sampleWhere,
   timeBasedPerformance,
   traderEligible,
@@ -136,9 +141,11 @@ export async function rankTraders(ctx: ReadContext, q: RankingsQuery) {
       'assetIds',
     )
     .when(q.direction, 'e.direction = {direction:String}', 'direction');
+  const sampleWindow: WindowName = performance ? w : '1D';
+  const sample = await sampleWhere(ctx, facts, { window: bounds, assetIds, direction: q.direction });
   const [perf, eventRows] = await Promise.all([
-    performanceByGroup(ctx, await sampleWhere(ctx, facts, { window: bounds, assetIds, direction: q.direction }), 'traderId', {
-      windows: [performance ? w : '1D'],
+    performanceByGroup(ctx, sample, 'traderId', {
+      windows: [sampleWindow],
       countsOnly: !performance,
     }),
     assetIds
@@ -194,7 +201,7 @@ export async function rankTraders(ctx: ReadContext, q: RankingsQuery) {
     directionBias: c.directionBias,
     ...(c.timeBasedPerformance ? { timeBasedPerformance: c.timeBasedPerformance } : {}),
   }));
-  return {
+  const answer = {
     results,
     filtersApplied: {
       metric: q.metric,
@@ -206,5 +213,50 @@ export async function rankTraders(ctx: ReadContext, q: RankingsQuery) {
       appliedTimeRange: appliedTimeRange(bounds),
     },
     meta: { totalCandidates: candidates.length, serverTime: ctx.now.toISOString() },
+  };
+  return withFacts(ctx, answer, await rankingClock(ctx, q, { bounds, sample, sampleWindow, performance, w }), [
+    POSITION_SAMPLES_TABLE,
+    EVENTS_TABLE,
+  ]);
+}
+
+/**
+ * When the clock may change a ranking (DESIGN 9), for the read cache: the echoed bounds as a rule
+ * (an end that is serverTime; a start given, or 1 January of the end's year, which is fixed until
+ * the next new year when the end is serverTime); `windowEvaluability` turning `full` when a given
+ * end's positions have all reached the window; and from queries of the cache's own: a `ready` row
+ * of the sample coming of age (performance metrics), the first position or event after serverTime
+ * entering a sample that ends at it, and the oldest position or event leaving a sample that the
+ * account's history window starts. Rows of any trader, asset or direction count: an instant may
+ * only be too early.
+ */
+async function rankingClock(
+  ctx: ReadContext,
+  q: RankingsQuery,
+  c: { bounds: { start: number; end: number }; sample: Where; sampleWindow: WindowName; performance: boolean; w: WindowName },
+): Promise<PageFacts> {
+  const now = ctx.now.getTime();
+  const given = explicitBounds(q);
+  const endAtNow = given.end === null;
+  const window: WindowRule = { start: c.bounds.start, end: given.end, endAtNow, startLagMs: null };
+  const newYear = given.start === null && endAtNow ? nextNewYear(now) : null;
+  const full = c.performance && !endAtNow && now < c.bounds.end + WINDOW_MS[c.w] ? c.bounds.end + WINDOW_MS[c.w] : null;
+  const lag = ctx.principal.historyWindowDays == null ? null : ctx.principal.historyWindowDays * DAY_MS;
+  const sampled = sampleClock(c.sample, { windows: [c.sampleWindow], ripen: c.performance && (await mayComeOfAge(ctx)), lagMs: lag });
+  return {
+    window,
+    until: earliest(newYear, full),
+    async later(store, at) {
+      const [fromSample, entering, eventEnters, eventLeaves] = [
+        sampled ? await sampled(store, at) : null,
+        endAtNow ? await firstOpenAfter(store, c.sampleWindow, at) : null,
+        endAtNow ? await firstAfter(store, { table: EVENTS_TABLE, column: 'timeOfEvent' }, at) : null,
+        // The first counted event at or after the sample's start (history window) leaves first.
+        lag !== null
+          ? await firstAfter(store, { table: EVENTS_TABLE, column: 'timeOfEvent' }, clampToHistory(c.bounds, ctx.principal, at).start - 1)
+          : null,
+      ];
+      return earliest(fromSample, entering, eventEnters, eventLeaves === null ? null : eventLeaves + lag! + 1);
+    },
   };
 }

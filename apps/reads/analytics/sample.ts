@@ -1,14 +1,16 @@
 import type { DirectionBias, TimeBasedPerformance } from '../../../schemas/api/analytics.ts';
 import { WINDOWS, type WindowName } from '../../../schemas/api/resources.ts';
 import { ANY_TABLE } from '../../../storage/changes.ts';
+import type { Store } from '../../../storage/port.ts';
 import type { Table } from '../../../storage/table.ts';
 import { MESSAGES_TABLE } from '../../../storage/tables/messages.ts';
 import { POSITION_SAMPLES_TABLE } from '../../../storage/tables/performance.ts';
 import { PRICES_TABLE } from '../../../storage/tables/prices.ts';
 import { EVENTS_TABLE } from '../../../storage/tables/trading.ts';
+import { earliest } from '../clock.ts';
 import { perDataVersion, type ReadContext } from '../context.ts';
 import { type Facts, permits, signalTraders } from '../facts.ts';
-import { Where } from '../list.ts';
+import { type PageFacts, Where } from '../list.ts';
 import type { Principal } from '../principal.ts';
 import { DAY_MS, type Window } from '../window.ts';
 
@@ -204,10 +206,78 @@ export interface WindowAggregate {
  * sample at or after its evaluation time, and the projector stores prices before it evaluates
  * from them, so while serverTime is at or after this every `ready` row has come of age.
  */
-const latestPriceAt = perDataVersion(async (store) => {
+const latestPriceMemo = perDataVersion(async (store) => {
   const [r] = await store.query<{ m: number | null }>(`SELECT max(toUnixTimestamp64Milli(at)) AS m FROM ${PRICES_TABLE}`);
   return Number(r?.m ?? 0);
 });
+/**
+ * latestPriceAt without making the read depend on the prices table (ReadContext.reads): it only
+ * decides whether the age check is needed (the answer is the same either way, a function of the
+ * evaluation rows), and whether a cached answer needs an instant at which a row comes of age
+ * (sampleClock): a price that can make a row `ready` writes that row, and a commit that writes
+ * position_samples ends the answers read from it. So a price-only commit leaves them cached.
+ */
+const latestPriceAt = (ctx: ReadContext): Promise<number> => latestPriceMemo({ ...ctx, reads: undefined });
+
+/**
+ * Whether a `ready` row may still come of age after serverTime (some price sample is stored after
+ * it): only then does the clock change which rows are scored (performanceSql's `checkAge`).
+ */
+export const mayComeOfAge = async (ctx: ReadContext): Promise<boolean> => ctx.now.getTime() < (await latestPriceAt(ctx));
+
+/**
+ * When the clock may change an aggregate over the sample `where` (position_samples aliased `p`),
+ * for the read cache (PageFacts.later): with `ripen`, the first evaluation time after serverTime
+ * of a `ready` row (it is scored from then on); with `lagMs` (a start that trails serverTime by
+ * that much: the account's history window), the instant the oldest row leaves (leavesAt). One
+ * query without FINAL: older versions of a row count too, which can only make either instant
+ * earlier. Undefined when neither can happen.
+ */
+export function sampleClock(
+  where: Where,
+  opts: { windows?: readonly WindowName[]; ripen: boolean; lagMs: number | null },
+): PageFacts['later'] {
+  if (!opts.ripen && opts.lagMs === null) return undefined;
+  const windows = opts.windows && opts.windows.length < WINDOWS.length ? opts.windows : undefined;
+  return async (store, now) => {
+    const [r] = await store.query<{ ripens: number | string | null; oldest: number | string | null }>(
+      `
+      SELECT minIfOrNull(p.evaluatedAt, p.isReady AND p.evaluatedAt > {clockNow:Int64}) AS ripens, minOrNull(p.openAt) AS oldest
+      FROM ${POSITION_SAMPLES_TABLE} AS p ${where.prewhereSql}
+      WHERE ${where.sql}${windows ? ' AND p.window IN {clockWindows:Array(String)}' : ''}`,
+      { ...where.params, clockNow: now, ...(windows ? { clockWindows: windows } : {}) },
+    );
+    const ripens = opts.ripen && r?.ripens != null ? Number(r.ripens) : null;
+    const leaves = opts.lagMs !== null && r?.oldest != null ? Number(r.oldest) + opts.lagMs + 1 : null;
+    return earliest(ripens, leaves);
+  };
+}
+
+/**
+ * The first openAt after `now` (ms) of any row of position_samples in `window`, or null: a sample
+ * whose end is serverTime takes that position in when the clock reaches it. The partitions by
+ * month of openAt keep the read to the months from now on.
+ */
+export async function firstOpenAfter(store: Store, window: WindowName, now: number): Promise<number | null> {
+  const [r] = await store.query<{ t: number | string | null }>(
+    `SELECT minOrNull(openAt) AS t FROM ${POSITION_SAMPLES_TABLE} WHERE window = {w:String} AND openAt > {now:Int64}`,
+    { w: window, now },
+  );
+  return r?.t != null ? Number(r.t) : null;
+}
+
+/**
+ * The first openAt at or after `start` (and at or before `end`, when given) of any row of
+ * position_samples in `window`, or null: the first to leave a sample whose start trails the clock.
+ */
+export async function firstOpenFrom(store: Store, window: WindowName, start: number, end: number | null): Promise<number | null> {
+  const [r] = await store.query<{ t: number | string | null }>(
+    `SELECT minOrNull(openAt) AS t FROM ${POSITION_SAMPLES_TABLE}
+     WHERE window = {w:String} AND openAt >= {start:Int64}${end === null ? '' : ' AND openAt <= {end:Int64}'}`,
+    { w: window, start, ...(end === null ? {} : { end }) },
+  );
+  return r?.t != null ? Number(r.t) : null;
+}
 
 /**
  * Per group and window: sampled and scored counts, and the moments of the scored returns (a

@@ -4,7 +4,8 @@ import type { TraderActivityQuery } from '../../../schemas/api/queries.ts';
 import type { ReadContext } from '../context.ts';
 import { factsOf } from '../facts.ts';
 import { listRead } from '../list.ts';
-import { positionCounts, traderEligible } from './sample.ts';
+import { DAY_MS } from '../window.ts';
+import { firstOpenFrom, positionCounts, traderEligible } from './sample.ts';
 
 interface Row {
   id: number;
@@ -42,6 +43,18 @@ export function traderActivity(ctx: ReadContext, q: TraderActivityQuery) {
         if (out.length >= limit) break;
       }
       return out;
+    },
+    // The clock (DESIGN 9): bounds are given or none (the rule, with the history window's start,
+    // gives each answer its own); counts move when the oldest sample row leaves a history window.
+    later: (_rows, window) => {
+      const days = ctx.principal.historyWindowDays;
+      if (days == null || window.start === null) return undefined;
+      const lag = days * DAY_MS;
+      return async (store) => {
+        // Positions of any trader or asset count: the instant may only be too early.
+        const oldest = await firstOpenFrom(store, '1D', window.start!, window.end);
+        return oldest === null ? Number.POSITIVE_INFINITY : oldest + lag + 1;
+      };
     },
     keyOf: (r) => [r.name, r.id],
     shape: (rows) => rows.map((r) => ({ traderId: r.id, positionCount: r.positionCount })),

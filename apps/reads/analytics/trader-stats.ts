@@ -3,10 +3,20 @@ import { splitIds, splitList } from '../../../schemas/api/common-params.ts';
 import type { TraderStatsQuery } from '../../../schemas/api/queries.ts';
 import { type SourceIdentity, WINDOWS, type WindowName } from '../../../schemas/api/resources.ts';
 import { parseSourceKey, TRADER_TAGS_TABLE } from '../../../storage/tables/traders.ts';
+import { withFacts } from '../clock.ts';
 import { perDataVersion, type ReadContext } from '../context.ts';
 import { factsOf } from '../facts.ts';
-import { appliedTimeRange, explicitBounds } from '../window.ts';
-import { clampToHistory, directionBias, performanceByGroup, sampleWhere, timeBasedPerformance, traderEligible } from './sample.ts';
+import { appliedTimeRange, explicitBounds, windowRule } from '../window.ts';
+import {
+  clampToHistory,
+  directionBias,
+  mayComeOfAge,
+  performanceByGroup,
+  sampleClock,
+  sampleWhere,
+  timeBasedPerformance,
+  traderEligible,
+} from './sample.ts';
 
 /** Tags in their order: category `thematic` first, then the other categories, then names (bytes). */
 export function orderTags(tags: { category: string; name: string }[]): { category: string; name: string }[] {
@@ -44,9 +54,8 @@ export async function traderStats(ctx: ReadContext, q: TraderStatsQuery) {
   const requested = splitIds(q.traderIds) ?? [];
   const found = requested.filter((id) => traderEligible(facts, ctx.principal, id, platforms));
   const missingTraderIds = requested.filter((id) => !found.includes(id));
-  const perf = found.length
-    ? await performanceByGroup(ctx, await sampleWhere(ctx, facts, { window, traderIds: found }), 'traderId')
-    : new Map();
+  const where = found.length ? await sampleWhere(ctx, facts, { window, traderIds: found }) : undefined;
+  const perf = where ? await performanceByGroup(ctx, where, 'traderId') : new Map();
   const tagsOf = found.length ? await traderTags(ctx) : new Map<number, { category: string; name: string }[]>();
   const results: TraderStatsRow[] = found.map((id) => {
     const key = facts.traderSource.get(id);
@@ -71,7 +80,17 @@ export async function traderStats(ctx: ReadContext, q: TraderStatsQuery) {
       },
     };
   });
-  return { results, meta: { missingTraderIds, serverTime: ctx.now.toISOString(), appliedTimeRange: appliedTimeRange(window) } };
+  const answer = { results, meta: { missingTraderIds, serverTime: ctx.now.toISOString(), appliedTimeRange: appliedTimeRange(window) } };
+  // The clock (DESIGN 9): the bounds given, or none, with the start clamped to the account's history
+  // window (each answer gets its own), and what moves the figures: a `ready` window coming of age
+  // (scored from its evaluation time on), the oldest sample row leaving the history window. No
+  // bound is defaulted to serverTime, so no row enters with the clock.
+  const rule = windowRule(q, ctx.principal, { unboundedDefault: true });
+  const ripen = where !== undefined && (await mayComeOfAge(ctx));
+  return withFacts(ctx, answer, {
+    window: rule,
+    later: where ? sampleClock(where, { ripen, lagMs: rule.startLagMs }) : undefined,
+  });
 }
 
 /** The platform and id of a source key (a key of the facts: a platform the contract knows). */
