@@ -119,7 +119,8 @@ export class ChdbStore implements Store {
       // store's own goes through the streaming path instead, which binds per query and runs beside
       // the others; it plans the query on the event loop, so long reads (whose planning is long)
       // keep the chained path. A session shared with other stores may have another's stream open.
-      if (format === 'Null' || !(short || this.streamAll) || !this.own) return (await lane.session.queryBindAsync(bound, params, { format })).text();
+      if (format === 'Null' || !(short || this.streamAll) || !this.own)
+        return (await lane.session.queryBindAsync(bound, params, { format })).text();
       return await streamedText(lane.session.queryStreamBind(bound, params, { format }));
     } catch (err) {
       // Whether the SET took effect is not known: set (or reset) those names again next time.

@@ -237,10 +237,10 @@ export class ReadCache {
   }
 
   /**
-   * Whether an entry still answers a request at `now` that reads at `seq`: not expired by the clock,
-   * read no earlier than the request started, and no commit up to `seq` touched what it was read from.
+   * Whether an entry still answers a request that reads at `seq`: not expired by the clock, and no
+   * commit up to `seq` touched what it was read from (callers check it was read no earlier than the request started).
    */
-  private holds(e: Entry, now: number, seq: number, changes: Changes): boolean {
+  private holds(e: Entry, seq: number, changes: Changes): boolean {
     if (e.expires <= this.clock()) return false;
     if (e.checked < seq) {
       if (changes.changedSince(e.dependencies, e.checked)) return false;
@@ -253,7 +253,7 @@ export class ReadCache {
   local(key: string, now: number, seq: number, changes: Changes): Entry | undefined {
     const e = this.decoded.get(key);
     if (e === undefined) return undefined;
-    if (!this.holds(e, now, seq, changes)) {
+    if (!this.holds(e, seq, changes)) {
       this.forget(key, e);
       return undefined;
     }
@@ -269,7 +269,7 @@ export class ReadCache {
     if (hit === undefined) return undefined;
     const nl = hit.indexOf('\n');
     const e = decode(JSON.parse(hit.slice(0, nl)) as Header, hit.slice(nl + 1));
-    if (!this.holds(e, now, seq, changes)) return undefined;
+    if (!this.holds(e, seq, changes)) return undefined;
     this.remember(key, e);
     return e.from <= now ? e : undefined;
   }
@@ -283,7 +283,7 @@ export class ReadCache {
     const pending = this.filling.get(key);
     if (pending) {
       const e = await pending.catch(() => undefined);
-      return e && e.from <= now && this.holds(e, now, seq, changes) ? e : make();
+      return e && e.from <= now && this.holds(e, seq, changes) ? e : make();
     }
     const made = make();
     this.filling.set(key, made);
