@@ -166,7 +166,9 @@ async function openStores(dataDir: string, log: EmbeddedLog, say: Say): Promise<
   // The projector's reads take the streaming path on a session of their own: the chained path runs
   // one parameterised query at a time in the whole process, and live batches waited there behind
   // every long API read (seconds of freshness under load, issue 26).
-  const store = await openChdbStore(storePath(dataDir), undefined, { ownSession: true, streamAll: true });
+  // Its statements run at ClickHouse priority 1, above every API read (2 and lower, apps/reads/cost.ts):
+  // new data is not held back by a read load.
+  const store = await openChdbStore(storePath(dataDir), undefined, { ownSession: true, streamAll: true, sessionSettings: { priority: 1 } });
   // Read models of another layout version are rebuilt from the log, never served as they are.
   await migrateReadModels(store, () => log.writeOffsets(PROJECTOR_GROUP, {}), say);
   // The API reads through a session of its own (storage/chdb.ts): one session runs one
@@ -208,6 +210,13 @@ function compactionQueue(opts: { maintenance: ChdbStore; say: Say; closing: () =
   return { run, idle: () => compacting };
 }
 
+/**
+ * Live records are projected in rounds at most this often (issue 26): what arrives within it is one
+ * commit per topic, so at any ingest rate the projector's per-batch work and the cached answers a
+ * commit ends stay bounded, and a record waits at most this long before its batch starts.
+ */
+const LIVE_CADENCE_MS = 250;
+
 /** `signalbase start`: embedded log + chdb + in-process watermarks, REST on one port. */
 export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: Say } = {}): Promise<Embedded> {
   const say = opts.say ?? ((l: string) => console.log(l));
@@ -239,6 +248,7 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
     dataVersion: () => watermarks.get(DATA_VERSION),
   });
   const projector = runProjector(log, store, {
+    cadenceMs: LIVE_CADENCE_MS,
     onCommit: async (info) => {
       changeLog.add(++commits, info.changes);
       await watermarks.advance(DATA_VERSION, commits);

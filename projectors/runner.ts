@@ -204,6 +204,8 @@ export interface ProjectorEvents {
    */
   onCommit?: (info: { topic: string; applied: number; dead: number; changes: ChangeSet }) => void | Promise<void>;
   onError?: (err: unknown, topic: string) => void;
+  /** The live commit cadence (SubscribeOptions.cadenceMs): the embedded server groups live records into a commit per round. */
+  cadenceMs?: number;
 }
 
 /** The consumer group of the read-model projector. */
@@ -245,6 +247,7 @@ export function runProjector(log: Log, store: Store, events: ProjectorEvents = {
     {
       maxBatch: MAX_BATCH,
       prepare: validateBatchAsync,
+      ...(events.cadenceMs ? { cadenceMs: events.cadenceMs } : {}),
       lanes: SEPARATE_LANES,
       onError: (err, batch) => events.onError?.(err, batch.topic),
       // Another projector process has written the store since: what the projections keep of it is read again.

@@ -54,6 +54,8 @@ export class ChdbStore implements Store {
   private readonly own: boolean;
   /** Every query on the streaming path (the projector's: see `run`). */
   private readonly streamAll: boolean;
+  /** Settings of every statement on this store's sessions (set once per session). */
+  private readonly sessionSettings: Readonly<Record<string, number>>;
   private closed = false;
   /**
    * Reads of an API answer concurrently only on sessions of their own (a session runs one
@@ -66,10 +68,11 @@ export class ChdbStore implements Store {
   constructor(
     readonly path: string,
     database = 'signalbase',
-    opts: { ownSession?: boolean; sessions?: number; streamAll?: boolean } = {},
+    opts: { ownSession?: boolean; sessions?: number; streamAll?: boolean; sessionSettings?: Record<string, number> } = {},
   ) {
     this.database = checkIdentifier(database);
     this.streamAll = opts.streamAll === true;
+    this.sessionSettings = opts.sessionSettings ?? {};
     const n = Math.max(1, Math.floor(opts.sessions ?? 1));
     this.own = opts.ownSession === true || n > 1;
     this.session = openSession(path, this.own);
@@ -94,6 +97,8 @@ export class ChdbStore implements Store {
   }
 
   async init(): Promise<this> {
+    const set = Object.entries(this.sessionSettings).map(([name, value]) => `${checkIdentifier(name)} = ${Number(value)}`);
+    if (set.length && this.own) for (const lane of this.lanes) await lane.session.queryAsync(`SET ${set.join(', ')}`, { format: 'Null' });
     await this.session.queryAsync(`CREATE DATABASE IF NOT EXISTS ${this.database}`);
     return this;
   }
@@ -189,7 +194,7 @@ export class ChdbStore implements Store {
 export async function openChdbStore(
   path: string,
   database?: string,
-  opts?: { ownSession?: boolean; sessions?: number; streamAll?: boolean },
+  opts?: { ownSession?: boolean; sessions?: number; streamAll?: boolean; sessionSettings?: Record<string, number> },
 ): Promise<ChdbStore> {
   return new ChdbStore(path, database, opts).init();
 }

@@ -375,7 +375,8 @@ export function boundedStore(store: Store, cost: ReadCost, deadline: number, slo
         max_result_rows: MAX_RESULT_ROWS,
         max_result_bytes: MAX_RESULT_BYTES,
         result_overflow_mode: 'throw',
-        priority: slot.priority,
+        // Below the projector's priority 1 (apps/embedded.ts): a read load does not hold new data back.
+        priority: slot.priority + 1,
         // A busy account's queries also yield the machine's cores: one thread each, at the highest nice.
         ...(slot.priority > 1 ? { os_thread_priority: 19, max_threads: 1 } : {}),
         ...opts?.settings,

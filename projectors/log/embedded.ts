@@ -435,6 +435,7 @@ class EmbeddedSubscription<P> implements LogSubscription {
   /** The lanes' sleeps that a wake-up (new waiter, stop) cuts short. */
   private readonly sleepers = new Set<() => void>();
   private unwatch: () => void = () => {};
+  private readonly pausers = new Set<() => void>();
   /** Per topic: `lines` newlines counted in [committed offset, to). Kept up to date by commits and by lag(). */
   private readonly ahead: Record<string, { to: number; lines: number }> = {};
 
@@ -530,8 +531,12 @@ class EmbeddedSubscription<P> implements LogSubscription {
   private async run(topics: readonly string[]): Promise<void> {
     const max = this.opts.maxBatch ?? 5000;
     let ahead: ReadAhead<P> | undefined;
+    const cadence = this.opts.cadenceMs ?? 0;
     while (this.running) {
       let progressed = false;
+      // Every batch of this round took all there was (live records, not a backlog).
+      let live = true;
+      const roundStart = Date.now();
       for (const topic of topics) {
         if (!this.running) break;
         const from = this.offsets[topic] ?? 0;
@@ -551,8 +556,10 @@ class EmbeddedSubscription<P> implements LogSubscription {
             handled.catch(() => {}); // awaited below
             await null; // the handler starts (up to its first store call) before the read-ahead
             const more = this.log.read(topic, next, max);
-            if (more.next !== next)
+            if (more.next !== next) {
+              live = false;
               ahead = { topic, from: next, read: more, prepared: this.prepare({ topic, partition: 0, records: more.records }) };
+            }
             await handled;
           } catch (err) {
             ahead = undefined;
@@ -565,12 +572,32 @@ class EmbeddedSubscription<P> implements LogSubscription {
         this.commit(topic, next, lines); // blank lines only: consumed without a batch
         if (records.length) this.opts.onCommit?.(batch);
         progressed = true;
-        break; // restart from the first topic so that upstream topics stay ahead of downstream ones
+        // Live, with a cadence: the round goes on to the downstream topics (upstream ones first all the same).
+        if (!cadence || !live) {
+          live = false;
+          break; // restart from the first topic so that upstream topics stay ahead of downstream ones
+        }
       }
       this.waiters = this.waiters.filter((w) => (this.reached(w.targets) ? (w.resolve(), false) : true));
       if (!progressed) await this.sleep(this.pollMs);
+      // What arrives during the cadence is taken together next round: fewer, larger commits.
+      else if (live) await this.pause(roundStart + cadence - Date.now());
     }
     await ahead?.prepared?.catch(() => {});
+  }
+
+  /** Waits `ms` (cut short by stop only: not by appends, which is the point). */
+  private pause(ms: number): Promise<void> {
+    if (ms <= 0 || !this.running) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(t);
+        this.pausers.delete(done);
+        resolve();
+      };
+      const t = setTimeout(done, ms);
+      this.pausers.add(done);
+    });
   }
 
   private sleep(ms: number): Promise<void> {
@@ -589,6 +616,7 @@ class EmbeddedSubscription<P> implements LogSubscription {
     this.running = false;
     this.unwatch();
     this.wake();
+    for (const p of [...this.pausers]) p();
     await this.loop;
     for (const w of this.waiters) w.resolve();
     this.waiters = [];

@@ -86,6 +86,13 @@ export interface SubscribeOptions<P = unknown> {
    * must be read again.
    */
   onTakeOver?: () => void | Promise<void>;
+  /**
+   * Live commit cadence (ms; 0, the default: none): while batches take all there is (records
+   * arriving, no backlog), a round of the topics (upstream first) starts at most this often, and
+   * what arrives meanwhile is taken together: fewer commits, each ending fewer cached answers, and
+   * the per-batch work spread over more records. A backlog is read without pause.
+   */
+  cadenceMs?: number;
 }
 
 export interface LogSubscription {
