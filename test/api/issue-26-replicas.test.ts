@@ -39,7 +39,8 @@ describe('issue 26: change tracking across replicas', () => {
     const spy = vi.spyOn(h.store, 'query');
     expect(await ids(t2)).toEqual([2]);
     expect(await ids(t2)).toEqual([2]);
-    expect(spy).not.toHaveBeenCalled();
+    // The reads' queries (a key's answer, kept 5 s, may be looked up again on a slow machine).
+    expect(spy.mock.calls.map(([sql]) => sql).filter((sql) => !/\$db\.(api_keys|accounts)\b/.test(sql))).toEqual([]);
     spy.mockRestore();
     expect(await ids(t1)).toEqual([3, 1]);
     expect(await ids(t1)).toEqual([3, 1]);
