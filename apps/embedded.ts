@@ -6,7 +6,7 @@ import { appendDemo } from '../projectors/demo/append.ts';
 import { READ_MODEL_GRAPH } from '../projectors/index.ts';
 import { EmbeddedLog } from '../projectors/log/embedded.ts';
 import type { LogSubscription } from '../projectors/log/port.ts';
-import { migrateReadModels, PROJECTOR_GROUP, runProjector } from '../projectors/runner.ts';
+import { migrateReadModels, PROJECTOR_GROUP, runProjector, SEPARATE_LANES } from '../projectors/runner.ts';
 import { SCOPES } from '../schemas/topics/index.ts';
 import { ChangeLog, localChanges, touches } from '../storage/changes.ts';
 import { type ChdbStore, openChdbStore } from '../storage/chdb.ts';
@@ -163,11 +163,16 @@ interface Stores {
 /** Opens the store of DATA_DIR, its read models of the current layout (migrated), and the sessions reads and compaction run on. */
 async function openStores(dataDir: string, log: EmbeddedLog, say: Say): Promise<Stores> {
   mkdirSync(storePath(dataDir), { recursive: true, mode: 0o700 });
-  // The projector's statements run at ClickHouse priority 1, on a session of their own, above every
-  // API read (2 and lower, apps/reads/cost.ts): new data is not held back by a read load (issue 26).
-  // (Its reads keep chdb's chained path: on the streaming path a rebuilt table's rows were read
-  // back empty now and then, test/apps/migrate.test.ts.)
-  const store = await openChdbStore(storePath(dataDir), undefined, { ownSession: true, sessionSettings: { priority: 1 } });
+  // The projector's statements run at ClickHouse priority 1, above every API read (2 and lower,
+  // apps/reads/cost.ts), on sessions of their own (one per lane), and its reads take the streaming
+  // path: on chdb's chained path they waited behind every long API read (issue 26: seconds of
+  // freshness under load).
+  const store = await openChdbStore(storePath(dataDir), undefined, {
+    ownSession: true,
+    sessions: SEPARATE_LANES.length + 1,
+    streamAll: true,
+    sessionSettings: { priority: 1 },
+  });
   // Read models of another layout version are rebuilt from the log, never served as they are.
   await migrateReadModels(store, () => log.writeOffsets(PROJECTOR_GROUP, {}), say);
   // The API reads through a session of its own (storage/chdb.ts): one session runs one

@@ -28,6 +28,8 @@ export interface ProjectionContext {
   readonly store: Store;
   /** `projection`'s state of this store, made by its `state.init` when first asked for. */
   stateOf<S>(projection: Projection<S>): S;
+  /** Runs `work` now or, on a live projector, a little later with the pending work of other batches (ProjectorSession.settle). */
+  settle(name: string, work: () => Promise<void>): Promise<void>;
 }
 
 /**

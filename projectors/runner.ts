@@ -236,7 +236,8 @@ export const SEPARATE_LANES: readonly (readonly string[])[] = [['messages']];
 export function runProjector(log: Log, store: Store, events: ProjectorEvents = {}, group = PROJECTOR_GROUP): LogSubscription {
   // Every write of a batch is noted in the batch's own change set (lanes run batches concurrently).
   const session = new ProjectorSession(recordingStore(store, READ_MODEL_GRAPH), PROJECTIONS);
-  return log.subscribe<Validated>(
+  const settler = events.cadenceMs ? settleLater(session, events) : undefined;
+  const subscription = log.subscribe<Validated>(
     group,
     TOPIC_NAMES,
     async (batch, validated) => {
@@ -254,4 +255,67 @@ export function runProjector(log: Log, store: Store, events: ProjectorEvents = {
       onTakeOver: () => session.reset(),
     },
   );
+  if (!settler) return subscription;
+  return {
+    lag: () => subscription.lag(),
+    // Caught up once what the batches put off is done too.
+    caughtUp: async () => {
+      await subscription.caughtUp();
+      await settler.now();
+    },
+    stop: async () => {
+      await subscription.stop();
+      await settler.stop();
+    },
+  };
+}
+
+/**
+ * Live derived work put off by the projections (ProjectorSession.settle: the activity roll-ups)
+ * runs SETTLE_MS after it was first put off, with every batch's since, as a commit of its own: a
+ * trickle of live batches pays it once per SETTLE_MS instead of once per batch, and the cached
+ * activity answers it ends last that long.
+ */
+export const SETTLE_MS = 2000;
+
+function settleLater(session: ProjectorSession, events: ProjectorEvents): { now(): Promise<void>; stop(): Promise<void> } {
+  let timer: NodeJS.Timeout | undefined;
+  let running: Promise<void> = Promise.resolve();
+  let stopped = false;
+  const run = (): Promise<void> => {
+    clearTimeout(timer);
+    timer = undefined;
+    running = running.then(async () => {
+      const changes = emptyChangeSet();
+      try {
+        if (await recordChanges(changes, () => session.settlePending()))
+          await events.onCommit?.({ topic: 'settle', applied: 0, dead: 0, changes });
+      } catch (err) {
+        // What was written before the failure is published all the same; the rest is retried.
+        if (changes.all || changes.tables.size) await events.onCommit?.({ topic: 'settle', applied: 0, dead: 0, changes });
+        events.onError?.(err, 'settle');
+        schedule();
+      }
+    });
+    return running;
+  };
+  const schedule = () => {
+    if (!stopped && !timer) timer = setTimeout(run, SETTLE_MS);
+  };
+  session.onPending = schedule;
+  return {
+    now: async () => {
+      // A failed run is retried (the store is down): a caught-up waits for it.
+      for (;;) {
+        await run();
+        if (!session.unsettled || stopped) return;
+        await new Promise((resolve) => setTimeout(resolve, 1000));
+      }
+    },
+    stop: async () => {
+      stopped = true;
+      clearTimeout(timer);
+      await running;
+    },
+  };
 }

@@ -11,6 +11,7 @@ import {
 } from '../../storage/tables/activity.ts';
 import { MESSAGES_TABLE } from '../../storage/tables/messages.ts';
 import { EVENTS_TABLE } from '../../storage/tables/trading.ts';
+import type { ProjectionContext } from '../projection.ts';
 
 /** Rolls the statement tables up into the activity tables (storage/tables/activity.ts says how and why). */
 interface RollUp {
@@ -45,10 +46,18 @@ const ROLLUPS: Record<string, RollUp> = {
 };
 
 /**
- * Rolls up what the statement table `source` got since the last roll-up. Returns the number of
- * hour buckets counted again.
+ * Rolls up what the statement table `source` got since the last roll-up: after each batch, or on a
+ * live projector at most every so often (ProjectionContext.settle): the activity reads may lag the
+ * statement tables by that much, and a trickle of live batches does not pay four statements each.
  */
-export async function rollUpActivity(store: Store, table: Table): Promise<number> {
+export function rollUpActivity(ctx: ProjectionContext, table: Table): Promise<void> {
+  return ctx.settle(`roll-up ${table.name}`, async () => {
+    await rollUp(ctx.store, table);
+  });
+}
+
+/** Rolls up what `table` got since the last roll-up. Returns the number of hour buckets counted again. */
+async function rollUp(store: Store, table: Table): Promise<number> {
   const r = ROLLUPS[table.name]!;
   const source = table.name;
   const [mark] = await store.query<{ seq: number }>(`SELECT max(seq) AS seq FROM ${ACTIVITY_ROLLUP_TABLE} WHERE source = {source:String}`, {

@@ -1,6 +1,5 @@
 import { parseDateTime } from '../../schemas/formats.ts';
 import type { MessageRecord } from '../../schemas/topics/index.ts';
-import type { Store } from '../../storage/port.ts';
 import {
   applyVersioned,
   canonicalDateTime,
@@ -12,7 +11,7 @@ import {
 import { ACTIVITY_MESSAGES_BY_SOURCE_DDL, ACTIVITY_MESSAGES_DDL, ACTIVITY_ROLLUP_DDL } from '../../storage/tables/activity.ts';
 import { MESSAGES_CURRENT_TABLE, MESSAGES_DDL, MESSAGES_TABLE } from '../../storage/tables/messages.ts';
 import { rollUpActivity } from '../activity/rollup.ts';
-import { bool, type Projection, type ValidRecord } from '../projection.ts';
+import { bool, type Projection, type ProjectionContext, type ValidRecord } from '../projection.ts';
 import { httpUrl, plainTextOrNull } from '../sanitize.ts';
 
 export interface MessageStatement extends Statement {
@@ -136,9 +135,9 @@ const MESSAGES: VersionedStatements<MessageRecord, MessageStatement> = {
            isEdited, isReply, isQuote, isRepost, version, deleted, live, tomb, seq FROM ${MESSAGES_TABLE}`,
 };
 
-export async function applyMessages(store: Store, batch: readonly ValidRecord[], version: bigint): Promise<void> {
-  await applyVersioned(store, MESSAGES, batch, version);
-  await rollUpActivity(store, MESSAGES_TABLE);
+export async function applyMessages(ctx: ProjectionContext, batch: readonly ValidRecord[], version: bigint): Promise<void> {
+  await applyVersioned(ctx.store, MESSAGES, batch, version);
+  await rollUpActivity(ctx, MESSAGES_TABLE);
 }
 
 export const messagesProjection: Projection = {
@@ -153,5 +152,5 @@ export const messagesProjection: Projection = {
   ],
   // What each record states, as stored (no `table`: the rows are written by `afterStore`).
   handle: (batch) => batch.map((r) => messageState(r.value)),
-  afterStore: ({ store }, batch, version) => applyMessages(store, batch, version),
+  afterStore: (ctx, batch, version) => applyMessages(ctx, batch, version),
 };

@@ -122,6 +122,8 @@ interface PerformanceState {
   samples: number;
 }
 const MAX_CACHED_SAMPLES = 4_000_000;
+/** Past this many samples in a batch, the series it touches are read again whole (patching is for live trickles). */
+const PATCHED_SAMPLES = 1_000;
 
 const stateOf = (ctx: ProjectionContext): PerformanceState => ctx.stateOf(performanceProjection);
 
@@ -134,6 +136,64 @@ async function nextSeq(ctx: ProjectionContext): Promise<number> {
     s.seq = Number(row?.seq ?? 0);
   }
   return ++s.seq;
+}
+
+/**
+ * Brings the cached series of the batch's assets up to what the store holds now, reading only the
+ * samples the batch wrote (their rows FINAL: a lower version or a deletion decides as it does in a
+ * read) instead of each asset's whole series (issue 26: a live price batch re-read a whole series,
+ * the projector's costliest read under a trickle of prices). Assets not cached are read whole when next needed.
+ */
+async function patchSeries(ctx: ProjectionContext, samples: readonly { assetId: number; at: number }[]): Promise<void> {
+  const s = stateOf(ctx);
+  const touched = samples.filter((p) => s.series.has(p.assetId));
+  if (!touched.length) return;
+  const lo = Math.min(...touched.map((p) => p.at));
+  const hi = Math.max(...touched.map((p) => p.at));
+  const rows = await ctx.store.query<{ assetId: number; t: number; price: number; deleted: number }>(
+    `SELECT assetId, toUnixTimestamp64Milli(at) AS t, price, deleted FROM ${PRICES_TABLE} FINAL
+     WHERE assetId IN {assets:Array(UInt64)}
+       AND at BETWEEN fromUnixTimestamp64Milli({lo:Int64}, 'UTC') AND fromUnixTimestamp64Milli({hi:Int64}, 'UTC')`,
+    { assets: [...new Set(touched.map((p) => p.assetId))], lo, hi },
+  );
+  const stored = new Map(rows.map((r) => [`${r.assetId}:${Number(r.t)}`, r]));
+  for (const p of touched) {
+    const series = s.series.get(p.assetId)!;
+    const row = stored.get(`${p.assetId}:${p.at}`);
+    const next = withSample(series, p.at, row && !Number(row.deleted) ? Number(row.price) : null);
+    s.samples += next.at.length - series.at.length;
+    s.series.set(p.assetId, next);
+  }
+}
+
+/** `series` with its sample at `at` set to `price` (null: none there). */
+function withSample(series: PriceSeries, at: number, price: number | null): PriceSeries {
+  let lo = 0;
+  let hi = series.at.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (series.at[mid]! < at) lo = mid + 1;
+    else hi = mid;
+  }
+  const found = lo < series.at.length && series.at[lo] === at;
+  if (found && price !== null) {
+    series.price[lo] = price;
+    return series;
+  }
+  if (!found && price === null) return series;
+  const n = series.at.length + (found ? -1 : 1);
+  const out = { at: new Float64Array(n), price: new Float64Array(n) };
+  out.at.set(series.at.subarray(0, lo));
+  out.price.set(series.price.subarray(0, lo));
+  const rest = found ? lo + 1 : lo;
+  const to = found ? lo : lo + 1;
+  if (!found) {
+    out.at[lo] = at;
+    out.price[lo] = price!;
+  }
+  out.at.set(series.at.subarray(rest), to);
+  out.price.set(series.price.subarray(rest), to);
+  return out;
 }
 
 function forgetSeries(ctx: ProjectionContext, assetIds: Iterable<number>): void {
@@ -193,27 +253,53 @@ export async function writePerformances(
   ctx: ProjectionContext,
   positions: readonly PositionState[],
   retired: readonly PositionState[] = [],
+  opts: { onlyChanged?: boolean } = {},
 ): Promise<void> {
   if (!positions.length && !retired.length) return;
   const { store } = ctx;
   const series = await seriesOf(ctx, [...new Set(positions.map((p) => p.assetId))]);
-  const seq = await nextSeq(ctx);
-  const rows: unknown[][] = [];
+  let rows: unknown[][] = [];
   for (const p of positions) {
     const s = series.get(p.assetId)!;
     for (const w of WINDOWS) {
       const evaluatedAt = p.openAt + WINDOW_MS[w];
       // Evaluated as of a clock past E: a read shows too_young until E.
       const e = s.at.length ? evaluateWindow(p, w, firstSampleFrom(s, evaluatedAt), Infinity) : { status: '', returnPercentage: null };
-      rows.push([p.id, w, p.traderId, p.assetId, p.direction, p.openAt, evaluatedAt, e.status, e.returnPercentage, p.live, seq]);
+      rows.push([p.id, w, p.traderId, p.assetId, p.direction, p.openAt, evaluatedAt, e.status, e.returnPercentage, p.live]);
     }
   }
+  if (opts.onlyChanged) rows = await changedEvaluations(store, positions, rows);
+  if (!rows.length && !retired.length) return;
+  const seq = await nextSeq(ctx);
   const gone: unknown[][] = [];
   for (const p of retired) {
     for (const w of WINDOWS) gone.push([p.id, w, p.traderId, p.assetId, p.direction, p.openAt, p.openAt + WINDOW_MS[w], '', null, 0, seq]);
   }
   if (gone.length) await store.insertCompact(POSITION_SAMPLES_TABLE.name, PERFORMANCE_COLUMNS, gone);
-  await store.insertCompact(POSITION_PERFORMANCES_TABLE.name, PERFORMANCE_COLUMNS, rows);
+  if (rows.length)
+    await store.insertCompact(
+      POSITION_PERFORMANCES_TABLE.name,
+      PERFORMANCE_COLUMNS,
+      rows.map((r) => [...r, seq]),
+    );
+}
+
+/**
+ * The evaluation rows (PERFORMANCE_COLUMNS but seq) that differ from what position_performances
+ * holds for them. A live price is the forward price of only the few windows whose evaluation time
+ * it is the first sample after; every other window it can be the forward price of is evaluated to
+ * what is stored already, and rewriting those (hundreds of rows per price on the large seed) would
+ * change the analytics' sample, and end their cached answers, for nothing (issue 26).
+ */
+async function changedEvaluations(store: Store, positions: readonly PositionState[], rows: unknown[][]): Promise<unknown[][]> {
+  const stored = await store.query<Record<(typeof PERFORMANCE_COLUMNS)[number], unknown>>(
+    `SELECT ${PERFORMANCE_COLUMNS.filter((c) => c !== 'seq').join(', ')} FROM ${POSITION_PERFORMANCES_TABLE} FINAL
+     WHERE positionId IN {ids:Array(UInt64)}`,
+    { ids: [...new Set(positions.map((p) => p.id))] },
+  );
+  const text = (r: readonly unknown[]) => JSON.stringify(r.map((v) => (v === null || typeof v === 'string' ? v : Number(v))));
+  const held = new Set(stored.map((r) => text(PERFORMANCE_COLUMNS.filter((c) => c !== 'seq').map((c) => r[c]))));
+  return rows.filter((r) => !held.has(text(r)));
 }
 
 /**
@@ -228,15 +314,19 @@ export async function reevaluateForPrices(ctx: ProjectionContext, batch: readonl
   let hi = -Infinity;
   const assets = new Set<number>();
   const deletes = new Set<number>();
+  const samples: { assetId: number; at: number }[] = [];
   for (const { value: p } of batch as readonly ValidRecord<PriceRecord>[]) {
     const at = parseDateTime(p.at)!;
     lo = Math.min(lo, at);
     hi = Math.max(hi, at);
     assets.add(p.assetId);
+    samples.push({ assetId: p.assetId, at });
     if (p.deleted) deletes.add(p.assetId);
   }
   const assetIds = [...assets];
-  forgetSeries(ctx, assetIds); // the cached series of these assets are stale now
+  // The cached series of these assets are stale now: a live trickle patches them, a catch-up forgets them.
+  if (samples.length <= PATCHED_SAMPLES) await patchSeries(ctx, samples);
+  else forgetSeries(ctx, assetIds);
   const known = new Map(
     (
       await store.query<{ assetId: number; hasSeries: number }>(
@@ -277,6 +367,8 @@ export async function reevaluateForPrices(ctx: ProjectionContext, batch: readonl
   await writePerformances(
     ctx,
     [...newest.values()].filter((p) => p.tomb === 0 && p.live === 1).map(({ t, ...p }) => ({ ...p, openAt: t })),
+    [],
+    { onlyChanged: true },
   );
   if (flipped.length) {
     const seq = await nextSeq(ctx);

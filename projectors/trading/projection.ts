@@ -683,7 +683,7 @@ const openSeq = pairCounter(`SELECT max(seq) AS n FROM ${OPEN_POSITIONS_TABLE}`,
 /** Applies a batch of trade events: plans it and writes the plan. */
 export async function applyTradeEvents(ctx: ProjectionContext, batch: readonly ValidRecord[], version: bigint): Promise<void> {
   await writeTradePlan(ctx, await planTradeEvents(ctx, batch, version), version);
-  await rollUpActivity(ctx.store, EVENTS_TABLE);
+  await rollUpActivity(ctx, EVENTS_TABLE);
 }
 
 export const tradingProjection: Projection<TradingState> = {

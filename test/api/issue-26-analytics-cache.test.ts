@@ -376,6 +376,22 @@ describe('analytics reads and commits', () => {
       await p.close();
     }
   });
+
+  it("a price within a window's tolerance that is not its first sample after the evaluation time changes no evaluation: the answers stay cached; the first sample ends them", async () => {
+    const p = await pair(h, clock);
+    try {
+      const urls = ['/v2/traders/stats?traderIds=1', '/v2/assets/stats?assetIds=1'];
+      for (const url of urls) await at(p, T0 + 3, url, key, { queried: true });
+      // Position 1's 1D window is evaluated at T0 - 8 days, where a sample is already (its forward price).
+      await h.given([build.price(1, iso(T0 - 8 * DAY + 30 * MIN), 999)]);
+      for (const url of urls) await at(p, T0 + 4, url, key, { queried: false });
+      // Its 7D window is evaluated at T0 - 2 days and has no sample after it yet: this one is its forward price.
+      await h.given([build.price(1, iso(T0 - 2 * DAY + HOUR), 130)]);
+      for (const url of urls) await at(p, T0 + 5, url, key, { queried: true });
+    } finally {
+      await p.close();
+    }
+  });
 });
 
 describe('issue 26: analytics cache exactness property', () => {
