@@ -38,7 +38,7 @@ import {
   TraderDirectoryRow,
 } from '../schemas/api/resources.ts';
 import type { Scope } from '../schemas/topics/index.ts';
-import { FEED_GROUPS_TABLE } from '../storage/tables/feed-groups.ts';
+import { FEED_CHANGES_TABLE, FEED_GROUPS_TABLE } from '../storage/tables/feed-groups.ts';
 import { MESSAGES_TABLE } from '../storage/tables/messages.ts';
 import { PRICES_TABLE } from '../storage/tables/prices.ts';
 import { EVENTS_TABLE, POSITIONS_TABLE } from '../storage/tables/trading.ts';
@@ -89,6 +89,23 @@ export interface Operation<Q extends TObject = TObject> {
   cost?: ReadCost;
   /** How its MCP tool sizes answers for assistants (issue 27). */
   mcp: McpSizing;
+  /** A read that may be held until the data changes (the feed's since-polls, issue 28). */
+  longPoll?: LongPoll;
+}
+
+/**
+ * A long-poll (REST): when `seconds` says the request asks to be held and its answer is `empty`,
+ * the request waits, costing no query, until a commit touches `tables`, then reads again; it
+ * answers when the answer is no longer empty or the seconds have passed. Every answer of such a
+ * read says how often the server prefers to be polled (X-Poll-Interval, seconds).
+ */
+export interface LongPoll {
+  /** Whether the request is one of the polls (X-Poll-Interval), and how long it asks to be held (undefined: not at all). */
+  polls(query: Record<string, unknown>): boolean;
+  seconds(query: Record<string, unknown>): number | undefined;
+  tables: readonly { name: string }[];
+  empty(answer: any): boolean;
+  intervalSeconds: number;
 }
 
 /**
@@ -267,6 +284,15 @@ export const OPERATIONS: readonly Operation[] = [
     // Pages, and since-polls, until the data changes; at most MAX_TTL_MS (10 minutes, contract 8). Per account:
     // a since-poll's watermark is signed for its caller, and dataComputedAt is the start of the caller's own read.
     cache: { window: { table: FEED_GROUPS_TABLE, column: 'writtenAt' }, perAccount: true },
+    // A since-poll with `wait` is held until a feed change is committed (then read again: held
+    // only while the caller still sees nothing new) or the seconds pass.
+    longPoll: {
+      polls: (q) => q.since !== undefined,
+      seconds: (q) => (q.since !== undefined ? (q.wait as number | undefined) : undefined),
+      tables: [FEED_CHANGES_TABLE],
+      empty: (a) => !a.results.length && !a.meta.removedIds?.length && !a.meta.hasMore,
+      intervalSeconds: 5,
+    },
     mcp: { limit: 3, next: 'list_messages (ids) for a message in full, list_positions (positionIds) for the positions behind the events' },
   }),
   operation({

@@ -223,12 +223,16 @@ export class ChangeLog {
     return this.latest;
   }
 
+  /** Called with each commit as it is added (held long-polls: ChangeLog.waitFor). */
+  private readonly listeners = new Set<(set: ChangeSet) => void>();
+
   /** A commit: `seq` above every one before it. */
   add(seq: number, set: ChangeSet): void {
     if (!(seq > this.latest)) throw new Error(`change seq ${seq} is not above ${this.latest}`);
     this.seqs.push(seq);
     this.sets.push(set);
     this.latest = seq;
+    for (const l of this.listeners) l(set);
     if (this.seqs.length > this.limit) {
       const drop = this.seqs.length - this.limit;
       this.floor = this.seqs[drop - 1]!;
@@ -242,6 +246,31 @@ export class ChangeLog {
     this.seqs.length = 0;
     this.sets.length = 0;
     this.floor = this.latest = Math.max(this.latest, seq);
+    for (const l of this.listeners) l(everything());
+  }
+
+  /**
+   * Resolves true once a commit after `seq` touches `deps` (at once when one already has), false
+   * when `ms` pass or `signal` aborts first. Waiting holds a listener and a timer, nothing more.
+   */
+  waitFor(deps: Dependencies, seq: number, ms: number, signal?: AbortSignal): Promise<boolean> {
+    if (this.changedSince(deps, seq)) return Promise.resolve(true);
+    if (ms <= 0 || signal?.aborted) return Promise.resolve(false);
+    return new Promise((resolve) => {
+      const done = (changed: boolean) => {
+        clearTimeout(timer);
+        this.listeners.delete(listener);
+        signal?.removeEventListener('abort', aborted);
+        resolve(changed);
+      };
+      const listener = (set: ChangeSet) => {
+        if (intersects(set, deps)) done(true);
+      };
+      const aborted = () => done(false);
+      const timer = setTimeout(() => done(false), ms);
+      this.listeners.add(listener);
+      signal?.addEventListener('abort', aborted);
+    });
   }
 
   /** Whether a commit after `seq` (up to the newest known) touched `deps`. */
@@ -272,14 +301,62 @@ export interface Changes {
   changedSince(deps: Dependencies, seq: number): boolean;
   /** The read models' tables and views: what a read naming one depends on. */
   readonly graph: TableGraph;
+  /**
+   * Resolves true once a commit after `seq` touches `deps`, false when `ms` pass or `signal`
+   * aborts first (a held long-poll, issue 28).
+   */
+  waitFor(deps: Dependencies, seq: number, ms: number, signal?: AbortSignal): Promise<boolean>;
 }
 
-/** The changes of a process that holds the whole log itself (embedded mode, tests). */
+/** The changes of a process that holds the whole log itself (embedded mode, tests): told of each commit as it is added. */
 export const localChanges = (log: ChangeLog, graph: TableGraph): Changes => ({
   graph,
   current: () => log.seq,
   changedSince: (deps, seq) => log.changedSince(deps, seq),
+  waitFor: (deps, seq, ms, signal) => log.waitFor(deps, seq, ms, signal),
 });
+
+/** How often a process that learns commits by asking (distributed mode) asks while a long-poll waits. */
+export const CHANGE_POLL_MS = 100;
+
+/**
+ * `waitFor` for a process that learns of commits only when it asks (`current`): it asks every
+ * CHANGE_POLL_MS while something waits, one cheap question for all the waiters of the process.
+ */
+export function polledWaitFor(changes: Pick<Changes, 'current' | 'changedSince'>): Changes['waitFor'] {
+  const waiters = new Set<{ deps: Dependencies; seq: number; done: (changed: boolean) => void }>();
+  let timer: NodeJS.Timeout | undefined;
+  const tick = async () => {
+    try {
+      await changes.current();
+    } catch {
+      /* not answering just now: asked again next tick */
+    }
+    for (const w of waiters) if (changes.changedSince(w.deps, w.seq)) w.done(true);
+    timer = waiters.size ? setTimeout(tick, CHANGE_POLL_MS) : undefined;
+  };
+  return (deps, seq, ms, signal) => {
+    if (changes.changedSince(deps, seq)) return Promise.resolve(true);
+    if (ms <= 0 || signal?.aborted) return Promise.resolve(false);
+    return new Promise((resolve) => {
+      const w = {
+        deps,
+        seq,
+        done: (changed: boolean) => {
+          clearTimeout(deadline);
+          waiters.delete(w);
+          signal?.removeEventListener('abort', aborted);
+          resolve(changed);
+        },
+      };
+      const aborted = () => w.done(false);
+      const deadline = setTimeout(() => w.done(false), ms);
+      signal?.addEventListener('abort', aborted);
+      waiters.add(w);
+      timer ??= setTimeout(tick, CHANGE_POLL_MS);
+    });
+  };
+}
 
 /**
  * Changes known only as a version number that moves on each commit (a process that is not told
@@ -287,15 +364,16 @@ export const localChanges = (log: ChangeLog, graph: TableGraph): Changes => ({
  */
 export function versionChanges(version: () => number | Promise<number>, graph: TableGraph): Changes {
   const log = new ChangeLog(Number.NEGATIVE_INFINITY);
-  return {
+  const changes = {
     graph,
     async current() {
       const v = await version();
       if (Number.isFinite(v) && v > log.seq) log.add(v, everything());
       return v;
     },
-    changedSince: (deps, seq) => log.changedSince(deps, seq),
+    changedSince: (deps: Dependencies, seq: number) => log.changedSince(deps, seq),
   };
+  return { ...changes, waitFor: polledWaitFor(changes) };
 }
 
 /** Whether a change set touches any of these tables (everything touches them all). */

@@ -16,7 +16,7 @@ import { type ReadContext, trackReads } from '../reads/context.ts';
 import { Admission, admissionDefaults, admitted, boundedStore, MAX_ANSWER_BYTES, tooLarge } from '../reads/cost.ts';
 import { CursorCodec } from '../reads/cursor.ts';
 import type { Principal } from '../reads/principal.ts';
-import { costOf, OPERATIONS, type Operation, policyRefusal } from '../registry.ts';
+import { costOf, type LongPoll, OPERATIONS, type Operation, policyRefusal } from '../registry.ts';
 import { registerDocs } from './docs.ts';
 import { errorHandler, sendError } from './errors.ts';
 import { openApiDocument } from './openapi.ts';
@@ -250,7 +250,7 @@ function createServer(deps: ApiDeps): FastifyInstance {
         coerceTypes: true,
         useDefaults: true,
         allErrors: true,
-        keywords: ['x-list', 'x-list-max', 'x-list-message', 'x-list-empty'],
+        keywords: ['x-list', 'x-list-max', 'x-list-message', 'x-list-empty', 'x-rest-only'],
       },
       // The same strict date-time as ingest (schemas/formats.ts), replacing ajv-formats' looser one.
       onCreate: (ajv: any) => ajv.addFormat('date-time', { type: 'string', validate: isDateTime }),
@@ -334,6 +334,36 @@ function publicRoutes(app: FastifyInstance, deps: ApiDeps, health: NonNullable<A
 /** The reads of the registry, one route per operation and version: authentication, rate limit, admission, the read cache and ETags. */
 function readRoutes(app: FastifyInstance, deps: ApiDeps, r: ReadRouting): void {
   const { limiter, authenticateRead, readContext, cursors, changes } = r;
+  const clock = deps.clock ?? Date.now;
+  /**
+   * A long-poll (Operation.longPoll, issue 28): reads; while the answer is empty, waits for a
+   * commit that touches the read's tables (a listener and a timer: no query, no admission slot),
+   * then reads again at the new serverTime; answers once the answer is not empty, the seconds have
+   * passed, or the change log cannot be followed. A client that goes away ends the wait.
+   */
+  const held = async (
+    op: Operation,
+    poll: LongPoll,
+    seconds: number,
+    req: FastifyRequest,
+    reply: FastifyReply,
+    query: Record<string, unknown>,
+  ) => {
+    const deadline = Date.now() + seconds * 1000;
+    const gone = new AbortController();
+    reply.raw.once('close', () => gone.abort());
+    const on = { tables: new Set(poll.tables.map((t) => t.name)), traders: null, assets: null };
+    let now = req.startedAt;
+    for (;;) {
+      const seq = await changes.current();
+      const { ctx, run } = readContext(op, req.principal!, now);
+      const data = await run(() => op.handler(ctx, query));
+      const left = deadline - Date.now();
+      if (!poll.empty(data) || left <= 0 || !Number.isFinite(seq) || gone.signal.aborted) return data;
+      await changes.waitFor(on, seq, left, gone.signal);
+      now = new Date(clock());
+    }
+  };
   const metrics = deps.metrics;
   const limit = limiter ? accountLimit(limiter) : undefined;
   for (const op of deps.rest === false ? [] : OPERATIONS) {
@@ -364,13 +394,17 @@ function readRoutes(app: FastifyInstance, deps: ApiDeps, r: ReadRouting): void {
           const cache = deps.readCache;
           // Conditional requests (pollers): a weak ETag on every answer; If-None-Match naming the current one -> 304.
           const ifNoneMatch = req.headers['if-none-match'];
-          if (!cache || !isCacheable(op.cache, query, ctx.principal)) {
-            const data = await read();
+          const fresh = (data: unknown) => {
             const tag = contentEtag(op.tool, data, ctx.principal.accountId);
             reply.header('etag', tag);
             if (ifNoneMatch !== undefined && matchesTag(ifNoneMatch, tag)) return notModified(reply);
             return { success: true, data, requestId: req.id };
-          }
+          };
+          const poll = op.longPoll;
+          if (poll?.polls(query)) reply.header('x-poll-interval', String(poll.intervalSeconds));
+          const wait = poll?.seconds(query);
+          if (poll && wait) return fresh(await held(op, poll, wait, req, reply, query));
+          if (!cache || !isCacheable(op.cache, query, ctx.principal)) return fresh(await read());
           // The seq is taken before the store is read: an answer is never older than the commit it is kept for.
           const key = cacheKey(op, req.url, query, ctx.principal);
           const seq = await changes.current();

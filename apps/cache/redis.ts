@@ -6,6 +6,7 @@ import {
   type Dependencies,
   decodeChangeSet,
   encodeChangeSet,
+  polledWaitFor,
   type TableGraph,
 } from '../../storage/changes.ts';
 import type { Cache, Watermarks } from './port.ts';
@@ -405,4 +406,7 @@ export class SharedChanges implements Changes {
   changedSince(deps: Dependencies, seq: number): boolean {
     return this.log.changedSince(deps, seq);
   }
+
+  /** Other processes' commits are learnt by asking Redis: every CHANGE_POLL_MS while a long-poll waits. */
+  readonly waitFor = polledWaitFor(this);
 }

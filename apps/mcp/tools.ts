@@ -81,7 +81,12 @@ export function toolInputSchema(query: TObject, op?: Operation): ToolDefinition[
   };
   return {
     type: 'object',
-    properties: Object.fromEntries(Object.entries(props).map(([name, s]) => [name, param(name, s)])),
+    // A REST-only parameter (a long-poll's `wait`: an assistant pages, it does not hold a call open) is not the tool's.
+    properties: Object.fromEntries(
+      Object.entries(props)
+        .filter(([, s]) => !s['x-rest-only'])
+        .map(([name, s]) => [name, param(name, s)]),
+    ),
     ...(required.length ? { required } : {}),
     additionalProperties: false,
   };

@@ -167,6 +167,8 @@ export type FeedMeta = ListMeta & { dataComputedAt: string; removedIds?: string[
  * id descending) from feed_groups, or with `since` the groups changed after a watermark.
  */
 export async function listFeed(ctx: ReadContext, q: FeedQuery): Promise<{ results: FeedItem[]; meta: FeedMeta }> {
+  if (q.wait !== undefined && q.since === undefined)
+    throw new ApiError('VALIDATION_ERROR', 'wait holds a since-poll: give since with it', [{ param: 'wait', message: 'needs since' }]);
   if (q.since !== undefined) {
     if (q.cursor !== undefined) {
       throw new ApiError('VALIDATION_ERROR', 'cursor and since are mutually exclusive', [
@@ -250,11 +252,12 @@ const watermarkOf = perDataVersion((store) => feedWatermark(store));
  * clamped by the account's history window.
  */
 async function sincePoll(ctx: ReadContext, q: FeedQuery): Promise<{ results: FeedItem[]; meta: FeedMeta }> {
-  const { since: _s, cursor: _c, limit: _l, ...filters } = q;
+  const { since: _s, cursor: _c, limit: _l, wait: _w, ...filters } = q;
   const fp = fingerprint('list_feed:since', filters);
   const policy = ctx.cursors.policyPrint(ctx.principal);
   const watermark = await watermarkOf(ctx);
-  let from = q.since === '0' ? 0 : Number(ctx.cursors.decode(q.since!, ['seq'], fp, policy, false).k[0]);
+  // `now`: the head, so that a new poller starts with what changes next instead of replaying history (issue 28).
+  let from = q.since === '0' ? 0 : q.since === 'now' ? watermark : Number(ctx.cursors.decode(q.since!, ['seq'], fp, policy, false).k[0]);
   // A watermark from before the read models were rebuilt (their sequence starts again): everything is new.
   if (from > watermark) from = 0;
   const rule = windowRule(q, ctx.principal, { unboundedDefault: true });

@@ -194,6 +194,9 @@ export const SummariesQuery = Query({
 });
 export type SummariesQuery = Validated<Type.Static<typeof SummariesQuery>> & { includeLowSignal: boolean };
 
+/** The longest a since-poll may be held (`wait`, issue 28). */
+export const MAX_WAIT_SECONDS = 30;
+
 /** The partner feed (contract 4): groups by source-message post time; `since` polls changes by ingestion watermark. */
 export const FeedQuery = Query({
   traderIds: O(IdList("groups of these traders (the trader assigned the message's source)")),
@@ -204,7 +207,16 @@ export const FeedQuery = Query({
     Type.String({
       minLength: 1,
       maxLength: 4096,
-      description: '0 (from the beginning of ingestion) or the nextCursor of an earlier since-poll: changed groups in ingestion order',
+      description:
+        '0 (from the beginning of ingestion), now (start at the head: no groups, the current watermark in nextCursor) or the nextCursor of an earlier since-poll: changed groups in ingestion order',
+    }),
+  ),
+  wait: O(
+    Type.Integer({
+      minimum: 1,
+      maximum: MAX_WAIT_SECONDS,
+      'x-rest-only': true,
+      description: `with since: when nothing changed for this caller since the watermark, hold the poll up to this many seconds until a change it can see is committed (long-poll; REST only). The answer's X-Poll-Interval header says how often the server prefers to be polled without it`,
     }),
   ),
   ...pageParams(100, 20),

@@ -77,6 +77,8 @@ const param = (name: string, value: PV | null): QParam => ({ name, nameWire: enc
  * spells out a default is the same filters, so a cursor must carry over to it).
  */
 function benignValue(name: string, s: S, pools: IdPools, now: number, unlikeDefault = false): PV | null {
+  // A long-poll's `wait` holds a since-poll (issue 28): no filter of its own (without since, a 400).
+  if (name === 'wait') return null;
   const kind = kindOf(name, s);
   const v = (x: string): PV => ({ ...enc(`${kind}:benign`, x), validity: 'valid' });
   switch (kind) {
@@ -236,6 +238,9 @@ export function finalize(c: Omit<FuzzCase, 'expect'>, inner: Expect, params: rea
   }
   // The feed's cursor and since are mutually exclusive (contract 4): a 400, whichever of them is checked first.
   if (params.some((p) => p.name === 'since' && p.value !== null) && params.some((p) => p.name === 'cursor'))
+    return { ...c, expect: { kind: 'status', status: [400] } };
+  // `wait` holds a since-poll (issue 28): without one, a 400.
+  if (params.some((p) => p.name === 'wait') && !params.some((p) => p.name === 'since' && p.value !== null))
     return { ...c, expect: { kind: 'status', status: [400] } };
   return { ...c, expect: inner };
 }

@@ -1,0 +1,121 @@
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { toolDefinition } from '../../apps/mcp/tools.ts';
+import { OPERATIONS } from '../../apps/registry.ts';
+import { build, createHarness, type Harness } from '../helpers/harness.ts';
+
+/**
+ * Issue 28, for pollers: `since=now` starts at the feed's head (no history replayed), and `wait=N`
+ * holds an empty since-poll until a group the caller can see is committed, or N seconds pass.
+ * While held, a poll costs no query; a commit the caller cannot see (another trader's group, with
+ * a traderIds filter) does not answer it early; every since-poll says X-Poll-Interval.
+ */
+const MIN = 60_000;
+const T0 = Date.now() - 60 * MIN;
+const iso = (t: number) => new Date(t).toISOString();
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** A feed group: a message of trader `trader`'s source (trader 2's is on X, the others' on TELEGRAM) and its open event. */
+const platformOf = (trader: number) => (trader === 2 ? 'X' : 'TELEGRAM');
+const group = (n: number, trader: number) => [
+  build.message(`m-${n}`, `src-${trader}`, iso(T0 + n * MIN), { platform: platformOf(trader) }),
+  build.event(100 + n, { traderId: trader, assetId: 1, messageId: `m-${n}`, timeOfEvent: iso(T0 + n * MIN) }),
+];
+const ids = (body: any) => (body.data.results as { id: string }[]).map((g) => g.id);
+const since = (cursor: string) => encodeURIComponent(cursor);
+
+describe('issue 28: the feed head and long-polls', () => {
+  let h: Harness;
+  let key: string;
+  /** An account that sees TELEGRAM only (messages and signals). */
+  let telegram: string;
+
+  beforeAll(async () => {
+    h = await createHarness();
+    await h.given([
+      build.source('src-1'),
+      build.source('src-2', { platform: 'X' }),
+      build.trader(1),
+      build.trader(2, { source: { platform: 'X', sourceIdentityId: 'src-2' } }),
+      build.asset(1),
+      build.price(1, iso(T0 - MIN), 100),
+      ...group(0, 1),
+    ]);
+    key = await h.key();
+    const tg = { mode: 'platforms' as const, platforms: ['TELEGRAM' as const] };
+    telegram = await h.key({ account: { id: 'telegram-only', messageVisibility: tg, signalVisibility: tg } });
+  });
+  afterAll(async () => {
+    await h?.close();
+  });
+
+  it('since=now answers no groups and the head watermark; polling from it brings exactly the groups committed after', async () => {
+    const history = await h.get('/v2/feed?since=0', key);
+    expect(ids(history.body)).toEqual(['m-0']);
+    const head = await h.get('/v2/feed?since=now', key);
+    expect(head.status).toBe(200);
+    expect(head.body.data.results).toEqual([]);
+    expect(head.body.data.meta.removedIds).toEqual([]);
+    expect(head.body.data.meta.hasMore).toBe(false);
+    expect(head.headers['x-poll-interval']).toBe('5');
+    await h.given(group(1, 1));
+    const next = await h.get(`/v2/feed?since=${since(head.body.data.meta.nextCursor)}`, key);
+    expect(ids(next.body)).toEqual(['m-1']);
+    // The head's cursor is the watermark a since-poll from 0 ends at, once drained.
+    const drained = await h.get(`/v2/feed?since=${since(history.body.data.meta.nextCursor)}`, key);
+    expect(ids(drained.body)).toEqual(['m-1']);
+  });
+
+  it('wait holds an empty poll, running no query while held, and answers as soon as a group is committed', async () => {
+    const head = (await h.get('/v2/feed?since=now', key)).body.data.meta.nextCursor;
+    const spy = vi.spyOn(h.store, 'query');
+    try {
+      const t0 = Date.now();
+      const held = h.get(`/v2/feed?since=${since(head)}&wait=20`, key);
+      await sleep(400);
+      const before = spy.mock.calls.length;
+      await sleep(600);
+      expect(spy.mock.calls.length, 'queries while held').toBe(before);
+      await h.given(group(2, 2));
+      const answer = await held;
+      expect(answer.status).toBe(200);
+      expect(ids(answer.body)).toEqual(['m-2']);
+      expect(Date.now() - t0).toBeLessThan(15_000);
+    } finally {
+      spy.mockRestore();
+    }
+  });
+
+  it('a poll is not answered for a group its account cannot see: it answers at the deadline with none, and misses nothing after', async () => {
+    const head = (await h.get('/v2/feed?since=now', telegram)).body.data.meta.nextCursor;
+    const t0 = Date.now();
+    const held = h.get(`/v2/feed?since=${since(head)}&wait=2`, telegram);
+    await sleep(200);
+    await h.given(group(3, 2)); // on X
+    const answer = await held;
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(1_900);
+    expect(answer.body.data.results).toEqual([]);
+    expect(answer.body.data.meta.removedIds).toEqual([]);
+    await h.given(group(4, 1));
+    const next = await h.get(`/v2/feed?since=${since(answer.body.data.meta.nextCursor)}&wait=5`, telegram);
+    expect(ids(next.body)).toEqual(['m-4']);
+  });
+
+  it('a poll that has changes answers at once, wait or not', async () => {
+    const t0 = Date.now();
+    const answer = await h.get('/v2/feed?since=0&wait=30', key);
+    expect(answer.body.data.results.length).toBeGreaterThan(0);
+    expect(Date.now() - t0).toBeLessThan(5_000);
+  });
+
+  it('wait is 1..30 seconds, only with since, and a REST parameter only (not the MCP tool)', async () => {
+    for (const url of ['/v2/feed?since=now&wait=0', '/v2/feed?since=now&wait=31', '/v2/feed?wait=5', '/v2/feed?since=now&wait=1.5']) {
+      const res = await h.get(url, key);
+      expect(res.status, url).toBe(400);
+      expect(res.body.error.code, url).toBe('VALIDATION_ERROR');
+    }
+    // A page (no since) is not a poll: no X-Poll-Interval.
+    expect((await h.get('/v2/feed', key)).headers['x-poll-interval']).toBeUndefined();
+    const feed = OPERATIONS.find((o) => o.tool === 'list_feed')!;
+    expect(Object.keys(toolDefinition(feed).inputSchema.properties ?? {})).not.toContain('wait');
+  });
+});
