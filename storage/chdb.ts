@@ -52,8 +52,6 @@ export class ChdbStore implements Store {
   readonly database: string;
   private readonly session: Session;
   private readonly own: boolean;
-  /** Every read on the streaming path (the projector's: see `run`). */
-  private readonly streamAll: boolean;
   /** Settings of every statement on this store's sessions (set once per session). */
   private readonly sessionSettings: Readonly<Record<string, number>>;
   private closed = false;
@@ -68,10 +66,9 @@ export class ChdbStore implements Store {
   constructor(
     readonly path: string,
     database = 'signalbase',
-    opts: { ownSession?: boolean; sessions?: number; streamAll?: boolean; sessionSettings?: Record<string, number> } = {},
+    opts: { ownSession?: boolean; sessions?: number; sessionSettings?: Record<string, number> } = {},
   ) {
     this.database = checkIdentifier(database);
-    this.streamAll = opts.streamAll === true;
     this.sessionSettings = opts.sessionSettings ?? {};
     const n = Math.max(1, Math.floor(opts.sessions ?? 1));
     this.own = opts.ownSession === true || n > 1;
@@ -123,11 +120,8 @@ export class ChdbStore implements Store {
       // them: its parameter state is not per connection), so a short read on a session of this
       // store's own goes through the streaming path instead, which binds per query and runs beside
       // the others; it plans the query on the event loop, so long reads (whose planning is long)
-      // keep the chained path, but for a store whose reads are all short (`streamAll`: the
-      // projector's point reads, which would wait there behind every long API read). A session
-      // shared with other stores may have another's stream open.
-      if (format === 'Null' || !(short || this.streamAll) || !this.own)
-        return (await lane.session.queryBindAsync(bound, params, { format })).text();
+      // keep the chained path. A session shared with other stores may have another's stream open.
+      if (format === 'Null' || !short || !this.own) return (await lane.session.queryBindAsync(bound, params, { format })).text();
       return await streamedText(lane.session.queryStreamBind(bound, params, { format }));
     } catch (err) {
       // Whether the SET took effect is not known: set (or reset) those names again next time.
@@ -203,7 +197,7 @@ export class ChdbStore implements Store {
 export async function openChdbStore(
   path: string,
   database?: string,
-  opts?: { ownSession?: boolean; sessions?: number; streamAll?: boolean; sessionSettings?: Record<string, number> },
+  opts?: { ownSession?: boolean; sessions?: number; sessionSettings?: Record<string, number> },
 ): Promise<ChdbStore> {
   return new ChdbStore(path, database, opts).init();
 }
