@@ -6,7 +6,7 @@ import { appendDemo } from '../projectors/demo/append.ts';
 import { READ_MODEL_GRAPH } from '../projectors/index.ts';
 import { EmbeddedLog } from '../projectors/log/embedded.ts';
 import type { LogSubscription } from '../projectors/log/port.ts';
-import { migrateReadModels, PROJECTOR_GROUP, runProjector, SEPARATE_LANES } from '../projectors/runner.ts';
+import { migrateReadModels, PROJECTOR_GROUP, runProjector } from '../projectors/runner.ts';
 import { SCOPES } from '../schemas/topics/index.ts';
 import { ChangeLog, localChanges, touches } from '../storage/changes.ts';
 import { type ChdbStore, openChdbStore } from '../storage/chdb.ts';
@@ -164,15 +164,11 @@ interface Stores {
 async function openStores(dataDir: string, log: EmbeddedLog, say: Say): Promise<Stores> {
   mkdirSync(storePath(dataDir), { recursive: true, mode: 0o700 });
   // The projector's statements run at ClickHouse priority 1, above every API read (2 and lower,
-  // apps/reads/cost.ts), on sessions of their own (one per lane). Its reads keep chdb's chained
-  // path: on the streaming path they ran beside the API's reads and a live projector took the
-  // cores from them (issue 26: 8 req/s instead of 24 at 20 records/s on the large seed, for a
-  // freshness of 3.7 s instead of 8 s).
-  const store = await openChdbStore(storePath(dataDir), undefined, {
-    ownSession: true,
-    sessions: SEPARATE_LANES.length + 1,
-    sessionSettings: { priority: 1 },
-  });
+  // apps/reads/cost.ts), on a session of its own. Its reads keep chdb's chained path, and its lanes
+  // share the session: on the streaming path, or a session per lane, a live projector took the
+  // cores from the API's reads (issue 26: 8 to 14 req/s instead of 24 at 20 records/s on the large
+  // seed, for a freshness of 4 s instead of 8 s).
+  const store = await openChdbStore(storePath(dataDir), undefined, { ownSession: true, sessionSettings: { priority: 1 } });
   // Read models of another layout version are rebuilt from the log, never served as they are.
   await migrateReadModels(store, () => log.writeOffsets(PROJECTOR_GROUP, {}), say);
   // The API reads through a session of its own (storage/chdb.ts): one session runs one

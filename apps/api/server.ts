@@ -211,7 +211,7 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
   }
   deps.devAuth?.routes(app);
 
-  readRoutes(app, deps, { limiter, authenticateRead, readContext, cursors, changes });
+  readRoutes(app, deps, { limiter, authenticateRead, readContext, cursors, changes, slots: admission.opts.slots });
   return app;
 }
 
@@ -222,6 +222,25 @@ interface ReadRouting {
   authenticateRead: (op: Operation, req: FastifyRequest, done: (err?: Error) => void) => void;
   readContext: (op: Operation, principal: Principal, now: Date) => { ctx: ReadContext; run: <T>(read: () => Promise<T>) => Promise<T> };
   cursors: CursorCodec;
+  /** Store slots of the process: woken long-polls read again this many at a time. */
+  slots: number;
+}
+
+/** Runs what it is given at most `n` at a time, the rest in turn. */
+function gate(n: number): <T>(f: () => Promise<T>) => Promise<T> {
+  let running = 0;
+  const waiting: (() => void)[] = [];
+  return async (f) => {
+    if (running >= n) await new Promise<void>((resolve) => waiting.push(resolve));
+    else running++;
+    try {
+      return await f();
+    } finally {
+      const next = waiting.shift();
+      if (next) next();
+      else running--;
+    }
+  };
 }
 
 /** The fastify instance of the API: request ids, timeouts, the query parser and the validator (how every route reads its input). */
@@ -335,6 +354,9 @@ function publicRoutes(app: FastifyInstance, deps: ApiDeps, health: NonNullable<A
 function readRoutes(app: FastifyInstance, deps: ApiDeps, r: ReadRouting): void {
   const { limiter, authenticateRead, readContext, cursors, changes } = r;
   const clock = deps.clock ?? Date.now;
+  // A commit wakes every held poll at once: their reads go to admission a slot's worth at a time,
+  // so that they wait their turn instead of overflowing its queue (503s).
+  const woken = gate(r.slots);
   /**
    * A long-poll (Operation.longPoll, issue 28): reads; while the answer is empty, waits for a
    * commit that touches the read's tables (a listener and a timer: no query, no admission slot),
@@ -354,10 +376,12 @@ function readRoutes(app: FastifyInstance, deps: ApiDeps, r: ReadRouting): void {
     reply.raw.once('close', () => gone.abort());
     const on = { tables: new Set(poll.tables.map((t) => t.name)), traders: null, assets: null };
     let now = req.startedAt;
-    for (;;) {
+    for (let wake = 0; ; wake++) {
       const seq = await changes.current();
       const { ctx, run } = readContext(op, req.principal!, now);
-      const data = await run(() => op.handler(ctx, query));
+      if (wake) ctx.woken = true;
+      const read = () => run(() => op.handler(ctx, query));
+      const data = await (wake ? woken(read) : read());
       const left = deadline - Date.now();
       if (!poll.empty(data) || left <= 0 || !Number.isFinite(seq) || gone.signal.aborted) return data;
       await changes.waitFor(on, seq, left, gone.signal);

@@ -3,6 +3,7 @@ import { ApiError } from '../../schemas/api/errors.ts';
 import type { FeedQuery } from '../../schemas/api/queries.ts';
 import type { FeedItem } from '../../schemas/api/resources.ts';
 import { iso } from '../../schemas/formats.ts';
+import { baseStore, type Store } from '../../storage/port.ts';
 import { sql } from '../../storage/sql.ts';
 import {
   curateFeedEvents,
@@ -244,6 +245,49 @@ export async function listFeed(ctx: ReadContext, q: FeedQuery): Promise<{ result
 const watermarkOf = perDataVersion((store) => feedWatermark(store));
 
 /**
+ * The stamps above `after` up to `watermark`, `n` at most, in key order. They are the same for
+ * every caller (visibility and filters apply to them afterwards): the polls a commit woke share
+ * one read of the same ones until a commit touches the feed's stamps (issue 28: a commit wakes
+ * every held poll at once, most of them at the same watermark). Only with a change log to tell.
+ */
+async function stampsAfter(ctx: ReadContext, after: number, watermark: number, n: number): Promise<Stamp[]> {
+  const read = () =>
+    ctx.store.query<Stamp>(
+      `
+      SELECT fseq AS t, id, platform, sourceIdentityId, toUnixTimestamp64Milli(writtenAt) AS writtenAt, url, text, attachmentTypes, attachmentUrls,
+        events, traderIds, c.live AS groupLive, 1 - c.tomb AS live, tomb, seq
+      FROM ${FEED_CHANGES_TABLE} AS c WHERE fseq > {after:UInt64} AND fseq <= {watermark:UInt64}
+      ORDER BY fseq, id LIMIT {n:UInt32} SETTINGS max_threads = 1`,
+      { after, watermark, n },
+    );
+  if (!ctx.woken || !ctx.changes) return read();
+  const seq = await ctx.changes.current();
+  if (!Number.isFinite(seq)) return read();
+  const store = baseStore(ctx.store);
+  let shared = sharedStamps.get(store);
+  if (!shared) sharedStamps.set(store, (shared = new Map()));
+  const key = `${after}:${watermark}:${n}`;
+  const had = shared.get(key);
+  if (had && !ctx.changes.changedSince(STAMP_DEPS, had.seq)) {
+    ctx.reads?.add(FEED_CHANGES_TABLE.name);
+    return had.rows;
+  }
+  const rows = read();
+  const kept = shared;
+  kept.set(key, { seq, rows });
+  rows.catch(() => kept.get(key)?.rows === rows && kept.delete(key));
+  // Bounded: the oldest go first (insertion order).
+  for (const k of kept.keys()) {
+    if (kept.size <= MAX_SHARED_STAMPS) break;
+    kept.delete(k);
+  }
+  return rows;
+}
+const sharedStamps = new WeakMap<Store, Map<string, { seq: number; rows: Promise<Stamp[]> }>>();
+const MAX_SHARED_STAMPS = 256;
+const STAMP_DEPS = { tables: new Set([FEED_CHANGES_TABLE.name]), traders: null, assets: null };
+
+/**
  * A since-poll (DESIGN 6 "Feed since"): the groups stamped after the watermark `since` carries,
  * up to the current watermark, oldest change first, `limit` changes at most: each as a whole-group
  * upsert when the caller sees it now, else its id in `meta.removedIds` when the caller could have
@@ -270,16 +314,7 @@ async function sincePoll(ctx: ReadContext, q: FeedQuery): Promise<{ results: Fee
   // stamped: a since-poll is one read in the stamps' order, resolved as statement pages are (at a key
   // the newest row decides, a tombstone cancels). A stamp is `live` unless cancelled; its group's
   // own liveness is `groupLive` (0: a removal; `c.live`, qualified, is the column, not the alias).
-  const changes = await statementPage<Stamp>(q.limit + 1, [from, ''], (before, n) =>
-    ctx.store.query<Stamp>(
-      `
-      SELECT fseq AS t, id, platform, sourceIdentityId, toUnixTimestamp64Milli(writtenAt) AS writtenAt, url, text, attachmentTypes, attachmentUrls,
-        events, traderIds, c.live AS groupLive, 1 - c.tomb AS live, tomb, seq
-      FROM ${FEED_CHANGES_TABLE} AS c WHERE fseq > {after:UInt64} AND fseq <= {watermark:UInt64}
-      ORDER BY fseq, id LIMIT {n:UInt32} SETTINGS max_threads = 1`,
-      { after: Number(before![0]), watermark, n },
-    ),
-  );
+  const changes = await statementPage<Stamp>(q.limit + 1, [from, ''], (before, n) => stampsAfter(ctx, Number(before![0]), watermark, n));
   const hasMore = changes.length > q.limit;
   const page = changes.slice(0, q.limit);
 

@@ -100,6 +100,23 @@ describe('issue 28: the feed head and long-polls', () => {
     expect(ids(next.body)).toEqual(['m-4']);
   });
 
+  it('a commit wakes 100 held polls of 20 accounts at once: every one answers with the group, none is refused by admission (64 may wait there)', async () => {
+    const keys: string[] = [];
+    for (let i = 0; i < 20; i++) keys.push(await h.key({ account: { id: `poller-${i}` } }));
+    const heads = await Promise.all(keys.map(async (k) => (await h.get('/v2/feed?since=now', k)).body.data.meta.nextCursor as string));
+    const held: Promise<{ status: number; body: any }>[] = [];
+    for (let i = 0; i < 100; i++) {
+      held.push(h.get(`/v2/feed?since=${since(heads[i % 20]!)}&wait=20`, keys[i % 20]));
+      // Each poll's first read takes its turn at admission like any read: a few at a time.
+      if (i % 5 === 4) await sleep(40);
+    }
+    await sleep(500);
+    await h.given(group(5, 1));
+    const answers = await Promise.all(held);
+    expect(answers.map((a) => a.status)).toEqual(answers.map(() => 200));
+    for (const a of answers) expect(ids(a.body)).toEqual(['m-5']);
+  });
+
   it('a poll that has changes answers at once, wait or not', async () => {
     const t0 = Date.now();
     const answer = await h.get('/v2/feed?since=0&wait=30', key);
