@@ -185,30 +185,42 @@ try {
 
   await sleep(2000);
   const idle = usage(pid);
+  await sleep(5000);
+  const idleCpuBefore = (usage(pid).cpuMs - idle.cpuMs) / 5000;
   const rows: string[][] = [];
   const delays: number[] = [];
   const afterAppend: number[] = [];
   let heldRss = Number.NaN;
   let idleCpu = Number.NaN;
   let errors = 0;
+  const misses = new Map<string, number>();
   for (let round = 1; round <= rounds; round++) {
-    const heads = await Promise.all(
-      accounts.map(async (a) => (await getJson('/v2/feed?since=now', a.key)).body.data.meta.nextCursor as string),
-    );
+    // One at a time, as every read here: admission queues 64 reads at most.
+    const heads: string[] = [];
+    for (const a of accounts) heads.push((await getJson('/v2/feed?since=now', a.key)).body.data.meta.nextCursor);
     // The polls, a few at a time (each first read takes an admission slot; the account's queue is short).
-    const answers: Promise<{ at: number; ok: boolean }>[] = [];
+    const answers: Promise<{ at: number; ok: boolean; what: string }>[] = [];
     for (let i = 0; i < polls; i++) {
       const a = i % accountCount;
       answers.push(
         fetch(`${base}/v2/feed?since=${encodeURIComponent(heads[a]!)}&wait=30`, { headers: { 'x-api-key': accounts[a]!.key } }).then(
           async (r) => {
             const body: Json = await r.json().catch(() => null);
-            return { at: performance.now(), ok: r.status === 200 && body?.data?.results?.length > 0 };
+            const ok = r.status === 200 && body?.data?.results?.length > 0;
+            const what =
+              r.status !== 200
+                ? `${r.status} ${body?.error?.code}`
+                : ok
+                  ? 'group'
+                  : body?.data?.meta?.removedIds?.length
+                    ? 'removals only'
+                    : 'empty';
+            return { at: performance.now(), ok, what };
           },
-          () => ({ at: performance.now(), ok: false }),
+          (err) => ({ at: performance.now(), ok: false, what: `failed: ${(err as Error).message}` }),
         ),
       );
-      if (i % accountCount === accountCount - 1) await sleep(20);
+      if (i % 10 === 9) await sleep(100);
     }
     await sleep(2000);
     if (round === 1) {
@@ -235,6 +247,11 @@ try {
     const done = await Promise.all(answers);
     const wakes = done.filter((d) => d.ok).map((d) => d.at - tVisible);
     errors += done.length - wakes.length;
+    for (const d of done) {
+      if (d.ok) continue;
+      const what = `${d.what} ${d.at < tAppend ? 'before' : 'after'} the commit`;
+      misses.set(what, (misses.get(what) ?? 0) + 1);
+    }
     delays.push(...wakes);
     afterAppend.push(...done.filter((d) => d.ok).map((d) => d.at - tAppend));
     const s = sortNum(wakes);
@@ -259,8 +276,8 @@ try {
     `\nwake-up after the commit: p50 ${fmtMs(pct(all, 50))} ms, p99 ${fmtMs(pct(all, 99))} ms, max ${fmtMs(all.at(-1) ?? Number.NaN)} ms (goal p99 <= 200 ms)` +
       `\nanswer after the append: p50 ${fmtMs(pct(fromAppend, 50))} ms, p99 ${fmtMs(pct(fromAppend, 99))} ms` +
       `\nserver while ${polls} polls are held: resident memory ${((heldRss - idle.rss) / polls / 1024).toFixed(1)} KiB per held poll ` +
-      `(${(idle.rss / 2 ** 20).toFixed(0)} MiB before, ${(heldRss / 2 ** 20).toFixed(0)} MiB held), CPU ${(idleCpu * 100).toFixed(1)} % of a core while idle` +
-      `\npolls not answered with the new group: ${errors}`,
+      `(${(idle.rss / 2 ** 20).toFixed(0)} MiB before, ${(heldRss / 2 ** 20).toFixed(0)} MiB held), CPU ${(idleCpu * 100).toFixed(1)} % of a core while idle (${(idleCpuBefore * 100).toFixed(1)} % before the polls)` +
+      `\npolls not answered with the new group: ${errors}${misses.size ? ` (${[...misses].map(([w, n]) => `${n} ${w}`).join(', ')})` : ''}`,
   );
   console.log(
     `machine: ${cpus().length} CPUs (${cpus()[0]?.model.trim() ?? '?'}), node ${process.version}, ${platform()} ${release()}; data ${dataDir}`,

@@ -3,6 +3,7 @@ import type { Socket } from 'node:net';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify';
 import { READ_MODEL_GRAPH } from '../../projectors/index.ts';
 import { ApiError } from '../../schemas/api/errors.ts';
+import { MAX_WAIT_SECONDS } from '../../schemas/api/queries.ts';
 import { isDateTime } from '../../schemas/formats.ts';
 import { type Changes, versionChanges } from '../../storage/changes.ts';
 import type { Store } from '../../storage/port.ts';
@@ -13,7 +14,7 @@ import type { AuthUrls, TokenVerifier } from '../mcp/bearer.ts';
 import { mcpRoutes } from '../mcp/server.ts';
 import type { Metrics } from '../metrics.ts';
 import { type ReadContext, trackReads } from '../reads/context.ts';
-import { Admission, admissionDefaults, admitted, boundedStore, MAX_ANSWER_BYTES, tooLarge } from '../reads/cost.ts';
+import { Admission, admissionDefaults, admitted, boundedStore, MAX_ANSWER_BYTES, tooLarge, unadmitted } from '../reads/cost.ts';
 import { CursorCodec } from '../reads/cursor.ts';
 import type { Principal } from '../reads/principal.ts';
 import { costOf, type LongPoll, OPERATIONS, type Operation, policyRefusal } from '../registry.ts';
@@ -190,7 +191,12 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
     const reads = new Set<string>();
     const store = trackReads(boundedStore(deps.store, costOf(op), deadline, slot), changes.graph, reads);
     const ctx: ReadContext = { store, principal, now, cursors, changes, reads };
-    return { ctx, run: <T>(read: () => Promise<T>) => admitted(admission, principal.accountId, deadline, read, slot) };
+    return {
+      ctx,
+      run: <T>(read: () => Promise<T>) => admitted(admission, principal.accountId, deadline, read, slot),
+      /** Without an admission slot (woken long-polls: their own gate bounds them). */
+      unslotted: <T>(read: () => Promise<T>) => unadmitted(deadline, read),
+    };
   };
   const app = createServer(deps);
   requestHooks(app, deps, clock);
@@ -220,7 +226,11 @@ interface ReadRouting {
   limiter: RateLimiter | undefined;
   changes: Changes;
   authenticateRead: (op: Operation, req: FastifyRequest, done: (err?: Error) => void) => void;
-  readContext: (op: Operation, principal: Principal, now: Date) => { ctx: ReadContext; run: <T>(read: () => Promise<T>) => Promise<T> };
+  readContext: (
+    op: Operation,
+    principal: Principal,
+    now: Date,
+  ) => { ctx: ReadContext; run: <T>(read: () => Promise<T>) => Promise<T>; unslotted: <T>(read: () => Promise<T>) => Promise<T> };
   cursors: CursorCodec;
   /** Store slots of the process: woken long-polls read again this many at a time. */
   slots: number;
@@ -354,8 +364,9 @@ function publicRoutes(app: FastifyInstance, deps: ApiDeps, health: NonNullable<A
 function readRoutes(app: FastifyInstance, deps: ApiDeps, r: ReadRouting): void {
   const { limiter, authenticateRead, readContext, cursors, changes } = r;
   const clock = deps.clock ?? Date.now;
-  // A commit wakes every held poll at once: their reads go to admission a slot's worth at a time,
-  // so that they wait their turn instead of overflowing its queue (503s).
+  // A commit wakes every held poll at once: they read again a slot's worth at a time, through a
+  // gate of their own instead of admission (whose queue they overflowed, and whose per-account
+  // share held them back: 503s and deadlines). Most of what they read is shared (the stamps, the facts).
   const woken = gate(r.slots);
   /**
    * A long-poll (Operation.longPoll, issue 28): reads; while the answer is empty, waits for a
@@ -378,10 +389,17 @@ function readRoutes(app: FastifyInstance, deps: ApiDeps, r: ReadRouting): void {
     let now = req.startedAt;
     for (let wake = 0; ; wake++) {
       const seq = await changes.current();
-      const { ctx, run } = readContext(op, req.principal!, now);
-      if (wake) ctx.woken = true;
-      const read = () => run(() => op.handler(ctx, query));
-      const data = await (wake ? woken(read) : read());
+      const data = await (wake
+        ? woken(() => {
+            // Its deadline starts when its turn comes.
+            const { ctx, unslotted } = readContext(op, req.principal!, now);
+            ctx.woken = true;
+            return unslotted(() => op.handler(ctx, query));
+          })
+        : (() => {
+            const { ctx, run } = readContext(op, req.principal!, now);
+            return run(() => op.handler(ctx, query));
+          })());
       const left = deadline - Date.now();
       if (!poll.empty(data) || left <= 0 || !Number.isFinite(seq) || gone.signal.aborted) return data;
       await changes.waitFor(on, seq, left, gone.signal);
@@ -397,6 +415,10 @@ function readRoutes(app: FastifyInstance, deps: ApiDeps, r: ReadRouting): void {
         url: `/${version}${op.path}`,
         config: { operation: op.tool },
         schema: { querystring: op.query, response: { 200: op.response } },
+        // A long-poll is held up to MAX_WAIT_SECONDS before its read: fastify's backstop allows for it.
+        ...(op.longPoll
+          ? { handlerTimeout: (deps.admission?.opts.deadlineMs ?? admissionDefaults().deadlineMs) + 2_000 + MAX_WAIT_SECONDS * 1000 }
+          : {}),
         // Authentication runs before validation: a caller without a valid key learns nothing about parameters.
         preValidation: (req, reply, done) => {
           if (limiter?.limitsAddresses) {

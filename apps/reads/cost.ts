@@ -431,6 +431,19 @@ export async function admitted<T>(
   }
 }
 
+/**
+ * A read that takes no admission slot, within its deadline, failing as an admitted read does: for
+ * reads that a gate of their own bounds instead (woken long-polls, apps/api/server.ts), which would
+ * otherwise wait behind each other's share of the slots.
+ */
+export async function unadmitted<T>(deadline: number, run: () => Promise<T>): Promise<T> {
+  try {
+    return await withinDeadline(deadline, run);
+  } catch (err) {
+    throw readFailure(err);
+  }
+}
+
 /** Runs a read within the request's deadline: past it, QUERY_TOO_LARGE (the queries it started stop at their own bounds). */
 async function withinDeadline<T>(deadline: number, run: () => Promise<T>): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
