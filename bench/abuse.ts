@@ -11,9 +11,8 @@
 // Usage: npx tsx bench/abuse.ts --help
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
-import { benchArgs, fmtMs, pct, printTable, progress, sortNum } from './args.ts';
+import { benchArgs, fmtMs, freePort, pct, printTable, progress, sortNum } from './args.ts';
 
 const USAGE = `Usage: npx tsx bench/abuse.ts --data-dir DIR [options]
 
@@ -52,14 +51,6 @@ const legMs = posInt('seconds', argv.seconds) * 1000;
 const rate = posInt('rate', argv.rate);
 const noisyN = posInt('noisy', argv.noisy);
 
-const freePort = () =>
-  new Promise<number>((ok) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const p = (s.address() as { port: number }).port;
-      s.close(() => ok(p));
-    });
-  });
 const port = await freePort();
 const base = `http://127.0.0.1:${port}`;
 const env = {

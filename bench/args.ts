@@ -2,12 +2,16 @@
 // positional is refused with the usage text), --help, and positive integers checked; and the
 // measurement helpers they share (percentiles, formatting, timing, a handler's query).
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { cpus, platform, release, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { type ParseArgsOptionsConfig, parseArgs } from 'node:util';
 import Fastify, { type FastifyInstance } from 'fastify';
+import { createKey, putAccount } from '../apps/admin.ts';
 import { demoKeyFile, type Embedded, runningServerPid, startEmbedded } from '../apps/embedded.ts';
 import type { Operation } from '../apps/registry.ts';
+import type { EmbeddedLog } from '../projectors/log/embedded.ts';
+import { SCOPES } from '../schemas/topics/index.ts';
 
 /** `options` must hold `help` (boolean, -h). */
 export function benchArgs<const O extends ParseArgsOptionsConfig>(bench: string, usage: string, options: O) {
@@ -339,4 +343,34 @@ export async function interleaved(
     if (http) httpMs.push((await timed(http))[0]);
   }
   return { hMs, fMs, httpMs, truncated };
+}
+
+/** A free TCP port on loopback (for a server the bench starts). */
+export const freePort = () =>
+  new Promise<number>((ok) => {
+    const s = createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const p = (s.address() as { port: number }).port;
+      s.close(() => ok(p));
+    });
+  });
+
+/**
+ * `n` accounts `<prefix>-0..n-1`, all-visibility with every scope, each with a new key, made
+ * through the log as `signalbase accounts create` and `keys create` do (the server projects them).
+ */
+export function benchAccounts(log: EmbeddedLog, prefix: string, n: number): { id: string; key: string }[] {
+  return Array.from({ length: n }, (_, i) => {
+    const id = `${prefix}-${i}`;
+    putAccount(log, {
+      id,
+      status: 'active',
+      emailVerified: true,
+      messageVisibility: { mode: 'all' },
+      signalVisibility: { mode: 'all' },
+      historyWindowDays: null,
+      scopes: [...SCOPES],
+    });
+    return { id, key: createKey(log, id).key };
+  });
 }

@@ -8,17 +8,14 @@
 // Usage: npx tsx bench/live.ts --help
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { cpus, platform, release } from 'node:os';
 import { join, resolve } from 'node:path';
-import { createKey, putAccount } from '../apps/admin.ts';
 import { cursorCodec, demoKeyFile, runningServerPid } from '../apps/embedded.ts';
 import { fingerprint } from '../apps/reads/cursor.ts';
 import type { Principal } from '../apps/reads/principal.ts';
 import { OPERATIONS } from '../apps/registry.ts';
 import { EmbeddedLog } from '../projectors/log/embedded.ts';
-import { SCOPES } from '../schemas/topics/index.ts';
-import { benchArgs, fmtMs, handlerQuery, pct, printTable, progress, sortNum } from './args.ts';
+import { benchAccounts, benchArgs, fmtMs, freePort, handlerQuery, pct, printTable, progress, sortNum } from './args.ts';
 
 const POLL_MS = 25;
 /** Concurrent probes of /v2/events, each following one sampled event at a time. */
@@ -81,15 +78,6 @@ if (!(warmupMs >= 0)) die(`--warmup takes a number of seconds (got ${argv.warmup
 const rates = argv.rates!.split(',').map((r) => posInt('rates', r.trim()));
 const cli = join(import.meta.dirname, '..', 'bin', 'signalbase.mjs');
 const tStart = performance.now();
-
-const freePort = () =>
-  new Promise<number>((ok) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const p = (s.address() as { port: number }).port;
-      s.close(() => ok(p));
-    });
-  });
 
 let server: ChildProcess | undefined;
 let ingest: ChildProcess | undefined;
@@ -534,19 +522,7 @@ try {
   // One account per client and one for the probes, all-visibility, every scope, each with a key
   // (through the log, as \`signalbase accounts create\` and \`keys create\` do; the server projects them).
   const log = new EmbeddedLog(dataDir);
-  const accounts = Array.from({ length: clients + 1 }, (_, i) => {
-    const id = `bench-live-${i}`;
-    putAccount(log, {
-      id,
-      status: 'active',
-      emailVerified: true,
-      messageVisibility: { mode: 'all' },
-      signalVisibility: { mode: 'all' },
-      historyWindowDays: null,
-      scopes: [...SCOPES],
-    });
-    return { id, key: createKey(log, id).key };
-  });
+  const accounts = benchAccounts(log, 'bench-live', clients + 1);
   for (const a of accounts) {
     for (let i = 0; ; i++) {
       const r = await fetch(`${base}/v2/feed?since=${encodeURIComponent(headCursor(a.id))}&limit=100`, { headers: { 'x-api-key': a.key } });

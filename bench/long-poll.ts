@@ -4,14 +4,11 @@
 // Usage: npx tsx bench/long-poll.ts --help
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { cpus, platform, release } from 'node:os';
 import { join, resolve } from 'node:path';
-import { createKey, putAccount } from '../apps/admin.ts';
 import { demoKeyFile, runningServerPid } from '../apps/embedded.ts';
 import { EmbeddedLog } from '../projectors/log/embedded.ts';
-import { SCOPES } from '../schemas/topics/index.ts';
-import { benchArgs, fmtMs, pct, printTable, progress, sortNum } from './args.ts';
+import { benchAccounts, benchArgs, fmtMs, freePort, pct, printTable, progress, sortNum } from './args.ts';
 
 const USAGE = `Usage: npx tsx bench/long-poll.ts --data-dir DIR [options]
 
@@ -56,15 +53,6 @@ const cli = join(import.meta.dirname, '..', 'bin', 'signalbase.mjs');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 type Json = any;
 
-const freePort = () =>
-  new Promise<number>((ok) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const p = (s.address() as { port: number }).port;
-      s.close(() => ok(p));
-    });
-  });
-
 /** The server process's resident memory (bytes) and CPU time (ms), from /proc. */
 function usage(pid: number): { rss: number; cpuMs: number } {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
@@ -84,19 +72,7 @@ const port = await freePort();
 const base = `http://127.0.0.1:${port}`;
 const key = readFileSync(demoKeyFile(dataDir), 'utf8').trim();
 const log = new EmbeddedLog(dataDir);
-const accounts = Array.from({ length: accountCount }, (_, i) => {
-  const id = `bench-long-poll-${i}`;
-  putAccount(log, {
-    id,
-    status: 'active',
-    emailVerified: true,
-    messageVisibility: { mode: 'all' },
-    signalVisibility: { mode: 'all' },
-    historyWindowDays: null,
-    scopes: [...SCOPES],
-  });
-  return { id, key: createKey(log, id).key };
-});
+const accounts = benchAccounts(log, 'bench-long-poll', accountCount);
 
 const getJson = async (path: string, apiKey = key): Promise<{ status: number; body: Json }> => {
   const r = await fetch(`${base}${path}`, { headers: { 'x-api-key': apiKey } });
