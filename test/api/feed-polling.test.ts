@@ -262,8 +262,8 @@ interface Poller {
   removals: number;
 }
 
-async function poll(p: Poller, limit: number): Promise<boolean> {
-  const { results, meta } = await get(`/v2/feed?since=${p.since}&limit=${limit}${p.filters}`, p.key);
+async function poll(p: Poller, limit: number, wait?: number): Promise<boolean> {
+  const { results, meta } = await get(`/v2/feed?since=${p.since}&limit=${limit}${p.filters}${wait ? `&wait=${wait}` : ''}`, p.key);
   expect(typeof meta.nextCursor, 'nextCursor on every since-poll').toBe('string');
   for (const g of results) p.held.set(g.id, g);
   for (const id of meta.removedIds) p.held.delete(id);
@@ -374,6 +374,64 @@ describe('issue 8: a since-poller never misses an upsert', () => {
     for (const p of pollers) {
       expect(p.upserts, p.name).toBeGreaterThan(5);
       expect(p.removals, `${p.name} saw removals`).toBeGreaterThan(0);
+    }
+  });
+
+  it('issue 28: long-pollers (wait=1..2, from the head) miss nothing either while ingestion runs beside them', async () => {
+    const all: Policy = { messageVisibility: { mode: 'all' }, signalVisibility: { mode: 'all' }, historyWindowDays: null };
+    const restricted: Policy = {
+      messageVisibility: { mode: 'platforms', platforms: ['TELEGRAM'] },
+      signalVisibility: { mode: 'traders', traderIds: [1, 3, 5] },
+      historyWindowDays: null,
+    };
+    const pollers: Poller[] = [];
+    for (const [name, policy, filters] of [
+      ['everything (held)', all, ''],
+      ['restricted visibility (held)', restricted, ''],
+      ['traders 1 and 5 (held)', all, '&traderIds=1,5'],
+    ] as const) {
+      const p: Poller = {
+        name,
+        key: await h.key({ account: policy as any }),
+        filters,
+        policy,
+        since: '0',
+        held: new Map(),
+        polls: 0,
+        upserts: 0,
+        removals: 0,
+      };
+      // What is there now, then from the head on, held.
+      for (let i = 0; i < 10_000 && (await poll(p, 100)); i++);
+      pollers.push(p);
+    }
+    let writing = true;
+    const writer = (async () => {
+      for (let round = 0; round < 40; round++) {
+        append(changes());
+        await new Promise((resolve) => setTimeout(resolve, r.int(10, 120)));
+      }
+      writing = false;
+    })();
+    await Promise.all(
+      pollers.map(async (p) => {
+        while (writing) await poll(p, r.pick([1, 5, 100]), r.int(1, 2));
+      }),
+    );
+    await writer;
+    await h.settle();
+    for (const p of pollers) {
+      for (let i = 0; i < 10_000 && (await poll(p, 100)); i++);
+      const fresh = await fullRead(p);
+      expect(p.held, `${p.name}: the groups held`).toEqual(fresh);
+      const filters = Object.fromEntries(new URLSearchParams(p.filters.slice(1)));
+      // A copy: the oracle keeps the world it built per array of records.
+      const expected = F.feed([...records], { policy: p.policy, traderIds: filters.traderIds?.split(',').map(Number) });
+      expect(
+        [...fresh.values()].sort((a, b) => (a.id < b.id ? -1 : 1)),
+        `${p.name}: the full read against the oracle`,
+      ).toEqual([...expected].sort((a, b) => (a.id < b.id ? -1 : 1)));
+      expect(p.polls, p.name).toBeGreaterThan(3);
     }
   });
 });
