@@ -368,6 +368,9 @@ function readRoutes(app: FastifyInstance, deps: ApiDeps, r: ReadRouting): void {
   // gate of their own instead of admission (whose queue they overflowed, and whose per-account
   // share held them back: 503s and deadlines). Most of what they read is shared (the stamps, the facts).
   const woken = gate(r.slots);
+  // Closing answers the held polls at once (a poller retries), so that a stop does not wait out their waits.
+  const closing = new AbortController();
+  app.addHook('preClose', async () => closing.abort());
   /**
    * A long-poll (Operation.longPoll, issue 28): reads; while the answer is empty, waits for a
    * commit that touches the read's tables (a listener and a timer: no query, no admission slot),
@@ -385,6 +388,7 @@ function readRoutes(app: FastifyInstance, deps: ApiDeps, r: ReadRouting): void {
     const deadline = Date.now() + seconds * 1000;
     const gone = new AbortController();
     reply.raw.once('close', () => gone.abort());
+    const ended = AbortSignal.any([gone.signal, closing.signal]);
     const on = { tables: new Set(poll.tables.map((t) => t.name)), traders: null, assets: null };
     let now = req.startedAt;
     for (let wake = 0; ; wake++) {
@@ -401,8 +405,9 @@ function readRoutes(app: FastifyInstance, deps: ApiDeps, r: ReadRouting): void {
             return run(() => op.handler(ctx, query));
           })());
       const left = deadline - Date.now();
-      if (!poll.empty(data) || left <= 0 || !Number.isFinite(seq) || gone.signal.aborted) return data;
-      await changes.waitFor(on, seq, left, gone.signal);
+      if (!poll.empty(data) || left <= 0 || !Number.isFinite(seq) || ended.aborted) return data;
+      await changes.waitFor(on, seq, left, ended);
+      if (ended.aborted) return data; // the server is closing (or the client left): the answer as it was
       now = new Date(clock());
     }
   };

@@ -137,3 +137,26 @@ describe('issue 28: the feed head and long-polls', () => {
     expect(Object.keys(toolDefinition(feed).inputSchema.properties ?? {})).not.toContain('wait');
   });
 });
+
+describe('issue 28: a server that closes', () => {
+  it('answers its held polls at once (a poller retries) instead of waiting out their waits', async () => {
+    const h = await createHarness();
+    let closed = false;
+    try {
+      await h.given([build.source('src-1'), build.trader(1), build.asset(1)]);
+      const key = await h.key();
+      const head = (await h.get('/v2/feed?since=now', key)).body.data.meta.nextCursor;
+      const t0 = Date.now();
+      const held = h.get(`/v2/feed?since=${since(head)}&wait=25`, key);
+      await sleep(300);
+      await h.close();
+      closed = true;
+      const answer = await held;
+      expect(answer.status).toBe(200);
+      expect(answer.body.data.results).toEqual([]);
+      expect(Date.now() - t0).toBeLessThan(10_000);
+    } finally {
+      if (!closed) await h.close();
+    }
+  });
+});
