@@ -368,6 +368,16 @@ function readRoutes(app: FastifyInstance, deps: ApiDeps, r: ReadRouting): void {
   // gate of their own instead of admission (whose queue they overflowed, and whose per-account
   // share held them back: 503s and deadlines). Most of what they read is shared (the stamps, the facts).
   const woken = gate(r.slots);
+  // The polls one commit wakes that ask the same of the same account (its since and filters) share one read.
+  const sameWake = new Map<string, Promise<unknown>>();
+  const shared = (key: string, read: () => Promise<unknown>): Promise<unknown> => {
+    let p = sameWake.get(key);
+    if (!p) {
+      p = read().finally(() => sameWake.delete(key));
+      sameWake.set(key, p);
+    }
+    return p;
+  };
   // Closing answers the held polls at once (a poller retries), so that a stop does not wait out their waits.
   const closing = new AbortController();
   app.addHook('preClose', async () => closing.abort());
@@ -390,16 +400,20 @@ function readRoutes(app: FastifyInstance, deps: ApiDeps, r: ReadRouting): void {
     reply.raw.once('close', () => gone.abort());
     const ended = AbortSignal.any([gone.signal, closing.signal]);
     const on = { tables: new Set(poll.tables.map((t) => t.name)), traders: null, assets: null };
+    const { wait: _w, ...asked } = query;
+    const same = `${op.tool}\n${req.principal!.accountId}\n${JSON.stringify(asked)}`;
     let now = req.startedAt;
     for (let wake = 0; ; wake++) {
       const seq = await changes.current();
       const data = await (wake
-        ? woken(() => {
-            // Its deadline starts when its turn comes.
-            const { ctx, unslotted } = readContext(op, req.principal!, now);
-            ctx.woken = true;
-            return unslotted(() => op.handler(ctx, query));
-          })
+        ? shared(`${seq}\n${same}`, () =>
+            woken(() => {
+              // Its deadline starts when its turn comes.
+              const { ctx, unslotted } = readContext(op, req.principal!, now);
+              ctx.woken = true;
+              return unslotted(() => op.handler(ctx, query));
+            }),
+          )
         : (() => {
             const { ctx, run } = readContext(op, req.principal!, now);
             return run(() => op.handler(ctx, query));
