@@ -305,27 +305,30 @@ afterAll(async () => {
   await h?.close();
 });
 
+/** A poller from the beginning of ingestion, with a key of an account of its own with `policy`. */
+const newPoller = async (name: string, policy: Policy, filters: string): Promise<Poller> => ({
+  name,
+  key: await h.key({ account: policy as any }),
+  filters,
+  policy,
+  since: '0',
+  held: new Map(),
+  polls: 0,
+  upserts: 0,
+  removals: 0,
+});
+
+const all: Policy = { messageVisibility: { mode: 'all' }, signalVisibility: { mode: 'all' }, historyWindowDays: null };
+const restricted: Policy = {
+  messageVisibility: { mode: 'platforms', platforms: ['TELEGRAM'] },
+  signalVisibility: { mode: 'traders', traderIds: [1, 3, 5] },
+  historyWindowDays: null,
+};
+
 describe('issue 8: a since-poller never misses an upsert', () => {
   it(`polling while ingestion runs ends holding exactly the fresh full read, which equals the oracle (seed ${SEED})`, async () => {
-    const all: Policy = { messageVisibility: { mode: 'all' }, signalVisibility: { mode: 'all' }, historyWindowDays: null };
-    const restricted: Policy = {
-      messageVisibility: { mode: 'platforms', platforms: ['TELEGRAM'] },
-      signalVisibility: { mode: 'traders', traderIds: [1, 3, 5] },
-      historyWindowDays: null,
-    };
     const pollers: Poller[] = [];
-    const add = async (name: string, policy: Policy, filters: string) =>
-      pollers.push({
-        name,
-        key: await h.key({ account: policy as any }),
-        filters,
-        policy,
-        since: '0',
-        held: new Map(),
-        polls: 0,
-        upserts: 0,
-        removals: 0,
-      });
+    const add = async (name: string, policy: Policy, filters: string) => pollers.push(await newPoller(name, policy, filters));
     await add('everything', all, '');
     await add('restricted visibility', restricted, '');
     await add('assets 1 and 2', all, '&assetIds=1,2');
@@ -378,29 +381,13 @@ describe('issue 8: a since-poller never misses an upsert', () => {
   });
 
   it('issue 28: long-pollers (wait=1..2, from the head) miss nothing either while ingestion runs beside them', async () => {
-    const all: Policy = { messageVisibility: { mode: 'all' }, signalVisibility: { mode: 'all' }, historyWindowDays: null };
-    const restricted: Policy = {
-      messageVisibility: { mode: 'platforms', platforms: ['TELEGRAM'] },
-      signalVisibility: { mode: 'traders', traderIds: [1, 3, 5] },
-      historyWindowDays: null,
-    };
     const pollers: Poller[] = [];
     for (const [name, policy, filters] of [
       ['everything (held)', all, ''],
       ['restricted visibility (held)', restricted, ''],
       ['traders 1 and 5 (held)', all, '&traderIds=1,5'],
     ] as const) {
-      const p: Poller = {
-        name,
-        key: await h.key({ account: policy as any }),
-        filters,
-        policy,
-        since: '0',
-        held: new Map(),
-        polls: 0,
-        upserts: 0,
-        removals: 0,
-      };
+      const p = await newPoller(name, policy, filters);
       // What is there now, then from the head on, held.
       for (let i = 0; i < 10_000 && (await poll(p, 100)); i++);
       pollers.push(p);
