@@ -255,21 +255,12 @@ export class ChangeLog {
    */
   waitFor(deps: Dependencies, seq: number, ms: number, signal?: AbortSignal): Promise<boolean> {
     if (this.changedSince(deps, seq)) return Promise.resolve(true);
-    if (ms <= 0 || signal?.aborted) return Promise.resolve(false);
-    return new Promise((resolve) => {
-      const done = (changed: boolean) => {
-        clearTimeout(timer);
-        this.listeners.delete(listener);
-        signal?.removeEventListener('abort', aborted);
-        resolve(changed);
-      };
+    return waitOn(ms, signal, (done) => {
       const listener = (set: ChangeSet) => {
         if (intersects(set, deps)) done(true);
       };
-      const aborted = () => done(false);
-      const timer = setTimeout(() => done(false), ms);
       this.listeners.add(listener);
-      signal?.addEventListener('abort', aborted);
+      return () => this.listeners.delete(listener);
     });
   }
 
@@ -288,6 +279,28 @@ export class ChangeLog {
     for (let i = lo; i < this.sets.length; i++) if (intersects(this.sets[i]!, deps)) return true;
     return false;
   }
+}
+
+/**
+ * Resolves true when `register`'s `done(true)` is called, false when `ms` pass or `signal` aborts
+ * first; what `register` returns is called once it is over (a waiter holds a timer and what it
+ * registered, nothing more).
+ */
+function waitOn(ms: number, signal: AbortSignal | undefined, register: (done: (changed: boolean) => void) => () => void): Promise<boolean> {
+  if (ms <= 0 || signal?.aborted) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    let unregister = () => {};
+    const done = (changed: boolean) => {
+      clearTimeout(timer);
+      unregister();
+      signal?.removeEventListener('abort', aborted);
+      resolve(changed);
+    };
+    const aborted = () => done(false);
+    const timer = setTimeout(() => done(false), ms);
+    signal?.addEventListener('abort', aborted);
+    unregister = register(done);
+  });
 }
 
 /**
@@ -337,23 +350,11 @@ export function polledWaitFor(changes: Pick<Changes, 'current' | 'changedSince'>
   };
   return (deps, seq, ms, signal) => {
     if (changes.changedSince(deps, seq)) return Promise.resolve(true);
-    if (ms <= 0 || signal?.aborted) return Promise.resolve(false);
-    return new Promise((resolve) => {
-      const w = {
-        deps,
-        seq,
-        done: (changed: boolean) => {
-          clearTimeout(deadline);
-          waiters.delete(w);
-          signal?.removeEventListener('abort', aborted);
-          resolve(changed);
-        },
-      };
-      const aborted = () => w.done(false);
-      const deadline = setTimeout(() => w.done(false), ms);
-      signal?.addEventListener('abort', aborted);
+    return waitOn(ms, signal, (done) => {
+      const w = { deps, seq, done };
       waiters.add(w);
       timer ??= setTimeout(tick, CHANGE_POLL_MS);
+      return () => waiters.delete(w);
     });
   };
 }
