@@ -9,6 +9,7 @@ import {
   WindowNotElapsedDetails,
 } from '../schemas/api/analytics.ts';
 import { FeedResponse, ListEnvelope } from '../schemas/api/envelope.ts';
+import { exportQuery } from '../schemas/api/exports.ts';
 import {
   ActivitySummariesQuery,
   AssetStatsQuery,
@@ -91,6 +92,21 @@ export interface Operation<Q extends TObject = TObject> {
   mcp: McpSizing;
   /** A read that may be held until the data changes (the feed's since-polls, issue 28). */
   longPoll?: LongPoll;
+  /** The family's export (issue 28): its whole result set in one streaming GET; REST only. */
+  export?: ExportRoute;
+}
+
+/**
+ * An export (apps/api/exports.ts): at `/v2{path}`, the read's result set in NDJSON, CSV or
+ * Parquet, with the read's own filters (`query`: exportQuery of the read's query) and its rows'
+ * schema (`item`: the columns).
+ */
+export interface ExportRoute {
+  path: string;
+  query: TObject;
+  item: TSchema;
+  /** Headers the export starts with, read before its first row (the feed: the watermark to poll from afterwards). */
+  headers?: (ctx: ReadContext, query: Record<string, unknown>) => Promise<Record<string, string>>;
 }
 
 /**
@@ -206,6 +222,7 @@ export const OPERATIONS: readonly Operation[] = [
     response: ListEnvelope(Event, true),
     handler: listEvents,
     cache: { window: { table: EVENTS_TABLE, column: 'timeOfEvent' }, narrows: { traders: 'traderIds', assets: 'assetIds' } },
+    export: { path: '/exports/events', query: exportQuery(EventsQuery), item: Event },
     mcp: {
       limit: 15,
       next: 'list_messages (ids = messageId) for the source text, list_positions (positionIds) for the position and its returns',
@@ -224,6 +241,7 @@ export const OPERATIONS: readonly Operation[] = [
     response: ListEnvelope(Message, true),
     handler: listMessages,
     cache: { window: { table: MESSAGES_TABLE, column: 'writtenAt' } },
+    export: { path: '/exports/messages', query: exportQuery(MessagesQuery), item: Message },
     mcp: {
       limit: 8,
       next: "list_events (traderIds, with the message's time) for the trades it announced, list_trader_directory for who wrote it",
@@ -247,6 +265,7 @@ export const OPERATIONS: readonly Operation[] = [
       ttlMs: untilNextStatusChange,
       narrows: { traders: 'traderIds', assets: 'assetIds' },
     },
+    export: { path: '/exports/positions', query: exportQuery(PositionsQuery), item: Position },
     mcp: {
       limit: 10,
       next: "list_events (traderIds, assetIds) for the trades of a position, list_trader_stats for a trader's aggregate performance",
@@ -292,6 +311,15 @@ export const OPERATIONS: readonly Operation[] = [
       tables: [FEED_CHANGES_TABLE],
       empty: (a) => !a.results.length && !a.meta.removedIds?.length && !a.meta.hasMore,
       intervalSeconds: 5,
+    },
+    // The groups, and the watermark to since-poll from afterwards (read before them: a change while they stream comes again in a poll).
+    export: {
+      path: '/exports/feed',
+      query: exportQuery(FeedQuery, ['since', 'wait']),
+      item: FeedItem,
+      headers: async (ctx, q) => ({
+        'x-feed-since': (await listFeed(ctx, { ...q, since: 'now', limit: 1 } as FeedQuery)).meta.nextCursor!,
+      }),
     },
     mcp: { limit: 3, next: 'list_messages (ids) for a message in full, list_positions (positionIds) for the positions behind the events' },
   }),

@@ -1,6 +1,7 @@
 import Type from 'typebox';
 import { SuccessEnvelope } from '../../schemas/api/envelope.ts';
 import { ErrorEnvelope } from '../../schemas/api/errors.ts';
+import { EXPORT_CONTENT_TYPES, EXPORT_LIMITS, RESUME_COLUMN } from '../../schemas/api/exports.ts';
 import { Health } from '../../schemas/api/resources.ts';
 import { DateTime } from '../../schemas/topics/common.ts';
 import { OPERATIONS, type Operation, type Version } from '../registry.ts';
@@ -70,6 +71,70 @@ export function openApiDocument(version: Version, serverUrl = ''): Record<string
                   'error envelope with code QUERY_TOO_LARGE: the read exceeds its cost bounds (store time, memory, rows read, the deadline or the answer size); narrow it',
                 content: { 'application/json': { schema: ErrorEnvelope } },
               },
+        },
+      },
+    };
+  }
+  // Exports (issue 28): v2 only, REST only; a streaming 200 in the format asked for.
+  for (const op of version === 'v2' ? OPERATIONS.filter((o) => o.export) : []) {
+    const ex = op.export!;
+    const props = (ex.query as any).properties as Record<string, any>;
+    const row = Type.Object({ ...(ex.item as any).properties, [RESUME_COLUMN]: Type.String() });
+    const errors = (codes: number[]) =>
+      Object.fromEntries(
+        codes.map((s) => [s, { description: 'error envelope', content: { 'application/json': { schema: ErrorEnvelope } } }]),
+      );
+    paths[ex.path] = {
+      get: {
+        operationId: `export_${ex.path.split('/').pop()}`,
+        summary: `Export: every row of \`${op.tool}\` for these filters in one streaming response (NDJSON, CSV or Parquet).`,
+        description:
+          `Scope: \`${op.scope}\`. The rows of ${op.path} with the same filters, visibility and history window, in its order, as one ` +
+          `stream: NDJSON rows are the list rows; CSV and Parquet columns are their fields, nested objects flattened with dotted names, ` +
+          `arrays as JSON text. Every row ends with \`${RESUME_COLUMN}\`: pass the last one received as \`resume\` to continue after it ` +
+          `(after a cut connection too). An export that ends at a limit (maxRows, ${EXPORT_LIMITS.rowsPerRequest} rows or ` +
+          `${EXPORT_LIMITS.bytesPerRequest / 1024 / 1024} MiB per request, ${EXPORT_LIMITS.rowsPerMinute} rows per minute per account) ` +
+          'says so in the trailers `x-export-complete: false` and `x-resume-token` (Parquet: the key-value metadata `signalbase.complete` ' +
+          `and \`signalbase.${RESUME_COLUMN}\`); a resume that returns no rows is the end in any format. Not an MCP tool.` +
+          (ex.headers ? ' The `x-feed-since` header is the watermark to since-poll from afterwards (with the same filters).' : ''),
+        security: [{ apiKey: [] }],
+        'x-scope': op.scope,
+        parameters: Object.entries(props).map(([name, schema]) => ({
+          name,
+          in: 'query',
+          required: false,
+          description: schema.description,
+          schema,
+        })),
+        responses: {
+          200: {
+            description: 'the rows, streamed',
+            headers: {
+              'x-export-complete': { description: 'trailer: false when a limit ended the export', schema: { type: 'string' } },
+              'x-resume-token': { description: "trailer: the last row's resume token", schema: { type: 'string' } },
+              ...(ex.headers
+                ? { 'x-feed-since': { description: 'the since-poll watermark taken before the first row', schema: { type: 'string' } } }
+                : {}),
+            },
+            content: {
+              [EXPORT_CONTENT_TYPES.ndjson.split(';')[0]!]: { schema: row, itemSchema: row },
+              [EXPORT_CONTENT_TYPES.csv.split(';')[0]!]: { schema: { type: 'string' } },
+              [EXPORT_CONTENT_TYPES.parquet]: { schema: { type: 'string', format: 'binary' } },
+            },
+          },
+          ...errors([400, 401, 403, 405, 414, 422, 500]),
+          429: {
+            description:
+              "error envelope with code RATE_LIMITED: the account's requests or exported rows per minute are spent; Retry-After says when to retry",
+            headers: { 'retry-after': { schema: { type: 'integer' } } },
+            content: { 'application/json': { schema: ErrorEnvelope } },
+          },
+          503: {
+            description:
+              'error envelope with code OVERLOADED, STORE_UNAVAILABLE or AUTHENTICATION_UNAVAILABLE; Retry-After says when to retry',
+            headers: { 'retry-after': { schema: { type: 'integer' } } },
+            content: { 'application/json': { schema: ErrorEnvelope } },
+          },
         },
       },
     };

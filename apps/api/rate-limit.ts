@@ -152,3 +152,44 @@ export function accountLimit(limiter: RateLimiter) {
     if (refusal) throw refusal;
   };
 }
+
+/**
+ * Rows an account may export per minute (issue 28, ExportLimits.rowsPerMinute), counted as they
+ * are sent, over all its exports; shared by every replica through Redis when the request limits
+ * are. While the counts do not answer, exports go on (fail open, as the request limits do).
+ */
+export class ExportRowBudget {
+  private readonly limiter: RateLimiterAbstract;
+
+  constructor(
+    private readonly perMinute: number,
+    redis?: Redis,
+  ) {
+    const opts = { keyPrefix: 'signalbase:export-rows', points: perMinute, duration: WINDOW_SECONDS };
+    this.limiter = redis ? new RateLimiterRedis({ ...opts, storeClient: redis, rejectIfRedisNotReady: true }) : new RateLimiterMemory(opts);
+  }
+
+  /** Rows the account may still export this minute, and the ms until its minute ends. */
+  async left(accountId: string): Promise<{ rows: number; retryMs: number }> {
+    try {
+      const res = await this.limiter.get(accountId);
+      if (!res) return { rows: this.perMinute, retryMs: 0 };
+      return { rows: Math.max(0, this.perMinute - res.consumedPoints), retryMs: Math.max(0, res.msBeforeNext) };
+    } catch {
+      return { rows: this.perMinute, retryMs: 0 };
+    }
+  }
+
+  async spend(accountId: string, rows: number): Promise<void> {
+    if (rows > 0) await this.limiter.penalty(accountId, rows).catch(() => {});
+  }
+
+  /** The refusal of an export whose account has no rows left this minute. */
+  refusal(retryMs: number): ApiError {
+    const retry = Math.max(1, Math.ceil(retryMs / 1000));
+    return new ApiError('RATE_LIMITED', `This account may export ${this.perMinute} rows per minute; retry in ${retry} s`, {
+      limit: this.perMinute,
+      retryAfterSeconds: retry,
+    });
+  }
+}

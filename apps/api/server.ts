@@ -3,6 +3,7 @@ import type { Socket } from 'node:net';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify';
 import { READ_MODEL_GRAPH } from '../../projectors/index.ts';
 import { ApiError } from '../../schemas/api/errors.ts';
+import { EXPORT_LIMITS, type ExportLimits } from '../../schemas/api/exports.ts';
 import { MAX_WAIT_SECONDS } from '../../schemas/api/queries.ts';
 import { isDateTime } from '../../schemas/formats.ts';
 import { type Changes, versionChanges } from '../../storage/changes.ts';
@@ -20,9 +21,10 @@ import type { Principal } from '../reads/principal.ts';
 import { costOf, type LongPoll, OPERATIONS, type Operation, policyRefusal } from '../registry.ts';
 import { registerDocs } from './docs.ts';
 import { errorHandler, sendError } from './errors.ts';
+import { exportRoutes } from './exports.ts';
 import { openApiDocument } from './openapi.ts';
 import { parseQuery, queryProblems } from './query.ts';
-import { accountLimit, applyDecision, RateLimiter, type RateLimits } from './rate-limit.ts';
+import { accountLimit, applyDecision, ExportRowBudget, RateLimiter, type RateLimits } from './rate-limit.ts';
 import { cacheKey, contentEtag, dependenciesOf, etagOf, isCacheable, matchesTag, type ReadCache } from './read-cache.ts';
 
 export interface ApiDeps {
@@ -58,6 +60,8 @@ export interface ApiDeps {
   rest?: boolean;
   /** Store slots, queue and deadline of the reads (apps/reads/cost.ts); admissionDefaults() when omitted. */
   admission?: Admission;
+  /** Rows and bytes per export request, rows per account and minute (issue 28); EXPORT_LIMITS when omitted. */
+  exportLimits?: ExportLimits;
 }
 
 export interface HealthState {
@@ -79,13 +83,13 @@ declare module 'fastify' {
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /** After authentication: the policy's refusal, or the query's problems, or nothing (and the principal is on the request). */
-function admit(op: Operation, req: FastifyRequest, principal: Principal, admission: Admission): ApiError | undefined {
+function admit(op: Operation, req: FastifyRequest, principal: Principal, admission: Admission, query = op.query): ApiError | undefined {
   const denied = policyRefusal(op, principal);
   if (denied) return new ApiError('FORBIDDEN', denied);
   req.principal = principal;
   const busy = admission.refusal(principal.accountId);
   if (busy) return busy;
-  const problems = queryProblems(op.query, req.query as Record<string, string>);
+  const problems = queryProblems(query, req.query as Record<string, string>);
   const first = problems[0];
   if (first)
     return new ApiError(
@@ -170,7 +174,7 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
     m.watchAdmission(admission);
     admission.onRefusal = (reason) => m.readRefusals.inc({ reason });
   }
-  const authenticateRead = (op: Operation, req: FastifyRequest, done: (err?: Error) => void) => {
+  const authenticateRead = (op: Operation, req: FastifyRequest, done: (err?: Error) => void, query = op.query) => {
     const key = req.headers['x-api-key'] as string | undefined;
     let known: Principal | undefined;
     try {
@@ -178,10 +182,10 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
     } catch (err) {
       return done(err as ApiError);
     }
-    if (known) return done(admit(op, req, known, admission));
+    if (known) return done(admit(op, req, known, admission, query));
     deps.auth
       .authenticate(key)
-      .then((p) => admit(op, req, p, admission))
+      .then((p) => admit(op, req, p, admission, query))
       .then(done, done);
   };
   /** A read's context: the caller's bounded view of the store, within the request's deadline (wall time, whatever clock the answers use). */
@@ -218,6 +222,19 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
   deps.devAuth?.routes(app);
 
   readRoutes(app, deps, { limiter, authenticateRead, readContext, cursors, changes, slots: admission.opts.slots });
+  if (deps.rest !== false) {
+    const limits = deps.exportLimits ?? EXPORT_LIMITS;
+    exportRoutes(app, {
+      limiter,
+      accountLimit: limiter ? accountLimit(limiter) : undefined,
+      authenticate: authenticateRead,
+      readContext,
+      cursors,
+      clock,
+      limits,
+      budget: new ExportRowBudget(limits.rowsPerMinute, deps.rateLimits?.redis),
+    });
+  }
   return app;
 }
 
@@ -225,7 +242,7 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
 interface ReadRouting {
   limiter: RateLimiter | undefined;
   changes: Changes;
-  authenticateRead: (op: Operation, req: FastifyRequest, done: (err?: Error) => void) => void;
+  authenticateRead: (op: Operation, req: FastifyRequest, done: (err?: Error) => void, query?: Operation['query']) => void;
   readContext: (
     op: Operation,
     principal: Principal,

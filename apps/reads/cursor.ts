@@ -22,6 +22,7 @@ export interface CursorState {
 export type KeyPart = 'time' | 'id' | 'string' | 'seq';
 
 const MAC_BYTES = 16;
+const RESUME_MAC_BYTES = 12;
 /** A key made of a trader name or symbol plus an id stays far below this; anything longer is not ours. */
 const MAX_CURSOR_LENGTH = 4096;
 const MAX_KEY_STRING = 2048;
@@ -85,6 +86,49 @@ export class CursorCodec {
       );
     }
     return { k: parsed.k, ...(historical ? { w: parsed.w } : {}) };
+  }
+
+  /**
+   * Exports (issue 28): every exported row carries a resume token, `seal "." key`. The seal (the
+   * window the export resolved, signed with the filters' and the account's fingerprints) is made
+   * once per export; the key is the row's sort key in the clear, so a token costs no signature
+   * per row. A caller who edits a key only moves where its own filtered, policy-bound result
+   * resumes; the list read checks the key and clamps the window as it does a cursor's.
+   */
+  resumeSeal(w: WindowBounds | undefined, filters: string, policy: string): string {
+    // Short, as every row carries it: the bounds in base 36 (`_`: no window), a 96-bit signature.
+    const body = w ? w.map((x) => (x === null ? '' : x.toString(36))).join('~') : '_';
+    return `${body}.${this.resumeMac(body, filters, policy).toString('base64url')}`;
+  }
+
+  private resumeMac(body: string, filters: string, policy: string): Buffer {
+    return this.mac(`resume:${body}:${filters}:${policy}`).subarray(0, RESUME_MAC_BYTES);
+  }
+
+  resumeToken(seal: string, k: Key): string {
+    return `${seal}.${Buffer.from(JSON.stringify(k)).toString('base64url')}`;
+  }
+
+  /** A resume token of this export's filters and account, as the state of a cursor (its key and window are checked where it is decoded). */
+  resumed(token: string, filters: string, policy: string): CursorState {
+    const malformed = () => new ApiError('INVALID_CURSOR', 'Malformed resume token');
+    if (token.length > MAX_CURSOR_LENGTH || !/^(_|[0-9a-z]*~[0-9a-z]*)\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/.test(token)) throw malformed();
+    const [body, sig, key] = token.split('.') as [string, string, string];
+    const given = Buffer.from(sig, 'base64url');
+    if (given.length !== RESUME_MAC_BYTES) throw malformed();
+    if (!timingSafeEqual(given, this.resumeMac(body, filters, policy)))
+      throw new ApiError(
+        'INVALID_CURSOR',
+        'Resume token does not fit this export: it was issued for other filters, another account or another access policy, or it was altered',
+      );
+    try {
+      const k = JSON.parse(Buffer.from(key, 'base64url').toString('utf8'));
+      if (body === '_') return { k };
+      const w = body.split('~').map((x) => (x === '' ? null : Number.parseInt(x, 36))) as WindowBounds;
+      return { k, w };
+    } catch {
+      throw malformed();
+    }
   }
 }
 

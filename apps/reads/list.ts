@@ -3,7 +3,7 @@ import { identifier, type Sql, timeWindow } from '../../storage/sql.ts';
 import { beforeKey } from '../../storage/statements.ts';
 import type { Table } from '../../storage/table.ts';
 import type { ReadContext } from './context.ts';
-import { type CursorState, fingerprint, type Key, type KeyPart } from './cursor.ts';
+import { type CursorState, fingerprint, type Key, type KeyPart, type WindowBounds } from './cursor.ts';
 import { appliedTimeRange, historyRule, leavesAt, type Window, type WindowRule, windowAt, windowRule } from './window.ts';
 
 export interface ListMeta {
@@ -37,6 +37,9 @@ export interface PageFacts {
    * (ReadContext.reads), so a commit that would move the instant ends the entry.
    */
   later?: (store: Store, now: number) => Promise<number>;
+  /** The sort key of each row of the page, and the window it was read in (exports: a resume token per row). */
+  keys?: Key[];
+  w?: WindowBounds;
 }
 
 /** WHERE clauses with their parameters; clause text is constant, values always bound. */
@@ -132,7 +135,8 @@ export async function listRead<Row, Item>(
   const meta: ListMeta = { hasMore, nextCursor, serverTime: ctx.now.toISOString() };
   if (spec.historical) meta.appliedTimeRange = appliedTimeRange(window);
   const result: ListResult<Item> = { results: await spec.shape(page), meta };
-  const facts: PageFacts = {};
+  const facts: PageFacts = { keys: page.map(spec.keyOf) };
+  if (spec.historical) facts.w = [window.start, window.end];
   if (rule) facts.window = rule;
   if (nextKey) facts.next = { k: nextKey, fp };
   if (rule && spec.keyParts[0] === 'time' && rows.length) facts.oldest = Number(spec.keyOf(rows[rows.length - 1]!)[0]);

@@ -134,6 +134,18 @@ const SECTION_4: readonly ContractRoute[] = [
     visibility: 'either',
     query: '',
   },
+  // Exports (issue 28, DESIGN 6): each under the scope and visibility of the list read it streams.
+  { path: '/exports/events', versions: ['v2'], scope: 'events.read', family: 'events', visibility: 'signal', query: '' },
+  { path: '/exports/messages', versions: ['v2'], scope: 'messages.read', family: 'messages', visibility: 'message', query: '' },
+  {
+    path: '/exports/positions',
+    versions: ['v2'],
+    scope: 'positions.read',
+    family: 'position history and open positions',
+    visibility: 'signal',
+    query: '',
+  },
+  { path: '/exports/feed', versions: ['v2'], scope: 'feed.read', family: 'partner feed', visibility: 'both', query: '' },
 ];
 /** Operational routes of section 4 (no scope shown): not part of the matrix. */
 const OPERATIONAL = /^\/v[12]\/(healthz|openapi\.json|docs)(\/.*)?$/;
@@ -186,6 +198,8 @@ function expectError(res: Res, status: number, code: string): void {
 
 function expectOk(res: Res): void {
   expect(res.status, JSON.stringify(res.body)).toBe(200);
+  // An export (issue 28): rows, not an envelope.
+  if (String(res.headers['content-type']).startsWith('application/x-ndjson')) return;
   expect(res.body.success).toBe(true);
   expect(Array.isArray(res.body.data.results)).toBe(true);
   expect(typeof res.body.requestId).toBe('string');

@@ -1,6 +1,8 @@
 import fc from 'fast-check';
+import Type from 'typebox';
 import { Compile } from 'typebox/compile';
 import { OPERATIONS, type Operation, type Version } from '../../apps/registry.ts';
+import { EXPORT_CONTENT_TYPES } from '../../schemas/api/exports.ts';
 import { type RawRequest, type RawResponse, rawRequest } from './client.ts';
 import { ACCOUNTS, type AccountName, type AccountSpec, type FuzzServer, startFuzzServer } from './server.ts';
 import { DAY, enc, encodeName, enumOf, HOSTILE_NAMES, hostileValues, type IdPools, kindOf, type PV, type S, validArb } from './values.ts';
@@ -58,6 +60,8 @@ export interface Route {
   errors: (body: unknown) => string;
   /** Filter sets used to obtain real cursors (index 0: only the required parameters). */
   filterSets: QParam[][];
+  /** An export (issue 28): a 200 is a stream of rows in the asked format, not an envelope; `check` judges one NDJSON row. */
+  stream?: boolean;
 }
 
 function datePathsOf(s: S | undefined, prefix: string[] = [], depth = 0): string[][] {
@@ -140,6 +144,30 @@ export function routesOf(pools: IdPools, now: number, operations: readonly Opera
         kinds.add(kind);
         filterSets.push([...base, param(n, value)]);
       }
+    }
+    if (op.export) {
+      const ex = op.export;
+      const exProps = ((ex.query as S).properties ?? {}) as Record<string, S>;
+      const row = Compile(Type.Object({ ...(ex.item as S).properties, resumeToken: Type.String({ minLength: 1 }) }));
+      routes.push({
+        key: `v2${ex.path}`,
+        version: 'v2',
+        op,
+        target: `/v2${ex.path}`,
+        props: exProps,
+        names: Object.keys(exProps),
+        required: new Set<string>(((ex.query as S).required ?? []) as string[]),
+        historical: false,
+        datePaths: [],
+        check: (b) => row.Check(b),
+        errors: (b) =>
+          [...(row.Errors(b) as Iterable<{ instancePath: string; message: string }>)]
+            .slice(0, 3)
+            .map((e) => `${e.instancePath || '/'} ${e.message}`)
+            .join('; '),
+        filterSets: [base],
+        stream: true,
+      });
     }
     for (const version of op.versions) {
       routes.push({
@@ -286,7 +314,8 @@ function orderWindow(params: QParam[]): QParam[] {
 }
 
 function baseArb(ctx: FuzzContext, route: Route): fc.Arbitrary<QParam[]> {
-  const names = route.names.filter((n) => n !== 'cursor');
+  // Cursors and resume tokens come from the server (cursor cases), never from the generator.
+  const names = route.names.filter((n) => n !== 'cursor' && n !== 'resume');
   if (!names.length) return fc.constant([]);
   const pools = ctx.server;
   return fc
@@ -367,7 +396,8 @@ interface Shape {
 
 function verdictExpect(v: PV | undefined, name: string): Expect {
   // A `since` that is neither 0 nor a watermark the server signed for these filters and this caller.
-  if (name === 'since' && v?.validity === 'unknown' && v.decoded !== null) return { kind: 'invalid-cursor', orValidation: true };
+  if ((name === 'since' || name === 'resume') && v?.validity === 'unknown' && v.decoded !== null)
+    return { kind: 'invalid-cursor', orValidation: true };
   return v?.validity === 'invalid'
     ? { kind: 'invalid-param', param: name }
     : v?.validity === 'valid'
@@ -920,7 +950,25 @@ export function evaluate(o: Outcome): Failure[] {
   if (res.status >= 500) fail('no-5xx', `status ${res.status}`);
 
   let body: any;
-  if (c.method !== 'HEAD') {
+  if (c.route?.stream && res.status === 200 && c.method === 'GET') {
+    // An export: rows in the format asked for; NDJSON rows are checked one by one.
+    const type = String(res.headers['content-type'] ?? '');
+    if (!Object.values(EXPORT_CONTENT_TYPES).includes(type)) fail('envelope', `export with content-type ${JSON.stringify(type)}`);
+    if (type.startsWith('application/x-ndjson'))
+      for (const line of res.body.split('\n').filter(Boolean)) {
+        let row: unknown;
+        try {
+          row = JSON.parse(line);
+        } catch {
+          fail('response-schema', `export line is not JSON: ${JSON.stringify(line.slice(0, 120))}`);
+          break;
+        }
+        if (!c.route.check(row)) {
+          fail('response-schema', c.route.errors(row));
+          break;
+        }
+      }
+  } else if (c.method !== 'HEAD') {
     try {
       body = JSON.parse(res.body);
     } catch {
@@ -945,7 +993,7 @@ export function evaluate(o: Outcome): Failure[] {
   }
   const code: string | undefined = body?.error?.code;
 
-  if (c.route && res.status === 200 && c.method === 'GET' && body !== undefined) {
+  if (c.route && !c.route.stream && res.status === 200 && c.method === 'GET' && body !== undefined) {
     if (!c.route.check(body)) fail('response-schema', c.route.errors(body));
     const acct = ACCOUNTS.find((a) => a.name === c.caller);
     if (acct?.historyWindowDays != null && c.route.historical && isObj(body?.data?.meta) && Array.isArray(body.data.results)) {

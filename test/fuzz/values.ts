@@ -44,7 +44,8 @@ export function enumOf(s: S | undefined): string[] | null {
 }
 
 export function kindOf(name: string, s: S): Kind {
-  if (name === 'cursor') return 'cursor';
+  // An export's `resume`: a token the server made, as opaque as a cursor (issue 28).
+  if (name === 'cursor' || name === 'resume') return 'cursor';
   // The feed's `since`: 0 or a watermark the server signed (DESIGN 6), as opaque as a cursor.
   if (name === 'since') return 'watermark';
   const list = s['x-list'];

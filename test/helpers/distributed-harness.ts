@@ -29,7 +29,7 @@ import { EmbeddedLog } from '../../projectors/log/embedded.ts';
 import { KafkaAppender } from '../../projectors/log/kafka.ts';
 import { ensureSchema } from '../../projectors/runner.ts';
 import { TOPIC_NAMES } from '../../schemas/topics/index.ts';
-import { appendGiven, type Harness, type HarnessOptions, putTestKey } from './harness.ts';
+import { appendGiven, bodyOf, type Harness, type HarnessOptions, putTestKey } from './harness.ts';
 import { kafkaMock } from './kafka-mock.ts';
 import { redisPeer } from './redis.ts';
 import { newTestDatabase, openTestStore, releaseTestDatabase } from './test-store.ts';
@@ -202,7 +202,7 @@ export async function createDistributedHarness(opts: HarnessOptions): Promise<Ha
     async get(path, key) {
       const { app } = replicas[turn++ % replicas.length]!;
       const res = await app.inject({ method: 'GET', url: path, headers: key ? { 'x-api-key': key } : {} });
-      return { status: res.statusCode, body: res.json(), headers: res.headers };
+      return { status: res.statusCode, body: bodyOf(res), headers: res.headers };
     },
     listen: () => Promise.reject(new Error('the distributed harness has no MCP')),
     urls: () => {

@@ -19,6 +19,7 @@ import { Admission, admissionDefaults } from '../../apps/reads/cost.ts';
 import { READ_MODEL_GRAPH } from '../../projectors/index.ts';
 import { EmbeddedLog } from '../../projectors/log/embedded.ts';
 import { ensureSchema, runProjector } from '../../projectors/runner.ts';
+import type { ExportLimits } from '../../schemas/api/exports.ts';
 import { type AccountRecord, SCOPES, type Scope, type TopicName, topicByName } from '../../schemas/topics/index.ts';
 import { ChangeLog, type ChangeSet, type Changes, localChanges, touches } from '../../storage/changes.ts';
 import type { Store } from '../../storage/port.ts';
@@ -66,9 +67,14 @@ export interface Harness {
   token(opts: { account: string; scopes?: readonly Scope[]; ttlSeconds?: number; audience?: string; issuer?: string }): Promise<string>;
   /** The harness's DATA_DIR (log, and with `mcp` the auth files). */
   dataDir: string;
-  /** GET with a key; returns status, parsed body and headers. */
+  /** GET with a key; returns status, parsed body (the text of an export) and headers. */
   get(url: string, key?: string): Promise<{ status: number; body: any; headers: Record<string, unknown> }>;
   close(): Promise<void>;
+}
+
+/** A response's parsed JSON; the text of anything else (an export's rows). */
+export function bodyOf(res: { json(): any; payload: string; headers: Record<string, unknown> }): any {
+  return String(res.headers['content-type'] ?? '').startsWith('application/json') ? res.json() : res.payload;
 }
 
 /** Appends the records to the log, each under its topic's key (an invalid record under '': it is dead-lettered). */
@@ -108,6 +114,8 @@ export interface HarnessOptions {
   clock?: () => number;
   rateLimits?: RateLimits;
   admission?: Admission;
+  /** The exports' bounds (issue 28); EXPORT_LIMITS when omitted. */
+  exportLimits?: ExportLimits;
   metrics?: (h: { lag: () => Promise<number>; store: Store }) => Metrics;
   /** Mounts the MCP tool server and the dev authorization server (real HTTP: call `listen`). */
   mcp?: boolean | { jwksCooldownMs?: number; issuer?: string };
@@ -156,6 +164,7 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
     changes: localChanges(changeLog, READ_MODEL_GRAPH),
     clock,
     rateLimits: opts.rateLimits,
+    ...(opts.exportLimits ? { exportLimits: opts.exportLimits } : {}),
     metrics,
     admission: opts.admission ?? new Admission({ ...admissionDefaults(), perAccount: 4, maxWaitMs: 9_000 }),
     ...(mcp ? { mcp } : {}),
@@ -211,7 +220,7 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
     },
     async get(url, key) {
       const res = await app.inject({ method: 'GET', url, headers: key ? { 'x-api-key': key } : {} });
-      return { status: res.statusCode, body: res.json(), headers: res.headers };
+      return { status: res.statusCode, body: bodyOf(res), headers: res.headers };
     },
     async close() {
       await app.close();

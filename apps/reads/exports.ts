@@ -1,0 +1,64 @@
+import { ApiError } from '../../schemas/api/errors.ts';
+import type { CursorCodec } from './cursor.ts';
+import { fingerprint } from './cursor.ts';
+import { type ListResult, PAGE_FACTS, type PageFacts } from './list.ts';
+import type { Principal } from './principal.ts';
+
+/**
+ * Rows per page an export asks of its list read: large enough that the per-page work (the facts,
+ * the version resolution, one query per page) is small against the rows, small enough that a
+ * slow client holds little in memory.
+ */
+export const EXPORT_PAGE_ROWS = 5_000;
+
+/** One page of an export: the list read's items, and for each the token that resumes after it. */
+export interface ExportChunk {
+  items: unknown[];
+  tokens: string[];
+}
+
+/**
+ * The rows of a list read as one result set (issue 28): the list read itself, page after page in
+ * its keyset order, so an export is exactly the concatenation of the pages a caller would walk,
+ * under the same filters, scope, visibility and history window. `page` reads one page of
+ * `limit` rows after `cursor` (each in a read context of its own: its own deadline and store slot).
+ * A resume token turns back into the cursor of the page after its row; the list read checks it
+ * and clamps its window as it does any cursor's.
+ */
+export async function* exportChunks(args: {
+  op: string;
+  /** The list read's query, without its paging parameters. */
+  query: Record<string, unknown>;
+  principal: Principal;
+  cursors: CursorCodec;
+  resume: string | undefined;
+  page: (limit: number, cursor: string | undefined) => Promise<ListResult<unknown>>;
+  /** How many rows the caller may still take (rows of this request, of its minute): asked before each page. */
+  budget: () => number | Promise<number>;
+}): AsyncGenerator<ExportChunk> {
+  const filters = fingerprint(args.op, args.query);
+  const policy = args.cursors.policyPrint(args.principal);
+  let cursor =
+    args.resume === undefined ? undefined : args.cursors.encode(args.cursors.resumed(args.resume, filters, policy), filters, policy);
+  let seal: string | undefined;
+  for (let first = true; ; first = false) {
+    const limit = Math.min(EXPORT_PAGE_ROWS, await args.budget());
+    if (limit <= 0) return;
+    let page: ListResult<unknown>;
+    try {
+      page = await args.page(limit, cursor);
+    } catch (err) {
+      // What the list read says of a cursor is said of the resume token it came from.
+      if (first && args.resume !== undefined && err instanceof ApiError && err.code === 'INVALID_CURSOR')
+        throw new ApiError('INVALID_CURSOR', 'Malformed resume token');
+      throw err;
+    }
+    const facts = (page as { [PAGE_FACTS]?: PageFacts })[PAGE_FACTS];
+    if (!facts?.keys) throw new Error(`${args.op} has no sort keys for an export`);
+    seal ??= args.cursors.resumeSeal(facts.w, filters, policy);
+    const s = seal;
+    yield { items: page.results, tokens: facts.keys.map((k) => args.cursors.resumeToken(s, k)) };
+    if (!page.meta.hasMore) return;
+    cursor = page.meta.nextCursor ?? undefined;
+  }
+}
