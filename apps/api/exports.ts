@@ -42,6 +42,9 @@ export function exportRoutes(app: FastifyInstance, r: ExportRouting): void {
       url: `/v2${ex.path}`,
       config: { operation: `export_${family}` },
       schema: { querystring: ex.query },
+      // The reads' handler timeout would cut every export at ~12 s: an export ends itself at
+      // secondsPerRequest (between pages); this backstop cuts a client that stopped reading.
+      handlerTimeout: (r.limits.secondsPerRequest + 60) * 1000,
       preValidation: (req, reply, done) => {
         if (r.limiter?.limitsAddresses) {
           return void Promise.resolve(r.limiter.addressOf(req.ip)).then((d) => {
@@ -64,6 +67,7 @@ export function exportRoutes(app: FastifyInstance, r: ExportRouting): void {
         const rowsAsked = Math.min(maxRows ?? r.limits.rowsPerRequest, r.limits.rowsPerRequest);
         const left = await r.budget.left(account);
         if (left.rows <= 0) throw r.budget.refusal(left.retryMs);
+        const startedAt = Date.now();
         let sent = 0;
         let bytes = 0;
         let budgetLeft = left.rows;
@@ -81,8 +85,9 @@ export function exportRoutes(app: FastifyInstance, r: ExportRouting): void {
           page,
           budget: () => {
             const n = Math.min(rowsAsked - sent, budgetLeft);
-            if (n <= 0 || bytes >= r.limits.bytesPerRequest) cut = true;
-            return bytes >= r.limits.bytesPerRequest ? 0 : n;
+            const over = bytes >= r.limits.bytesPerRequest || Date.now() - startedAt >= r.limits.secondsPerRequest * 1000;
+            if (n <= 0 || over) cut = true;
+            return over ? 0 : n;
           },
         })[Symbol.asyncIterator]();
         // Headers wait for the first page: what the read refuses (a resume token of other filters, the store away) is an error envelope.

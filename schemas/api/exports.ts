@@ -23,11 +23,14 @@ export interface ExportLimits {
   bytesPerRequest: number;
   /** Rows per minute per account, over all its exports. */
   rowsPerMinute: number;
+  /** Seconds per request: no page is started past it (a client that stops reading is cut a minute later). */
+  secondsPerRequest: number;
 }
 export const EXPORT_LIMITS: ExportLimits = {
   rowsPerRequest: 1_000_000,
   bytesPerRequest: 512 * 1024 * 1024,
   rowsPerMinute: 5_000_000,
+  secondsPerRequest: 600,
 };
 
 /** The column every exported row ends with: the token that resumes the export after that row. */

@@ -2,6 +2,7 @@ import { get } from 'node:http';
 import { parse as parseCsv } from 'csv-parse/sync';
 import { parquetMetadata, parquetReadObjects } from 'hyparquet';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Admission, admissionDefaults } from '../../apps/reads/cost.ts';
 import { generateDemo } from '../../projectors/demo/generate.ts';
 import { build, createHarness, type Harness } from '../helpers/harness.ts';
 import { type Params, url, walk } from '../oracle/walk.ts';
@@ -141,7 +142,11 @@ describe('issue 28: exports', () => {
   // (8 days: later than each family's startTime, so the window clamps every read of the restricted account.)
 
   beforeAll(async () => {
-    h = await createHarness({ clock: () => NOW });
+    // A read deadline of 3 s (fastify's handler timeout of the reads 5 s): an export outlives it.
+    h = await createHarness({
+      clock: () => NOW,
+      admission: new Admission({ ...admissionDefaults(), perAccount: 4, maxWaitMs: 9_000, deadlineMs: 3_000 }),
+    });
     await h.given([...generateDemo({ scale: 'small', now: new Date(NOW) })]);
     keys.all = await h.key();
     // Signals of one platform, messages of that platform, an 8-day history window.
@@ -184,7 +189,9 @@ describe('issue 28: exports', () => {
   }
 
   it('a cut connection resumes exactly after the last row received (NDJSON and CSV over HTTP)', async () => {
-    const origin = await h.app.listen({ port: 0, host: '127.0.0.1' });
+    const origin = await h.app
+      .listen({ port: 0, host: '127.0.0.1' })
+      .catch(() => `http://127.0.0.1:${(h.app.server.address() as any).port}`);
     const full = await exportOf(h, keys.all!, 'events', {});
     expect(full.rows.length).toBeGreaterThan(10_000);
     for (const format of ['ndjson', 'csv']) {
@@ -220,6 +227,33 @@ describe('issue 28: exports', () => {
       expect([...full.rows.slice(0, got).map((r) => r.id), ...rest.rows.map((r) => r.id)], format).toEqual(full.rows.map((r) => r.id));
       expect(rest.rows).toEqual(full.rows.slice(got));
     }
+  });
+
+  it("an export outlives the reads' deadline: a client that stops reading for 6 s still gets every row (regression: cut at the handler timeout)", async () => {
+    const origin = await h.app
+      .listen({ port: 0, host: '127.0.0.1' })
+      .catch(() => `http://127.0.0.1:${(h.app.server.address() as any).port}`);
+    const full = await exportOf(h, keys.all!, 'events', {});
+    const got = await new Promise<{ text: string; trailers: NodeJS.Dict<string> }>((resolve, reject) => {
+      const req = get(`${origin}/v2/exports/events`, { headers: { 'x-api-key': keys.all! }, agent: false }, (res) => {
+        let text = '';
+        let paused = false;
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => {
+          text += chunk;
+          if (!paused) {
+            paused = true;
+            res.pause();
+            setTimeout(() => res.resume(), 6_000);
+          }
+        });
+        res.on('end', () => resolve({ text, trailers: res.trailers }));
+        res.on('error', reject);
+      });
+      req.on('error', reject);
+    });
+    expect(got.trailers['x-export-complete']).toBe('true');
+    expect(got.text.split('\n').filter(Boolean).length).toBe(full.rows.length);
   });
 
   it('maxRows ends an export early and says so (trailers; Parquet metadata); its resume token continues it, in every format', async () => {
@@ -321,7 +355,10 @@ describe('issue 28: the bounds of an export', () => {
   let key: string;
   const T0 = NOW - 5 * DAY;
   beforeAll(async () => {
-    h = await createHarness({ clock: () => NOW, exportLimits: { rowsPerRequest: 1_000_000, bytesPerRequest: 20_000, rowsPerMinute: 300 } });
+    h = await createHarness({
+      clock: () => NOW,
+      exportLimits: { rowsPerRequest: 1_000_000, bytesPerRequest: 20_000, rowsPerMinute: 300, secondsPerRequest: 600 },
+    });
     const records: any[] = [build.source('src-1'), build.trader(1), build.asset(1)];
     for (let i = 1; i <= 250; i++) records.push(build.event(i, { traderId: 1, assetId: 1, timeOfEvent: iso(T0 + i * 60_000) }));
     await h.given(records);

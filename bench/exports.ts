@@ -1,0 +1,226 @@
+// Export benchmark (issue 28): rows/s of each export and format against two references measured in
+// the same run, on the same machine and data:
+//   floor:   the same rows written by the store straight to a file in that format: the export's own
+//            NDJSON rows loaded into a plain MergeTree, then `SELECT * ... INTO OUTFILE ... FORMAT F`
+//            (JSONEachRow, CSVWithNames, Parquet): what the store's own writer costs for these rows.
+//   paging:  the same filters paged through the list read over HTTP (limit 200, the feed 100) for at
+//            most --paging-seconds, as a client walks them.
+// Usage: npx tsx bench/exports.ts --help
+import { createWriteStream, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { get } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parquetMetadata } from 'hyparquet';
+import type { Embedded } from '../apps/embedded.ts';
+import {
+  benchArgs,
+  benchCleanup,
+  benchDataDir,
+  fmtInt,
+  fmtRatio,
+  machineLine,
+  printTable,
+  progress,
+  reportFailure,
+  startBenchService,
+} from './args.ts';
+
+const USAGE = `Usage: npx tsx bench/exports.ts [options]
+
+Streams each export (/v2/exports/events, positions, messages, feed) of the last --days days in
+NDJSON, CSV and Parquet over HTTP, one at a time, and prints rows/s against
+  floor   the store writing the same rows straight to a file in that format (a plain MergeTree
+          holding the export's rows, SELECT * INTO OUTFILE ... FORMAT JSONEachRow / CSVWithNames /
+          Parquet): goal export/floor >= 0.7
+  paging  the same filters paged through the list read (limit 200; the feed 100) for at most
+          --paging-seconds: goal export/paging >= 20
+
+Options:
+  --data-dir DIR        an existing seeded DATA_DIR (e.g. made by 'node bin/signalbase.mjs seed
+                        --scale large --data-dir /tmp/sblarge'); default: a fresh temp dir seeded
+                        with the small demo set, removed afterwards. No server may run on DIR.
+  --days N              the exports' window: startTime = now - N days (default 30)
+  --paging-seconds S    how long each paging reference runs (default 20)
+  -h, --help            this text`;
+
+const { values, die, posInt } = benchArgs('bench/exports.ts', USAGE, {
+  'data-dir': { type: 'string' },
+  days: { type: 'string' },
+  'paging-seconds': { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+});
+const days = values.days === undefined ? 30 : posInt('days', values.days);
+const pagingSecs = values['paging-seconds'] === undefined ? 20 : posInt('paging-seconds', values['paging-seconds']);
+const { ownDir, dataDir } = benchDataDir(values['data-dir'], 'signalbase-bench-exports-', die);
+const tStart = performance.now();
+
+const FAMILIES = [
+  { name: 'events', list: '/v2/events', limit: 200 },
+  { name: 'positions', list: '/v2/positions', limit: 200 },
+  { name: 'messages', list: '/v2/messages', limit: 200 },
+  { name: 'feed', list: '/v2/feed', limit: 100 },
+] as const;
+const FORMATS = [
+  { name: 'ndjson', store: 'JSONEachRow' },
+  { name: 'csv', store: 'CSVWithNames' },
+  { name: 'parquet', store: 'Parquet' },
+] as const;
+
+const work = mkdtempSync(join(tmpdir(), 'signalbase-bench-exports-files-'));
+let emb: Embedded | undefined;
+const floors: string[] = [];
+const { cleanup, interrupted } = benchCleanup({
+  emb: () => emb,
+  measureApp: () => undefined,
+  bareApps: [],
+  dropFloors: async (store) => {
+    for (const f of floors) await store.exec(`DROP TABLE IF EXISTS $db.${f}`);
+  },
+  ownDir,
+  dataDir,
+});
+
+/** Streams one export part to `file` (or nowhere); resolves with its bytes, seconds and trailers. */
+function download(url: string, key: string, file?: string): Promise<{ bytes: number; secs: number; trailers: NodeJS.Dict<string> }> {
+  return new Promise((resolve, reject) => {
+    const t0 = performance.now();
+    const req = get(url, { headers: { 'x-api-key': key }, agent: false }, (res) => {
+      if (res.statusCode !== 200) {
+        let text = '';
+        res.on('data', (c) => (text += c));
+        res.on('end', () => reject(new Error(`GET ${url}: ${res.statusCode} ${text.slice(0, 300)}`)));
+        return;
+      }
+      const out = file ? createWriteStream(file) : undefined;
+      let bytes = 0;
+      res.on('data', (c: Buffer) => {
+        bytes += c.length;
+        if (out && !out.write(c)) {
+          res.pause();
+          out.once('drain', () => res.resume());
+        }
+      });
+      res.on('end', () => {
+        const done = () => resolve({ bytes, secs: (performance.now() - t0) / 1000, trailers: res.trailers });
+        if (out) out.end(done);
+        else done();
+      });
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+  });
+}
+
+/** Counts an export file's rows: NDJSON lines, CSV records (a quoted field may hold a line break), Parquet's own count. */
+async function rowsOf(file: string, format: string): Promise<number> {
+  const { readFileSync } = await import('node:fs');
+  const buf = readFileSync(file);
+  if (format === 'parquet') return Number(parquetMetadata(new Uint8Array(buf).buffer).num_rows);
+  if (format === 'ndjson') {
+    let n = 0;
+    for (let i = buf.indexOf(10); i !== -1; i = buf.indexOf(10, i + 1)) n++;
+    return n;
+  }
+  let n = 0;
+  let quoted = false;
+  for (let i = 0; i < buf.length; i++) {
+    const c = buf[i];
+    if (c === 34) quoted = !quoted;
+    else if (c === 10 && !quoted) n++;
+  }
+  return n - 1; // the header
+}
+
+try {
+  const started = await startBenchService(dataDir, progress, [], (e) => (emb = e), tStart);
+  emb = started.emb;
+  const { demoKey, setupSecs } = started;
+  const origin = emb.url;
+  const startTime = new Date(Date.now() - days * 86_400_000).toISOString();
+  const rows: string[][] = [];
+  let floorSecs = 0;
+  const floorRows: Record<string, number> = {};
+  for (const fam of FAMILIES) {
+    const q = `startTime=${encodeURIComponent(startTime)}`;
+    // Paging the list read: rows/s of a client that walks the pages.
+    progress(`${fam.name}: paging ${fam.list} for up to ${pagingSecs} s`);
+    let paged = 0;
+    let cursor: string | null = null;
+    const tp = performance.now();
+    do {
+      const r = await fetch(`${origin}${fam.list}?${q}&limit=${fam.limit}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`, {
+        headers: { 'x-api-key': demoKey },
+      });
+      if (r.status !== 200) throw new Error(`paging ${fam.list}: ${r.status} ${(await r.text()).slice(0, 300)}`);
+      const body = (await r.json()) as { data: { results: unknown[]; meta: { nextCursor: string | null } } };
+      paged += body.data.results.length;
+      cursor = body.data.meta.nextCursor;
+    } while (cursor && performance.now() - tp < pagingSecs * 1000);
+    const pagingRate = paged / ((performance.now() - tp) / 1000);
+
+    let ndjsonFile = '';
+    for (const fmt of FORMATS) {
+      const file = join(work, `${fam.name}.${fmt.name}`);
+      progress(`${fam.name}: exporting ${fmt.name}`);
+      const part = await download(`${origin}/v2/exports/${fam.name}?${q}&format=${fmt.name}`, demoKey, file);
+      if (part.trailers['x-export-complete'] !== 'true')
+        throw new Error(`${fam.name} ${fmt.name}: the export stopped at a limit (${JSON.stringify(part.trailers)}); use a shorter --days`);
+      const n = await rowsOf(file, fmt.name);
+      if (fmt.name === 'ndjson') ndjsonFile = file;
+
+      // The floor: the export's rows in a plain MergeTree, written by the store to a file in the format.
+      const floor = `bench_floor_export_${fam.name}`;
+      const tf = performance.now();
+      if (fmt.name === 'ndjson') {
+        floors.push(floor);
+        await emb.store.exec(`DROP TABLE IF EXISTS $db.${floor}`);
+        await emb.store.exec(
+          `CREATE TABLE $db.${floor} ENGINE = MergeTree ORDER BY tuple() AS SELECT * FROM file('${ndjsonFile}', JSONEachRow)
+           SETTINGS input_format_json_read_objects_as_strings = 1, input_format_json_read_arrays_as_strings = 1, max_insert_threads = 1, max_threads = 1`,
+        );
+        await emb.store.exec(`OPTIMIZE TABLE $db.${floor} FINAL`);
+        const [c] = await emb.store.query<{ n: number }>(`SELECT count() AS n FROM $db.${floor}`);
+        floorRows[floor] = Number(c?.n ?? 0);
+        if (floorRows[floor] !== n) throw new Error(`${floor}: ${floorRows[floor]} rows, the export ${n}`);
+      }
+      const out = join(work, `${fam.name}.floor.${fmt.name}`);
+      const reps: number[] = [];
+      for (let i = 0; i < 3; i++) {
+        const t0 = performance.now();
+        await emb.store.exec(`SELECT * FROM $db.${floor} ORDER BY _part_offset INTO OUTFILE '${out}' TRUNCATE FORMAT ${fmt.store}`);
+        reps.push((performance.now() - t0) / 1000);
+      }
+      floorSecs += (performance.now() - tf) / 1000;
+      const floorRate = n / Math.min(...reps);
+      const rate = n / part.secs;
+      rows.push([
+        `${fam.name} ${fmt.name}`,
+        fmtInt(n),
+        `${(part.bytes / 1048576).toFixed(1)} / ${(statSync(out).size / 1048576).toFixed(1)}`,
+        fmtInt(rate),
+        fmtInt(floorRate),
+        fmtRatio(rate / floorRate, rate / floorRate < 0.7),
+        fmtInt(pagingRate),
+        fmtRatio(rate / pagingRate, rate / pagingRate < 20),
+      ]);
+    }
+  }
+  printTable(['export', 'rows', 'MiB export / floor', 'rows/s', 'floor rows/s', 'vs floor', 'paging rows/s', 'vs paging'], rows);
+  console.log(
+    machineLine({
+      ownDir,
+      dataDir,
+      extra: `last ${days} days, one export at a time, paging ${pagingSecs} s per read`,
+      floorRows,
+      setupSecs,
+      floorSecs,
+      tStart,
+    }),
+  );
+} catch (err) {
+  reportFailure('bench/exports.ts', err, interrupted());
+  process.exitCode = 1;
+} finally {
+  await cleanup();
+  rmSync(work, { recursive: true, force: true });
+}
