@@ -28,7 +28,7 @@ export interface ExportRouting {
  * NDJSON, CSV or Parquet. The response starts once the first page is read (an error before it is
  * an error envelope); after that, a failure cuts the connection and the last row received
  * resumes it. Rows are read only as fast as the client takes them (a stream pulled by the
- * socket): a slow client holds one page in memory. An export that ends at a limit says so in its
+ * socket): a slow client holds two pages in memory (one sent, one read ahead). An export that ends at a limit says so in its
  * trailers (`x-export-complete: false`, `x-resume-token`) and, in Parquet, in the file's
  * key-value metadata; a resume that returns no rows is the end of the result in any format.
  */
@@ -83,12 +83,7 @@ export function exportRoutes(app: FastifyInstance, r: ExportRouting): void {
           cursors: r.cursors,
           resume,
           page,
-          budget: () => {
-            const n = Math.min(rowsAsked - sent, budgetLeft);
-            const over = bytes >= r.limits.bytesPerRequest || Date.now() - startedAt >= r.limits.secondsPerRequest * 1000;
-            if (n <= 0 || over) cut = true;
-            return over ? 0 : n;
-          },
+          budget: (queued) => Math.min(rowsAsked - sent, budgetLeft) - queued,
         })[Symbol.asyncIterator]();
         // Headers wait for the first page: what the read refuses (a resume token of other filters, the store away) is an error envelope.
         const headers = ex.headers
@@ -118,7 +113,18 @@ export function exportRoutes(app: FastifyInstance, r: ExportRouting): void {
             let next = first;
             while (!next.done) {
               if (next.value.items.length) yield write(next.value);
-              if (cut) break;
+              if (!next.value.more) break;
+              // Rows remain: a bound of this request ends it here (the client resumes), else the next page.
+              if (
+                cut ||
+                sent >= rowsAsked ||
+                budgetLeft <= 0 ||
+                bytes >= r.limits.bytesPerRequest ||
+                Date.now() - startedAt >= r.limits.secondsPerRequest * 1000
+              ) {
+                cut = true;
+                break;
+              }
               next = await chunks.next();
             }
             yield writer.end({ complete: !cut, resumeToken: last });

@@ -9,12 +9,14 @@ import type { Principal } from './principal.ts';
  * the version resolution, one query per page) is small against the rows, small enough that a
  * slow client holds little in memory.
  */
-export const EXPORT_PAGE_ROWS = 5_000;
+export const EXPORT_PAGE_ROWS = 20_000;
 
 /** One page of an export: the list read's items, and for each the token that resumes after it. */
 export interface ExportChunk {
   items: unknown[];
   tokens: string[];
+  /** Whether rows remain after this page (read ahead, or left unread by the budget). */
+  more: boolean;
 }
 
 /**
@@ -33,32 +35,41 @@ export async function* exportChunks(args: {
   cursors: CursorCodec;
   resume: string | undefined;
   page: (limit: number, cursor: string | undefined) => Promise<ListResult<unknown>>;
-  /** How many rows the caller may still take (rows of this request, of its minute): asked before each page. */
-  budget: () => number | Promise<number>;
+  /** How many more rows the caller may take beyond `queued` (rows read but not yet taken): asked before each page is read. */
+  budget: (queued: number) => number;
 }): AsyncGenerator<ExportChunk> {
   const filters = fingerprint(args.op, args.query);
   const policy = args.cursors.policyPrint(args.principal);
-  let cursor =
+  const first =
     args.resume === undefined ? undefined : args.cursors.encode(args.cursors.resumed(args.resume, filters, policy), filters, policy);
+  const read = (queued: number, cursor: string | undefined): Promise<ListResult<unknown>> | undefined => {
+    const limit = Math.min(EXPORT_PAGE_ROWS, args.budget(queued));
+    return limit > 0 ? args.page(limit, cursor) : undefined;
+  };
+  let next = read(0, first);
   let seal: string | undefined;
-  for (let first = true; ; first = false) {
-    const limit = Math.min(EXPORT_PAGE_ROWS, await args.budget());
-    if (limit <= 0) return;
+  for (let n = 0; next; n++) {
     let page: ListResult<unknown>;
     try {
-      page = await args.page(limit, cursor);
+      page = await next;
     } catch (err) {
       // What the list read says of a cursor is said of the resume token it came from.
-      if (first && args.resume !== undefined && err instanceof ApiError && err.code === 'INVALID_CURSOR')
+      if (n === 0 && args.resume !== undefined && err instanceof ApiError && err.code === 'INVALID_CURSOR')
         throw new ApiError('INVALID_CURSOR', 'Malformed resume token');
       throw err;
     }
+    // The next page is read while this one is written and sent: the store and the socket work at once.
+    next = page.meta.hasMore ? read(page.results.length, page.meta.nextCursor ?? undefined) : undefined;
+    // A page read ahead that is never taken (the client left, a bound ended the export) must not fail unheard.
+    next?.catch(() => {});
     const facts = (page as { [PAGE_FACTS]?: PageFacts })[PAGE_FACTS];
     if (!facts?.keys) throw new Error(`${args.op} has no sort keys for an export`);
     seal ??= args.cursors.resumeSeal(facts.w, filters, policy);
     const s = seal;
-    yield { items: page.results, tokens: facts.keys.map((k) => args.cursors.resumeToken(s, k)) };
-    if (!page.meta.hasMore) return;
-    cursor = page.meta.nextCursor ?? undefined;
+    yield {
+      items: page.results,
+      tokens: facts.keys.map((k) => args.cursors.resumeToken(s, k)),
+      more: next !== undefined || page.meta.hasMore,
+    };
   }
 }
