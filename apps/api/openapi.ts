@@ -15,6 +15,14 @@ function unprocessableEnvelope(u: NonNullable<Operation['unprocessable']>) {
   });
 }
 
+/** Every read's 503. */
+const UNAVAILABLE = {
+  description:
+    "error envelope with code OVERLOADED (too many reads at once, or this account's share is taken), STORE_UNAVAILABLE (the store is not answering) or AUTHENTICATION_UNAVAILABLE; Retry-After says when to retry",
+  headers: { 'retry-after': { schema: { type: 'integer' } } },
+  content: { 'application/json': { schema: ErrorEnvelope } },
+};
+
 /** The machine-readable description of one version, generated from the operations registry. */
 export function openApiDocument(version: Version, serverUrl = ''): Record<string, unknown> {
   const paths: Record<string, unknown> = {};
@@ -43,12 +51,7 @@ export function openApiDocument(version: Version, serverUrl = ''): Record<string
               { description: 'error envelope', content: { 'application/json': { schema: ErrorEnvelope } } },
             ]),
           ),
-          503: {
-            description:
-              "error envelope with code OVERLOADED (too many reads at once, or this account's share is taken), STORE_UNAVAILABLE (the store is not answering) or AUTHENTICATION_UNAVAILABLE; Retry-After says when to retry",
-            headers: { 'retry-after': { schema: { type: 'integer' } } },
-            content: { 'application/json': { schema: ErrorEnvelope } },
-          },
+          503: UNAVAILABLE,
           429: {
             description:
               'error envelope with code RATE_LIMITED: the account (or the client address) spent its requests per minute (RATE_LIMITS; 600 per account and 6000 per address unless configured); Retry-After says when to retry',
@@ -129,12 +132,7 @@ export function openApiDocument(version: Version, serverUrl = ''): Record<string
             headers: { 'retry-after': { schema: { type: 'integer' } } },
             content: { 'application/json': { schema: ErrorEnvelope } },
           },
-          503: {
-            description:
-              'error envelope with code OVERLOADED, STORE_UNAVAILABLE or AUTHENTICATION_UNAVAILABLE; Retry-After says when to retry',
-            headers: { 'retry-after': { schema: { type: 'integer' } } },
-            content: { 'application/json': { schema: ErrorEnvelope } },
-          },
+          503: UNAVAILABLE,
         },
       },
     };

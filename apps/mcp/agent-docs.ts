@@ -86,7 +86,7 @@ function toolSection(t: (typeof TOOLS)[number]): string {
     '',
     `**When to use it.** ${op.guidance}`,
     '',
-    `Scope \`${op.scope}\`; REST \`GET ${op.versions.includes('v2') ? '/v2' : '/v1'}${op.path}\`. ${op.unprocessable ? `May fail with \`${op.unprocessable.code}\` (see Errors).` : ''}`.trimEnd(),
+    `Scope \`${op.scope}\`; REST \`GET ${op.versions.includes('v2') ? '/v2' : '/v1'}${op.path}\`. ${op.unprocessable ? `May fail with \`${op.unprocessable.code}\` (see Errors).` : ''}${op.export ? ` The whole result set in one response (NDJSON, CSV or Parquet, for programs, not a tool): REST \`GET /v2${op.export.path}\`.` : ''}`.trimEnd(),
     '',
     '| parameter | type | default | meaning |',
     '|---|---|---|---|',

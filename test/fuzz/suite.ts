@@ -121,6 +121,18 @@ function benignValue(name: string, s: S, pools: IdPools, now: number, unlikeDefa
   }
 }
 
+/** A route's check of a body against a compiled schema, and the first three errors when it fails. */
+function checks(v: { Check(b: unknown): boolean; Errors(b: unknown): unknown }): Pick<Route, 'check' | 'errors'> {
+  return {
+    check: (b) => v.Check(b),
+    errors: (b) =>
+      [...(v.Errors(b) as Iterable<{ instancePath: string; message: string }>)]
+        .slice(0, 3)
+        .map((e) => `${e.instancePath || '/'} ${e.message}`)
+        .join('; '),
+  };
+}
+
 export function routesOf(pools: IdPools, now: number, operations: readonly Operation[] = OPERATIONS): Route[] {
   const routes: Route[] = [];
   for (const op of operations) {
@@ -159,12 +171,7 @@ export function routesOf(pools: IdPools, now: number, operations: readonly Opera
         required: new Set<string>(((ex.query as S).required ?? []) as string[]),
         historical: false,
         datePaths: [],
-        check: (b) => row.Check(b),
-        errors: (b) =>
-          [...(row.Errors(b) as Iterable<{ instancePath: string; message: string }>)]
-            .slice(0, 3)
-            .map((e) => `${e.instancePath || '/'} ${e.message}`)
-            .join('; '),
+        ...checks(row),
         filterSets: [base],
         stream: true,
       });
@@ -180,12 +187,7 @@ export function routesOf(pools: IdPools, now: number, operations: readonly Opera
         required,
         historical: meta?.properties?.appliedTimeRange !== undefined,
         datePaths: datePathsOf(item),
-        check: (b) => validator.Check(b),
-        errors: (b) =>
-          [...(validator.Errors(b) as Iterable<{ instancePath: string; message: string }>)]
-            .slice(0, 3)
-            .map((e) => `${e.instancePath || '/'} ${e.message}`)
-            .join('; '),
+        ...checks(validator),
         filterSets,
       });
     }
