@@ -19,6 +19,7 @@ const DISTRIBUTED = [
   'test/api/pagination.test.ts',
   'test/api/hardening.test.ts',
   'test/api/issue-26-replicas.test.ts',
+  'test/api/issue-28-exports.test.ts',
 ];
 
 export default defineConfig({

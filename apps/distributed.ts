@@ -6,6 +6,7 @@ import { RedisGate } from '../projectors/log/gate.ts';
 import { KafkaLog, type PartitionPosition } from '../projectors/log/kafka.ts';
 import type { LogSubscription } from '../projectors/log/port.ts';
 import { migrateReadModels, PROJECTOR_GROUP, runProjector } from '../projectors/runner.ts';
+import type { ExportLimits } from '../schemas/api/exports.ts';
 import { TOPIC_NAMES } from '../schemas/topics/index.ts';
 import { everything, touches } from '../storage/changes.ts';
 import { ClickHouseStore } from '../storage/clickhouse.ts';
@@ -266,6 +267,8 @@ export interface ReadAppOptions {
   /** METRICS_PORT: /metrics served on a listener of its own (opened when the app is ready), not on the app's port. */
   metricsListen?: MetricsListen;
   rateLimits?: Omit<RateLimits, 'redis'>;
+  /** The exports' bounds (EXPORT_LIMITS when omitted); their rows per minute are counted in Redis. */
+  exportLimits?: ExportLimits;
   clock?: () => number;
   logger?: ApiDeps['logger'];
   /** Where the Redis fallback's lines go (RedisFallback: when Redis fails, now and then while it stays away, when it is back). */
@@ -340,6 +343,8 @@ export function sharedReadApp(kind: 'api' | 'mcp', o: ReadAppOptions): FastifyIn
     readCache: new ReadCache(cache, o.clock),
     rest: kind === 'api',
     ...(o.rateLimits ? { rateLimits: { ...o.rateLimits, redis } } : {}),
+    exportRedis: { redis, prefix: keys.prefix },
+    ...(o.exportLimits ? { exportLimits: o.exportLimits } : {}),
     ...(urls
       ? { mcp: { verifier: new TokenVerifier({ store, cache, urls, clock: o.clock }), urls, allowedOrigins: o.allowedOrigins } }
       : {}),

@@ -163,10 +163,12 @@ export class ExportRowBudget {
 
   constructor(
     private readonly perMinute: number,
-    redis?: Redis,
+    shared?: { redis: Redis; prefix: string },
   ) {
-    const opts = { keyPrefix: 'signalbase:export-rows', points: perMinute, duration: WINDOW_SECONDS };
-    this.limiter = redis ? new RateLimiterRedis({ ...opts, storeClient: redis, rejectIfRedisNotReady: true }) : new RateLimiterMemory(opts);
+    const opts = { keyPrefix: `${shared?.prefix ?? 'signalbase'}:export-rows`, points: perMinute, duration: WINDOW_SECONDS };
+    this.limiter = shared
+      ? new RateLimiterRedis({ ...opts, storeClient: shared.redis, rejectIfRedisNotReady: true })
+      : new RateLimiterMemory(opts);
   }
 
   /** Rows the account may still export this minute, and the ms until its minute ends. */

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify';
+import type { Redis } from 'ioredis';
 import { READ_MODEL_GRAPH } from '../../projectors/index.ts';
 import { ApiError } from '../../schemas/api/errors.ts';
 import { EXPORT_LIMITS, type ExportLimits } from '../../schemas/api/exports.ts';
@@ -62,6 +63,8 @@ export interface ApiDeps {
   admission?: Admission;
   /** Rows and bytes per export request, rows per account and minute (issue 28); EXPORT_LIMITS when omitted. */
   exportLimits?: ExportLimits;
+  /** Where every replica counts the exported rows per minute (distributed mode: Redis, under the deployment's key prefix); in process when omitted. */
+  exportRedis?: { redis: Redis; prefix: string };
 }
 
 export interface HealthState {
@@ -232,7 +235,10 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
       cursors,
       clock,
       limits,
-      budget: new ExportRowBudget(limits.rowsPerMinute, deps.rateLimits?.redis),
+      budget: new ExportRowBudget(
+        limits.rowsPerMinute,
+        deps.exportRedis ?? (deps.rateLimits?.redis ? { redis: deps.rateLimits.redis, prefix: 'signalbase' } : undefined),
+      ),
     });
   }
   return app;

@@ -122,6 +122,7 @@ export async function createDistributedHarness(opts: HarnessOptions): Promise<Ha
         secret,
         clock: opts.clock,
         ...(opts.rateLimits ? { rateLimits: opts.rateLimits } : {}),
+        ...(opts.exportLimits ? { exportLimits: opts.exportLimits } : {}),
       });
       await app.ready();
       return { app, redis: replicaRedis };
