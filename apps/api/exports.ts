@@ -135,7 +135,7 @@ export function exportRoutes(app: FastifyInstance, r: ExportRouting): void {
           } finally {
             await chunks.return?.(undefined);
             // Stopped before its end (the client went away, or a read failed): the response can never
-            // complete, so its connection goes too (left open, it held a server's close for a minute).
+            // complete, so its connection is closed: the client sees the cut and resumes.
             if (!ended) reply.raw.destroy();
           }
         }
