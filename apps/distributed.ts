@@ -266,7 +266,7 @@ export interface ReadAppOptions {
   allowedOrigins?: readonly string[];
   /** METRICS_PORT: /metrics served on a listener of its own (opened when the app is ready), not on the app's port. */
   metricsListen?: MetricsListen;
-  rateLimits?: Omit<RateLimits, 'redis'>;
+  rateLimits?: Omit<RateLimits, 'redis' | 'redisPrefix'>;
   /** The exports' bounds (EXPORT_LIMITS when omitted); their rows per minute are counted in Redis. */
   exportLimits?: ExportLimits;
   clock?: () => number;
@@ -342,7 +342,7 @@ export function sharedReadApp(kind: 'api' | 'mcp', o: ReadAppOptions): FastifyIn
     clock: o.clock,
     readCache: new ReadCache(cache, o.clock),
     rest: kind === 'api',
-    ...(o.rateLimits ? { rateLimits: { ...o.rateLimits, redis } } : {}),
+    ...(o.rateLimits ? { rateLimits: { ...o.rateLimits, redis, redisPrefix: keys.prefix } } : {}),
     exportRedis: { redis, prefix: keys.prefix },
     ...(o.exportLimits ? { exportLimits: o.exportLimits } : {}),
     ...(urls

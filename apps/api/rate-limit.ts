@@ -19,6 +19,8 @@ export interface RateLimits {
   perAddress?: number;
   /** Counts shared by every API replica (distributed mode); in process when omitted. */
   redis?: Redis;
+  /** The deployment's key prefix in that Redis (`redisKeys`): deployments sharing one Redis keep their counts apart. */
+  redisPrefix?: string;
 }
 
 /** What RATE_LIMITS means when it is not set. */
@@ -94,7 +96,7 @@ export class RateLimiter {
   private limiter(points: number): RateLimiterAbstract {
     let l = this.byPoints.get(points);
     if (!l) {
-      const opts = { keyPrefix: `signalbase:ratelimit:${points}`, points, duration: WINDOW_SECONDS };
+      const opts = { keyPrefix: `${this.limits.redisPrefix ?? 'signalbase'}:ratelimit:${points}`, points, duration: WINDOW_SECONDS };
       // rejectIfRedisNotReady: while Redis is away, fail at once (and open) instead of queueing the command.
       l = this.limits.redis
         ? new RateLimiterRedis({ ...opts, storeClient: this.limits.redis, rejectIfRedisNotReady: true })

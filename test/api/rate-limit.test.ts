@@ -137,6 +137,19 @@ describe.skipIf('skip' in peer)('per-account rate limits shared by two API repli
       expect([await via(h.app), await via(other), await via(h.app), await via(other)]).toEqual([200, 200, 200, 200]);
       expect(await via(h.app)).toBe(429);
       expect(await via(other)).toBe(429);
+      // Another deployment on the same Redis (its own key prefix) counts its accounts apart, the same account ids included.
+      const elsewhere = buildApi({
+        store: h.store,
+        auth: new ApiKeyAuthenticator(h.store, new MemoryCache()),
+        dataVersion: () => 0,
+        rateLimits: { ...limits, redisPrefix: `elsewhere-${process.pid}` },
+      });
+      await elsewhere.ready();
+      try {
+        expect(await via(elsewhere)).toBe(200);
+      } finally {
+        await elsewhere.close();
+      }
     } finally {
       await other.close();
     }
