@@ -8,13 +8,20 @@ import type { ListResult } from '../reads/list.ts';
 import type { Principal } from '../reads/principal.ts';
 import { OPERATIONS, type Operation } from '../registry.ts';
 import { exportWriter } from './export-formats.ts';
-import { applyDecision, type ExportRowBudget, type RateLimiter } from './rate-limit.ts';
+import type { ExportRowBudget } from './rate-limit.ts';
+
+/** A route's checks before its handler (buildApi's `guards`): the address count, authentication and admission against `query`, the account count. */
+export type Guards = (
+  op: Operation,
+  query?: Operation['query'],
+) => {
+  preValidation: (req: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void) => void;
+  preHandler?: (req: FastifyRequest, reply: FastifyReply) => Promise<void>;
+};
 
 /** What the export routes share with the read routes (apps/api/server.ts). */
 export interface ExportRouting {
-  limiter: RateLimiter | undefined;
-  accountLimit: ((req: FastifyRequest, reply: FastifyReply) => Promise<void>) | undefined;
-  authenticate: (op: Operation, req: FastifyRequest, done: (err?: Error) => void, query: Operation['query']) => void;
+  guards: Guards;
   readContext: (op: Operation, principal: Principal, now: Date) => { ctx: ReadContext; run: <T>(read: () => Promise<T>) => Promise<T> };
   cursors: CursorCodec;
   clock: () => number;
@@ -45,17 +52,7 @@ export function exportRoutes(app: FastifyInstance, r: ExportRouting): void {
       // The reads' handler timeout would cut every export at ~12 s: an export ends itself at
       // secondsPerRequest (between pages); this backstop cuts a client that stopped reading.
       handlerTimeout: (r.limits.secondsPerRequest + 60) * 1000,
-      preValidation: (req, reply, done) => {
-        if (r.limiter?.limitsAddresses) {
-          return void Promise.resolve(r.limiter.addressOf(req.ip)).then((d) => {
-            const refusal = applyDecision(reply, d);
-            if (refusal) return done(refusal);
-            r.authenticate(op, req, done, ex.query);
-          }, done);
-        }
-        r.authenticate(op, req, done, ex.query);
-      },
-      ...(r.accountLimit ? { preHandler: r.accountLimit } : {}),
+      ...r.guards(op, ex.query),
       handler: async (req, reply) => {
         const { format, resume, maxRows, ...query } = req.query as Record<string, unknown> & {
           format: ExportFormat;

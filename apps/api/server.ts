@@ -22,7 +22,7 @@ import type { Principal } from '../reads/principal.ts';
 import { costOf, type LongPoll, OPERATIONS, type Operation, policyRefusal } from '../registry.ts';
 import { registerDocs } from './docs.ts';
 import { errorHandler, sendError } from './errors.ts';
-import { exportRoutes } from './exports.ts';
+import { exportRoutes, type Guards } from './exports.ts';
 import { openApiDocument } from './openapi.ts';
 import { parseQuery, queryProblems } from './query.ts';
 import { accountLimit, applyDecision, ExportRowBudget, RateLimiter, type RateLimits } from './rate-limit.ts';
@@ -191,6 +191,26 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
       .then((p) => admit(op, req, p, admission, query))
       .then(done, done);
   };
+  const countAccount = limiter ? accountLimit(limiter) : undefined;
+  /**
+   * What a read route (and an export) runs before validation and before its handler: the client
+   * address's count before the credential is looked at (a flood of bad keys from one address costs
+   * a counter), then authentication and admission with the route's query schema; the account's
+   * count once the key is known and the request admitted.
+   */
+  const guards = (op: Operation, query = op.query) => ({
+    preValidation: (req: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void) => {
+      if (limiter?.limitsAddresses) {
+        return void Promise.resolve(limiter.addressOf(req.ip)).then((d) => {
+          const refusal = applyDecision(reply, d);
+          if (refusal) return done(refusal);
+          authenticateRead(op, req, done, query);
+        }, done);
+      }
+      authenticateRead(op, req, done, query);
+    },
+    ...(countAccount ? { preHandler: countAccount } : {}),
+  });
   /** A read's context: the caller's bounded view of the store, within the request's deadline (wall time, whatever clock the answers use). */
   const readContext = (op: Operation, principal: Principal, now: Date) => {
     const deadline = Date.now() + admission.opts.deadlineMs;
@@ -224,20 +244,19 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
   }
   deps.devAuth?.routes(app);
 
-  readRoutes(app, deps, { limiter, authenticateRead, readContext, cursors, changes, slots: admission.opts.slots });
+  readRoutes(app, deps, { guards, readContext, cursors, changes, slots: admission.opts.slots });
   if (deps.rest !== false) {
     const limits = deps.exportLimits ?? EXPORT_LIMITS;
     exportRoutes(app, {
-      limiter,
-      accountLimit: limiter ? accountLimit(limiter) : undefined,
-      authenticate: authenticateRead,
+      guards,
       readContext,
       cursors,
       clock,
       limits,
       budget: new ExportRowBudget(
         limits.rowsPerMinute,
-        deps.exportRedis ?? (deps.rateLimits?.redis ? { redis: deps.rateLimits.redis, prefix: 'signalbase' } : undefined),
+        deps.exportRedis ??
+          (deps.rateLimits?.redis ? { redis: deps.rateLimits.redis, prefix: deps.rateLimits.redisPrefix ?? 'signalbase' } : undefined),
       ),
     });
   }
@@ -246,9 +265,8 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
 
 /** What the read routes share with the MCP routes: the limiter, the credential check and a read's context. */
 interface ReadRouting {
-  limiter: RateLimiter | undefined;
   changes: Changes;
-  authenticateRead: (op: Operation, req: FastifyRequest, done: (err?: Error) => void, query?: Operation['query']) => void;
+  guards: Guards;
   readContext: (
     op: Operation,
     principal: Principal,
@@ -385,7 +403,7 @@ function publicRoutes(app: FastifyInstance, deps: ApiDeps, health: NonNullable<A
 
 /** The reads of the registry, one route per operation and version: authentication, rate limit, admission, the read cache and ETags. */
 function readRoutes(app: FastifyInstance, deps: ApiDeps, r: ReadRouting): void {
-  const { limiter, authenticateRead, readContext, cursors, changes } = r;
+  const { guards, readContext, cursors, changes } = r;
   const clock = deps.clock ?? Date.now;
   // A commit wakes every held poll at once: they read again a slot's worth at a time, through a
   // gate of their own instead of admission (whose queue they overflowed, and whose per-account
@@ -449,7 +467,6 @@ function readRoutes(app: FastifyInstance, deps: ApiDeps, r: ReadRouting): void {
     }
   };
   const metrics = deps.metrics;
-  const limit = limiter ? accountLimit(limiter) : undefined;
   for (const op of deps.rest === false ? [] : OPERATIONS) {
     for (const version of op.versions) {
       app.route({
@@ -462,19 +479,7 @@ function readRoutes(app: FastifyInstance, deps: ApiDeps, r: ReadRouting): void {
           ? { handlerTimeout: (deps.admission?.opts.deadlineMs ?? admissionDefaults().deadlineMs) + 2_000 + MAX_WAIT_SECONDS * 1000 }
           : {}),
         // Authentication runs before validation: a caller without a valid key learns nothing about parameters.
-        preValidation: (req, reply, done) => {
-          if (limiter?.limitsAddresses) {
-            // Before the credential is looked at: a flood of bad keys from one address costs a counter.
-            return void Promise.resolve(limiter.addressOf(req.ip)).then((d) => {
-              const refusal = applyDecision(reply, d);
-              if (refusal) return done(refusal);
-              authenticateRead(op, req, done);
-            }, done);
-          }
-          authenticateRead(op, req, done);
-        },
-        // Counted once the key is known and the request admitted.
-        ...(limit ? { preHandler: limit } : {}),
+        ...guards(op),
         handler: async (req, reply) => {
           const query = req.query as Record<string, unknown>;
           const { ctx, run } = readContext(op, req.principal!, req.startedAt);
