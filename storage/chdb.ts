@@ -1,4 +1,5 @@
 import { mkdirSync } from 'node:fs';
+import { formatQueryParams } from '@clickhouse/client-common';
 import { Session } from 'chdb';
 import { bindDatabase, checkIdentifier, INSERT_SETTINGS, type Params, type QueryOptions, type Store } from './port.ts';
 import { parseRows } from './rows.ts';
@@ -10,23 +11,52 @@ import { parseRows } from './rows.ts';
  * projector's inserts: a 2 ms read waited up to 275 ms behind 300k-row inserts, 9-60 ms on a
  * session of its own) opens a session of its own on the same path.
  */
-const sessions = new Map<string, { session: Session; users: number }>();
+interface SessionState {
+  session: Session;
+  /** Settings a SET left on the session (chdb takes none per call). */
+  sticky: Map<string, string>;
+  /** The session's statements in turn: a statement's SET and the statement itself are one step. */
+  tail: Promise<unknown>;
+}
+const sessions = new Map<string, { state: SessionState; users: number }>();
 
-/** The shared session of `path`, or (`own`) a session of the caller's own on it. */
-function openSession(path: string, own: boolean): Session {
-  const entry = own ? undefined : sessions.get(path);
-  if (entry) {
-    entry.users++;
-    return entry.session;
-  }
+/**
+ * The most bytes of SQL the parser takes: a statement's parameters travel in its SET (bindings),
+ * and a projector batch's id lists run to megabytes.
+ */
+const MAX_QUERY_SIZE = 256 * 2 ** 20;
+
+function newSession(path: string): SessionState {
   mkdirSync(path, { recursive: true });
   const session = new Session(path);
-  if (!own) sessions.set(path, { session, users: 1 });
-  return session;
+  return { session, sticky: new Map(), tail: session.queryAsync(`SET max_query_size = ${MAX_QUERY_SIZE}`, { format: 'Null' }) };
 }
 
-/** The SET that gives a session the settings `wanted` (resetting what an earlier SET left and is not wanted), or '' when it has them. */
-function settingsStatement(sticky: Map<string, string>, wanted: Readonly<Record<string, string | number>> | undefined): string {
+/** The shared session of `path`, or (`own`) a session of the caller's own on it. */
+function openSession(path: string, own: boolean): SessionState {
+  if (own) return newSession(path);
+  const entry = sessions.get(path);
+  if (entry) {
+    entry.users++;
+    return entry.state;
+  }
+  const state = newSession(path);
+  sessions.set(path, { state, users: 1 });
+  return state;
+}
+
+/** Runs `step` on the session after the statements before it (another store sharing the session may be between a SET and its statement). */
+function inTurn<T>(state: SessionState, step: (session: Session) => Promise<T>): Promise<T> {
+  const run = state.tail.then(
+    () => step(state.session),
+    () => step(state.session),
+  );
+  state.tail = run.catch(() => {});
+  return run;
+}
+
+/** The SET parts that give a session the settings `wanted` (resetting what an earlier SET left and is not wanted). */
+function settingsParts(sticky: Map<string, string>, wanted: Readonly<Record<string, string | number>> | undefined): string[] {
   const parts: string[] = [];
   for (const name of sticky.keys())
     if (!wanted || !(name in wanted)) {
@@ -40,17 +70,35 @@ function settingsStatement(sticky: Map<string, string>, wanted: Readonly<Record<
     parts.push(`${checkIdentifier(name)} = ${text}`);
     sticky.set(name, text);
   }
-  return parts.length ? `SET ${parts.join(', ')}` : '';
+  return parts;
 }
 
-interface Lane {
-  session: Session;
-  sticky: Map<string, string>;
+const PLACEHOLDER = /\{([A-Za-z_][A-Za-z0-9_]*):/g;
+
+/**
+ * The SET parts that bind a statement's `{name:Type}` parameters on its session: ClickHouse's
+ * session query parameters (`SET param_name = 'value'`, as clickhouse-client binds them), the value
+ * in the text form of the HTTP interface's `param_name` (@clickhouse/client's own formatter, so
+ * both stores bind alike) quoted as a string literal by the same formatter. chdb's own binding
+ * (queryBindAsync) runs one parameterised statement at a time in the whole process (its parameter
+ * state is not per connection): the API's reads and the projector queued behind each other on
+ * one core. Values stay out of the statement's text; a parameter left on the session by an
+ * earlier statement is never read in place of a missing one (refused here, as chdb would).
+ */
+function paramParts(sql: string, params: Params): string[] {
+  for (const [, name] of sql.matchAll(PLACEHOLDER))
+    if (!Object.hasOwn(params, name!)) throw new Error(`query parameter ${name} is not bound`);
+  return Object.entries(params).map(([name, value]) => {
+    const text = formatQueryParams({ value });
+    // A NUL would end the statement's text in the engine: written as its escape.
+    const literal = formatQueryParams({ value: text, wrapStringInQuotes: true }).replaceAll('\0', '\\0');
+    return `param_${checkIdentifier(name)} = ${literal}`;
+  });
 }
 
 export class ChdbStore implements Store {
   readonly database: string;
-  private readonly session: Session;
+  private readonly session: SessionState;
   private readonly own: boolean;
   /** Settings of every statement on this store's sessions (set once per session). */
   private readonly sessionSettings: Readonly<Record<string, number>>;
@@ -59,9 +107,9 @@ export class ChdbStore implements Store {
    * Reads of an API answer concurrently only on sessions of their own (a session runs one
    * statement at a time): `sessions` > 1 opens that many, and each query takes a free one.
    */
-  private readonly lanes: Lane[];
-  private readonly free: Lane[];
-  private readonly waiting: ((lane: Lane) => void)[] = [];
+  private readonly lanes: SessionState[];
+  private readonly free: SessionState[];
+  private readonly waiting: ((lane: SessionState) => void)[] = [];
 
   constructor(
     readonly path: string,
@@ -73,8 +121,8 @@ export class ChdbStore implements Store {
     const n = Math.max(1, Math.floor(opts.sessions ?? 1));
     this.own = opts.ownSession === true || n > 1;
     this.session = openSession(path, this.own);
-    this.lanes = [{ session: this.session, sticky: new Map() }];
-    for (let i = 1; i < n; i++) this.lanes.push({ session: openSession(path, true), sticky: new Map() });
+    this.lanes = [this.session];
+    for (let i = 1; i < n; i++) this.lanes.push(openSession(path, true));
     this.free = [...this.lanes];
   }
 
@@ -83,11 +131,11 @@ export class ChdbStore implements Store {
     return this.lanes.length;
   }
 
-  private take(): Promise<Lane> | Lane {
+  private take(): Promise<SessionState> | SessionState {
     return this.free.pop() ?? new Promise((resolve) => this.waiting.push(resolve));
   }
 
-  private give(lane: Lane): void {
+  private give(lane: SessionState): void {
     const next = this.waiting.shift();
     if (next) next(lane);
     else this.free.push(lane);
@@ -95,42 +143,40 @@ export class ChdbStore implements Store {
 
   async init(): Promise<this> {
     const set = Object.entries(this.sessionSettings).map(([name, value]) => `${checkIdentifier(name)} = ${Number(value)}`);
-    if (set.length && this.own) for (const lane of this.lanes) await lane.session.queryAsync(`SET ${set.join(', ')}`, { format: 'Null' });
-    await this.session.queryAsync(`CREATE DATABASE IF NOT EXISTS ${this.database}`);
+    if (set.length && this.own)
+      for (const lane of this.lanes) await inTurn(lane, (s) => s.queryAsync(`SET ${set.join(', ')}`, { format: 'Null' }));
+    await inTurn(this.session, (s) => s.queryAsync(`CREATE DATABASE IF NOT EXISTS ${this.database}`));
     return this;
   }
 
   async query<T>(sql: string, params: Params = {}, opts?: QueryOptions): Promise<T[]> {
-    return parseRows<T>(await this.run(sql, params, 'JSONCompactEachRowWithNames', opts?.settings, opts?.short === true));
+    return parseRows<T>(await this.run(sql, params, 'JSONCompactEachRowWithNames', opts?.settings));
   }
 
   async exec(sql: string, params: Params = {}): Promise<void> {
-    await this.run(sql, params, 'Null', undefined, false);
+    await this.run(sql, params, 'Null', undefined);
   }
 
-  private async run(sql: string, params: Params, format: string, settings: QueryOptions['settings'], short: boolean): Promise<string> {
+  private async run(sql: string, params: Params, format: string, settings: QueryOptions['settings']): Promise<string> {
+    const bound = bindDatabase(sql, this.database);
+    const bindings = paramParts(bound, params);
     const lane = await this.take();
-    // chdb takes no settings per call: a SET, which stays on the session, so a lane's next
-    // statement resets what it does not want.
-    const set = settingsStatement(lane.sticky, settings);
     try {
-      if (set) await lane.session.queryAsync(set, { format: 'Null' });
-      const bound = bindDatabase(sql, this.database);
-      // chdb runs queryBindAsync one parameterised query at a time in the whole process (it chains
-      // them: its parameter state is not per connection), so a short read on a session of this
-      // store's own goes through the streaming path instead, which binds per query and runs beside
-      // the others; it plans the query on the event loop, so long reads (whose planning is long)
-      // keep the chained path. A session shared with other stores may have another's stream open.
-      if (format === 'Null' || !short || !this.own) return (await lane.session.queryBindAsync(bound, params, { format })).text();
-      return await streamedText(lane.session.queryStreamBind(bound, params, { format }));
-    } catch (err) {
-      // Whether the SET took effect is not known: set (or reset) those names again next time.
-      for (const name of Object.keys(settings ?? {})) lane.sticky.set(name, '?');
-      // chdb keeps what a failed statement had written of its answer (its header, rows before a
-      // limit hit) and hands it out at the front of the session's next answer: a statement whose
-      // answer is thrown away takes it.
-      await lane.session.queryAsync('SELECT 1', { format: 'Null' }).catch(() => {});
-      throw err;
+      return await inTurn(lane, async (session) => {
+        const set = [...settingsParts(lane.sticky, settings), ...bindings];
+        try {
+          if (set.length) await session.queryAsync(`SET ${set.join(', ')}`, { format: 'Null' });
+          return (await session.queryAsync(bound, { format })).text();
+        } catch (err) {
+          // Whether the SET took effect is not known: set (or reset) those names again next time.
+          for (const name of Object.keys(settings ?? {})) lane.sticky.set(name, '?');
+          // chdb keeps what a failed statement had written of its answer (its header, rows before a
+          // limit hit) and hands it out at the front of the session's next answer: a statement whose
+          // answer is thrown away takes it.
+          await session.queryAsync('SELECT 1', { format: 'Null' }).catch(() => {});
+          throw err;
+        }
+      });
     } finally {
       this.give(lane);
     }
@@ -157,17 +203,18 @@ export class ChdbStore implements Store {
   ): Promise<void> {
     if (!rows.length) return;
     const json = JSON.stringify(rows);
-    // On a session of its own like any statement: an insert beside a streamed read on the same
-    // session made that read come back empty now and then (test/apps/migrate.test.ts, issue 26).
+    // On a lane like any statement.
     const lane = await this.take();
     try {
-      await lane.session.insert({
-        table: `${this.database}.${checkIdentifier(table)}`,
-        ...(columns ? { columns: columns.map(checkIdentifier) } : {}),
-        values: Buffer.from(format === 'JSONCompactEachRow' ? json.slice(1, -1) : json),
-        format,
-        settings: INSERT_SETTINGS,
-      });
+      await inTurn(lane, (session) =>
+        session.insert({
+          table: `${this.database}.${checkIdentifier(table)}`,
+          ...(columns ? { columns: columns.map(checkIdentifier) } : {}),
+          values: Buffer.from(format === 'JSONCompactEachRow' ? json.slice(1, -1) : json),
+          format,
+          settings: INSERT_SETTINGS,
+        }),
+      );
     } finally {
       this.give(lane);
     }
@@ -175,21 +222,23 @@ export class ChdbStore implements Store {
 
   /** Drops this store's database (tests). */
   async drop(): Promise<void> {
-    await this.session.queryAsync(`DROP DATABASE IF EXISTS ${this.database}`);
+    await inTurn(this.session, (s) => s.queryAsync(`DROP DATABASE IF EXISTS ${this.database}`));
   }
 
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    // What is under way on a lane ends first.
+    await Promise.all(this.lanes.map((lane) => lane.tail));
     for (const lane of this.lanes.slice(1)) lane.session.close();
     if (this.own) {
-      this.session.close();
+      this.session.session.close();
       return;
     }
     const entry = sessions.get(this.path);
     if (entry && --entry.users === 0) {
       sessions.delete(this.path);
-      entry.session.close();
+      entry.state.session.close();
     }
   }
 }
@@ -200,27 +249,4 @@ export async function openChdbStore(
   opts?: { ownSession?: boolean; sessions?: number; sessionSettings?: Record<string, number> },
 ): Promise<ChdbStore> {
   return new ChdbStore(path, database, opts).init();
-}
-
-/**
- * The text of a streamed JSONCompactEachRowWithNames answer as one answer: chdb writes each block
- * of a stream with its own line of names, which would read as a row of the next block's values
- * (issue 26: an asset id `'assetId'` in a query's parameters, a 500). Each block's names line is
- * dropped but the first; a block that does not start with it is a fault, not rows to guess at.
- */
-async function streamedText(chunks: AsyncIterable<{ text(): string }>): Promise<string> {
-  let text = '';
-  let names: string | undefined;
-  for await (const chunk of chunks) {
-    const t = chunk.text();
-    if (!t) continue;
-    const nl = t.indexOf('\n');
-    const head = nl === -1 ? t : t.slice(0, nl + 1);
-    if (names === undefined) {
-      names = head;
-      text = t;
-    } else if (head === names) text += t.slice(head.length);
-    else throw new Error('a streamed answer block did not start with its column names');
-  }
-  return text;
 }

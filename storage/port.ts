@@ -46,8 +46,6 @@ export interface QueryOptions {
   settings?: Readonly<Record<string, string | number>>;
   /** The longest the caller waits for the answer (a server that stopped answering), in ms. */
   timeoutMs?: number;
-  /** A short read (a list page) that should not wait behind long ones (an adapter may run it on another path). */
-  short?: boolean;
 }
 
 /**

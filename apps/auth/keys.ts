@@ -166,7 +166,6 @@ export class ApiKeyAuthenticator {
         LEFT JOIN (SELECT * FROM ${ACCOUNTS_TABLE} FINAL WHERE deleted = 0) AS a ON a.id = k.accountId
         LIMIT 1`,
         { hash },
-        { short: true },
       );
     } catch {
       throw new ApiError('AUTHENTICATION_UNAVAILABLE', 'Authentication is temporarily unavailable; retry shortly');
@@ -185,7 +184,6 @@ export async function accountById(store: Store, id: string): Promise<AccountRow 
       SELECT a.id AS accountId, ${ACCOUNT_COLUMNS}
       FROM (SELECT * FROM ${ACCOUNTS_TABLE} FINAL WHERE id = {id:String} AND deleted = 0) AS a LIMIT 1`,
       { id },
-      { short: true },
     );
     return rows[0] ?? null;
   } catch {

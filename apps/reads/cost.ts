@@ -381,7 +381,7 @@ export function boundedStore(store: Store, cost: ReadCost, deadline: number, slo
         ...(slot.priority > 1 ? { os_thread_priority: 19, max_threads: 1 } : {}),
         ...opts?.settings,
       };
-      return await store.query<T>(sql, params, { settings, timeoutMs: timeMs + 2_000, short: cost === LIST_COST });
+      return await store.query<T>(sql, params, { settings, timeoutMs: timeMs + 2_000 });
     } catch (err) {
       // A timeout that is the deadline's, not the read's own bound, says so.
       const failure = readFailure(err);
