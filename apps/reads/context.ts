@@ -105,6 +105,38 @@ export function perDataVersion<T>(
   };
 }
 
+/** Entries a keyed memo holds per store at most (the oldest go first). */
+const KEYED_MAX = 256;
+const keyedMemos = new WeakMap<Store, Map<string, Memo>>();
+
+/**
+ * A value kept per store and `key` until a commit touches `deps`, which may be narrower than whole
+ * tables (issue 26: the events of a few ineligible assets last while new events land on others).
+ * `make` must read nothing but `deps`. Kept like perDataVersion (not without a change log, not
+ * past a rejection); a read that uses the value depends on its tables too.
+ */
+export async function keptUntilChanged<T>(ctx: ReadContext, key: string, deps: Dependencies, make: () => Promise<T>): Promise<T> {
+  const changes = ctx.changes;
+  const seq = changes ? await changes.current() : Number.NaN;
+  for (const t of deps.tables) ctx.reads?.add(t);
+  if (!changes || !Number.isFinite(seq)) return make();
+  const store = baseStore(ctx.store);
+  let held = keyedMemos.get(store);
+  if (!held) keyedMemos.set(store, (held = new Map()));
+  const had = held.get(key);
+  if (had && !changes.changedSince(had.deps, had.seq)) return had.value as Promise<T>;
+  const value = make();
+  const memo: Memo = { seq, deps, value };
+  held.delete(key);
+  held.set(key, memo);
+  if (held.size > KEYED_MAX) held.delete(held.keys().next().value!);
+  const kept = held;
+  value.catch(() => {
+    if (kept.get(key) === memo) kept.delete(key);
+  });
+  return value;
+}
+
 /**
  * The store as a read sees it, noting in `into` every table its queries name (views as the tables
  * under them): what a cached answer is kept until a commit touches.

@@ -220,4 +220,32 @@ describe('issue 26: change tracking', () => {
     expect(priceOf(await get(cached, a2), p2)).toBe(130);
     expect(comparable(await get(cached, a2))).toEqual(comparable(await get(fresh, a2)));
   });
+
+  it('events on eligible assets keep the held events of an ineligible asset; an event on it ends them', async () => {
+    // Asset 9 has no active market: the activity counts take its events back, held in memory.
+    await h.given([
+      build.asset(9, { markets: [{ quoteSymbol: 'USD', active: false, preferred: true }] }),
+      build.event(nextEvent++, { traderId: 1, assetId: 9, timeOfEvent: iso(clock.now - 5 * MIN) }),
+      build.event(nextEvent++, { traderId: 2, assetId: 9, timeOfEvent: iso(clock.now - 4 * MIN) }),
+    ]);
+    const url = '/v2/activity-summaries?groupBy=trader&interval=hour';
+    const heldRead = (spy: { mock: { calls: unknown[][] } }) =>
+      spy.mock.calls.some(([, params]) => ((params as { excludedAssets?: number[] } | undefined)?.excludedAssets ?? []).includes(9));
+    expect(comparable(await get(cached, url))).toEqual(comparable(await get(fresh, url)));
+
+    await h.given([build.event(nextEvent++, { traderId: 2, assetId: 1, timeOfEvent: iso(clock.now - 3 * MIN) })]);
+    let spy = vi.spyOn(h.store, 'query');
+    const afterEligible = await get(cached, url);
+    expect(spy).toHaveBeenCalled(); // the answer was read again: a commit changed its events
+    expect(heldRead(spy)).toBe(false);
+    spy.mockRestore();
+    expect(comparable(afterEligible)).toEqual(comparable(await get(fresh, url)));
+
+    await h.given([build.event(nextEvent++, { traderId: 1, assetId: 9, timeOfEvent: iso(clock.now - 2 * MIN) })]);
+    spy = vi.spyOn(h.store, 'query');
+    const afterIneligible = await get(cached, url);
+    expect(heldRead(spy)).toBe(true);
+    spy.mockRestore();
+    expect(comparable(afterIneligible)).toEqual(comparable(await get(fresh, url)));
+  });
 });

@@ -582,7 +582,7 @@ interface ExcludedEvent extends Taken {
 function excludedEvents(ctx: ReadContext, assets: readonly number[]): Promise<readonly ExcludedEvent[] | null> {
   return heldRows(
     ctx,
-    `events:${assets.join(',')}`,
+    { key: `events:${assets.join(',')}`, table: EVENTS_TABLE, assets },
     CORRECTION_LIMITS.maxHeldEvents,
     (limit) =>
       currentStatements<{ g: number; t: number; type: string; direction: string }>(

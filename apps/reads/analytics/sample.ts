@@ -1,6 +1,5 @@
 import type { DirectionBias, TimeBasedPerformance } from '../../../schemas/api/analytics.ts';
 import { WINDOWS, type WindowName } from '../../../schemas/api/resources.ts';
-import { ANY_TABLE } from '../../../storage/changes.ts';
 import type { Store } from '../../../storage/port.ts';
 import type { Table } from '../../../storage/table.ts';
 import { MESSAGES_TABLE } from '../../../storage/tables/messages.ts';
@@ -8,7 +7,7 @@ import { POSITION_SAMPLES_TABLE } from '../../../storage/tables/performance.ts';
 import { PRICES_TABLE } from '../../../storage/tables/prices.ts';
 import { EVENTS_TABLE } from '../../../storage/tables/trading.ts';
 import { earliest } from '../clock.ts';
-import { perDataVersion, type ReadContext } from '../context.ts';
+import { keptUntilChanged, perDataVersion, type ReadContext } from '../context.ts';
 import { type Facts, permits, signalTraders } from '../facts.ts';
 import { type PageFacts, Where } from '../list.ts';
 import type { Principal } from '../principal.ts';
@@ -356,35 +355,24 @@ export function directionBias(longCount: number, shortCount: number): DirectionB
   return { label, longCount, shortCount, longPercentage, shortPercentage };
 }
 
-// Filled lazily by each read's own loader: whatever table a commit writes may change it.
-const heldMemo = perDataVersion(() => new Map<string, Promise<readonly unknown[] | null>>(), { tables: [ANY_TABLE] });
-
 /**
  * Rows a read takes back in memory instead of excluding them in its query (positions or events on
  * ineligible assets: few, and an asset condition reads a column of every row), loaded once per
- * data version and `key`, ordered by `time`; null when there are more than `max` (the read then
- * excludes them in SQL). `load(limit)` reads at most `limit` rows.
+ * `key` until a commit touches the assets they are on in `table` (any asset, for a table whose
+ * changes do not say which), ordered by `time`; null when there are more than `max` (the read
+ * then excludes them in SQL). `load(limit)` reads at most `limit` rows of `table` on `assets`.
  */
 export function heldRows<R>(
   ctx: ReadContext,
-  key: string,
+  held: { key: string; table: Table; assets: readonly number[] },
   max: number,
   load: (limit: number) => Promise<R[]>,
   time: (r: R) => number,
 ): Promise<readonly R[] | null> {
-  return heldMemo(ctx).then((memo) => {
-    const k = `${key}/${max}`;
-    let rows = memo.get(k) as Promise<readonly R[] | null> | undefined;
-    if (!rows) {
-      const loading = load(max + 1).then((r) => (r.length > max ? null : r.sort((x, y) => time(x) - time(y))));
-      memo.set(k, loading);
-      loading.catch(() => {
-        if (memo.get(k) === loading) memo.delete(k);
-      });
-      rows = loading;
-    }
-    return rows;
-  });
+  const deps = { tables: new Set([held.table.name]), traders: null, assets: held.table.changes?.asset ? held.assets : null };
+  return keptUntilChanged(ctx, `held:${held.key}/${max}`, deps, () =>
+    load(max + 1).then((r) => (r.length > max ? null : r.sort((x, y) => time(x) - time(y)))),
+  );
 }
 
 /** Calls `f` on each held row (ordered by `time`) with from <= time < to: one run of them, found by a binary search. */
@@ -406,7 +394,7 @@ export const SAMPLE_LIMITS = { maxHeldPositions: 100_000 };
 const ineligiblePositions = (ctx: ReadContext, assets: readonly number[]) =>
   heldRows(
     ctx,
-    `positions:${assets.join(',')}`,
+    { key: `positions:${assets.join(',')}`, table: POSITION_SAMPLES_TABLE, assets },
     SAMPLE_LIMITS.maxHeldPositions,
     (limit) =>
       ctx.store
