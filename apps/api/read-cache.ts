@@ -5,6 +5,7 @@ import type { Store } from '../../storage/port.ts';
 import type { Cache } from '../cache/port.ts';
 import type { CacheRule } from '../reads/cache-rule.ts';
 import { firstAfter } from '../reads/clock.ts';
+import type { Seen } from '../reads/context.ts';
 import type { CursorCodec, Key } from '../reads/cursor.ts';
 import { type ListMeta, PAGE_FACTS, type PageFacts } from '../reads/list.ts';
 import type { Principal } from '../reads/principal.ts';
@@ -302,7 +303,7 @@ export class ReadCache {
     key: string,
     rule: CacheRule,
     data: { results: unknown[]; meta: ListMeta | Record<string, unknown>; filtersApplied?: Record<string, unknown> },
-    read: { now: number; seq: number; deps: Dependencies },
+    read: { now: number; seq: number; deps: Dependencies; changes?: Changes },
     store: Store,
   ): Promise<Entry> {
     const { now, seq } = read;
@@ -320,7 +321,10 @@ export class ReadCache {
       deps: { t: [...read.deps.tables], tr: read.deps.traders, as: read.deps.assets },
       from: now,
       // An answer of a shape the entry cannot hold (a list page with filtersApplied, members it does not know): not kept.
-      expires: known && !unknownMembers && (list ? !data.filtersApplied : true) ? await this.until(rule, data, facts, now, store) : now,
+      expires:
+        known && !unknownMembers && (list ? !data.filtersApplied : true)
+          ? await this.until(rule, data, facts, now, store, read.changes && { changes: read.changes, seq })
+          : now,
     };
     if (facts?.window) header.window = facts.window;
     else if (range) header.range = JSON.stringify(range);
@@ -359,6 +363,7 @@ export class ReadCache {
     facts: PageFacts | undefined,
     now: number,
     store: Store,
+    seen: Seen | undefined,
   ): Promise<number> {
     let until = now + MAX_TTL_MS;
     if (rule.ttlMs) until = Math.min(until, now + rule.ttlMs(data as { results: any[] }, now));
@@ -369,10 +374,10 @@ export class ReadCache {
     // A read bounded by the account's history window without a window of its own (open positions, assets by trader).
     if (facts?.until !== undefined) until = Math.min(until, facts.until);
     // Instants found by queries of the read's own (analytics: rows coming of age, entering or leaving a default range).
-    if (facts?.later && until > now) until = Math.min(until, await facts.later(store, now));
+    if (facts?.later && until > now) until = Math.min(until, await facts.later(store, now, seen));
     for (const at of [w?.endAtNow ? rule.window : undefined, rule.inForce]) {
       if (!at || until <= now) continue;
-      const next = await firstAfter(store, at, now);
+      const next = await firstAfter(store, at, now, seen);
       if (next !== null) until = Math.min(until, next);
     }
     return until;

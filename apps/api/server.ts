@@ -509,7 +509,7 @@ function readRoutes(app: FastifyInstance, deps: ApiDeps, r: ReadRouting): void {
           entry ??= await cache.fill(key, now, seq, changes, async () => {
             const data = (await read()) as any;
             const dependencies = dependenciesOf(op.cache!, query, ctx.reads!);
-            return cache.put(key, op.cache!, data, { now, seq, deps: dependencies }, deps.store);
+            return cache.put(key, op.cache!, data, { now, seq, deps: dependencies, changes }, deps.store);
           });
           // A hit costs no query, no parse and no re-serialization: the stored bytes, then this answer's meta,
           // in a buffer that the entry takes back once the response is out.

@@ -1,6 +1,6 @@
-import { checkIdentifier, type Store } from '../../storage/port.ts';
+import { baseStore, checkIdentifier, type Store } from '../../storage/port.ts';
 import type { Table } from '../../storage/table.ts';
-import type { ReadContext } from './context.ts';
+import type { ReadContext, Seen } from './context.ts';
 import { PAGE_FACTS, type PageFacts } from './list.ts';
 
 /**
@@ -9,13 +9,34 @@ import { PAGE_FACTS, type PageFacts } from './list.ts';
  * be earlier than the true instant (the entry then ends early and is read again), never later.
  */
 
+/** What firstAfter found per store and column: each the first time after `from`, as of `seq`. */
+const firsts = new WeakMap<Store, Map<string, { from: number; t: number | null; seq: number }[]>>();
+/** Instants kept per column (reads ask from now, and from the start of a trailing window). */
+const FIRSTS_KEPT = 8;
+
 /**
  * The first time in `table.column` after `now` (ms), or null: when the clock reaches it, a row
  * of that table enters what a clock-relative read sees. Every table named here is ordered by
- * that column first or is small per key, and the read in order stops at the first row.
+ * that column first or is small per key, and the read in order stops at the first row. With
+ * `seen`, what was found for an earlier `now` answers a later one before that time (no row lies
+ * between them) until a commit writes the table (issue 26: every answer stored between two
+ * commits asked it again).
  */
-export async function firstAfter(store: Store, at: { table: Table; column: string }, now: number): Promise<number | null> {
+export async function firstAfter(store: Store, at: { table: Table; column: string }, now: number, seen?: Seen): Promise<number | null> {
   const column = checkIdentifier(at.column);
+  const deps = { tables: new Set([at.table.name]), traders: null, assets: null };
+  const known = seen && Number.isFinite(seen.seq) ? seen : undefined;
+  let kept: { from: number; t: number | null; seq: number }[] | undefined;
+  if (known) {
+    const base = baseStore(store);
+    let per = firsts.get(base);
+    if (!per) firsts.set(base, (per = new Map()));
+    const key = `${at.table.name}.${column}`;
+    kept = per.get(key)?.filter((e) => !known.changes.changedSince(deps, e.seq));
+    per.set(key, kept ?? (kept = []));
+    const hit = kept.find((e) => e.from <= now && (e.t === null || now < e.t));
+    if (hit) return hit.t;
+  }
   const [row] = await store.query<{ t: number | string }>(
     `
     SELECT toUnixTimestamp64Milli(${column}) AS t FROM ${at.table}
@@ -24,7 +45,12 @@ export async function firstAfter(store: Store, at: { table: Table; column: strin
     SETTINGS optimize_use_projections = 0`,
     { now },
   );
-  return row ? Number(row.t) : null;
+  const t = row ? Number(row.t) : null;
+  if (kept && known) {
+    kept.push({ from: now, t, seq: known.seq });
+    if (kept.length > FIRSTS_KEPT) kept.shift();
+  }
+  return t;
 }
 
 /** The earliest of some instants (ms; null and undefined: none); Infinity when there is none. */

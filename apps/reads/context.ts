@@ -22,6 +22,12 @@ export interface ReadContext {
   woken?: boolean;
 }
 
+/** The seq an answer was read at, and the commits since: what a fact found for it holds until (issue 26). */
+export interface Seen {
+  changes: Changes;
+  seq: number;
+}
+
 /**
  * Visibility as SQL (DESIGN 7): rows outside the policy are omitted inside the query. The
  * expressions passed in are column names of the read's own SQL (constants); the clause is the

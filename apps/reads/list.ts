@@ -2,7 +2,7 @@ import type { Store } from '../../storage/port.ts';
 import { identifier, type Sql, timeWindow } from '../../storage/sql.ts';
 import { beforeKey } from '../../storage/statements.ts';
 import type { Table } from '../../storage/table.ts';
-import type { ReadContext } from './context.ts';
+import type { ReadContext, Seen } from './context.ts';
 import { type CursorState, fingerprint, type Key, type KeyPart, type WindowBounds } from './cursor.ts';
 import { appliedTimeRange, historyRule, leavesAt, type Window, type WindowRule, windowAt, windowRule } from './window.ts';
 
@@ -36,7 +36,7 @@ export interface PageFacts {
    * with the base store): ms, Infinity for never. The tables they read are among the read's own
    * (ReadContext.reads), so a commit that would move the instant ends the entry.
    */
-  later?: (store: Store, now: number) => Promise<number>;
+  later?: (store: Store, now: number, seen?: Seen) => Promise<number>;
   /** The sort key of each row of the page, and the window it was read in (exports: a resume token per row). */
   keys?: Key[];
   w?: WindowBounds;

@@ -248,4 +248,30 @@ describe('issue 26: change tracking', () => {
     spy.mockRestore();
     expect(comparable(afterIneligible)).toEqual(comparable(await get(fresh, url)));
   });
+
+  it('answers stored between two commits ask once when a row next enters their default window; a commit of a dated row asks again', async () => {
+    const asksEntering = (spy: { mock: { calls: unknown[][] } }) =>
+      spy.mock.calls.filter(([sql]) => /FROM \S*events\s+WHERE timeOfEvent > /.test(String(sql))).length;
+    // A commit first, so that what an earlier test found is gone.
+    await h.given([build.event(nextEvent++, { traderId: 1, assetId: 2, timeOfEvent: iso(clock.now - 9 * MIN) })]);
+    let spy = vi.spyOn(h.store, 'query');
+    await get(cached, '/v2/events?traderIds=1&limit=2');
+    await get(cached, '/v2/events?traderIds=2&limit=2');
+    await get(cached, '/v2/events?assetIds=3&limit=2');
+    expect(asksEntering(spy)).toBe(1);
+    spy.mockRestore();
+
+    // An event of trader 3 dated 10 minutes ahead: trader 3's page must take it in when the clock gets there.
+    const ahead = nextEvent++;
+    await h.given([build.event(ahead, { traderId: 3, assetId: 1, timeOfEvent: iso(clock.now + 10 * MIN) })]);
+    spy = vi.spyOn(h.store, 'query');
+    const before = await get(cached, '/v2/events?traderIds=3&limit=2');
+    expect(asksEntering(spy)).toBe(1);
+    spy.mockRestore();
+    expect(before.data.results.map((e: any) => e.id)).not.toContain(ahead);
+    clock.now += 10 * MIN;
+    const after = await get(cached, '/v2/events?traderIds=3&limit=2');
+    expect(after.data.results.map((e: any) => e.id)).toContain(ahead);
+    expect(comparable(after)).toEqual(comparable(await get(fresh, '/v2/events?traderIds=3&limit=2')));
+  });
 });

@@ -128,12 +128,12 @@ function activityClock(ctx: ReadContext, q: ActivitySummariesQuery, range: { sta
   return {
     window,
     until,
-    async later(store, at) {
+    async later(store, at, seen) {
       let next = Number.POSITIVE_INFINITY;
       for (const t of times) {
-        if (endAtNow) next = earliest(next, await firstAfter(store, t, at));
+        if (endAtNow) next = earliest(next, await firstAfter(store, t, at, seen));
         if (lag !== null) {
-          const oldest = await firstAfter(store, t, windowAt(window, at).start! - 1);
+          const oldest = await firstAfter(store, t, windowAt(window, at).start! - 1, seen);
           if (oldest !== null) next = Math.min(next, oldest + lag + 1);
         }
       }

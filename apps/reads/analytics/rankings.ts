@@ -246,14 +246,19 @@ async function rankingClock(
   return {
     window,
     until: earliest(newYear, full),
-    async later(store, at) {
+    async later(store, at, seen) {
       const [fromSample, entering, eventEnters, eventLeaves] = [
         sampled ? await sampled(store, at) : null,
         endAtNow ? await firstOpenAfter(store, c.sampleWindow, at) : null,
-        endAtNow ? await firstAfter(store, { table: EVENTS_TABLE, column: 'timeOfEvent' }, at) : null,
+        endAtNow ? await firstAfter(store, { table: EVENTS_TABLE, column: 'timeOfEvent' }, at, seen) : null,
         // The first counted event at or after the sample's start (history window) leaves first.
         lag !== null
-          ? await firstAfter(store, { table: EVENTS_TABLE, column: 'timeOfEvent' }, clampToHistory(c.bounds, ctx.principal, at).start - 1)
+          ? await firstAfter(
+              store,
+              { table: EVENTS_TABLE, column: 'timeOfEvent' },
+              clampToHistory(c.bounds, ctx.principal, at).start - 1,
+              seen,
+            )
           : null,
       ];
       return earliest(fromSample, entering, eventEnters, eventLeaves === null ? null : eventLeaves + lag! + 1);
