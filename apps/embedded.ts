@@ -8,7 +8,7 @@ import { EmbeddedLog } from '../projectors/log/embedded.ts';
 import type { LogSubscription } from '../projectors/log/port.ts';
 import { migrateReadModels, PROJECTOR_GROUP, runProjector } from '../projectors/runner.ts';
 import { SCOPES } from '../schemas/topics/index.ts';
-import { ChangeLog, localChanges, touches } from '../storage/changes.ts';
+import { ChangeLog, localChanges, touches, wholeTables } from '../storage/changes.ts';
 import { type ChdbStore, openChdbStore } from '../storage/chdb.ts';
 import { compactStatements } from '../storage/compaction.ts';
 import { ACCESS_TABLES } from '../storage/tables/access.ts';
@@ -291,8 +291,7 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
   const t0 = Date.now();
   const ticker = setInterval(async () => say(`projecting the log: ${projected} records applied, ${await projector.lag()} to go`), 5000);
   // A compaction changes no answer, but replaces the parts that what is kept of a table's layout names (merged parts).
-  const onCompacted = (tables: string[]) =>
-    changeLog.add(++commits, { all: false, tables: new Map(tables.map((t) => [t, { traders: null, assets: null }])) });
+  const onCompacted = (tables: string[]) => changeLog.add(++commits, wholeTables(tables));
   const compaction = compactionQueue({ maintenance, say, closing: () => closing, onCompacted });
   const compactor = setInterval(compaction.run, COMPACTION_INTERVAL_MS);
   const firstCatchUp = projector

@@ -19,6 +19,13 @@ import { tableNamed } from './table.ts';
 export interface TableChange {
   traders: Set<number> | null;
   assets: Set<number> | null;
+  /** The range (ms, inclusive) of the times of its rows (the table's `changes.time`), null when any. */
+  times: TimeRange | null;
+}
+
+export interface TimeRange {
+  lo: number;
+  hi: number;
 }
 
 export interface ChangeSet {
@@ -31,6 +38,11 @@ export interface ChangeSet {
 const MAX_IDS = 1_000;
 
 export const emptyChangeSet = (): ChangeSet => ({ all: false, tables: new Map() });
+/** A change of every row of these tables (a compaction rewrote them). */
+export const wholeTables = (tables: readonly string[]): ChangeSet => ({
+  all: false,
+  tables: new Map(tables.map((t) => [t, { traders: null, assets: null, times: null }])),
+});
 export const everything = (): ChangeSet => ({ all: true, tables: new Map() });
 
 /**
@@ -41,6 +53,8 @@ export const everything = (): ChangeSet => ({ all: true, tables: new Map() });
 export class TableGraph {
   /** Table -> the tables an insert into it also writes (materialized views). */
   private readonly feeds = new Map<string, string[]>();
+  /** `source>target` of the views that copy rows as they are (SELECT *). */
+  private readonly copied = new Set<string>();
   /** View -> the tables it reads. */
   private readonly over = new Map<string, string[]>();
 
@@ -50,6 +64,7 @@ export class TableGraph {
       if (mv) {
         const [, target, source] = mv as unknown as [string, string, string];
         this.feeds.set(source, [...(this.feeds.get(source) ?? []), target]);
+        if (/\bAS\s+SELECT\s+\*\s+FROM\s+\$db\.\w+\s*$/i.test(text)) this.copied.add(`${source}>${target}`);
         continue;
       }
       const view = /CREATE VIEW(?: IF NOT EXISTS)?\s+\$db\.(\w+)[\s\S]*?\bAS\b([\s\S]*)/i.exec(text);
@@ -62,6 +77,11 @@ export class TableGraph {
     const out = [table];
     for (let i = 0; i < out.length; i++) for (const t of this.feeds.get(out[i]!) ?? []) if (!out.includes(t)) out.push(t);
     return out;
+  }
+
+  /** Whether a view writes into `target` the very rows inserted into `source`. */
+  copies(source: string, target: string): boolean {
+    return this.copied.has(`${source}>${target}`);
   }
 
   /** The tables a read naming `name` depends on: the tables under a view, else the table itself. */
@@ -78,18 +98,44 @@ export function recordChanges<T>(into: ChangeSet, fn: () => Promise<T>): Promise
   return recording.run(into, fn);
 }
 
-function touch(set: ChangeSet, graph: TableGraph, table: string, ids: (dim: 'trader' | 'asset') => Iterable<number> | null): void {
+/**
+ * Notes a write of rows into `table` (and what views copy them into). `values(column)`: the
+ * written rows' values of a column, null when not known.
+ */
+function touch(set: ChangeSet, graph: TableGraph, table: string, values: (column: string) => unknown[] | null): void {
   if (set.all) return;
   for (const name of graph.written(table)) {
-    const dims = name === table ? tableNamed(name)?.changes : undefined;
+    // A view that copies the rows as they are (SELECT *) writes the same values.
+    const dims = name === table || graph.copies(table, name) ? tableNamed(name)?.changes : undefined;
+    const ids = (column: string | undefined) => (column ? (values(column)?.map(Number) ?? null) : null);
     let c = set.tables.get(name);
     if (!c) {
-      c = { traders: new Set(), assets: new Set() };
+      c = { traders: new Set(), assets: new Set(), times: { lo: Number.POSITIVE_INFINITY, hi: Number.NEGATIVE_INFINITY } };
       set.tables.set(name, c);
     }
-    c.traders = merge(c.traders, dims?.trader ? ids('trader') : null);
-    c.assets = merge(c.assets, dims?.asset ? ids('asset') : null);
+    c.traders = merge(c.traders, ids(dims?.trader));
+    c.assets = merge(c.assets, ids(dims?.asset));
+    c.times = widen(c.times, dims?.time ? values(dims.time) : null);
   }
+}
+
+/** A time value as written (ms, or an ISO date-time), in ms; NaN when it is neither. */
+function timeOf(v: unknown): number {
+  if (typeof v === 'number' || typeof v === 'bigint') return Number(v);
+  if (typeof v !== 'string') return Number.NaN;
+  return /^-?\d+$/.test(v) ? Number(v) : Date.parse(v);
+}
+
+function widen(into: TimeRange | null, values: unknown[] | null): TimeRange | null {
+  if (into === null || values === null) return null;
+  let { lo, hi } = into;
+  for (const v of values) {
+    const t = timeOf(v);
+    if (Number.isNaN(t)) return null;
+    if (t < lo) lo = t;
+    if (t > hi) hi = t;
+  }
+  return { lo, hi };
 }
 
 function merge(into: Set<number> | null, ids: Iterable<number> | null): Set<number> | null {
@@ -139,20 +185,15 @@ export function recordingStore(store: Store, graph: TableGraph): Store {
     },
     insert(table: string, rows: readonly object[]) {
       const set = recording.getStore();
-      if (set && rows.length)
-        touch(set, graph, table, (dim) => {
-          const col = tableNamed(table)?.changes?.[dim];
-          return col ? rows.map((r) => Number((r as Record<string, unknown>)[col])) : null;
-        });
+      if (set && rows.length) touch(set, graph, table, (column) => rows.map((r) => (r as Record<string, unknown>)[column]));
       return store.insert(table, rows);
     },
     insertCompact(table: string, columns: readonly string[], rows: readonly unknown[][]) {
       const set = recording.getStore();
       if (set && rows.length)
-        touch(set, graph, table, (dim) => {
-          const col = tableNamed(table)?.changes?.[dim];
-          const i = col ? columns.indexOf(col) : -1;
-          return i < 0 ? null : rows.map((r) => Number(r[i]));
+        touch(set, graph, table, (column) => {
+          const i = columns.indexOf(column);
+          return i < 0 ? null : rows.map((r) => r[i]);
         });
       return store.insertCompact(table, columns, rows);
     },
@@ -162,15 +203,20 @@ export function recordingStore(store: Store, graph: TableGraph): Store {
 
 /** A change set as JSON (for the shared change log of distributed mode), and back. */
 export function encodeChangeSet(set: ChangeSet): string {
-  const tables: Record<string, { t: number[] | null; a: number[] | null }> = {};
-  for (const [name, c] of set.tables) tables[name] = { t: c.traders && [...c.traders], a: c.assets && [...c.assets] };
+  const tables: Record<string, { t: number[] | null; a: number[] | null; s?: [number, number] | null }> = {};
+  for (const [name, c] of set.tables)
+    tables[name] = { t: c.traders && [...c.traders], a: c.assets && [...c.assets], s: c.times && [c.times.lo, c.times.hi] };
   return JSON.stringify({ all: set.all, tables });
 }
 
 export function decodeChangeSet(json: string): ChangeSet {
-  const o = JSON.parse(json) as { all: boolean; tables: Record<string, { t: number[] | null; a: number[] | null }> };
+  const o = JSON.parse(json) as {
+    all: boolean;
+    tables: Record<string, { t: number[] | null; a: number[] | null; s?: [number, number] | null }>;
+  };
   const tables = new Map<string, TableChange>();
-  for (const [name, c] of Object.entries(o.tables)) tables.set(name, { traders: c.t && new Set(c.t), assets: c.a && new Set(c.a) });
+  for (const [name, c] of Object.entries(o.tables))
+    tables.set(name, { traders: c.t && new Set(c.t), assets: c.a && new Set(c.a), times: c.s ? { lo: c.s[0], hi: c.s[1] } : null });
   return { all: o.all, tables };
 }
 
@@ -182,9 +228,16 @@ export interface Dependencies {
   tables: ReadonlySet<string>;
   traders: readonly number[] | null;
   assets: readonly number[] | null;
+  /**
+   * Only rows dated in these ranges (ms, inclusive; the time column of each table's `changes`)
+   * matter, in every table of `tables`; absent: any time.
+   */
+  times?: readonly TimeRange[];
 }
 
 const overlaps = (a: Set<number> | null, b: readonly number[] | null): boolean => a === null || b === null || b.some((x) => a.has(x));
+const inTimes = (c: TimeRange | null, ranges: readonly TimeRange[] | undefined): boolean =>
+  c === null || ranges === undefined || ranges.some((r) => c.lo <= r.hi && c.hi >= r.lo);
 
 /** Whether a change set touches what `deps` was read from. */
 export function intersects(set: ChangeSet, deps: Dependencies): boolean {
@@ -192,7 +245,7 @@ export function intersects(set: ChangeSet, deps: Dependencies): boolean {
   if (deps.tables.has(ANY_TABLE)) return set.tables.size > 0;
   for (const t of deps.tables) {
     const c = set.tables.get(t);
-    if (c && overlaps(c.traders, deps.traders) && overlaps(c.assets, deps.assets)) return true;
+    if (c && overlaps(c.traders, deps.traders) && overlaps(c.assets, deps.assets) && inTimes(c.times, deps.times)) return true;
   }
   return false;
 }

@@ -10,9 +10,11 @@ export interface Table {
    * The columns whose values a change of this table is tracked by (storage/changes.ts): only for
    * tables where the rows written name every owner a write touches: statement tables with these
    * columns in their sorting key (a row that moves to another trader or asset leaves a tombstone at
-   * its old one), or tables whose key holds them (a row never moves: prices by asset).
+   * its old one), or tables whose key holds them (a row never moves: prices by asset). `time`: a
+   * column of the sorting key in ms or ISO date-time, whose range over the rows written a change
+   * records too (a row that moves in time leaves its tombstone at the old time).
    */
-  readonly changes?: { readonly trader?: string; readonly asset?: string };
+  readonly changes?: { readonly trader?: string; readonly asset?: string; readonly time?: string };
   /** `$db.<name>`, for SQL. */
   toString(): string;
 }

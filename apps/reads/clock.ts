@@ -19,12 +19,16 @@ const FIRSTS_KEPT = 8;
  * of that table enters what a clock-relative read sees. Every table named here is ordered by
  * that column first or is small per key, and the read in order stops at the first row. With
  * `seen`, what was found for an earlier `now` answers a later one before that time (no row lies
- * between them) until a commit writes the table (issue 26: every answer stored between two
- * commits asked it again).
+ * between them) until a commit writes the table, or where its changes say their rows' dates, a
+ * row dated after that `now` (issue 26: every answer stored after a commit asked it again, though
+ * live rows are dated before the clock).
  */
 export async function firstAfter(store: Store, at: { table: Table; column: string }, now: number, seen?: Seen): Promise<number | null> {
   const column = checkIdentifier(at.column);
   const deps = { tables: new Set([at.table.name]), traders: null, assets: null };
+  // Only rows dated after `now` move the answer, where the table's changes say their dates.
+  const dated = (from: number) =>
+    at.table.changes?.time === column ? { ...deps, times: [{ lo: from + 1, hi: Number.POSITIVE_INFINITY }] } : deps;
   const known = seen && Number.isFinite(seen.seq) ? seen : undefined;
   let kept: { from: number; t: number | null; seq: number }[] | undefined;
   if (known) {
@@ -32,7 +36,7 @@ export async function firstAfter(store: Store, at: { table: Table; column: strin
     let per = firsts.get(base);
     if (!per) firsts.set(base, (per = new Map()));
     const key = `${at.table.name}.${column}`;
-    kept = per.get(key)?.filter((e) => !known.changes.changedSince(deps, e.seq));
+    kept = per.get(key)?.filter((e) => !known.changes.changedSince(dated(e.from), e.seq));
     per.set(key, kept ?? (kept = []));
     const hit = kept.find((e) => e.from <= now && (e.t === null || now < e.t));
     if (hit) return hit.t;

@@ -1,7 +1,7 @@
 import { STATEMENT_COLUMNS_DDL, statementEngine } from '../statements.ts';
 import { table } from '../table.ts';
 
-export const MESSAGES_TABLE = table('messages');
+export const MESSAGES_TABLE = table('messages', { changes: { time: 'writtenAt' } });
 export const MESSAGES_CURRENT_TABLE = table('messages_current');
 
 /**

@@ -2,7 +2,8 @@ import { PERFORMANCE_STATUSES, WINDOWS } from '../../schemas/api/resources.ts';
 import { table } from '../table.ts';
 
 export const POSITION_PERFORMANCES_TABLE = table('position_performances');
-export const POSITION_SAMPLES_TABLE = table('position_samples');
+// Its rows name their trader, asset and openAt: those of a position that moves are retired at the old key (projectors/performance).
+export const POSITION_SAMPLES_TABLE = table('position_samples', { changes: { trader: 'traderId', asset: 'assetId', time: 'openAt' } });
 export const POSITION_SAMPLES_FEED_TABLE = table('position_samples_feed');
 export const PRICE_SERIES_TABLE = table('price_series');
 

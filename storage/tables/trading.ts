@@ -1,8 +1,8 @@
 import { STATEMENT_COLUMNS_DDL, statementEngine } from '../statements.ts';
 import { table } from '../table.ts';
 
-export const EVENTS_TABLE = table('events', { changes: { trader: 'traderId', asset: 'assetId' } });
-export const POSITIONS_TABLE = table('positions', { changes: { trader: 'traderId', asset: 'assetId' } });
+export const EVENTS_TABLE = table('events', { changes: { trader: 'traderId', asset: 'assetId', time: 'timeOfEvent' } });
+export const POSITIONS_TABLE = table('positions', { changes: { trader: 'traderId', asset: 'assetId', time: 'openAt' } });
 export const OPEN_POSITIONS_TABLE = table('open_positions', { changes: { trader: 'traderId', asset: 'assetId' } });
 export const TRADE_BATCH_TABLE = table('trade_batch');
 export const EVENTS_CURRENT_TABLE = table('events_current');

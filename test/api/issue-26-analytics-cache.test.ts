@@ -377,6 +377,27 @@ describe('analytics reads and commits', () => {
     }
   });
 
+  it("a position of one trader keeps another trader's cached stats; its own are read again", async () => {
+    await h.given([
+      build.source('src-2'),
+      build.trader(2),
+      build.asset(2),
+      build.price(2, iso(T0 - 10 * DAY), 100),
+      build.event(901, { traderId: 2, assetId: 2, price: 100, timeOfEvent: iso(T0 - 5 * DAY) }),
+    ]);
+    const p = await pair(h, clock);
+    try {
+      for (const url of ['/v2/traders/stats?traderIds=1', '/v2/traders/stats?traderIds=2'])
+        await at(p, T0 + 3, url, key, { queried: true });
+      await h.given([build.event(902, { traderId: 2, assetId: 2, price: 100, timeOfEvent: iso(T0 - 2 * DAY) })]);
+      await at(p, T0 + 4, '/v2/traders/stats?traderIds=1', key, { queried: false });
+      const two = await at(p, T0 + 4, '/v2/traders/stats?traderIds=2', key, { queried: true });
+      expect(JSON.stringify(two)).toContain('"sampledPositionsCount":2');
+    } finally {
+      await p.close();
+    }
+  });
+
   it("a price within a window's tolerance that is not its first sample after the evaluation time changes no evaluation: the answers stay cached; the first sample ends them", async () => {
     const p = await pair(h, clock);
     try {

@@ -29,6 +29,7 @@ import { EmbeddedLog } from '../../projectors/log/embedded.ts';
 import { KafkaAppender } from '../../projectors/log/kafka.ts';
 import { ensureSchema } from '../../projectors/runner.ts';
 import { TOPIC_NAMES } from '../../schemas/topics/index.ts';
+import { wholeTables } from '../../storage/changes.ts';
 import { appendGiven, bodyOf, type Harness, type HarnessOptions, putTestKey } from './harness.ts';
 import { kafkaMock } from './kafka-mock.ts';
 import { redisPeer } from './redis.ts';
@@ -186,7 +187,7 @@ export async function createDistributedHarness(opts: HarnessOptions): Promise<Ha
     dataVersion: () => version,
     async compacted(tables) {
       const changes = new RedisChangeLog(projectorRedis, keys.watermarks + DATA_VERSION, keys.changes);
-      await changes.publish({ all: false, tables: new Map(tables.map((t) => [t, { traders: null, assets: null }])) }, 0);
+      await changes.publish(wholeTables(tables), 0);
     },
     async restartProjector() {
       await projector.stop();

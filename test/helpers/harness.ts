@@ -21,7 +21,7 @@ import { EmbeddedLog } from '../../projectors/log/embedded.ts';
 import { ensureSchema, runProjector } from '../../projectors/runner.ts';
 import type { ExportLimits } from '../../schemas/api/exports.ts';
 import { type AccountRecord, SCOPES, type Scope, type TopicName, topicByName } from '../../schemas/topics/index.ts';
-import { ChangeLog, type ChangeSet, type Changes, localChanges, touches } from '../../storage/changes.ts';
+import { ChangeLog, type ChangeSet, type Changes, localChanges, touches, wholeTables } from '../../storage/changes.ts';
 import type { Store } from '../../storage/port.ts';
 import { ACCESS_TABLES } from '../../storage/tables/access.ts';
 import { createDistributedHarness } from './distributed-harness.ts';
@@ -204,7 +204,7 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
     dataVersion: () => version,
     changes: localChanges(changeLog, READ_MODEL_GRAPH),
     async compacted(tables) {
-      changeLog.add(++version, { all: false, tables: new Map(tables.map((t) => [t, { traders: null, assets: null }])) });
+      changeLog.add(++version, wholeTables(tables));
     },
     async restartProjector() {
       await projector.stop();
