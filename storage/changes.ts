@@ -317,6 +317,19 @@ export class ChangeLog {
     });
   }
 
+  /** What each commit after `seq` (up to the newest known) changed, or null when that is not known. */
+  since(seq: number): readonly ChangeSet[] | null {
+    if (seq < this.floor) return null;
+    let lo = 0;
+    let hi = this.seqs.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (this.seqs[mid]! <= seq) lo = mid + 1;
+      else hi = mid;
+    }
+    return this.sets.slice(lo);
+  }
+
   /** Whether a commit after `seq` (up to the newest known) touched `deps`. */
   changedSince(deps: Dependencies, seq: number): boolean {
     if (seq < this.floor) return true;
@@ -365,6 +378,8 @@ export interface Changes {
   current(): number | Promise<number>;
   /** Whether something read at `seq` from `deps` may differ now (as of the last `current`). */
   changedSince(deps: Dependencies, seq: number): boolean;
+  /** What each commit after `seq` changed (as of the last `current`), or null when that is not known. */
+  since(seq: number): readonly ChangeSet[] | null;
   /** The read models' tables and views: what a read naming one depends on. */
   readonly graph: TableGraph;
   /**
@@ -379,6 +394,7 @@ export const localChanges = (log: ChangeLog, graph: TableGraph): Changes => ({
   graph,
   current: () => log.seq,
   changedSince: (deps, seq) => log.changedSince(deps, seq),
+  since: (seq) => log.since(seq),
   waitFor: (deps, seq, ms, signal) => log.waitFor(deps, seq, ms, signal),
 });
 
@@ -426,8 +442,26 @@ export function versionChanges(version: () => number | Promise<number>, graph: T
       return v;
     },
     changedSince: (deps: Dependencies, seq: number) => log.changedSince(deps, seq),
+    since: (seq: number) => log.since(seq),
   };
   return { ...changes, waitFor: polledWaitFor(changes) };
+}
+
+/**
+ * The traders and assets whose rows the commits `since` wrote into `table`, or null when some
+ * commit does not say (everything changed, or a write of the table not by its rows).
+ */
+export function idsWritten(since: readonly ChangeSet[], table: string): { traders: Set<number>; assets: Set<number> } | null {
+  const out = { traders: new Set<number>(), assets: new Set<number>() };
+  for (const set of since) {
+    if (set.all) return null;
+    const c = set.tables.get(table);
+    if (!c) continue;
+    if (c.traders === null || c.assets === null) return null;
+    for (const t of c.traders) out.traders.add(t);
+    for (const a of c.assets) out.assets.add(a);
+  }
+  return out;
 }
 
 /** Whether a change set touches any of these tables (everything touches them all). */

@@ -407,6 +407,10 @@ export class SharedChanges implements Changes {
     return this.log.changedSince(deps, seq);
   }
 
+  since(seq: number): readonly ChangeSet[] | null {
+    return this.log.since(seq);
+  }
+
   /** Other processes' commits are learnt by asking Redis: every CHANGE_POLL_MS while a long-poll waits. */
   readonly waitFor = polledWaitFor(this);
 }

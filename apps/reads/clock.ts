@@ -15,46 +15,58 @@ const firsts = new WeakMap<Store, Map<string, { from: number; t: number | null; 
 const FIRSTS_KEPT = 8;
 
 /**
+ * The first time after `now` that `find` reads (ms, or null: none) of rows of `at.table` by
+ * `at.column` (`key`: which rows, when they are a subset of the table). With `seen`, what was found
+ * for an earlier `now` answers a later one before that time (no row lies between them) until a
+ * commit writes the table, or, where its changes say their rows' dates, a row dated after that
+ * `now` (issue 26: every answer stored after a commit asked it again, though live rows are dated
+ * before the clock).
+ */
+export async function keptFirstAfter(
+  store: Store,
+  at: { table: Table; column: string; key?: string },
+  now: number,
+  seen: Seen | undefined,
+  find: () => Promise<number | null>,
+): Promise<number | null> {
+  const deps = { tables: new Set([at.table.name]), traders: null, assets: null };
+  const dated = (from: number) =>
+    at.table.changes?.time === at.column ? { ...deps, times: [{ lo: from + 1, hi: Number.POSITIVE_INFINITY }] } : deps;
+  const known = seen && Number.isFinite(seen.seq) ? seen : undefined;
+  if (!known) return find();
+  const base = baseStore(store);
+  let per = firsts.get(base);
+  if (!per) firsts.set(base, (per = new Map()));
+  const key = `${at.table.name}.${at.column}${at.key ? `:${at.key}` : ''}`;
+  const kept = per.get(key)?.filter((e) => !known.changes.changedSince(dated(e.from), e.seq)) ?? [];
+  per.set(key, kept);
+  const hit = kept.find((e) => e.from <= now && (e.t === null || now < e.t));
+  if (hit) return hit.t;
+  const t = await find();
+  kept.push({ from: now, t, seq: known.seq });
+  if (kept.length > FIRSTS_KEPT) kept.shift();
+  return t;
+}
+
+/**
  * The first time in `table.column` after `now` (ms), or null: when the clock reaches it, a row
  * of that table enters what a clock-relative read sees. Every table named here is ordered by
- * that column first or is small per key, and the read in order stops at the first row. With
- * `seen`, what was found for an earlier `now` answers a later one before that time (no row lies
- * between them) until a commit writes the table, or where its changes say their rows' dates, a
- * row dated after that `now` (issue 26: every answer stored after a commit asked it again, though
- * live rows are dated before the clock).
+ * that column first or is small per key, and the read in order stops at the first row. Kept with
+ * `seen` (keptFirstAfter).
  */
-export async function firstAfter(store: Store, at: { table: Table; column: string }, now: number, seen?: Seen): Promise<number | null> {
+export function firstAfter(store: Store, at: { table: Table; column: string }, now: number, seen?: Seen): Promise<number | null> {
   const column = checkIdentifier(at.column);
-  const deps = { tables: new Set([at.table.name]), traders: null, assets: null };
-  // Only rows dated after `now` move the answer, where the table's changes say their dates.
-  const dated = (from: number) =>
-    at.table.changes?.time === column ? { ...deps, times: [{ lo: from + 1, hi: Number.POSITIVE_INFINITY }] } : deps;
-  const known = seen && Number.isFinite(seen.seq) ? seen : undefined;
-  let kept: { from: number; t: number | null; seq: number }[] | undefined;
-  if (known) {
-    const base = baseStore(store);
-    let per = firsts.get(base);
-    if (!per) firsts.set(base, (per = new Map()));
-    const key = `${at.table.name}.${column}`;
-    kept = per.get(key)?.filter((e) => !known.changes.changedSince(dated(e.from), e.seq));
-    per.set(key, kept ?? (kept = []));
-    const hit = kept.find((e) => e.from <= now && (e.t === null || now < e.t));
-    if (hit) return hit.t;
-  }
-  const [row] = await store.query<{ t: number | string }>(
-    `
+  return keptFirstAfter(store, { table: at.table, column }, now, seen, async () => {
+    const [row] = await store.query<{ t: number | string }>(
+      `
     SELECT toUnixTimestamp64Milli(${column}) AS t FROM ${at.table}
     WHERE ${column} > fromUnixTimestamp64Milli({now:Int64}, 'UTC')
     ORDER BY ${column} LIMIT 1
     SETTINGS optimize_use_projections = 0`,
-    { now },
-  );
-  const t = row ? Number(row.t) : null;
-  if (kept && known) {
-    kept.push({ from: now, t, seq: known.seq });
-    if (kept.length > FIRSTS_KEPT) kept.shift();
-  }
-  return t;
+      { now },
+    );
+    return row ? Number(row.t) : null;
+  });
 }
 
 /** The earliest of some instants (ms; null and undefined: none); Infinity when there is none. */

@@ -1,4 +1,4 @@
-import type { ANY_TABLE, Changes, Dependencies, TableGraph } from '../../storage/changes.ts';
+import type { ANY_TABLE, ChangeSet, Changes, Dependencies, TableGraph } from '../../storage/changes.ts';
 import { baseStore, type Params, type QueryOptions, type Store } from '../../storage/port.ts';
 import type { Table } from '../../storage/table.ts';
 import type { CursorCodec } from './cursor.ts';
@@ -76,7 +76,14 @@ const memos = new WeakMap<Store, Map<object, Memo>>();
  */
 export function perDataVersion<T>(
   make: (store: Store) => T,
-  opts: { tables?: readonly (Table | typeof ANY_TABLE)[] } = {},
+  opts: {
+    tables?: readonly (Table | typeof ANY_TABLE)[];
+    /**
+     * The value after the commits since it was made (what each changed), when that is enough to
+     * know it (issue 26: ids that rows add to a set), else null: it is made again.
+     */
+    update?: (value: Awaited<T>, since: readonly ChangeSet[]) => Awaited<T> | null;
+  } = {},
 ): (ctx: ReadContext) => Promise<Awaited<T>> {
   const id = {};
   return async (ctx): Promise<Awaited<T>> => {
@@ -92,6 +99,15 @@ export function perDataVersion<T>(
       for (const t of had.deps.tables) ctx.reads?.add(t);
       return had.value as Awaited<T>;
     }
+    if (had && opts.update && !(had.value instanceof Promise)) {
+      const since = changes.since(had.seq);
+      const value = since && opts.update(had.value as Awaited<T>, since);
+      if (value) {
+        held.set(id, { seq, deps: had.deps, value });
+        for (const t of had.deps.tables) ctx.reads?.add(t);
+        return value;
+      }
+    }
     const tables = new Set<string>(opts.tables?.map((t) => (typeof t === 'string' ? t : t.name)));
     const value = make(trackReads(store, changes.graph, tables));
     const memo: Memo = { seq, deps: { tables, traders: null, assets: null }, value };
@@ -101,9 +117,16 @@ export function perDataVersion<T>(
       for (const t of tables) ctx.reads?.add(t);
     };
     if (value instanceof Promise) {
-      value.then(settle, () => {
-        if (kept.get(id) === memo) kept.delete(id);
-      });
+      value.then(
+        (v) => {
+          // Settled: what an update starts from.
+          if (opts.update) memo.value = v;
+          settle();
+        },
+        () => {
+          if (kept.get(id) === memo) kept.delete(id);
+        },
+      );
       await value.catch(() => {});
     }
     settle();
@@ -118,10 +141,17 @@ const keyedMemos = new WeakMap<Store, Map<string, Memo>>();
 /**
  * A value kept per store and `key` until a commit touches `deps`, which may be narrower than whole
  * tables (issue 26: the events of a few ineligible assets last while new events land on others).
- * `make` must read nothing but `deps`. Kept like perDataVersion (not without a change log, not
+ * `make` must read nothing but `deps`; `narrow` may narrow them once the value is known (the
+ * dates of rows that would change it). Kept like perDataVersion (not without a change log, not
  * past a rejection); a read that uses the value depends on its tables too.
  */
-export async function keptUntilChanged<T>(ctx: ReadContext, key: string, deps: Dependencies, make: () => Promise<T>): Promise<T> {
+export async function keptUntilChanged<T>(
+  ctx: ReadContext,
+  key: string,
+  deps: Dependencies,
+  make: () => Promise<T>,
+  narrow?: (value: T) => Partial<Dependencies>,
+): Promise<T> {
   const changes = ctx.changes;
   const seq = changes ? await changes.current() : Number.NaN;
   for (const t of deps.tables) ctx.reads?.add(t);
@@ -137,9 +167,14 @@ export async function keptUntilChanged<T>(ctx: ReadContext, key: string, deps: D
   held.set(key, memo);
   if (held.size > KEYED_MAX) held.delete(held.keys().next().value!);
   const kept = held;
-  value.catch(() => {
-    if (kept.get(key) === memo) kept.delete(key);
-  });
+  value.then(
+    (v) => {
+      if (narrow) memo.deps = { ...deps, ...narrow(v) };
+    },
+    () => {
+      if (kept.get(key) === memo) kept.delete(key);
+    },
+  );
   return value;
 }
 

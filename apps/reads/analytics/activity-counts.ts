@@ -1,3 +1,5 @@
+import { idsWritten } from '../../../storage/changes.ts';
+import { checkIdentifier } from '../../../storage/port.ts';
 import { identifier, join, literal, param, type Sql, sql } from '../../../storage/sql.ts';
 import type { Table } from '../../../storage/table.ts';
 import {
@@ -12,9 +14,9 @@ import {
 import { MESSAGES_TABLE } from '../../../storage/tables/messages.ts';
 import { parseSourceKey, sourceKeySql } from '../../../storage/tables/traders.ts';
 import { EVENTS_TABLE } from '../../../storage/tables/trading.ts';
-import { perDataVersion, type ReadContext } from '../context.ts';
+import { keptUntilChanged, perDataVersion, type ReadContext } from '../context.ts';
 import type { Facts } from '../facts.ts';
-import { currentStatements, FINAL_SETTINGS, forEachHeld, heldRows, mergedParts } from './sample.ts';
+import { currentStatements, FINAL_SETTINGS, forEachHeld, heldRows, mergedParts, union } from './sample.ts';
 
 export { HOUR_MS };
 export const WEEK_MS = 7 * DAY_MS;
@@ -90,11 +92,20 @@ function timeInRanges(column: Sql, ranges: readonly Range[], name: string): Sql 
   return sql`(${join(each, OR)})`;
 }
 
-/** The asset ids the events table holds, per data version (the ineligible ones among them are few). */
-const eventAssets = perDataVersion(async (store) => {
-  const [r] = await store.query<{ assets: number[] }>(`SELECT groupUniqArray(assetId) AS assets FROM ${EVENTS_TABLE}`);
-  return (r?.assets ?? []).map(Number);
-});
+/** The asset ids the events table holds (the ineligible ones among them are few), kept up to date with each commit's. */
+const eventAssets = perDataVersion(
+  async (store) => {
+    const [r] = await store.query<{ assets: number[] }>(`SELECT groupUniqArray(assetId) AS assets FROM ${EVENTS_TABLE}`);
+    return (r?.assets ?? []).map(Number);
+  },
+  {
+    // Rows are not taken out but by a compaction (which says no ids): the assets of rows written are added.
+    update: (assets, since) => {
+      const w = idsWritten(since, EVENTS_TABLE.name);
+      return w && union(assets, w.assets);
+    },
+  },
+);
 
 export interface CountQuery {
   /** Inclusive bounds (ms) on the event's or message's time. */
@@ -111,8 +122,6 @@ export interface CountQuery {
 
 interface Kind {
   table: Table;
-  /** Which of timeSpans' spans is the table's. */
-  span: 'events' | 'messages';
   alias: string;
   time: Sql;
   /** The rolled-up rows by time, and the same by owner (for a few groups: `only`). */
@@ -126,7 +135,6 @@ interface Kind {
 }
 const EVENTS: Kind = {
   table: EVENTS_TABLE,
-  span: 'events',
   alias: 'e',
   time: identifier('e.timeOfEvent'),
   rollup: ACTIVITY_EVENTS_TABLE,
@@ -137,7 +145,6 @@ const EVENTS: Kind = {
 };
 const MESSAGES: Kind = {
   table: MESSAGES_TABLE,
-  span: 'messages',
   alias: 'm',
   time: identifier('m.writtenAt'),
   rollup: ACTIVITY_MESSAGES_TABLE,
@@ -162,21 +169,36 @@ export interface Count<G> {
 }
 
 /**
- * The earliest and latest time (ms) of any row of the events and messages tables (current or
- * not), per data version: a partial hour at an end of a range with nothing stored beyond the
- * bound is read as its whole rolled-up hour.
+ * The earliest and latest time (ms) of any row of a statement table (current or not): a partial
+ * hour at an end of a range with nothing stored beyond the bound is read as its whole rolled-up
+ * hour. Kept until a commit writes a row dated outside them (live rows land within: issue 26).
  */
-const timeSpans = perDataVersion(async (store) => {
-  const [r] = await store.query<{ elo: number | null; ehi: number | null; mlo: number | null; mhi: number | null }>(`
-    SELECT (SELECT toUnixTimestamp64Milli(min(timeOfEvent)) FROM ${EVENTS_TABLE}) AS elo, (SELECT toUnixTimestamp64Milli(max(timeOfEvent)) FROM ${EVENTS_TABLE}) AS ehi,
-           (SELECT toUnixTimestamp64Milli(min(writtenAt)) FROM ${MESSAGES_TABLE}) AS mlo, (SELECT toUnixTimestamp64Milli(max(writtenAt)) FROM ${MESSAGES_TABLE}) AS mhi`);
-  // An empty table (min and max of nothing): no row anywhere.
-  const span = (lo: number | null | undefined, hi: number | null | undefined) =>
-    lo == null || hi == null || Number(lo) > Number(hi)
-      ? { lo: Number.POSITIVE_INFINITY, hi: Number.NEGATIVE_INFINITY }
-      : { lo: Number(lo), hi: Number(hi) };
-  return { events: span(r?.elo, r?.ehi), messages: span(r?.mlo, r?.mhi) };
-});
+function timeSpan(ctx: ReadContext, table: Table): Promise<{ lo: number; hi: number }> {
+  const column = checkIdentifier(table.changes!.time!);
+  return keptUntilChanged<{ lo: number; hi: number }>(
+    ctx,
+    `span:${table.name}`,
+    { tables: new Set([table.name]), traders: null, assets: null },
+    async () => {
+      const [r] = await ctx.store.query<{ lo: number | null; hi: number | null }>(
+        `SELECT toUnixTimestamp64Milli(min(${column})) AS lo, toUnixTimestamp64Milli(max(${column})) AS hi FROM ${table}`,
+      );
+      // An empty table (min and max of nothing): no row anywhere.
+      return r?.lo == null || r.hi == null || Number(r.lo) > Number(r.hi)
+        ? { lo: Number.POSITIVE_INFINITY, hi: Number.NEGATIVE_INFINITY }
+        : { lo: Number(r.lo), hi: Number(r.hi) };
+    },
+    (span) =>
+      span.lo <= span.hi
+        ? {
+            times: [
+              { lo: Number.NEGATIVE_INFINITY, hi: span.lo - 1 },
+              { lo: span.hi + 1, hi: Number.POSITIVE_INFINITY },
+            ],
+          }
+        : {},
+  );
+}
 
 type Row<G> = { g: G; b: number; n: number; s: number };
 
@@ -229,7 +251,7 @@ export function widen(
  * Counts per group (and bucket) over [start, end]: the rolled-up rows of the whole hours and days
  * (README "Read models"), plus the current statements of the partial hours at the ends, read from
  * the statement table's merged part (sample.ts mergedParts) or with FINAL. An end with no row
- * stored beyond it (timeSpans, per data version) is read as its whole rolled-up day or hour
+ * stored beyond it (timeSpan) is read as its whole rolled-up day or hour
  * instead (widen); a rolled-up row of those whose counted rows reach past the bound (firstAt,
  * lastAt: a row that landed since) marks the answer (s = 2), and the read runs again with the
  * partial hours read from the statements. `n` is the count of one rolled-up row (a sum of its columns);
@@ -238,10 +260,10 @@ export function widen(
  * rows alone share one query (a round trip and a pipeline less each).
  */
 async function counts(ctx: ReadContext, jobs: readonly (Job | null)[]): Promise<Count<number | string>[][]> {
-  const spans = await timeSpans(ctx);
-  const plans = jobs.map((j) => {
+  const spans = await Promise.all(jobs.map((j) => (j ? timeSpan(ctx, j.kind.table) : null)));
+  const plans = jobs.map((j, i) => {
     if (!j) return null;
-    const { start, end, whole } = widen(j.q, spans[j.kind.span]);
+    const { start, end, whole } = widen(j.q, spans[i]!);
     return plan<number | string>(ctx, j.kind, { ...j.q, start, end }, j.spec, whole);
   });
   const shared = await rolledTogether(ctx, plans);

@@ -249,7 +249,7 @@ async function rankingClock(
     async later(store, at, seen) {
       const [fromSample, entering, eventEnters, eventLeaves] = [
         sampled ? await sampled(store, at) : null,
-        endAtNow ? await firstOpenAfter(store, c.sampleWindow, at) : null,
+        endAtNow ? await firstOpenAfter(store, c.sampleWindow, at, seen) : null,
         endAtNow ? await firstAfter(store, { table: EVENTS_TABLE, column: 'timeOfEvent' }, at, seen) : null,
         // The first counted event at or after the sample's start (history window) leaves first.
         lag !== null

@@ -1,13 +1,14 @@
 import type { DirectionBias, TimeBasedPerformance } from '../../../schemas/api/analytics.ts';
 import { WINDOWS, type WindowName } from '../../../schemas/api/resources.ts';
+import { idsWritten } from '../../../storage/changes.ts';
 import type { Store } from '../../../storage/port.ts';
 import type { Table } from '../../../storage/table.ts';
 import { MESSAGES_TABLE } from '../../../storage/tables/messages.ts';
 import { POSITION_SAMPLES_TABLE } from '../../../storage/tables/performance.ts';
 import { PRICES_TABLE } from '../../../storage/tables/prices.ts';
 import { EVENTS_TABLE } from '../../../storage/tables/trading.ts';
-import { earliest } from '../clock.ts';
-import { keptUntilChanged, perDataVersion, type ReadContext } from '../context.ts';
+import { earliest, keptFirstAfter } from '../clock.ts';
+import { keptUntilChanged, perDataVersion, type ReadContext, type Seen } from '../context.ts';
 import { type Facts, permits, signalTraders } from '../facts.ts';
 import { type PageFacts, Where } from '../list.ts';
 import type { Principal } from '../principal.ts';
@@ -102,16 +103,34 @@ export interface SampleFilter {
 }
 
 /**
- * The asset and trader ids position_samples holds, per data version: the sample's eligibility is
- * then the few ids present that are not eligible (NOT IN), or no condition at all, instead of a
- * set of every eligible id that each row is looked up in (15-20 ms a scan on the large seed).
+ * The asset and trader ids position_samples holds, kept up to date with each commit: the sample's
+ * eligibility is then the few ids present that are not eligible (NOT IN), or no condition at all,
+ * instead of a set of every eligible id that each row is looked up in (15-20 ms a scan on the
+ * large seed).
  */
-const presentIds = perDataVersion(async (store) => {
-  const [r] = await store.query<{ assets: number[]; traders: number[] }>(
-    `SELECT groupUniqArray(assetId) AS assets, groupUniqArray(traderId) AS traders FROM ${POSITION_SAMPLES_TABLE} WHERE window = '1D'`,
-  );
-  return { assets: (r?.assets ?? []).map(Number), traders: (r?.traders ?? []).map(Number) };
-});
+const presentIds = perDataVersion(
+  async (store) => {
+    const [r] = await store.query<{ assets: number[]; traders: number[] }>(
+      `SELECT groupUniqArray(assetId) AS assets, groupUniqArray(traderId) AS traders FROM ${POSITION_SAMPLES_TABLE} WHERE window = '1D'`,
+    );
+    return { assets: (r?.assets ?? []).map(Number), traders: (r?.traders ?? []).map(Number) };
+  },
+  {
+    // Rows are not taken out but by a compaction (which says no ids): the ids of rows written are
+    // added (of any window: an id too many costs a longer NOT IN, never a wrong count).
+    update: (present, since) => {
+      const w = idsWritten(since, POSITION_SAMPLES_TABLE.name);
+      return w && { assets: union(present.assets, w.assets), traders: union(present.traders, w.traders) };
+    },
+  },
+);
+
+/** The ids of `a` and those of `b` not in it (a itself when there are none). */
+export function union(a: readonly number[], b: ReadonlySet<number>): number[] {
+  const have = new Set(a);
+  const more = [...b].filter((id) => !have.has(id));
+  return more.length ? [...a, ...more] : (a as number[]);
+}
 
 type InCondition = (where: Where, name: string, ids: readonly number[], negate: boolean) => void;
 const columnIn =
@@ -255,14 +274,16 @@ export function sampleClock(
 /**
  * The first openAt after `now` (ms) of any row of position_samples in `window`, or null: a sample
  * whose end is serverTime takes that position in when the clock reaches it. The partitions by
- * month of openAt keep the read to the months from now on.
+ * month of openAt keep the read to the months from now on. Kept with `seen` (keptFirstAfter).
  */
-export async function firstOpenAfter(store: Store, window: WindowName, now: number): Promise<number | null> {
-  const [r] = await store.query<{ t: number | string | null }>(
-    `SELECT minOrNull(openAt) AS t FROM ${POSITION_SAMPLES_TABLE} WHERE window = {w:String} AND openAt > {now:Int64}`,
-    { w: window, now },
-  );
-  return r?.t != null ? Number(r.t) : null;
+export function firstOpenAfter(store: Store, window: WindowName, now: number, seen?: Seen): Promise<number | null> {
+  return keptFirstAfter(store, { table: POSITION_SAMPLES_TABLE, column: 'openAt', key: window }, now, seen, async () => {
+    const [r] = await store.query<{ t: number | string | null }>(
+      `SELECT minOrNull(openAt) AS t FROM ${POSITION_SAMPLES_TABLE} WHERE window = {w:String} AND openAt > {now:Int64}`,
+      { w: window, now },
+    );
+    return r?.t != null ? Number(r.t) : null;
+  });
 }
 
 /**
