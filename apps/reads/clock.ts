@@ -30,17 +30,18 @@ export async function keptFirstAfter(
   find: () => Promise<number | null>,
 ): Promise<number | null> {
   const deps = { tables: new Set([at.table.name]), traders: null, assets: null };
-  const dated = (from: number) =>
-    at.table.changes?.time === at.column ? { ...deps, times: [{ lo: from + 1, hi: Number.POSITIVE_INFINITY }] } : deps;
+  // What was found stays the first after `now` unless a row dated after `now` and before it was written since.
+  const between = (t: number | null) =>
+    at.table.changes?.time === at.column ? { ...deps, times: [{ lo: now + 1, hi: t === null ? Number.POSITIVE_INFINITY : t - 1 }] } : deps;
   const known = seen && Number.isFinite(seen.seq) ? seen : undefined;
   if (!known) return find();
   const base = baseStore(store);
   let per = firsts.get(base);
   if (!per) firsts.set(base, (per = new Map()));
   const key = `${at.table.name}.${at.column}${at.key ? `:${at.key}` : ''}`;
-  const kept = per.get(key)?.filter((e) => !known.changes.changedSince(dated(e.from), e.seq)) ?? [];
+  const kept = per.get(key) ?? [];
   per.set(key, kept);
-  const hit = kept.find((e) => e.from <= now && (e.t === null || now < e.t));
+  const hit = kept.find((e) => e.from <= now && (e.t === null || now < e.t) && !known.changes.changedSince(between(e.t), e.seq));
   if (hit) return hit.t;
   const t = await find();
   kept.push({ from: now, t, seq: known.seq });

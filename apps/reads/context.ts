@@ -141,17 +141,10 @@ const keyedMemos = new WeakMap<Store, Map<string, Memo>>();
 /**
  * A value kept per store and `key` until a commit touches `deps`, which may be narrower than whole
  * tables (issue 26: the events of a few ineligible assets last while new events land on others).
- * `make` must read nothing but `deps`; `narrow` may narrow them once the value is known (the
- * dates of rows that would change it). Kept like perDataVersion (not without a change log, not
+ * `make` must read nothing but `deps`. Kept like perDataVersion (not without a change log, not
  * past a rejection); a read that uses the value depends on its tables too.
  */
-export async function keptUntilChanged<T>(
-  ctx: ReadContext,
-  key: string,
-  deps: Dependencies,
-  make: () => Promise<T>,
-  narrow?: (value: T) => Partial<Dependencies>,
-): Promise<T> {
+export async function keptUntilChanged<T>(ctx: ReadContext, key: string, deps: Dependencies, make: () => Promise<T>): Promise<T> {
   const changes = ctx.changes;
   const seq = changes ? await changes.current() : Number.NaN;
   for (const t of deps.tables) ctx.reads?.add(t);
@@ -167,14 +160,9 @@ export async function keptUntilChanged<T>(
   held.set(key, memo);
   if (held.size > KEYED_MAX) held.delete(held.keys().next().value!);
   const kept = held;
-  value.then(
-    (v) => {
-      if (narrow) memo.deps = { ...deps, ...narrow(v) };
-    },
-    () => {
-      if (kept.get(key) === memo) kept.delete(key);
-    },
-  );
+  value.catch(() => {
+    if (kept.get(key) === memo) kept.delete(key);
+  });
   return value;
 }
 

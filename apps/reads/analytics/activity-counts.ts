@@ -14,7 +14,7 @@ import {
 import { MESSAGES_TABLE } from '../../../storage/tables/messages.ts';
 import { parseSourceKey, sourceKeySql } from '../../../storage/tables/traders.ts';
 import { EVENTS_TABLE } from '../../../storage/tables/trading.ts';
-import { keptUntilChanged, perDataVersion, type ReadContext } from '../context.ts';
+import { perDataVersion, type ReadContext } from '../context.ts';
 import type { Facts } from '../facts.ts';
 import { currentStatements, FINAL_SETTINGS, forEachHeld, heldRows, mergedParts, union } from './sample.ts';
 
@@ -171,16 +171,14 @@ export interface Count<G> {
 /**
  * The earliest and latest time (ms) of any row of a statement table (current or not): a partial
  * hour at an end of a range with nothing stored beyond the bound is read as its whole rolled-up
- * hour. Kept until a commit writes a row dated outside them (live rows land within: issue 26).
+ * hour. Widened by the dates of the rows each commit writes (rows are not taken out but by a
+ * compaction, which says no dates).
  */
-function timeSpan(ctx: ReadContext, table: Table): Promise<{ lo: number; hi: number }> {
+const spanOf = (table: Table) => {
   const column = checkIdentifier(table.changes!.time!);
-  return keptUntilChanged<{ lo: number; hi: number }>(
-    ctx,
-    `span:${table.name}`,
-    { tables: new Set([table.name]), traders: null, assets: null },
-    async () => {
-      const [r] = await ctx.store.query<{ lo: number | null; hi: number | null }>(
+  return perDataVersion(
+    async (store) => {
+      const [r] = await store.query<{ lo: number | null; hi: number | null }>(
         `SELECT toUnixTimestamp64Milli(min(${column})) AS lo, toUnixTimestamp64Milli(max(${column})) AS hi FROM ${table}`,
       );
       // An empty table (min and max of nothing): no row anywhere.
@@ -188,17 +186,23 @@ function timeSpan(ctx: ReadContext, table: Table): Promise<{ lo: number; hi: num
         ? { lo: Number.POSITIVE_INFINITY, hi: Number.NEGATIVE_INFINITY }
         : { lo: Number(r.lo), hi: Number(r.hi) };
     },
-    (span) =>
-      span.lo <= span.hi
-        ? {
-            times: [
-              { lo: Number.NEGATIVE_INFINITY, hi: span.lo - 1 },
-              { lo: span.hi + 1, hi: Number.POSITIVE_INFINITY },
-            ],
-          }
-        : {},
+    {
+      update: (span, since) => {
+        let { lo, hi } = span;
+        for (const set of since) {
+          if (set.all) return null;
+          const c = set.tables.get(table.name);
+          if (!c) continue;
+          if (!c.times) return null;
+          lo = Math.min(lo, c.times.lo);
+          hi = Math.max(hi, c.times.hi);
+        }
+        return { lo, hi };
+      },
+    },
   );
-}
+};
+const SPANS = new Map([EVENTS_TABLE, MESSAGES_TABLE].map((t) => [t.name, spanOf(t)]));
 
 type Row<G> = { g: G; b: number; n: number; s: number };
 
@@ -251,7 +255,7 @@ export function widen(
  * Counts per group (and bucket) over [start, end]: the rolled-up rows of the whole hours and days
  * (README "Read models"), plus the current statements of the partial hours at the ends, read from
  * the statement table's merged part (sample.ts mergedParts) or with FINAL. An end with no row
- * stored beyond it (timeSpan) is read as its whole rolled-up day or hour
+ * stored beyond it (spanOf) is read as its whole rolled-up day or hour
  * instead (widen); a rolled-up row of those whose counted rows reach past the bound (firstAt,
  * lastAt: a row that landed since) marks the answer (s = 2), and the read runs again with the
  * partial hours read from the statements. `n` is the count of one rolled-up row (a sum of its columns);
@@ -260,7 +264,7 @@ export function widen(
  * rows alone share one query (a round trip and a pipeline less each).
  */
 async function counts(ctx: ReadContext, jobs: readonly (Job | null)[]): Promise<Count<number | string>[][]> {
-  const spans = await Promise.all(jobs.map((j) => (j ? timeSpan(ctx, j.kind.table) : null)));
+  const spans = await Promise.all(jobs.map((j) => (j ? SPANS.get(j.kind.table.name)!(ctx) : null)));
   const plans = jobs.map((j, i) => {
     if (!j) return null;
     const { start, end, whole } = widen(j.q, spans[i]!);
