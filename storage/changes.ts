@@ -319,22 +319,19 @@ export class ChangeLog {
 
   /** What each commit after `seq` (up to the newest known) changed, or null when that is not known. */
   since(seq: number): readonly ChangeSet[] | null {
-    if (seq < this.floor) return null;
-    let lo = 0;
-    let hi = this.seqs.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >> 1;
-      if (this.seqs[mid]! <= seq) lo = mid + 1;
-      else hi = mid;
-    }
-    return this.sets.slice(lo);
+    return seq < this.floor ? null : this.sets.slice(this.after(seq));
   }
 
   /** Whether a commit after `seq` (up to the newest known) touched `deps`. */
   changedSince(deps: Dependencies, seq: number): boolean {
     if (seq < this.floor) return true;
     if (seq >= this.latest) return false;
-    // The first commit after seq (binary search: the log is in seq order).
+    for (let i = this.after(seq); i < this.sets.length; i++) if (intersects(this.sets[i]!, deps)) return true;
+    return false;
+  }
+
+  /** The index of the first commit after `seq` (binary search: the log is in seq order). */
+  private after(seq: number): number {
     let lo = 0;
     let hi = this.seqs.length;
     while (lo < hi) {
@@ -342,8 +339,7 @@ export class ChangeLog {
       if (this.seqs[mid]! <= seq) lo = mid + 1;
       else hi = mid;
     }
-    for (let i = lo; i < this.sets.length; i++) if (intersects(this.sets[i]!, deps)) return true;
-    return false;
+    return lo;
   }
 }
 
