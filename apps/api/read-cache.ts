@@ -277,21 +277,25 @@ export class ReadCache {
 
   /**
    * The entry `make` stores, made once for concurrent requests of one key: when an entry expires
-   * under load, one request reads the store and the others wait for its answer (which each uses
-   * only if it holds at its own `now`; else it reads for itself).
+   * under load, one request reads the store and the others wait for its answer, which each uses
+   * if it holds at its own `now`. Those it does not hold for (a commit touched it while it was
+   * read: under live ingest, most of them) wait for one read again, not one each (`waited`: the
+   * read they waited for, which may not have left `filling` yet).
    */
-  async fill(key: string, now: number, seq: number, changes: Changes, make: () => Promise<Entry>): Promise<Entry> {
+  async fill(key: string, now: number, seq: number, changes: Changes, make: () => Promise<Entry>, waited?: Promise<Entry>): Promise<Entry> {
     const pending = this.filling.get(key);
-    if (pending) {
+    if (pending && pending !== waited) {
       const e = await pending.catch(() => undefined);
-      return e && e.from <= now && this.holds(e, seq, changes) ? e : make();
+      if (e && e.from <= now && this.holds(e, seq, changes)) return e;
+      return waited ? make() : this.fill(key, now, seq, changes, make, pending);
     }
     const made = make();
     this.filling.set(key, made);
     try {
       return await made;
     } finally {
-      this.filling.delete(key);
+      // A waiter may have started the next read of the key already.
+      if (this.filling.get(key) === made) this.filling.delete(key);
     }
   }
 
