@@ -220,9 +220,6 @@ export function decodeChangeSet(json: string): ChangeSet {
   return { all: o.all, tables };
 }
 
-/** In `Dependencies.tables`: every table (a value filled lazily, whose sources are not known up front). */
-export const ANY_TABLE = '*';
-
 /** What a cached answer or a derived fact was read from: tables, and the traders and assets it is narrowed to (null: all). */
 export interface Dependencies {
   tables: ReadonlySet<string>;
@@ -242,7 +239,6 @@ const inTimes = (c: TimeRange | null, ranges: readonly TimeRange[] | undefined):
 /** Whether a change set touches what `deps` was read from. */
 export function intersects(set: ChangeSet, deps: Dependencies): boolean {
   if (set.all) return true;
-  if (deps.tables.has(ANY_TABLE)) return set.tables.size > 0;
   for (const t of deps.tables) {
     const c = set.tables.get(t);
     if (c && overlaps(c.traders, deps.traders) && overlaps(c.assets, deps.assets) && inTimes(c.times, deps.times)) return true;
@@ -444,18 +440,18 @@ export function versionChanges(version: () => number | Promise<number>, graph: T
 }
 
 /**
- * The traders and assets whose rows the commits `since` wrote into `table`, or null when some
- * commit does not say (everything changed, or a write of the table not by its rows).
+ * What the commits `since` wrote into `table`, as one change (its traders, assets and dates, each
+ * null when some commit does not say), or null when one of them changed everything.
  */
-export function idsWritten(since: readonly ChangeSet[], table: string): { traders: Set<number>; assets: Set<number> } | null {
-  const out = { traders: new Set<number>(), assets: new Set<number>() };
+export function writtenTo(since: readonly ChangeSet[], table: string): TableChange | null {
+  const out: TableChange = { traders: new Set(), assets: new Set(), times: { lo: Number.POSITIVE_INFINITY, hi: Number.NEGATIVE_INFINITY } };
   for (const set of since) {
     if (set.all) return null;
     const c = set.tables.get(table);
     if (!c) continue;
-    if (c.traders === null || c.assets === null) return null;
-    for (const t of c.traders) out.traders.add(t);
-    for (const a of c.assets) out.assets.add(a);
+    out.traders = merge(out.traders, c.traders);
+    out.assets = merge(out.assets, c.assets);
+    out.times = out.times && c.times && { lo: Math.min(out.times.lo, c.times.lo), hi: Math.max(out.times.hi, c.times.hi) };
   }
   return out;
 }

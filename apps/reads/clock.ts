@@ -17,10 +17,10 @@ const FIRSTS_KEPT = 8;
 /**
  * The first time after `now` that `find` reads (ms, or null: none) of rows of `at.table` by
  * `at.column` (`key`: which rows, when they are a subset of the table). With `seen`, what was found
- * for an earlier `now` answers a later one before that time (no row lies between them) until a
- * commit writes the table, or, where its changes say their rows' dates, a row dated after that
- * `now` (issue 26: every answer stored after a commit asked it again, though live rows are dated
- * before the clock).
+ * for an earlier `now` answers a later one before that time (no row lies between them) unless a
+ * commit since wrote the table, or, where its changes say their rows' dates, a row dated between
+ * the later `now` and that time (issue 26: every answer stored after a commit asked it again,
+ * though live rows are dated before the clock).
  */
 export async function keptFirstAfter(
   store: Store,

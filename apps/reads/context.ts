@@ -1,4 +1,4 @@
-import type { ANY_TABLE, ChangeSet, Changes, Dependencies, TableGraph } from '../../storage/changes.ts';
+import type { ChangeSet, Changes, Dependencies, TableGraph } from '../../storage/changes.ts';
 import { baseStore, type Params, type QueryOptions, type Store } from '../../storage/port.ts';
 import type { Table } from '../../storage/table.ts';
 import type { CursorCodec } from './cursor.ts';
@@ -77,7 +77,7 @@ const memos = new WeakMap<Store, Map<object, Memo>>();
 export function perDataVersion<T>(
   make: (store: Store) => T,
   opts: {
-    tables?: readonly (Table | typeof ANY_TABLE)[];
+    tables?: readonly Table[];
     /**
      * The value after the commits since it was made (what each changed), when that is enough to
      * know it (issue 26: ids that rows add to a set), else null: it is made again.
@@ -108,7 +108,7 @@ export function perDataVersion<T>(
         return value;
       }
     }
-    const tables = new Set<string>(opts.tables?.map((t) => (typeof t === 'string' ? t : t.name)));
+    const tables = new Set<string>(opts.tables?.map((t) => t.name));
     const value = make(trackReads(store, changes.graph, tables));
     const memo: Memo = { seq, deps: { tables, traders: null, assets: null }, value };
     held.set(id, memo);

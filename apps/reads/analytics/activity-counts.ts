@@ -1,4 +1,4 @@
-import { idsWritten } from '../../../storage/changes.ts';
+import { writtenTo } from '../../../storage/changes.ts';
 import { checkIdentifier } from '../../../storage/port.ts';
 import { identifier, join, literal, param, type Sql, sql } from '../../../storage/sql.ts';
 import type { Table } from '../../../storage/table.ts';
@@ -101,8 +101,8 @@ const eventAssets = perDataVersion(
   {
     // Rows are not taken out but by a compaction (which says no ids): the assets of rows written are added.
     update: (assets, since) => {
-      const w = idsWritten(since, EVENTS_TABLE.name);
-      return w && union(assets, w.assets);
+      const w = writtenTo(since, EVENTS_TABLE.name);
+      return w?.assets ? union(assets, w.assets) : null;
     },
   },
 );
@@ -188,16 +188,8 @@ const spanOf = (table: Table) => {
     },
     {
       update: (span, since) => {
-        let { lo, hi } = span;
-        for (const set of since) {
-          if (set.all) return null;
-          const c = set.tables.get(table.name);
-          if (!c) continue;
-          if (!c.times) return null;
-          lo = Math.min(lo, c.times.lo);
-          hi = Math.max(hi, c.times.hi);
-        }
-        return { lo, hi };
+        const w = writtenTo(since, table.name);
+        return w?.times ? { lo: Math.min(span.lo, w.times.lo), hi: Math.max(span.hi, w.times.hi) } : null;
       },
     },
   );

@@ -1,6 +1,6 @@
 import type { DirectionBias, TimeBasedPerformance } from '../../../schemas/api/analytics.ts';
 import { WINDOWS, type WindowName } from '../../../schemas/api/resources.ts';
-import { idsWritten } from '../../../storage/changes.ts';
+import { writtenTo } from '../../../storage/changes.ts';
 import type { Store } from '../../../storage/port.ts';
 import type { Table } from '../../../storage/table.ts';
 import { MESSAGES_TABLE } from '../../../storage/tables/messages.ts';
@@ -119,8 +119,8 @@ const presentIds = perDataVersion(
     // Rows are not taken out but by a compaction (which says no ids): the ids of rows written are
     // added (of any window: an id too many costs a longer NOT IN, never a wrong count).
     update: (present, since) => {
-      const w = idsWritten(since, POSITION_SAMPLES_TABLE.name);
-      return w && { assets: union(present.assets, w.assets), traders: union(present.traders, w.traders) };
+      const w = writtenTo(since, POSITION_SAMPLES_TABLE.name);
+      return w?.assets && w.traders ? { assets: union(present.assets, w.assets), traders: union(present.traders, w.traders) } : null;
     },
   },
 );
