@@ -407,7 +407,7 @@ function readRoutes(app: FastifyInstance, deps: ApiDeps, r: ReadRouting): void {
   const clock = deps.clock ?? Date.now;
   // A commit wakes every held poll at once: they read again a slot's worth at a time, through a
   // gate of their own instead of admission (whose queue they overflowed, and whose per-account
-  // share held them back: 503s and deadlines). Most of what they read is shared (the stamps, the facts).
+  // share held them back: 503s and deadlines). Much of what they read is shared (the facts, the watermark).
   const woken = gate(r.slots);
   // The polls one commit wakes that ask the same of the same account (its since and filters) share one read.
   const sameWake = new Map<string, Promise<unknown>>();
@@ -451,7 +451,6 @@ function readRoutes(app: FastifyInstance, deps: ApiDeps, r: ReadRouting): void {
             woken(() => {
               // Its deadline starts when its turn comes.
               const { ctx, unslotted } = readContext(op, req.principal!, now);
-              ctx.woken = true;
               return unslotted(() => op.handler(ctx, query));
             }),
           )

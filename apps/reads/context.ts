@@ -15,11 +15,6 @@ export interface ReadContext {
   changes?: Changes;
   /** The tables this read has read so far, its own queries' and its memos' (a cached answer lasts until a commit touches them). */
   reads?: Set<string>;
-  /**
-   * A held long-poll read again after a commit woke it (issue 28): a commit wakes every held poll
-   * at once, so what such reads all ask alike is read once for all of them (the feed's stamps).
-   */
-  woken?: boolean;
 }
 
 /** The seq an answer was read at, and the commits since: what a fact found for it holds until (issue 26). */

@@ -3,7 +3,6 @@ import { ApiError } from '../../schemas/api/errors.ts';
 import type { FeedQuery } from '../../schemas/api/queries.ts';
 import type { FeedItem } from '../../schemas/api/resources.ts';
 import { iso } from '../../schemas/formats.ts';
-import { baseStore, type Store } from '../../storage/port.ts';
 import { sql } from '../../storage/sql.ts';
 import {
   curateFeedEvents,
@@ -245,47 +244,21 @@ export async function listFeed(ctx: ReadContext, q: FeedQuery): Promise<{ result
 const watermarkOf = perDataVersion((store) => feedWatermark(store));
 
 /**
- * The stamps above `after` up to `watermark`, `n` at most, in key order. They are the same for
- * every caller (visibility and filters apply to them afterwards): the polls a commit woke share
- * one read of the same ones until a commit touches the feed's stamps (issue 28: a commit wakes
- * every held poll at once, most of them at the same watermark). Only with a change log to tell.
+ * The stamps above `after` up to `watermark`, `n` at most, in key order. Read by every poll for
+ * itself: rows at or below a watermark are not final within a data version (a batch writes the
+ * tombstones of older stamps before it commits), so rows read by one poll are not another's to
+ * use (shared among woken long-polls, they let a held poll keep a group the batch removed).
  */
-async function stampsAfter(ctx: ReadContext, after: number, watermark: number, n: number): Promise<Stamp[]> {
-  const read = () =>
-    ctx.store.query<Stamp>(
-      `
+function stampsAfter(ctx: ReadContext, after: number, watermark: number, n: number): Promise<Stamp[]> {
+  return ctx.store.query<Stamp>(
+    `
       SELECT fseq AS t, id, platform, sourceIdentityId, toUnixTimestamp64Milli(writtenAt) AS writtenAt, url, text, attachmentTypes, attachmentUrls,
         events, traderIds, c.live AS groupLive, 1 - c.tomb AS live, tomb, seq
       FROM ${FEED_CHANGES_TABLE} AS c WHERE fseq > {after:UInt64} AND fseq <= {watermark:UInt64}
       ORDER BY fseq, id LIMIT {n:UInt32} SETTINGS max_threads = 1`,
-      { after, watermark, n },
-    );
-  if (!ctx.woken || !ctx.changes) return read();
-  const seq = await ctx.changes.current();
-  if (!Number.isFinite(seq)) return read();
-  const store = baseStore(ctx.store);
-  let shared = sharedStamps.get(store);
-  if (!shared) sharedStamps.set(store, (shared = new Map()));
-  const key = `${after}:${watermark}:${n}`;
-  const had = shared.get(key);
-  if (had && !ctx.changes.changedSince(STAMP_DEPS, had.seq)) {
-    ctx.reads?.add(FEED_CHANGES_TABLE.name);
-    return had.rows;
-  }
-  const rows = read();
-  const kept = shared;
-  kept.set(key, { seq, rows });
-  rows.catch(() => kept.get(key)?.rows === rows && kept.delete(key));
-  // Bounded: the oldest go first (insertion order).
-  for (const k of kept.keys()) {
-    if (kept.size <= MAX_SHARED_STAMPS) break;
-    kept.delete(k);
-  }
-  return rows;
+    { after, watermark, n },
+  );
 }
-const sharedStamps = new WeakMap<Store, Map<string, { seq: number; rows: Promise<Stamp[]> }>>();
-const MAX_SHARED_STAMPS = 256;
-const STAMP_DEPS = { tables: new Set([FEED_CHANGES_TABLE.name]), traders: null, assets: null };
 
 /**
  * A since-poll (DESIGN 6 "Feed since"): the groups stamped after the watermark `since` carries,
