@@ -30,7 +30,8 @@ large --data-dir DIR; the server and the ingest write to DIR: use a copy), and o
 read load for --seconds: first static (nothing ingested), then one phase per rate of --rates
 records/s piped into the ingest (per 4 records: two prices of a known asset, a new message of a
 known trader's source and the open event of a new position on it). Printed per phase: req/s, p50,
-p99 and cache hits (the x-cache header) in all and per read kind, the live/static ratios, and the
+p99 and cache hits (the x-cache header) in all and per read kind, the live/static ratios, the CPU
+the server and the ingest used (cores: CPU seconds per second of the phase), and the
 freshness p50/p99/max from writing a record to the ingest's stdin until (a) its feed group shows in
 a since-poll at the head and (b) its event shows in /v2/events?traderIds=<its trader>.
 
@@ -39,7 +40,8 @@ Options:
   --server URL       bench a server already running on DIR at URL (not started nor stopped)
   --seconds S        length of each phase (default 30)
   --rates LIST       records per second of the live phases (default 2,20,200)
-  --clients N        concurrent clients of the mixed load (default 16)
+  --clients N        concurrent clients of the mixed load (default 16; 0: only the probes and
+                     the ingest, to see what the live data costs the server by itself)
   --warmup S         unmeasured load before the static phase (default 15; the server compacts
                      its tables after its first catch-up: the progress shows when)
   -h, --help         this text
@@ -72,7 +74,7 @@ const dataDir = resolve(argv['data-dir']!);
 if (!existsSync(join(dataDir, 'log'))) die(`${dataDir} holds no log: seed it first (node bin/signalbase.mjs seed --data-dir ${dataDir})`);
 if (!existsSync(demoKeyFile(dataDir))) die(`no demo key in ${demoKeyFile(dataDir)}: seed the data dir first`);
 const phaseMs = posInt('seconds', argv.seconds) * 1000;
-const clients = posInt('clients', argv.clients);
+const clients = argv.clients === '0' ? 0 : posInt('clients', argv.clients);
 const warmupMs = Number(argv.warmup) * 1000;
 if (!(warmupMs >= 0)) die(`--warmup takes a number of seconds (got ${argv.warmup})`);
 const rates = argv.rates!.split(',').map((r) => posInt('rates', r.trim()));
@@ -192,6 +194,8 @@ async function mixedLoad(ids: Ids, states: ClientState[], until: number, out: Sa
     }
   };
   await Promise.all(states.map(client));
+  // No clients (--clients 0): the phase is the probes and the ingest alone.
+  if (!states.length) await sleep(until - performance.now());
   return (performance.now() - t0) / 1000;
 }
 
@@ -401,6 +405,8 @@ interface PhaseResult {
   eventMs: number[];
   written: number;
   unseen: { groups: number; events: number };
+  /** CPU seconds per second of the phase: the server's and the ingest's (null: not ours to read). */
+  cpu: { server: number | null; ingest: number | null };
 }
 interface Figures {
   n: number;
@@ -426,6 +432,19 @@ const fmtPct = (x: number) => (Number.isFinite(x) ? `${Math.round(x * 100)} %` :
 const fmtRps = (x: number) => (Number.isFinite(x) ? x.toFixed(1) : '-');
 const fmtX = (x: number) => (Number.isFinite(x) ? `${x.toFixed(2)}x` : '-');
 const fmtS = (ms: number) => (Number.isFinite(ms) ? `${(ms / 1000).toFixed(2)} s` : '-');
+
+/** A process's CPU time so far (user + system, s) from /proc (Linux; null elsewhere or when it is gone). */
+function cpuSecs(pid: number | undefined): number | null {
+  if (pid === undefined) return null;
+  try {
+    // Fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
+    const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return (Number(f[11]) + Number(f[12])) / 100;
+  } catch {
+    return null;
+  }
+}
+const perSec = (a: number | null, b: number | null, secs: number): number | null => (a === null || b === null ? null : (b - a) / secs);
 
 /** Waits (at most 2 minutes) until the server's projector has nothing left to project (healthz projectorLag 0). */
 async function caughtUp(): Promise<void> {
@@ -561,6 +580,7 @@ try {
     const name = rate === 0 ? 'static' : `live ${rate}/s`;
     progress(`phase ${name}: ${(phaseMs / 1000).toFixed(0)} s`);
     const samples: Sample[] = [];
+    const cpu0 = { server: cpuSecs(server?.pid), ingest: cpuSecs(ingest.pid) };
     const t0 = performance.now();
     const until = t0 + phaseMs;
     const written0 = probes.written.length;
@@ -584,6 +604,10 @@ try {
     })();
     const secs = await mixedLoad(ids, states, until, samples);
     await writer;
+    const cpu = {
+      server: perSec(cpu0.server, cpuSecs(server?.pid), secs),
+      ingest: perSec(cpu0.ingest, cpuSecs(ingest.pid), secs),
+    };
     // What was written and not seen yet: up to GRACE_MS more (no load; what is still unseen then
     // counts for this phase when a later phase sees it, or as unseen).
     for (const end = performance.now() + GRACE_MS; performance.now() < end && probes.waiting(); ) await sleep(50);
@@ -596,6 +620,7 @@ try {
       eventMs: [],
       written: (probes.written.length - written0) * 4,
       unseen: { groups: 0, events: 0 },
+      cpu,
     });
     const f = figures(samples, secs);
     progress(`${name}: ${fmtRps(f.rps)} req/s, p50 ${fmtMs(f.p50)} ms, p99 ${fmtMs(f.p99)} ms, cache hits ${fmtPct(f.hits)}`);
@@ -617,7 +642,19 @@ try {
     `Mixed load, ${clients} clients, ${(phaseMs / 1000).toFixed(0)} s per phase; live phases pipe records into one \`signalbase ingest -\``,
   );
   printTable(
-    ['phase', 'records/s', 'req/s', 'p50 ms', 'p99 ms', 'cache hits', 'errors', 'req/s vs static', 'p99 vs static'],
+    [
+      'phase',
+      'records/s',
+      'req/s',
+      'p50 ms',
+      'p99 ms',
+      'cache hits',
+      'errors',
+      'req/s vs static',
+      'p99 vs static',
+      'CPU server',
+      'CPU ingest',
+    ],
     phases.map((p) => {
       const f = figures(p.samples, p.secs);
       return [
@@ -630,6 +667,8 @@ try {
         String(f.errors),
         p === stat ? '-' : fmtX(f.rps / sf.rps),
         p === stat ? '-' : fmtX(f.p99 / sf.p99),
+        p.cpu.server === null ? '-' : p.cpu.server.toFixed(2),
+        p.cpu.ingest === null ? '-' : p.cpu.ingest.toFixed(2),
       ];
     }),
   );

@@ -1,6 +1,7 @@
+import type { Changes } from '../../storage/changes.ts';
 import { baseStore, checkIdentifier, type Store } from '../../storage/port.ts';
 import type { Table } from '../../storage/table.ts';
-import type { ReadContext, Seen } from './context.ts';
+import { keptFor, type ReadContext, type Seen } from './context.ts';
 import { PAGE_FACTS, type PageFacts } from './list.ts';
 
 /**
@@ -10,7 +11,7 @@ import { PAGE_FACTS, type PageFacts } from './list.ts';
  */
 
 /** What firstAfter found per store and column: each the first time after `from`, as of `seq`. */
-const firsts = new WeakMap<Store, Map<string, { from: number; t: number | null; seq: number }[]>>();
+const firsts = new WeakMap<Changes, WeakMap<Store, Map<string, { from: number; t: number | null; seq: number }[]>>>();
 /** Instants kept per column (reads ask from now, and from the start of a trailing window). */
 const FIRSTS_KEPT = 8;
 
@@ -35,9 +36,7 @@ export async function keptFirstAfter(
     at.table.changes?.time === at.column ? { ...deps, times: [{ lo: now + 1, hi: t === null ? Number.POSITIVE_INFINITY : t - 1 }] } : deps;
   const known = seen && Number.isFinite(seen.seq) ? seen : undefined;
   if (!known) return find();
-  const base = baseStore(store);
-  let per = firsts.get(base);
-  if (!per) firsts.set(base, (per = new Map()));
+  const per = keptFor(firsts, known.changes, baseStore(store));
   const key = `${at.table.name}.${at.column}${at.key ? `:${at.key}` : ''}`;
   const kept = per.get(key) ?? [];
   per.set(key, kept);

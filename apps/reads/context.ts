@@ -59,7 +59,20 @@ interface Memo {
   deps: Dependencies;
   value: unknown;
 }
-const memos = new WeakMap<Store, Map<object, Memo>>();
+const memos = new WeakMap<Changes, WeakMap<Store, Map<object, Memo>>>();
+
+/**
+ * What is kept for one change log and store (issue 26). Per change log: a seq means what its log
+ * says, and two apps on one store (a test's cached app and the fresh one it is checked against)
+ * each keep their own.
+ */
+export function keptFor<K, V>(by: WeakMap<Changes, WeakMap<Store, Map<K, V>>>, changes: Changes, store: Store): Map<K, V> {
+  let perLog = by.get(changes);
+  if (!perLog) by.set(changes, (perLog = new WeakMap()));
+  let held = perLog.get(store);
+  if (!held) perLog.set(store, (held = new Map()));
+  return held;
+}
 
 /**
  * A value kept per store until a commit changes what it was made from: never kept for a context
@@ -87,8 +100,7 @@ export function perDataVersion<T>(
     // Loaded once for every caller, on the store itself: not one caller's cost nor bounded by its deadline.
     const store = baseStore(ctx.store);
     if (!changes || !Number.isFinite(seq)) return make(store) as Awaited<T>;
-    let held = memos.get(store);
-    if (!held) memos.set(store, (held = new Map()));
+    const held = keptFor(memos, changes, store);
     const had = held.get(id);
     if (had && !changes.changedSince(had.deps, had.seq)) {
       for (const t of had.deps.tables) ctx.reads?.add(t);
@@ -131,7 +143,7 @@ export function perDataVersion<T>(
 
 /** Entries a keyed memo holds per store at most (the oldest go first). */
 const KEYED_MAX = 256;
-const keyedMemos = new WeakMap<Store, Map<string, Memo>>();
+const keyedMemos = new WeakMap<Changes, WeakMap<Store, Map<string, Memo>>>();
 
 /**
  * A value kept per store and `key` until a commit touches `deps`, which may be narrower than whole
@@ -144,9 +156,7 @@ export async function keptUntilChanged<T>(ctx: ReadContext, key: string, deps: D
   const seq = changes ? await changes.current() : Number.NaN;
   for (const t of deps.tables) ctx.reads?.add(t);
   if (!changes || !Number.isFinite(seq)) return make();
-  const store = baseStore(ctx.store);
-  let held = keyedMemos.get(store);
-  if (!held) keyedMemos.set(store, (held = new Map()));
+  const held = keptFor(keyedMemos, changes, baseStore(ctx.store));
   const had = held.get(key);
   if (had && !changes.changedSince(had.deps, had.seq)) return had.value as Promise<T>;
   const value = make();

@@ -387,8 +387,8 @@ describe('analytics reads and commits', () => {
     ]);
     const p = await pair(h, clock);
     try {
-      for (const url of ['/v2/traders/stats?traderIds=1', '/v2/traders/stats?traderIds=2'])
-        await at(p, T0 + 3, url, key, { queried: true });
+      // Stored now (their figures may come from aggregates kept since an earlier question: performanceByTrader).
+      for (const url of ['/v2/traders/stats?traderIds=1', '/v2/traders/stats?traderIds=2']) await at(p, T0 + 3, url, key);
       await h.given([build.event(902, { traderId: 2, assetId: 2, price: 100, timeOfEvent: iso(T0 - 2 * DAY) })]);
       await at(p, T0 + 4, '/v2/traders/stats?traderIds=1', key, { queried: false });
       const two = await at(p, T0 + 4, '/v2/traders/stats?traderIds=2', key, { queried: true });
@@ -402,7 +402,7 @@ describe('analytics reads and commits', () => {
     const p = await pair(h, clock);
     try {
       const urls = ['/v2/traders/stats?traderIds=1', '/v2/assets/stats?assetIds=1'];
-      for (const url of urls) await at(p, T0 + 3, url, key, { queried: true });
+      for (const url of urls) await at(p, T0 + 3, url, key);
       // Position 1's 1D window is evaluated at T0 - 8 days, where a sample is already (its forward price).
       await h.given([build.price(1, iso(T0 - 8 * DAY + 30 * MIN), 999)]);
       for (const url of urls) await at(p, T0 + 4, url, key, { queried: false });

@@ -24,7 +24,7 @@ import {
   directionBias,
   firstOpenAfter,
   mayComeOfAge,
-  performanceByGroup,
+  performanceByTrader,
   sampleClock,
   sampleWhere,
   timeBasedPerformance,
@@ -143,10 +143,11 @@ export async function rankTraders(ctx: ReadContext, q: RankingsQuery) {
     .when(q.direction, 'e.direction = {direction:String}', 'direction');
   const sampleWindow: WindowName = performance ? w : '1D';
   const sample = await sampleWhere(ctx, facts, { window: bounds, assetIds, direction: q.direction });
-  const [perf, eventRows] = await Promise.all([
-    performanceByGroup(ctx, sample, 'traderId', {
+  const [aggregates, eventRows] = await Promise.all([
+    performanceByTrader(ctx, sample, {
       windows: [sampleWindow],
       countsOnly: !performance,
+      endAtNow: explicitBounds(q).end === null,
     }),
     assetIds
       ? currentStatements<{ traderId: number; n: number }>(
@@ -161,6 +162,7 @@ export async function rankTraders(ctx: ReadContext, q: RankingsQuery) {
           rows.map((r) => ({ traderId: r.g, n: r.n })),
         ),
   ]);
+  const perf = aggregates.groups;
   const eventCounts = new Map(eventRows.map((r) => [Number(r.traderId), Number(r.n)]));
   const candidates: Omit<RankingRow, 'rank'>[] = [];
   for (const traderId of new Set([...perf.keys(), ...eventCounts.keys()])) {
@@ -214,7 +216,7 @@ export async function rankTraders(ctx: ReadContext, q: RankingsQuery) {
     },
     meta: { totalCandidates: candidates.length, serverTime: ctx.now.toISOString() },
   };
-  return withFacts(ctx, answer, await rankingClock(ctx, q, { bounds, sample, sampleWindow, performance, w }), [
+  return withFacts(ctx, answer, await rankingClock(ctx, q, { bounds, sample, sampleWindow, performance, w, ripens: aggregates.ripens }), [
     POSITION_SAMPLES_TABLE,
     EVENTS_TABLE,
   ]);
@@ -233,7 +235,15 @@ export async function rankTraders(ctx: ReadContext, q: RankingsQuery) {
 async function rankingClock(
   ctx: ReadContext,
   q: RankingsQuery,
-  c: { bounds: { start: number; end: number }; sample: Where; sampleWindow: WindowName; performance: boolean; w: WindowName },
+  c: {
+    bounds: { start: number; end: number };
+    sample: Where;
+    sampleWindow: WindowName;
+    performance: boolean;
+    w: WindowName;
+    /** When the aggregates say it (performanceByTrader): the first `ready` row of the sample coming of age. */
+    ripens: number | undefined;
+  },
 ): Promise<PageFacts> {
   const now = ctx.now.getTime();
   const given = explicitBounds(q);
@@ -242,7 +252,15 @@ async function rankingClock(
   const newYear = given.start === null && endAtNow ? nextNewYear(now) : null;
   const full = c.performance && !endAtNow && now < c.bounds.end + WINDOW_MS[c.w] ? c.bounds.end + WINDOW_MS[c.w] : null;
   const lag = ctx.principal.historyWindowDays == null ? null : ctx.principal.historyWindowDays * DAY_MS;
-  const sampled = sampleClock(c.sample, { windows: [c.sampleWindow], ripen: c.performance && (await mayComeOfAge(ctx)), lagMs: lag });
+  const ripen = c.performance && (await mayComeOfAge(ctx));
+  const known = c.ripens;
+  // Known from the aggregates when no start trails the clock: no query of the sample's own.
+  const sampled =
+    lag === null && known !== undefined
+      ? ripen
+        ? async () => known
+        : undefined
+      : sampleClock(c.sample, { windows: [c.sampleWindow], ripen, lagMs: lag });
   return {
     window,
     until: earliest(newYear, full),

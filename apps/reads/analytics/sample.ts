@@ -1,14 +1,14 @@
 import type { DirectionBias, TimeBasedPerformance } from '../../../schemas/api/analytics.ts';
 import { WINDOWS, type WindowName } from '../../../schemas/api/resources.ts';
-import { writtenTo } from '../../../storage/changes.ts';
-import type { Store } from '../../../storage/port.ts';
+import { type Changes, writtenTo } from '../../../storage/changes.ts';
+import { baseStore, type Store } from '../../../storage/port.ts';
 import type { Table } from '../../../storage/table.ts';
 import { MESSAGES_TABLE } from '../../../storage/tables/messages.ts';
 import { POSITION_SAMPLES_TABLE } from '../../../storage/tables/performance.ts';
 import { PRICES_TABLE } from '../../../storage/tables/prices.ts';
 import { EVENTS_TABLE } from '../../../storage/tables/trading.ts';
 import { earliest, keptFirstAfter } from '../clock.ts';
-import { keptUntilChanged, perDataVersion, type ReadContext, type Seen } from '../context.ts';
+import { keptFor, keptUntilChanged, perDataVersion, type ReadContext, type Seen } from '../context.ts';
 import { type Facts, permits, signalTraders } from '../facts.ts';
 import { type PageFacts, Where } from '../list.ts';
 import type { Principal } from '../principal.ts';
@@ -313,16 +313,19 @@ export function performanceSql(
     windows = WINDOWS,
     countsOnly = false,
     checkAge = true,
-  }: { windows?: readonly WindowName[]; countsOnly?: boolean; checkAge?: boolean } = {},
+    ripens = false,
+  }: { windows?: readonly WindowName[]; countsOnly?: boolean; checkAge?: boolean; ripens?: boolean } = {},
 ): { sql: string; params: Record<string, unknown> } {
   const moments = countsOnly
     ? '0 AS scored, NULL AS mean, NULL AS median, 0 AS wins, NULL AS sd'
     : 'countIf(ready) AS scored, avgIf(r, ready) AS mean, quantileExactInclusiveIf(0.5)(r, ready) AS median, countIf(ready AND r > 0) AS wins, stddevSampStableIf(r, ready) AS sd';
+  // The group's first `ready` row still too young at serverTime comes of age at its evaluation time.
+  const ripen = ripens ? ', minIfOrNull(p.evaluatedAt, p.isReady AND p.evaluatedAt > {now:Int64}) AS ripens' : '';
   // One flat GROUP BY (a subquery to name `r` and `ready` cost a twentieth of trader stats).
   return {
     sql: `
       WITH p.readyReturn AS r, p.isReady${checkAge ? ' AND p.evaluatedAt <= {now:Int64}' : ''} AS ready
-      SELECT p.${groupBy} AS g, p.window AS window, count() AS sampled, ${moments}, countIf(p.direction = 'long') AS longs
+      SELECT p.${groupBy} AS g, p.window AS window, count() AS sampled, ${moments}, countIf(p.direction = 'long') AS longs${ripen}
       FROM ${POSITION_SAMPLES_TABLE} AS p FINAL ${where.prewhereSql}
       WHERE ${where.sql}${windows.length < WINDOWS.length ? ' AND p.window IN {windows:Array(String)}' : ''}
       GROUP BY g, window
@@ -331,24 +334,154 @@ export function performanceSql(
   };
 }
 
+type Groups = Map<number, Map<WindowName, WindowAggregate>>;
+
+/** Runs performanceSql and indexes the aggregates by group, then window; `ripens` collects each group's first instant of coming of age. */
+async function readGroups(
+  ctx: ReadContext,
+  q: { sql: string; params: Record<string, unknown> },
+  now: number,
+  ripens?: Map<number, number>,
+): Promise<Groups> {
+  const rows = await ctx.store.query<WindowAggregate & { g: number; ripens?: number | string | null }>(q.sql, { ...q.params, now });
+  const out: Groups = new Map();
+  for (const r of rows) {
+    const g = Number(r.g);
+    let m = out.get(g);
+    if (!m) out.set(g, (m = new Map()));
+    const { ripens: at, ...agg } = r;
+    m.set(r.window, { ...agg, sampled: Number(r.sampled), scored: Number(r.scored), wins: Number(r.wins), longs: Number(r.longs) });
+    if (ripens && at != null) ripens.set(g, Math.min(ripens.get(g) ?? Number.POSITIVE_INFINITY, Number(at)));
+  }
+  return out;
+}
+
 /** Runs performanceSql and indexes the aggregates by group, then window. */
 export async function performanceByGroup(
   ctx: ReadContext,
   where: Where,
   groupBy: string,
   { windows = WINDOWS, countsOnly = false }: { windows?: readonly WindowName[]; countsOnly?: boolean } = {},
-): Promise<Map<number, Map<WindowName, WindowAggregate>>> {
+): Promise<Groups> {
   const now = ctx.now.getTime();
   const q = performanceSql(where, groupBy, { windows, countsOnly, checkAge: countsOnly ? false : now < (await latestPriceAt(ctx)) });
-  const rows = await ctx.store.query<WindowAggregate & { g: number }>(q.sql, { ...q.params, now });
-  const out = new Map<number, Map<WindowName, WindowAggregate>>();
-  for (const r of rows) {
-    const g = Number(r.g);
-    let m = out.get(g);
-    if (!m) out.set(g, (m = new Map()));
-    m.set(r.window, { ...r, sampled: Number(r.sampled), scored: Number(r.scored), wins: Number(r.wins), longs: Number(r.longs) });
+  return readGroups(ctx, q, now);
+}
+
+/**
+ * The per-trader aggregates of one sample, kept from one request to the next (TraderMemo), and
+ * when they may change with the clock alone.
+ */
+export interface TraderAggregates {
+  groups: Groups;
+  /**
+   * The first evaluation time after serverTime of a `ready` row of the sample (Infinity: none), when
+   * it is known from the aggregates themselves (the sample's start does not trail the clock).
+   */
+  ripens?: number;
+  /** The same per trader (absent: none of its rows), when known. */
+  ripensBy?: ReadonlyMap<number, number>;
+}
+
+/**
+ * Per-trader aggregates kept per store and query (issue 26): read at `at` and `seq`, they answer a
+ * request at a later clock and seq for every trader no commit since wrote into position_samples
+ * (its changes name their traders), as long as the clock alone changes nothing: before `until`,
+ * the first instant a `ready` row of the sample comes of age, or a row dated after `at` enters a
+ * sample that ends at serverTime.
+ */
+interface TraderMemo {
+  seq: number;
+  at: number;
+  until: number;
+  groups: Groups;
+  /** Per trader, the first instant one of its `ready` rows comes of age after it was read. */
+  ripens: Map<number, number>;
+}
+/** Samples kept per store (each a few hundred kB: a group per trader). */
+const TRADER_MEMOS_MAX = 24;
+/** Per change log and store (keptFor), then query. */
+const traderMemos = new WeakMap<Changes, WeakMap<Store, Map<string, TraderMemo>>>();
+
+/**
+ * performanceByGroup by trader, for rankings: the groups no commit touched since they were read are
+ * kept, and only the traders a commit wrote into position_samples are read again (one range of the
+ * table's key each), instead of the whole sample after every commit (under live ingest, every
+ * trade commit ended the 18 rankings of the default window, each a scan of the sample). Not kept
+ * where the sample's start trails the clock (the account's history window), nor without a change
+ * log; a commit whose traders are not known ends what is kept. `endAtNow`: the sample ends at
+ * serverTime (rows dated after it enter as the clock reaches them).
+ */
+export async function performanceByTrader(
+  ctx: ReadContext,
+  where: Where,
+  { windows = WINDOWS, countsOnly = false, endAtNow }: { windows?: readonly WindowName[]; countsOnly?: boolean; endAtNow: boolean },
+): Promise<TraderAggregates> {
+  const now = ctx.now.getTime();
+  const changes = ctx.changes;
+  const seq = changes ? await changes.current() : Number.NaN;
+  const checkAge = countsOnly ? false : now < (await latestPriceAt(ctx));
+  const plain = () => readGroups(ctx, performanceSql(where, 'traderId', { windows, countsOnly, checkAge }), now);
+  if (!changes || !Number.isFinite(seq) || ctx.principal.historyWindowDays != null) return { groups: await plain() };
+  // What is kept checks each row's age whatever the latest price (a price after serverTime would
+  // otherwise make it another query), and says when the first `ready` row comes of age.
+  const aged = !countsOnly;
+  const q = performanceSql(where, 'traderId', { windows, countsOnly, checkAge: aged, ripens: aged });
+  // The sample's end is serverTime's here: the key holds every parameter but that.
+  const { sampleEnd: _end, ...fixed } = q.params;
+  const key = `${q.sql}\n${JSON.stringify(endAtNow ? fixed : q.params)}`;
+  const store = baseStore(ctx.store);
+  const held = keptFor(traderMemos, changes, store);
+  const had = held.get(key);
+  // A request whose clock is behind what is kept (requests overlap) reads for itself.
+  if (had && now < had.at) return { groups: await plain() };
+  ctx.reads?.add(POSITION_SAMPLES_TABLE.name);
+  let traders: Set<number> | null = null;
+  if (had && now < had.until) {
+    const written = changes.since(had.seq);
+    const w = written && writtenTo(written, POSITION_SAMPLES_TABLE.name);
+    traders = w?.traders ?? null;
   }
-  return out;
+  let memo: TraderMemo;
+  if (had && traders && traders.size === 0) {
+    memo = had;
+    memo.seq = Math.max(memo.seq, seq);
+  } else {
+    const ripens = new Map<number, number>();
+    let groups: Groups;
+    if (had && traders) {
+      // The traders written since, read again at this request's clock; the others are as they were.
+      const ids = [...traders];
+      const patch = new Where({ ...where.params });
+      patch.clauses.push(...where.clauses.slice(1));
+      patch.pre.push(...where.pre, 'p.traderId IN {patchTraders:Array(UInt64)}');
+      patch.params.patchTraders = ids;
+      const fresh = await readGroups(
+        ctx,
+        performanceSql(patch, 'traderId', { windows, countsOnly, checkAge: aged, ripens: aged }),
+        now,
+        ripens,
+      );
+      groups = new Map(had.groups);
+      for (const [t, at] of had.ripens) if (!traders.has(t)) ripens.set(t, at);
+      for (const t of ids) groups.delete(t);
+      for (const [t, g] of fresh) groups.set(t, g);
+    } else {
+      groups = await readGroups(ctx, q, now, ripens);
+    }
+    let until = Number.POSITIVE_INFINITY;
+    for (const at of ripens.values()) until = Math.min(until, at);
+    if (endAtNow)
+      for (const w of windows) until = Math.min(until, (await firstOpenAfter(store, w, now, { changes, seq })) ?? Number.POSITIVE_INFINITY);
+    // Patched groups were read at this clock: the whole holds from it on.
+    memo = { seq, at: now, until, groups, ripens };
+    held.delete(key);
+    held.set(key, memo);
+    if (held.size > TRADER_MEMOS_MAX) held.delete(held.keys().next().value!);
+  }
+  let first = Number.POSITIVE_INFINITY;
+  for (const at of memo.ripens.values()) first = Math.min(first, at);
+  return { groups: memo.groups, ripens: first, ripensBy: memo.ripens };
 }
 
 /** The contract's timeBasedPerformance of an aggregate (metrics null when nothing is scored). */

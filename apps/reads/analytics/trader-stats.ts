@@ -12,6 +12,7 @@ import {
   directionBias,
   mayComeOfAge,
   performanceByGroup,
+  performanceByTrader,
   sampleClock,
   sampleWhere,
   timeBasedPerformance,
@@ -54,8 +55,13 @@ export async function traderStats(ctx: ReadContext, q: TraderStatsQuery) {
   const requested = splitIds(q.traderIds) ?? [];
   const found = requested.filter((id) => traderEligible(facts, ctx.principal, id, platforms));
   const missingTraderIds = requested.filter((id) => !found.includes(id));
-  const where = found.length ? await sampleWhere(ctx, facts, { window, traderIds: found }) : undefined;
-  const perf = where ? await performanceByGroup(ctx, where, 'traderId') : new Map();
+  const bounds = explicitBounds(q);
+  // The default question (every position of the trader, no history window): from the aggregates of
+  // every trader, kept across requests and commits (performanceByTrader); else the traders' own.
+  const everyTrader = found.length > 0 && bounds.start === null && bounds.end === null && ctx.principal.historyWindowDays == null;
+  const where = found.length ? await sampleWhere(ctx, facts, everyTrader ? { window } : { window, traderIds: found }) : undefined;
+  const kept = everyTrader ? await performanceByTrader(ctx, where!, { endAtNow: false }) : undefined;
+  const perf = kept ? kept.groups : where ? await performanceByGroup(ctx, where, 'traderId') : new Map();
   const tagsOf = found.length ? await traderTags(ctx) : new Map<number, { category: string; name: string }[]>();
   const results: TraderStatsRow[] = found.map((id) => {
     const key = facts.traderSource.get(id);
@@ -87,9 +93,17 @@ export async function traderStats(ctx: ReadContext, q: TraderStatsQuery) {
   // bound is defaulted to serverTime, so no row enters with the clock.
   const rule = windowRule(q, ctx.principal, { unboundedDefault: true });
   const ripen = where !== undefined && (await mayComeOfAge(ctx));
+  const ripensBy = kept?.ripensBy;
   return withFacts(ctx, answer, {
     window: rule,
-    later: where ? sampleClock(where, { ripen, lagMs: rule.startLagMs }) : undefined,
+    later:
+      ripensBy && rule.startLagMs === null
+        ? ripen
+          ? async () => Math.min(...found.map((id) => ripensBy.get(id) ?? Number.POSITIVE_INFINITY))
+          : undefined
+        : where
+          ? sampleClock(where, { ripen, lagMs: rule.startLagMs })
+          : undefined,
   });
 }
 

@@ -1,0 +1,130 @@
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { ReadCache } from '../../apps/api/read-cache.ts';
+import { buildApi } from '../../apps/api/server.ts';
+import { ApiKeyAuthenticator } from '../../apps/auth/keys.ts';
+import { MemoryCache } from '../../apps/cache/memory.ts';
+import { CursorCodec } from '../../apps/reads/cursor.ts';
+import { build, createHarness, type Harness } from '../helpers/harness.ts';
+
+/**
+ * Issue 26: under live ingest every trade commit ended every ranking, and each was read again from
+ * the whole sample. The per-trader aggregates of a sample are now kept from one request to the
+ * next: the rankings of one window share them whatever their metric, and after a commit only the
+ * traders it wrote are read again. What a user sees must not change: each answer of the app with
+ * the read cache and the change log equals the answer of an app without either (a fresh read), at
+ * the same injected clock, including the instant a `ready` window of a trader read again comes of
+ * age.
+ */
+
+const MIN = 60_000;
+const HOUR = 60 * MIN;
+const DAY = 24 * HOUR;
+const T0 = Math.floor(Date.now() / MIN) * MIN;
+const iso = (ms: number) => new Date(ms).toISOString();
+
+/** The aggregate over the sample's rows (the query that is kept), and which traders it was asked for. */
+const AGGREGATE = /position_samples AS p FINAL[\s\S]*GROUP BY g, window/;
+
+describe('rankings: per-trader aggregates kept across requests and commits (issue 26)', () => {
+  let h: Harness;
+  let key: string;
+  const clock = { now: T0 };
+  let cached: FastifyInstance;
+  let plain: FastifyInstance;
+
+  beforeAll(async () => {
+    h = await createHarness({ clock: () => clock.now });
+    // Three traders, one asset each; each position's 1D window is `ready` from its forward price.
+    const open = T0 - 3 * DAY;
+    const forward = open + DAY + 5 * MIN;
+    await h.given([
+      ...[1, 2, 3].flatMap((t) => [build.source(`src-${t}`), build.trader(t), build.asset(t), build.price(t, iso(T0 - 40 * DAY), 90)]),
+      build.price(1, iso(forward), 110), // trader 1: +10 %
+      build.price(2, iso(forward), 95), // trader 2: -5 %
+      build.price(3, iso(forward), 102), // trader 3: +2 %
+      ...[1, 2, 3].map((t) => build.event(t, { traderId: t, assetId: t, price: 100, timeOfEvent: iso(open) })),
+    ]);
+    key = await h.key();
+    const deps = {
+      store: h.store,
+      auth: new ApiKeyAuthenticator(h.store, new MemoryCache(), 3_600_000),
+      dataVersion: () => h.dataVersion(),
+      clock: () => clock.now,
+      cursors: CursorCodec.random(),
+    };
+    cached = buildApi({
+      ...deps,
+      changes: h.changes!,
+      readCache: new ReadCache(new MemoryCache(undefined, undefined, deps.clock), deps.clock),
+    });
+    plain = buildApi(deps);
+    await Promise.all([cached.ready(), plain.ready()]);
+  });
+  afterAll(async () => {
+    await cached?.close();
+    await plain?.close();
+    await h?.close();
+  });
+
+  /** The cached app's answer at `time` (checked against a fresh read), and the aggregates it queried (their patched traders, or 'all'). */
+  async function rank(metric: string, time: number) {
+    clock.now = time;
+    const url = `/v2/traders/rankings?metric=${metric}&timeBasedPerformanceWindow=1D&minPositions=0`;
+    const spy = vi.spyOn(h.store, 'query');
+    const res = await cached.inject({ method: 'GET', url, headers: { 'x-api-key': key, 'x-request-id': 'r' } });
+    const aggregates = spy.mock.calls
+      .filter(([sql]) => AGGREGATE.test(String(sql)))
+      .map(([, params]) => ((params as Record<string, unknown> | undefined)?.patchTraders as number[] | undefined) ?? 'all');
+    spy.mockRestore();
+    const fresh = await plain.inject({ method: 'GET', url, headers: { 'x-api-key': key, 'x-request-id': 'r' } });
+    expect(res.statusCode, `${url} at ${iso(time)}: ${res.body}`).toBe(200);
+    expect(res.json(), `${url} at ${iso(time)}`).toEqual(fresh.json());
+    // Returns in percent, to a thousandth (the sums are floating point).
+    const order = (res.json() as any).data.results.map((r: any) => [r.traderId, Math.round(r.metricValue * 1000) / 1000]);
+    return { order, aggregates };
+  }
+
+  it('the rankings of one window share one aggregate; a commit has only its traders read again; a patched trader ripens on time', async () => {
+    const first = await rank('avg_return', T0);
+    expect(first.order).toEqual([
+      [1, 10],
+      [3, 2],
+      [2, -5],
+    ]);
+    expect(first.aggregates).toEqual(['all']);
+    // Another metric of the same window, later (nothing entered the sample since): no aggregate read.
+    const second = await rank('win_rate', T0 + 1000);
+    expect(second.aggregates).toEqual([]);
+    expect(second.order.map((r: number[]) => r[0])).toEqual([1, 3, 2]);
+
+    // Trader 2 opens two positions: one `ready` long ago (+50 %), one whose 1D window comes of age at T0 + 7 min (+30 %).
+    await h.given([
+      build.price(2, iso(T0 - 2 * DAY - 12 * HOUR + 5 * MIN), 150),
+      build.event(20, { traderId: 2, assetId: 2, price: 100, timeOfEvent: iso(T0 - 3 * DAY - 12 * HOUR) }),
+      build.price(2, iso(T0 + 20 * MIN), 130),
+      build.event(21, { traderId: 2, assetId: 2, price: 100, timeOfEvent: iso(T0 - DAY + 7 * MIN) }),
+    ]);
+    const patched = await rank('avg_return', T0 + 2000);
+    expect(patched.aggregates).toEqual([[2]]);
+    // Trader 2's mean: (-5 + 50) / 2 = 22.5 (the third window is not of age yet).
+    expect(patched.order).toEqual([
+      [2, 22.5],
+      [1, 10],
+      [3, 2],
+    ]);
+    // Just before and at the instant the third window comes of age (read again, not patched: the clock moved it).
+    const before = await rank('avg_return', T0 + 7 * MIN - 1);
+    expect(before.order[0]).toEqual([2, 22.5]);
+    const ripe = await rank('avg_return', T0 + 7 * MIN);
+    expect(ripe.order[0]).toEqual([2, 25]);
+    // A commit of trader 3 alone: trader 3 read again, trader 2 kept as it was at its instant.
+    await h.given([build.event(3, { traderId: 3, assetId: 3, price: 100, timeOfEvent: iso(T0 - 3 * DAY), deleted: true, version: 2 })]);
+    const third = await rank('avg_return', T0 + 8 * MIN);
+    expect(third.aggregates).toEqual([[3]]);
+    expect(third.order).toEqual([
+      [2, 25],
+      [1, 10],
+    ]);
+  });
+});
