@@ -42,12 +42,15 @@ Options:
   --rates LIST       records per second of the live phases (default 2,20,200)
   --clients N        concurrent clients of the mixed load (default 16; 0: only the probes and
                      the ingest, to see what the live data costs the server by itself)
+  --only KINDS       only these read kinds in the mix (comma-separated names as printed, e.g.
+                     'rankings,since-poll'), to see what each costs the server (CPU per request)
   --warmup S         unmeasured load before the static phase (default 15; the server compacts
                      its tables after its first catch-up: the progress shows when)
   -h, --help         this text
 
 BENCH_SERVER_LOG_LEVEL=error (or another pino level) runs the started server at that log level
-and passes its log lines to stderr, to see what a 500 was.
+and passes its log lines to stderr, to see what a 500 was. BENCH_SERVER_PROFILE=DIR writes the
+started server's CPU profile (node --cpu-prof) into DIR when it stops.
 
 Each client reads with an account and key of its own (bench-live-0..N-1, created through the
 log at start; admission shares the server between accounts as between real users), the probes
@@ -67,6 +70,7 @@ const {
   rates: { type: 'string', default: '2,20,200' },
   clients: { type: 'string', default: '16' },
   warmup: { type: 'string', default: '15' },
+  only: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 });
 if (!argv['data-dir']) die(`--data-dir is required\n\n${USAGE}`);
@@ -158,7 +162,11 @@ const KINDS: { kind: string; weight: number; path: (ids: Ids, c: ClientState) =>
   },
   { kind: 'trader activity', weight: 4, path: () => '/v2/traders/activity' },
 ];
-const TOTAL_WEIGHT = KINDS.reduce((s, k) => s + k.weight, 0);
+const onlyKinds = argv.only?.split(',').map((k) => k.trim());
+for (const k of onlyKinds ?? [])
+  if (!KINDS.some((x) => x.kind === k)) die(`--only: no read kind '${k}' (kinds: ${KINDS.map((x) => x.kind).join(', ')})`);
+const MIX = onlyKinds ? KINDS.filter((k) => onlyKinds.includes(k.kind)) : KINDS;
+const TOTAL_WEIGHT = MIX.reduce((s, k) => s + k.weight, 0);
 /** A client: an account of its own (admission shares the server between accounts, as between real users) and, for its since-polls, its cursor, kept from phase to phase. */
 interface ClientState {
   key: string;
@@ -172,7 +180,7 @@ async function mixedLoad(ids: Ids, states: ClientState[], until: number, out: Sa
     const headers = { 'x-api-key': state.key };
     while (performance.now() < until) {
       let r = Math.random() * TOTAL_WEIGHT;
-      const k = KINDS.find((x) => (r -= x.weight) < 0) ?? KINDS[0]!;
+      const k = MIX.find((x) => (r -= x.weight) < 0) ?? MIX[0]!;
       const path = k.path(ids, state);
       const t = performance.now();
       let status = 0;
@@ -466,18 +474,23 @@ try {
     const port = await freePort();
     base = `http://127.0.0.1:${port}`;
     progress(`starting signalbase start --no-seed on ${dataDir}, port ${port}`);
-    server = spawn(process.execPath, [cli, 'start', '--no-seed'], {
-      env: {
-        ...process.env,
-        DATA_DIR: dataDir,
-        PORT: String(port),
-        HOST: '127.0.0.1',
-        LOG_LEVEL: process.env.BENCH_SERVER_LOG_LEVEL ?? 'silent',
-        RATE_LIMITS: 'default=100000000,address=100000000',
+    const profile = process.env.BENCH_SERVER_PROFILE;
+    server = spawn(
+      process.execPath,
+      [...(profile ? ['--cpu-prof', `--cpu-prof-dir=${resolve(profile)}`] : []), cli, 'start', '--no-seed'],
+      {
+        env: {
+          ...process.env,
+          DATA_DIR: dataDir,
+          PORT: String(port),
+          HOST: '127.0.0.1',
+          LOG_LEVEL: process.env.BENCH_SERVER_LOG_LEVEL ?? 'silent',
+          RATE_LIMITS: 'default=100000000,address=100000000',
+        },
+        // chdb reads its host process's stdin as INSERT data: the server gets none.
+        stdio: ['ignore', 'pipe', 'inherit'],
       },
-      // chdb reads its host process's stdin as INSERT data: the server gets none.
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
+    );
     // The server's catch-up and compactions, in the progress (a compaction during a phase weighs on it).
     let pending = '';
     server.stdout!.setEncoding('utf8').on('data', (d: string) => {

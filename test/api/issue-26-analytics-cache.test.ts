@@ -199,10 +199,12 @@ describe('analytics reads at the clock boundaries (injected clock)', () => {
     try {
       for (const metric of ['event_count', 'position_count']) {
         const url = `/v2/traders/rankings?metric=${metric}`;
-        const first = await at(p, T0, url, key, { queried: true });
+        // The first answer may be made of aggregates kept since another metric's (performanceByTrader, keptGroups).
+        const first = await at(p, T0, url, key);
         const before = await at(p, FUTURE - 1, url, key, { queried: false });
         expect(before.data.filtersApplied.appliedTimeRange.endTime).toBe(iso(FUTURE - 1));
-        const after = await at(p, FUTURE, url, key, { queried: true });
+        // Read again at the instant (the second metric's from the aggregates the first read again there).
+        const after = await at(p, FUTURE, url, key, { queried: metric === 'event_count' ? true : undefined });
         const one = (b: any) => b.data.results.find((r: any) => r.traderId === 1);
         expect(one(after).eventCount).toBe(one(first).eventCount + 1);
         expect(one(after).positionCount).toBe(one(first).positionCount + 1);
@@ -217,7 +219,7 @@ describe('analytics reads at the clock boundaries (injected clock)', () => {
     try {
       const end = T0 - HOUR;
       const url = `/v2/traders/rankings?metric=win_rate&timeBasedPerformanceWindow=1D&minPositions=0&startTime=${iso(T0 - 25 * DAY)}&endTime=${iso(end)}`;
-      const first = await at(p, T0, url, key, { queried: true });
+      const first = await at(p, T0, url, key);
       expect(first.data.filtersApplied.windowEvaluability).toBe('partial');
       const before = await at(p, RIPENS - 1, url, key, { queried: false });
       const after = await at(p, RIPENS, url, key, { queried: true });
@@ -228,7 +230,8 @@ describe('analytics reads at the clock boundaries (injected clock)', () => {
       await at(p, full - 5 * MIN, url, key, {});
       const partial = await at(p, full - 1, url, key, { queried: false });
       expect(partial.data.filtersApplied.windowEvaluability).toBe('partial');
-      const now = await at(p, full, url, key, { queried: true });
+      // The entry ends there; the figures, which the clock did not change, may come from kept aggregates.
+      const now = await at(p, full, url, key);
       expect(now.data.filtersApplied.windowEvaluability).toBe('full');
 
       // No position of the sample can have reached 30 days: PERFORMANCE_WINDOW_NOT_ELAPSED (its alternatives depend on serverTime), each time afresh.
@@ -262,7 +265,7 @@ describe('analytics reads at the clock boundaries (injected clock)', () => {
     const p = await pair(h, clock);
     try {
       const url = '/v2/traders/rankings';
-      await at(p, newYear - 5 * MIN, url, key, { queried: true });
+      await at(p, newYear - 5 * MIN, url, key);
       const before = await at(p, newYear - 1, url, key, { queried: false });
       expect(before.data.results.length).toBeGreaterThan(0);
       const after = await at(p, newYear, url, key, { queried: true });
@@ -277,7 +280,8 @@ describe('analytics reads at the clock boundaries (injected clock)', () => {
     const p = await pair(h, clock);
     try {
       for (const url of ['/v2/activity-summaries', '/v2/activity-summaries?groupBy=none&interval=week']) {
-        const first = await at(p, T0, url, key, { queried: true });
+        // The first answer may be made of aggregates kept since another metric's (performanceByTrader, keptGroups).
+        const first = await at(p, T0, url, key);
         const before = await at(p, FUTURE - 1, url, key, { queried: false });
         expect(before.data.filtersApplied.appliedTimeRange).toEqual({ startTime: iso(FUTURE - 1 - 7 * DAY), endTime: iso(FUTURE - 1) });
         const entered = await at(p, FUTURE, url, key, { queried: true });

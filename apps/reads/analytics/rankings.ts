@@ -14,10 +14,11 @@ import { POSITION_SAMPLES_TABLE } from '../../../storage/tables/performance.ts';
 import { EVENTS_TABLE } from '../../../storage/tables/trading.ts';
 import { earliest, firstAfter, nextNewYear, withFacts } from '../clock.ts';
 import type { ReadContext } from '../context.ts';
-import { factsOf } from '../facts.ts';
+import { type Facts, factsOf } from '../facts.ts';
 import { type PageFacts, Where } from '../list.ts';
 import { appliedTimeRange, DAY_MS, explicitBounds, type Window, type WindowRule } from '../window.ts';
 import { eventCounts as rolledUpEventCounts } from './activity-counts.ts';
+import { keptGroups } from './kept-groups.ts';
 import {
   clampToHistory,
   currentStatements,
@@ -158,9 +159,7 @@ export async function rankTraders(ctx: ReadContext, q: RankingsQuery) {
       SELECT e.traderId AS traderId, count() AS n FROM ${from} WHERE ${events.sql} AND ${part} GROUP BY traderId`,
           events.params,
         )
-      : rolledUpEventCounts(ctx, facts, { start: sampleStart, end: bounds.end, coarsest: 'day', direction: q.direction }).then((rows) =>
-          rows.map((r) => ({ traderId: r.g, n: r.n })),
-        ),
+      : eventCountsByTrader(ctx, facts, { start: sampleStart, end: bounds.end, direction: q.direction }, explicitBounds(q).end === null),
   ]);
   const perf = aggregates.groups;
   const eventCounts = new Map(eventRows.map((r) => [Number(r.traderId), Number(r.n)]));
@@ -220,6 +219,47 @@ export async function rankTraders(ctx: ReadContext, q: RankingsQuery) {
     POSITION_SAMPLES_TABLE,
     EVENTS_TABLE,
   ]);
+}
+
+/**
+ * Counted events per trader from the rolled-up activity (activity-counts.ts), kept across requests
+ * and commits (keptGroups): a commit has only the traders whose events it wrote counted again.
+ * Counts are a function of the events table alone (the roll-ups only move where they are read
+ * from), so only its changes count. Read in full when an event dated after what is kept enters a
+ * range that ends at serverTime (`endAtNow`); not kept where the start trails the clock (the
+ * account's history window) or the eligible assets differ.
+ */
+async function eventCountsByTrader(
+  ctx: ReadContext,
+  facts: Facts,
+  q: { start: number; end: number; direction: string | undefined },
+  endAtNow: boolean,
+): Promise<{ traderId: number; n: number }[]> {
+  const read = async (only: readonly number[] | null) => {
+    const rows = await rolledUpEventCounts(ctx, facts, {
+      start: q.start,
+      end: q.end,
+      coarsest: 'day',
+      direction: q.direction,
+      ...(only ? { only } : {}),
+    });
+    return new Map(rows.map((r) => [Number(r.g), Number(r.n)]));
+  };
+  const kept =
+    ctx.principal.historyWindowDays == null
+      ? await keptGroups(ctx, {
+          key: JSON.stringify(['eventCounts', q.start, endAtNow ? null : q.end, q.direction ?? null, facts.assetIds]),
+          table: EVENTS_TABLE,
+          by: 'traders',
+          read,
+          until: async (_groups, at, seen) =>
+            endAtNow
+              ? ((await firstAfter(ctx.store, { table: EVENTS_TABLE, column: 'timeOfEvent' }, at, seen)) ?? Number.POSITIVE_INFINITY)
+              : Number.POSITIVE_INFINITY,
+        })
+      : null;
+  const counts = kept ? kept.groups : await read(null);
+  return [...counts].map(([traderId, n]) => ({ traderId, n }));
 }
 
 /**

@@ -1,18 +1,19 @@
 import type { DirectionBias, TimeBasedPerformance } from '../../../schemas/api/analytics.ts';
 import { WINDOWS, type WindowName } from '../../../schemas/api/resources.ts';
-import { type Changes, writtenTo } from '../../../storage/changes.ts';
-import { baseStore, type Store } from '../../../storage/port.ts';
+import { writtenTo } from '../../../storage/changes.ts';
+import type { Store } from '../../../storage/port.ts';
 import type { Table } from '../../../storage/table.ts';
 import { MESSAGES_TABLE } from '../../../storage/tables/messages.ts';
 import { POSITION_SAMPLES_TABLE } from '../../../storage/tables/performance.ts';
 import { PRICES_TABLE } from '../../../storage/tables/prices.ts';
 import { EVENTS_TABLE } from '../../../storage/tables/trading.ts';
 import { earliest, keptFirstAfter } from '../clock.ts';
-import { keptFor, keptUntilChanged, perDataVersion, type ReadContext, type Seen } from '../context.ts';
+import { keptUntilChanged, perDataVersion, type ReadContext, type Seen } from '../context.ts';
 import { type Facts, permits, signalTraders } from '../facts.ts';
 import { type PageFacts, Where } from '../list.ts';
 import type { Principal } from '../principal.ts';
 import { DAY_MS, type Window } from '../window.ts';
+import { keptGroups, onlyGroups } from './kept-groups.ts';
 
 /**
  * The sample of the analytics reads (README "Analytics reads"): live positions on live assets with
@@ -383,34 +384,20 @@ export interface TraderAggregates {
   ripensBy?: ReadonlyMap<number, number>;
 }
 
-/**
- * Per-trader aggregates kept per store and query (issue 26): read at `at` and `seq`, they answer a
- * request at a later clock and seq for every trader no commit since wrote into position_samples
- * (its changes name their traders), as long as the clock alone changes nothing: before `until`,
- * the first instant a `ready` row of the sample comes of age, or a row dated after `at` enters a
- * sample that ends at serverTime.
- */
-interface TraderMemo {
-  seq: number;
-  at: number;
-  until: number;
-  groups: Groups;
-  /** Per trader, the first instant one of its `ready` rows comes of age after it was read. */
-  ripens: Map<number, number>;
+/** A trader's aggregates as kept: per window, and the first instant one of its `ready` rows comes of age (Infinity: none). */
+interface TraderGroup {
+  windows: Map<WindowName, WindowAggregate>;
+  ripens: number;
 }
-/** Samples kept per store (each a few hundred kB: a group per trader). */
-const TRADER_MEMOS_MAX = 24;
-/** Per change log and store (keptFor), then query. */
-const traderMemos = new WeakMap<Changes, WeakMap<Store, Map<string, TraderMemo>>>();
 
 /**
- * performanceByGroup by trader, for rankings: the groups no commit touched since they were read are
- * kept, and only the traders a commit wrote into position_samples are read again (one range of the
- * table's key each), instead of the whole sample after every commit (under live ingest, every
- * trade commit ended the 18 rankings of the default window, each a scan of the sample). Not kept
- * where the sample's start trails the clock (the account's history window), nor without a change
- * log; a commit whose traders are not known ends what is kept. `endAtNow`: the sample ends at
- * serverTime (rows dated after it enter as the clock reaches them).
+ * performanceByGroup by trader, for rankings and trader stats, kept across requests and commits
+ * (keptGroups): rankings of one window share it whatever their metric, and a commit has only the
+ * traders it wrote into position_samples read again (one range of the table's key each) instead
+ * of the whole sample (under live ingest, every trade commit ended the 18 rankings of the default
+ * window, each a scan of the sample). Read in full when a `ready` row comes of age or, with
+ * `endAtNow` (the sample ends at serverTime), a row dated after what is kept enters; not kept where
+ * the sample's start trails the clock (the account's history window).
  */
 export async function performanceByTrader(
   ctx: ReadContext,
@@ -418,70 +405,50 @@ export async function performanceByTrader(
   { windows = WINDOWS, countsOnly = false, endAtNow }: { windows?: readonly WindowName[]; countsOnly?: boolean; endAtNow: boolean },
 ): Promise<TraderAggregates> {
   const now = ctx.now.getTime();
-  const changes = ctx.changes;
-  const seq = changes ? await changes.current() : Number.NaN;
-  const checkAge = countsOnly ? false : now < (await latestPriceAt(ctx));
-  const plain = () => readGroups(ctx, performanceSql(where, 'traderId', { windows, countsOnly, checkAge }), now);
-  if (!changes || !Number.isFinite(seq) || ctx.principal.historyWindowDays != null) return { groups: await plain() };
   // What is kept checks each row's age whatever the latest price (a price after serverTime would
-  // otherwise make it another query), and says when the first `ready` row comes of age.
+  // otherwise make it another question), and says when the first `ready` row comes of age.
   const aged = !countsOnly;
-  const q = performanceSql(where, 'traderId', { windows, countsOnly, checkAge: aged, ripens: aged });
+  const sqlOf = (w: Where) => performanceSql(w, 'traderId', { windows, countsOnly, checkAge: aged, ripens: aged });
+  const q = sqlOf(where);
   // The sample's end is serverTime's here: the key holds every parameter but that.
   const { sampleEnd: _end, ...fixed } = q.params;
-  const key = `${q.sql}\n${JSON.stringify(endAtNow ? fixed : q.params)}`;
-  const store = baseStore(ctx.store);
-  const held = keptFor(traderMemos, changes, store);
-  const had = held.get(key);
-  // A request whose clock is behind what is kept (requests overlap) reads for itself.
-  if (had && now < had.at) return { groups: await plain() };
-  ctx.reads?.add(POSITION_SAMPLES_TABLE.name);
-  let traders: Set<number> | null = null;
-  if (had && now < had.until) {
-    const written = changes.since(had.seq);
-    const w = written && writtenTo(written, POSITION_SAMPLES_TABLE.name);
-    traders = w?.traders ?? null;
+  const kept =
+    ctx.principal.historyWindowDays == null
+      ? await keptGroups<TraderGroup>(ctx, {
+          key: `${q.sql}\n${JSON.stringify(endAtNow ? fixed : q.params)}`,
+          table: POSITION_SAMPLES_TABLE,
+          by: 'traders',
+          read: async (ids) => {
+            const ripens = new Map<number, number>();
+            const groups = await readGroups(ctx, ids ? sqlOf(onlyGroups(where, 'p.traderId', 'patchTraders', ids)) : q, now, ripens);
+            return new Map([...groups].map(([t, w]) => [t, { windows: w, ripens: ripens.get(t) ?? Number.POSITIVE_INFINITY }]));
+          },
+          until: async (groups, at, seen) => {
+            let until = Number.POSITIVE_INFINITY;
+            for (const g of groups.values()) until = Math.min(until, g.ripens);
+            if (endAtNow)
+              for (const w of windows) until = Math.min(until, (await firstOpenAfter(ctx.store, w, at, seen)) ?? Number.POSITIVE_INFINITY);
+            return until;
+          },
+        })
+      : null;
+  if (!kept) {
+    const checkAge = countsOnly ? false : now < (await latestPriceAt(ctx));
+    return { groups: await readGroups(ctx, performanceSql(where, 'traderId', { windows, countsOnly, checkAge }), now) };
   }
-  let memo: TraderMemo;
-  if (had && traders && traders.size === 0) {
-    memo = had;
-    memo.seq = Math.max(memo.seq, seq);
-  } else {
-    const ripens = new Map<number, number>();
-    let groups: Groups;
-    if (had && traders) {
-      // The traders written since, read again at this request's clock; the others are as they were.
-      const ids = [...traders];
-      const patch = new Where({ ...where.params });
-      patch.clauses.push(...where.clauses.slice(1));
-      patch.pre.push(...where.pre, 'p.traderId IN {patchTraders:Array(UInt64)}');
-      patch.params.patchTraders = ids;
-      const fresh = await readGroups(
-        ctx,
-        performanceSql(patch, 'traderId', { windows, countsOnly, checkAge: aged, ripens: aged }),
-        now,
-        ripens,
-      );
-      groups = new Map(had.groups);
-      for (const [t, at] of had.ripens) if (!traders.has(t)) ripens.set(t, at);
-      for (const t of ids) groups.delete(t);
-      for (const [t, g] of fresh) groups.set(t, g);
-    } else {
-      groups = await readGroups(ctx, q, now, ripens);
+  // The callers' view, made once per version of what is kept.
+  if (!kept.view) {
+    const groups: Groups = new Map();
+    const ripensBy = new Map<number, number>();
+    let first = Number.POSITIVE_INFINITY;
+    for (const [t, g] of kept.groups) {
+      groups.set(t, g.windows);
+      if (g.ripens !== Number.POSITIVE_INFINITY) ripensBy.set(t, g.ripens);
+      first = Math.min(first, g.ripens);
     }
-    let until = Number.POSITIVE_INFINITY;
-    for (const at of ripens.values()) until = Math.min(until, at);
-    if (endAtNow)
-      for (const w of windows) until = Math.min(until, (await firstOpenAfter(store, w, now, { changes, seq })) ?? Number.POSITIVE_INFINITY);
-    // Patched groups were read at this clock: the whole holds from it on.
-    memo = { seq, at: now, until, groups, ripens };
-    held.delete(key);
-    held.set(key, memo);
-    if (held.size > TRADER_MEMOS_MAX) held.delete(held.keys().next().value!);
+    kept.view = { groups, ripens: first, ripensBy } satisfies TraderAggregates;
   }
-  let first = Number.POSITIVE_INFINITY;
-  for (const at of memo.ripens.values()) first = Math.min(first, at);
-  return { groups: memo.groups, ripens: first, ripensBy: memo.ripens };
+  return kept.view as TraderAggregates;
 }
 
 /** The contract's timeBasedPerformance of an aggregate (metrics null when nothing is scored). */

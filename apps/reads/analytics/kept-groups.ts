@@ -1,0 +1,87 @@
+import { type Changes, writtenTo } from '../../../storage/changes.ts';
+import { baseStore, type Store } from '../../../storage/port.ts';
+import type { Table } from '../../../storage/table.ts';
+import { keptFor, type ReadContext, type Seen } from '../context.ts';
+import { Where } from '../list.ts';
+
+/**
+ * An aggregate per group (a trader or an asset) of one question, kept from one request to the next
+ * (issue 26): read at `at` and `seq`, it answers a request at a later clock and seq for every
+ * group no commit since wrote into the table it was read from (the table's changes name their
+ * traders and assets), before `until`, the first instant the clock alone may change a group.
+ */
+export interface KeptGroups<V> {
+  seq: number;
+  at: number;
+  until: number;
+  groups: Map<number, V>;
+  /** What a caller derives from `groups`, made once per version of them. */
+  view?: unknown;
+}
+
+/** Questions kept per change log and store (each a few hundred kB: a value per group). */
+const KEPT_MAX = 24;
+const kept = new WeakMap<Changes, WeakMap<Store, Map<string, KeptGroups<unknown>>>>();
+
+/**
+ * The groups of the question `key`, kept (KeptGroups): after commits that wrote some groups of
+ * `table`, only those are read again (`read(ids)`, at this request's clock); `read(null)` reads
+ * every group, when nothing is kept, the clock reached `until`, or a commit did not say which
+ * groups it wrote. `until` gives the groups' first instant of change by the clock alone after
+ * `now`. Null when nothing can be kept (no change log; a request whose clock is behind what is
+ * kept, as overlapping requests may be): the caller reads for itself.
+ */
+export async function keptGroups<V>(
+  ctx: ReadContext,
+  spec: {
+    key: string;
+    table: Table;
+    by: 'traders' | 'assets';
+    read: (ids: readonly number[] | null) => Promise<Map<number, V>>;
+    until: (groups: ReadonlyMap<number, V>, now: number, seen: Seen) => Promise<number>;
+  },
+): Promise<KeptGroups<V> | null> {
+  const now = ctx.now.getTime();
+  const changes = ctx.changes;
+  const seq = changes ? await changes.current() : Number.NaN;
+  if (!changes || !Number.isFinite(seq)) return null;
+  const held = keptFor(kept, changes, baseStore(ctx.store)) as Map<string, KeptGroups<V>>;
+  const had = held.get(spec.key);
+  if (had && now < had.at) return null;
+  ctx.reads?.add(spec.table.name);
+  let written: Set<number> | null = null;
+  if (had && now < had.until) {
+    const since = changes.since(had.seq);
+    const w = since && writtenTo(since, spec.table.name);
+    written = w?.[spec.by] ?? null;
+  }
+  if (had && written?.size === 0) {
+    had.seq = Math.max(had.seq, seq);
+    return had;
+  }
+  let groups: Map<number, V>;
+  if (had && written) {
+    // The groups written since, read again at this request's clock; the others are as they were.
+    const ids = [...written];
+    const fresh = await spec.read(ids);
+    groups = new Map(had.groups);
+    for (const id of ids) groups.delete(id);
+    for (const [id, v] of fresh) groups.set(id, v);
+  } else {
+    groups = await spec.read(null);
+  }
+  // Patched groups were read at this clock: the whole holds from it on.
+  const made: KeptGroups<V> = { seq, at: now, until: await spec.until(groups, now, { changes, seq }), groups };
+  held.delete(spec.key);
+  held.set(spec.key, made);
+  if (held.size > KEPT_MAX) held.delete(held.keys().next().value!);
+  return made;
+}
+
+/** `where` and `column IN {name}` (the groups to read again), read first (PREWHERE: a range of the table's key per group). */
+export function onlyGroups(where: Where, column: string, name: string, ids: readonly number[]): Where {
+  const out = new Where({ ...where.params, [name]: ids });
+  out.clauses.push(...where.clauses.slice(1));
+  out.pre.push(...where.pre, `${column} IN {${name}:Array(UInt64)}`);
+  return out;
+}
