@@ -52,8 +52,9 @@ import { listAssets } from './reads/assets.ts';
 import type { CacheRule } from './reads/cache-rule.ts';
 import type { ReadContext } from './reads/context.ts';
 import { ANALYTICS_COST, LIST_COST, type ReadCost } from './reads/cost.ts';
+import type { CursorCodec } from './reads/cursor.ts';
 import { listEvents } from './reads/events.ts';
-import { listFeed } from './reads/feed.ts';
+import { listFeed, sincePollShare } from './reads/feed.ts';
 import { listMessages } from './reads/messages.ts';
 import { untilNextStatusChange } from './reads/performance.ts';
 import { listOpenPositions, listPositions } from './reads/positions.ts';
@@ -122,6 +123,15 @@ export interface LongPoll {
   tables: readonly { name: string }[];
   empty(answer: any): boolean;
   intervalSeconds: number;
+  /**
+   * What makes woken polls one question whoever asks (they then share one read), and how one
+   * caller's answer becomes another's; null: this poll shares with no other account.
+   */
+  share?: (
+    query: Record<string, unknown>,
+    p: Principal,
+    cursors: CursorCodec,
+  ) => { key: string; resign(answer: any, from: Principal, to: Principal): any } | null;
 }
 
 /**
@@ -311,6 +321,7 @@ export const OPERATIONS: readonly Operation[] = [
       tables: [FEED_CHANGES_TABLE],
       empty: (a) => !a.results.length && !a.meta.removedIds?.length && !a.meta.hasMore,
       intervalSeconds: 5,
+      share: (q, p, cursors) => sincePollShare(q as FeedQuery, p, cursors),
     },
     // The groups, and the watermark to since-poll from afterwards (read before them: a change while they stream comes again in a poll).
     export: {

@@ -409,9 +409,10 @@ function readRoutes(app: FastifyInstance, deps: ApiDeps, r: ReadRouting): void {
   // gate of their own instead of admission (whose queue they overflowed, and whose per-account
   // share held them back: 503s and deadlines). Much of what they read is shared (the facts, the watermark).
   const woken = gate(r.slots);
-  // The polls one commit wakes that ask the same of the same account (its since and filters) share one read.
-  const sameWake = new Map<string, Promise<unknown>>();
-  const shared = (key: string, read: () => Promise<unknown>): Promise<unknown> => {
+  // The polls one commit wakes that ask the same (of the same account, or whoever asks where the
+  // operation says what makes them one question: LongPoll.share) share one read, and whose it was.
+  const sameWake = new Map<string, Promise<{ data: unknown; by: Principal }>>();
+  const shared = (key: string, read: () => Promise<{ data: unknown; by: Principal }>): Promise<{ data: unknown; by: Principal }> => {
     let p = sameWake.get(key);
     if (!p) {
       p = read().finally(() => sameWake.delete(key));
@@ -442,18 +443,20 @@ function readRoutes(app: FastifyInstance, deps: ApiDeps, r: ReadRouting): void {
     const ended = AbortSignal.any([gone.signal, closing.signal]);
     const on = { tables: new Set(poll.tables.map((t) => t.name)), traders: null, assets: null };
     const { wait: _w, ...asked } = query;
-    const same = `${op.tool}\n${req.principal!.accountId}\n${JSON.stringify(asked)}`;
+    const principal = req.principal!;
+    const share = poll.share?.(query, principal, cursors) ?? null;
+    const same = share ? `${op.tool}\n*\n${share.key}` : `${op.tool}\n${principal.accountId}\n${JSON.stringify(asked)}`;
     let now = req.startedAt;
     for (let wake = 0; ; wake++) {
       const seq = await changes.current();
       const data = await (wake
         ? shared(`${seq}\n${same}`, () =>
-            woken(() => {
+            woken(async () => {
               // Its deadline starts when its turn comes.
-              const { ctx, unslotted } = readContext(op, req.principal!, now);
-              return unslotted(() => op.handler(ctx, query));
+              const { ctx, unslotted } = readContext(op, principal, now);
+              return { data: await unslotted(() => op.handler(ctx, query)), by: principal };
             }),
-          )
+          ).then(({ data, by }) => (by === principal || !share ? data : share.resign(data, by, principal)))
         : (() => {
             const { ctx, run } = readContext(op, req.principal!, now);
             return run(() => op.handler(ctx, query));

@@ -14,7 +14,7 @@ import {
 import { MESSAGES_TABLE } from '../../storage/tables/messages.ts';
 import { parseSourceKey, sourceKey, sourceKeySql } from '../../storage/tables/traders.ts';
 import { perDataVersion, type ReadContext } from './context.ts';
-import { fingerprint } from './cursor.ts';
+import { type CursorCodec, fingerprint } from './cursor.ts';
 import { type Facts, factsOf, permits, setCondition } from './facts.ts';
 import { addWindow, type ListMeta, listRead, PAGE_FACTS, type PageFacts, type StatementRow, statementPage, statementRows } from './list.ts';
 import type { Principal } from './principal.ts';
@@ -258,6 +258,36 @@ function stampsAfter(ctx: ReadContext, after: number, watermark: number, n: numb
       ORDER BY fseq, id LIMIT {n:UInt32} SETTINGS max_threads = 1`,
     { after, watermark, n },
   );
+}
+
+/**
+ * What makes held since-polls one question whoever asks them (issue 28: 1,000 polls of 100
+ * accounts woken by one commit each read the same stamps), or null when the poll's cursor does not
+ * decode (its own read says why): the position the cursor holds, the filters, and the policy the
+ * answer is made under (visibility and history window, not the account). Their answers differ only
+ * in `nextCursor`, signed for each caller: `resign` makes one's answer another's.
+ */
+export function sincePollShare(
+  q: FeedQuery,
+  p: Principal,
+  cursors: CursorCodec,
+): { key: string; resign(answer: { meta: FeedMeta }, from: Principal, to: Principal): { meta: FeedMeta } } | null {
+  const { since, cursor: _c, limit, wait: _w, ...filters } = q;
+  if (since === undefined) return null;
+  const fp = fingerprint('list_feed:since', filters);
+  let from: string;
+  try {
+    from = since === '0' || since === 'now' ? since : String(cursors.decode(since, ['seq'], fp, cursors.policyPrint(p), false).k[0]);
+  } catch {
+    return null;
+  }
+  return {
+    key: JSON.stringify([from, limit, fp, p.messageVisibility, p.signalVisibility, p.historyWindowDays]),
+    resign: (answer, a, b) => {
+      const next = cursors.decode(answer.meta.nextCursor!, ['seq'], fp, cursors.policyPrint(a), false);
+      return { ...answer, meta: { ...answer.meta, nextCursor: cursors.encode({ k: next.k }, fp, cursors.policyPrint(b)) } };
+    },
+  };
 }
 
 /**

@@ -118,6 +118,32 @@ describe('issue 28: the feed head and long-polls', () => {
     for (const a of answers) expect(ids(a.body)).toEqual(['m-5']);
   });
 
+  it('polls of accounts with one policy share the read a commit wakes them to; each answer carries its own cursor, and a policy of its own reads for itself', async () => {
+    const keys: string[] = [];
+    for (let i = 0; i < 10; i++) keys.push(await h.key({ account: { id: `sharer-${i}` } }));
+    const everyone = [...keys, telegram];
+    const heads = await Promise.all(everyone.map(async (k) => (await h.get('/v2/feed?since=now', k)).body.data.meta.nextCursor as string));
+    const held = everyone.map((k, i) => h.get(`/v2/feed?since=${since(heads[i]!)}&wait=20`, k));
+    await sleep(500);
+    const spy = vi.spyOn(h.store, 'query');
+    await h.given(group(7, 1));
+    const answers = await Promise.all(held);
+    // The stamps read after the commit: one read for the ten accounts of one policy, one for the TELEGRAM-only account.
+    const stampReads = spy.mock.calls.filter(([q]) => /feed_changes AS c WHERE fseq >/.test(String(q))).length;
+    spy.mockRestore();
+    expect(stampReads).toBe(2);
+    for (const a of answers) expect(ids(a.body)).toEqual(['m-7']);
+    // Each cursor is its own account's: it polls on from the group for its account, and is refused for another.
+    for (let i = 0; i < everyone.length; i++) {
+      const next = answers[i]!.body.data.meta.nextCursor as string;
+      const own = await h.get(`/v2/feed?since=${since(next)}`, everyone[i]);
+      expect(own.status).toBe(200);
+      expect(ids(own.body)).toEqual([]);
+      const other = await h.get(`/v2/feed?since=${since(next)}`, everyone[(i + 1) % everyone.length]);
+      expect(other.status).toBe(400);
+    }
+  });
+
   it('a poll that has changes answers at once, wait or not', async () => {
     const t0 = Date.now();
     const answer = await h.get('/v2/feed?since=0&wait=30', key);
