@@ -1,9 +1,11 @@
 import { PERFORMANCE_STATUSES, WINDOWS } from '../../schemas/api/resources.ts';
 import { table } from '../table.ts';
 
-export const POSITION_PERFORMANCES_TABLE = table('position_performances');
-// Its rows name their trader, asset and openAt: those of a position that moves are retired at the old key (projectors/performance).
-export const POSITION_SAMPLES_TABLE = table('position_samples', { changes: { trader: 'traderId', asset: 'assetId', time: 'openAt' } });
+// Their rows name their trader, asset and openAt (a position that moves has its rows at the old
+// trader and asset retired, projectors/performance): a commit ends the pages and figures of those only.
+const EVALUATION_CHANGES = { trader: 'traderId', asset: 'assetId', time: 'openAt' } as const;
+export const POSITION_PERFORMANCES_TABLE = table('position_performances', { changes: EVALUATION_CHANGES });
+export const POSITION_SAMPLES_TABLE = table('position_samples', { changes: EVALUATION_CHANGES });
 export const POSITION_SAMPLES_FEED_TABLE = table('position_samples_feed');
 export const PRICE_SERIES_TABLE = table('price_series');
 

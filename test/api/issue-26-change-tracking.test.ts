@@ -199,6 +199,32 @@ describe('issue 26: change tracking', () => {
     expect((await get(cached, t4)).data.results.map((e: any) => e.id)).toContain(id);
   });
 
+  it("a forward price that evaluates one trader's position keeps another trader's cached positions, and ends the first trader's", async () => {
+    // Trader 1's position on asset 1 reaches its 1D evaluation time 10 minutes ago, without a forward price yet.
+    const [p1, p2] = [nextEvent++, nextEvent++];
+    await h.given([
+      build.event(p1, { traderId: 1, assetId: 1, price: 100, timeOfEvent: iso(clock.now - 24 * HOUR - 10 * MIN) }),
+      build.event(p2, { traderId: 2, assetId: 2, price: 100, timeOfEvent: iso(clock.now - 24 * HOUR - 10 * MIN) }),
+    ]);
+    const t1 = '/v2/positions?traderIds=1&limit=50';
+    const t2 = '/v2/positions?traderIds=2&limit=50';
+    const returnOf = (body: any, id: number) =>
+      body.data.results.find((p: any) => p.id === id)?.timeBasedPerformances?.['1D']?.returnPercentage ?? null;
+    expect(returnOf(await get(cached, t1), p1)).toBeNull();
+    await get(cached, t2);
+    // Its forward price: position_performances gets trader 1's rows only.
+    await h.given([build.price(1, iso(clock.now - 5 * MIN), 110)]);
+    const spy = vi.spyOn(h.store, 'query');
+    const again2 = await get(cached, t2);
+    expect(spy).not.toHaveBeenCalled();
+    const again1 = await get(cached, t1);
+    expect(spy).toHaveBeenCalled();
+    spy.mockRestore();
+    expect(returnOf(again1, p1)).toBeCloseTo(10);
+    expect(comparable(again1)).toEqual(comparable(await get(fresh, t1)));
+    expect(comparable(again2)).toEqual(comparable(await get(fresh, t2)));
+  });
+
   it("a price of one asset keeps the cached open positions of another asset, and moves the first asset's marks at once", async () => {
     const [p1, p2] = [nextEvent++, nextEvent++];
     await h.given([
