@@ -1,10 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { ReadCache } from '../../apps/api/read-cache.ts';
-import { buildApi } from '../../apps/api/server.ts';
-import { ApiKeyAuthenticator } from '../../apps/auth/keys.ts';
-import { MemoryCache } from '../../apps/cache/memory.ts';
-import { CursorCodec } from '../../apps/reads/cursor.ts';
+import { cachedAndFresh } from '../helpers/cached-and-fresh.ts';
 import { build, createHarness, type Harness, type TopicRecord } from '../helpers/harness.ts';
 import { prng, type Rng } from '../helpers/prng.ts';
 
@@ -43,21 +39,7 @@ interface Pair {
 
 /** Both apps on the harness's store, the cached one reading at the harness's change log. */
 async function pair(h: Harness, clock: { now: number }): Promise<Pair> {
-  const deps = {
-    store: h.store,
-    // The key's answer is kept for the whole file (not 5 s): the queries counted are the reads' own.
-    auth: new ApiKeyAuthenticator(h.store, new MemoryCache(), 3_600_000),
-    dataVersion: () => h.dataVersion(),
-    clock: () => clock.now,
-    cursors: CursorCodec.random(),
-  };
-  const cached: FastifyInstance = buildApi({
-    ...deps,
-    changes: h.changes!,
-    readCache: new ReadCache(new MemoryCache(undefined, undefined, deps.clock), deps.clock),
-  });
-  const plain: FastifyInstance = buildApi(deps);
-  await Promise.all([cached.ready(), plain.ready()]);
+  const { cached, fresh: plain, close } = await cachedAndFresh(h, clock);
   const get = async (app: FastifyInstance, url: string, key: string): Promise<Answer> => {
     const res = await app.inject({ method: 'GET', url, headers: { 'x-api-key': key, 'x-request-id': 'same-request' } });
     return { status: res.statusCode, body: res.json() };
@@ -72,9 +54,7 @@ async function pair(h: Harness, clock: { now: number }): Promise<Pair> {
       spy.mockRestore();
       return { ...a, queried, fresh: await get(plain, url, key) };
     },
-    async close() {
-      await Promise.all([cached.close(), plain.close()]);
-    },
+    close,
   };
 }
 

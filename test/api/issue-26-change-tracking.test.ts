@@ -1,10 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { ReadCache } from '../../apps/api/read-cache.ts';
-import { buildApi } from '../../apps/api/server.ts';
-import { ApiKeyAuthenticator } from '../../apps/auth/keys.ts';
-import { MemoryCache } from '../../apps/cache/memory.ts';
-import { CursorCodec } from '../../apps/reads/cursor.ts';
+import { cachedAndFresh } from '../helpers/cached-and-fresh.ts';
 import { build, createHarness, type Harness, type TopicRecord } from '../helpers/harness.ts';
 import { prng, type Rng } from '../helpers/prng.ts';
 
@@ -29,6 +25,7 @@ let h: Harness;
 let key: string;
 let cached: FastifyInstance;
 let fresh: FastifyInstance;
+let close: () => Promise<void>;
 const clock = { now: T0 };
 
 beforeAll(async () => {
@@ -39,24 +36,10 @@ beforeAll(async () => {
     ...ASSETS.map((a) => build.price(a, iso(T0 - 10 * HOUR), 100 + a)),
   ]);
   key = await h.key();
-  const deps = {
-    store: h.store,
-    // The key's answer is kept for the whole file (not 5 s): the queries counted below are the reads' own.
-    auth: new ApiKeyAuthenticator(h.store, new MemoryCache(), 3_600_000),
-    dataVersion: () => h.dataVersion(),
-    clock: () => clock.now,
-    cursors: CursorCodec.random(),
-  };
-  cached = buildApi({
-    ...deps,
-    changes: h.changes!,
-    readCache: new ReadCache(new MemoryCache(undefined, undefined, deps.clock), deps.clock),
-  });
-  fresh = buildApi(deps);
-  await Promise.all([cached.ready(), fresh.ready()]);
+  ({ cached, fresh, close } = await cachedAndFresh(h, clock));
 });
 afterAll(async () => {
-  await Promise.all([cached?.close(), fresh?.close()]);
+  await close?.();
   await h?.close();
 });
 

@@ -1,10 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { ReadCache } from '../../apps/api/read-cache.ts';
-import { buildApi } from '../../apps/api/server.ts';
-import { ApiKeyAuthenticator } from '../../apps/auth/keys.ts';
-import { MemoryCache } from '../../apps/cache/memory.ts';
-import { CursorCodec } from '../../apps/reads/cursor.ts';
+import { cachedAndFresh } from '../helpers/cached-and-fresh.ts';
 import { build, createHarness, type Harness } from '../helpers/harness.ts';
 
 /**
@@ -32,6 +28,7 @@ describe('rankings: per-trader aggregates kept across requests and commits (issu
   const clock = { now: T0 };
   let cached: FastifyInstance;
   let plain: FastifyInstance;
+  let close: () => Promise<void>;
 
   beforeAll(async () => {
     h = await createHarness({ clock: () => clock.now });
@@ -46,24 +43,10 @@ describe('rankings: per-trader aggregates kept across requests and commits (issu
       ...[1, 2, 3].map((t) => build.event(t, { traderId: t, assetId: t, price: 100, timeOfEvent: iso(open) })),
     ]);
     key = await h.key();
-    const deps = {
-      store: h.store,
-      auth: new ApiKeyAuthenticator(h.store, new MemoryCache(), 3_600_000),
-      dataVersion: () => h.dataVersion(),
-      clock: () => clock.now,
-      cursors: CursorCodec.random(),
-    };
-    cached = buildApi({
-      ...deps,
-      changes: h.changes!,
-      readCache: new ReadCache(new MemoryCache(undefined, undefined, deps.clock), deps.clock),
-    });
-    plain = buildApi(deps);
-    await Promise.all([cached.ready(), plain.ready()]);
+    ({ cached, fresh: plain, close } = await cachedAndFresh(h, clock));
   });
   afterAll(async () => {
-    await cached?.close();
-    await plain?.close();
+    await close?.();
     await h?.close();
   });
 

@@ -1,0 +1,34 @@
+import type { FastifyInstance } from 'fastify';
+import { ReadCache } from '../../apps/api/read-cache.ts';
+import { buildApi } from '../../apps/api/server.ts';
+import { ApiKeyAuthenticator } from '../../apps/auth/keys.ts';
+import { MemoryCache } from '../../apps/cache/memory.ts';
+import { CursorCodec } from '../../apps/reads/cursor.ts';
+import type { Harness } from './harness.ts';
+
+/**
+ * Two apps on the harness's store with one clock and one cursor key (issue 26): `cached` with the
+ * read cache and the harness's change log (what each projector commit changed), `fresh` with
+ * neither (its answer is the expected one). Keys' answers are kept for an hour (not 5 s), so the
+ * queries a test counts are the reads' own.
+ */
+export async function cachedAndFresh(
+  h: Harness,
+  clock: { now: number },
+): Promise<{ cached: FastifyInstance; fresh: FastifyInstance; close(): Promise<void> }> {
+  const deps = {
+    store: h.store,
+    auth: new ApiKeyAuthenticator(h.store, new MemoryCache(), 3_600_000),
+    dataVersion: () => h.dataVersion(),
+    clock: () => clock.now,
+    cursors: CursorCodec.random(),
+  };
+  const cached = buildApi({
+    ...deps,
+    changes: h.changes!,
+    readCache: new ReadCache(new MemoryCache(undefined, undefined, deps.clock), deps.clock),
+  });
+  const fresh = buildApi(deps);
+  await Promise.all([cached.ready(), fresh.ready()]);
+  return { cached, fresh, close: async () => void (await Promise.all([cached.close(), fresh.close()])) };
+}
