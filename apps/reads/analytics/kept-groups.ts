@@ -22,6 +22,8 @@ export interface KeptGroups<V> {
 /** Questions kept per change log and store (each a few hundred kB: a value per group). */
 const KEPT_MAX = 24;
 const kept = new WeakMap<Changes, WeakMap<Store, Map<string, KeptGroups<unknown>>>>();
+/** The read of each question under way: requests that come meanwhile wait for it instead of reading too (a commit ends it for all at once). */
+const reading = new WeakMap<Changes, WeakMap<Store, Map<string, Promise<unknown>>>>();
 
 /**
  * The groups of the question `key`, kept (KeptGroups): after commits that wrote some groups of
@@ -45,7 +47,11 @@ export async function keptGroups<V>(
   const changes = ctx.changes;
   const seq = changes ? await changes.current() : Number.NaN;
   if (!changes || !Number.isFinite(seq)) return null;
-  const held = keptFor(kept, changes, baseStore(ctx.store)) as Map<string, KeptGroups<V>>;
+  const store = baseStore(ctx.store);
+  const under = keptFor(reading, changes, store);
+  const running = under.get(spec.key);
+  if (running) await running.catch(() => {});
+  const held = keptFor(kept, changes, store) as Map<string, KeptGroups<V>>;
   const had = held.get(spec.key);
   if (had && now < had.at) return null;
   ctx.reads?.add(spec.table.name);
@@ -59,6 +65,32 @@ export async function keptGroups<V>(
     had.seq = Math.max(had.seq, seq);
     return had;
   }
+  const made = refresh(ctx, spec, had, written, seq, now, changes);
+  under.set(spec.key, made);
+  try {
+    const value = await made;
+    held.delete(spec.key);
+    held.set(spec.key, value);
+    if (held.size > KEPT_MAX) held.delete(held.keys().next().value!);
+    return value;
+  } finally {
+    if (under.get(spec.key) === made) under.delete(spec.key);
+  }
+}
+
+/** What is kept of a question after the commits since `had` wrote `written` (null: unknown, or nothing kept): patched, or read in full. */
+async function refresh<V>(
+  ctx: ReadContext,
+  spec: {
+    read: (ids: readonly number[] | null) => Promise<Map<number, V>>;
+    until: (groups: ReadonlyMap<number, V>, now: number, seen: Seen) => Promise<number>;
+  },
+  had: KeptGroups<V> | undefined,
+  written: Set<number> | null,
+  seq: number,
+  now: number,
+  changes: Changes,
+): Promise<KeptGroups<V>> {
   let groups: Map<number, V>;
   if (had && written) {
     // The groups written since, read again at this request's clock; the others are as they were.
@@ -71,11 +103,7 @@ export async function keptGroups<V>(
     groups = await spec.read(null);
   }
   // Patched groups were read at this clock: the whole holds from it on.
-  const made: KeptGroups<V> = { seq, at: now, until: await spec.until(groups, now, { changes, seq }), groups };
-  held.delete(spec.key);
-  held.set(spec.key, made);
-  if (held.size > KEPT_MAX) held.delete(held.keys().next().value!);
-  return made;
+  return { seq, at: now, until: await spec.until(groups, now, { changes, seq }), groups };
 }
 
 /** `where` and `column IN {name}` (the groups to read again), read first (PREWHERE: a range of the table's key per group). */
