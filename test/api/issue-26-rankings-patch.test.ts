@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { cachedAndFresh } from '../helpers/cached-and-fresh.ts';
-import { build, createHarness, type Harness } from '../helpers/harness.ts';
+import { appendGiven, build, createHarness, type Harness } from '../helpers/harness.ts';
 
 /**
  * Issue 26: under live ingest every trade commit ended every ranking, and each was read again from
@@ -109,5 +109,54 @@ describe('rankings: per-trader aggregates kept across requests and commits (issu
       [2, 25],
       [1, 10],
     ]);
+  });
+});
+
+describe("rankings: counted events kept across commits follow a live server's roll-ups (issue 26)", () => {
+  let h: Harness;
+  let key: string;
+  const clock = { now: T0 };
+  let cached: FastifyInstance;
+  let plain: FastifyInstance;
+  let close: () => Promise<void>;
+
+  beforeAll(async () => {
+    // Activity rolled up in commits of its own, after the events' (projectors/runner.ts settleLater).
+    h = await createHarness({ clock: () => clock.now, cadenceMs: 20 });
+    await h.given([
+      ...[1, 2].flatMap((t) => [build.source(`src-${t}`), build.trader(t)]),
+      build.asset(1),
+      build.price(1, iso(T0 - 40 * DAY), 90),
+      build.event(1, { traderId: 1, assetId: 1, timeOfEvent: iso(T0 - 5 * DAY) }),
+      build.event(2, { traderId: 1, assetId: 1, timeOfEvent: iso(T0 - 5 * DAY + HOUR) }),
+      build.event(3, { traderId: 2, assetId: 1, timeOfEvent: iso(T0 - 5 * DAY) }),
+    ]);
+    key = await h.key();
+    ({ cached, fresh: plain, close } = await cachedAndFresh(h, clock));
+  });
+  afterAll(async () => {
+    await close?.();
+    await h?.close();
+  });
+
+  const counts = async (time: number) => {
+    clock.now = time;
+    const url = '/v2/traders/rankings?metric=event_count';
+    const res = await cached.inject({ method: 'GET', url, headers: { 'x-api-key': key, 'x-request-id': 'r' } });
+    const fresh = await plain.inject({ method: 'GET', url, headers: { 'x-api-key': key, 'x-request-id': 'r' } });
+    expect(res.json(), `${url} at ${iso(time)}`).toEqual(fresh.json());
+    return Object.fromEntries((res.json() as any).data.results.map((r: any) => [r.traderId, r.eventCount]));
+  };
+
+  it('a read between an events commit and its roll-up keeps nothing the roll-up changes', async () => {
+    expect(await counts(T0)).toEqual({ 1: 2, 2: 1 });
+    // Trader 2's event in a whole hour of the range (counted from the roll-ups): committed, not rolled up yet.
+    const version = h.dataVersion();
+    appendGiven(h.log, [build.event(4, { traderId: 2, assetId: 1, timeOfEvent: iso(T0 - 3 * DAY) })]);
+    for (let i = 0; i < 200 && h.dataVersion() === version; i++) await new Promise((r) => setTimeout(r, 5));
+    expect(h.dataVersion()).toBeGreaterThan(version);
+    await counts(T0 + 1000);
+    await h.settle();
+    expect(await counts(T0 + 2000)).toEqual({ 1: 2, 2: 2 });
   });
 });

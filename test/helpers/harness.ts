@@ -112,6 +112,8 @@ export function putTestKey(log: EmbeddedLog, defaultId: string, opts: KeyOptions
 
 export interface HarnessOptions {
   clock?: () => number;
+  /** The projector's live commit cadence (ms): with it, activity is rolled up in commits of its own, as on a live `start`. */
+  cadenceMs?: number;
   rateLimits?: RateLimits;
   admission?: Admission;
   /** The exports' bounds (issue 28); EXPORT_LIMITS when omitted. */
@@ -154,7 +156,7 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
     // As the embedded server: credentials' answers end when the accounts or keys change.
     return touches(info.changes, ACCESS_TABLES) ? auth.invalidate() : undefined;
   };
-  projector = runProjector(log, store, { onCommit });
+  projector = runProjector(log, store, { onCommit, ...(opts.cadenceMs ? { cadenceMs: opts.cadenceMs } : {}) });
   const projectorStores: TestStore[] = [];
   const app = buildApi({
     store,
@@ -210,7 +212,7 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
       await projector.stop();
       const fresh = await openTestStore(store.database);
       projectorStores.push(fresh);
-      projector = runProjector(log, fresh, { onCommit });
+      projector = runProjector(log, fresh, { onCommit, ...(opts.cadenceMs ? { cadenceMs: opts.cadenceMs } : {}) });
     },
     openStore: () => openTestStore(store.database, true),
     async key(opts = {}) {

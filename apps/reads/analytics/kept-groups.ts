@@ -39,6 +39,8 @@ export async function keptGroups<V>(
     key: string;
     table: Table;
     by: 'traders' | 'assets';
+    /** Tables the groups are read from too whose writes do not say which groups they change: any write to one reads every group again. */
+    whole?: readonly Table[];
     read: (ids: readonly number[] | null) => Promise<Map<number, V>>;
     until: (groups: ReadonlyMap<number, V>, now: number, seen: Seen) => Promise<number>;
   },
@@ -55,11 +57,13 @@ export async function keptGroups<V>(
   const had = held.get(spec.key);
   if (had && now < had.at) return null;
   ctx.reads?.add(spec.table.name);
+  for (const t of spec.whole ?? []) ctx.reads?.add(t.name);
   let written: Set<number> | null = null;
   if (had && now < had.until) {
     const since = changes.since(had.seq);
     const w = since && writtenTo(since, spec.table.name);
-    written = w?.[spec.by] ?? null;
+    const whole = since?.some((set) => (spec.whole ?? []).some((t) => set.tables.has(t.name)));
+    written = whole ? null : (w?.[spec.by] ?? null);
   }
   if (had && written?.size === 0) {
     had.seq = Math.max(had.seq, seq);

@@ -10,6 +10,7 @@ import {
 import { WINDOW_MS, WINDOWS, type WindowName } from '../../../schemas/api/resources.ts';
 import { iso } from '../../../schemas/formats.ts';
 import { identifier, join, sql, timeWindow } from '../../../storage/sql.ts';
+import { ACTIVITY_EVENTS_BY_TRADER_TABLE, ACTIVITY_EVENTS_TABLE } from '../../../storage/tables/activity.ts';
 import { POSITION_SAMPLES_TABLE } from '../../../storage/tables/performance.ts';
 import { EVENTS_TABLE } from '../../../storage/tables/trading.ts';
 import { earliest, firstAfter, nextNewYear, withFacts } from '../clock.ts';
@@ -223,11 +224,12 @@ export async function rankTraders(ctx: ReadContext, q: RankingsQuery) {
 
 /**
  * Counted events per trader from the rolled-up activity (activity-counts.ts), kept across requests
- * and commits (keptGroups): a commit has only the traders whose events it wrote counted again.
- * Counts are a function of the events table alone (the roll-ups only move where they are read
- * from), so only its changes count. Read in full when an event dated after what is kept enters a
- * range that ends at serverTime (`endAtNow`); not kept where the start trails the clock (the
- * account's history window) or the eligible assets differ.
+ * and commits (keptGroups): a commit has only the traders whose events it wrote counted again. A
+ * live server rolls activity up in commits of their own (projectors/runner.ts settleLater), whose
+ * writes do not say which traders they roll up, and the counts follow them: those read every
+ * trader again. Read in full too when an event dated after what is kept enters a range that ends
+ * at serverTime (`endAtNow`); not kept where the start trails the clock (the account's history
+ * window) or the eligible assets differ.
  */
 async function eventCountsByTrader(
   ctx: ReadContext,
@@ -251,6 +253,7 @@ async function eventCountsByTrader(
           key: JSON.stringify(['eventCounts', q.start, endAtNow ? null : q.end, q.direction ?? null, facts.assetIds]),
           table: EVENTS_TABLE,
           by: 'traders',
+          whole: [ACTIVITY_EVENTS_TABLE, ACTIVITY_EVENTS_BY_TRADER_TABLE],
           read,
           until: async (_groups, at, seen) =>
             endAtNow
