@@ -122,6 +122,8 @@ export interface LongPoll {
   seconds(query: Record<string, unknown>): number | undefined;
   tables: readonly { name: string }[];
   empty(answer: any): boolean;
+  /** What the poll asks after an empty answer: from where that answer left it. */
+  next(query: Record<string, unknown>, answer: any): Record<string, unknown>;
   intervalSeconds: number;
   /**
    * What makes woken polls one question whoever asks (they then share one read), and how one
@@ -320,6 +322,8 @@ export const OPERATIONS: readonly Operation[] = [
       seconds: (q) => (q.since !== undefined ? (q.wait as number | undefined) : undefined),
       tables: [FEED_CHANGES_TABLE],
       empty: (a) => !a.results.length && !a.meta.removedIds?.length && !a.meta.hasMore,
+      // Its nextCursor: a held `since=now` goes on from the head it started at.
+      next: (q, a) => ({ ...q, since: a.meta.nextCursor }),
       intervalSeconds: 5,
       share: (q, p, cursors) => sincePollShare(q as FeedQuery, p, cursors),
     },

@@ -442,27 +442,32 @@ function readRoutes(app: FastifyInstance, deps: ApiDeps, r: ReadRouting): void {
     reply.raw.once('close', () => gone.abort());
     const ended = AbortSignal.any([gone.signal, closing.signal]);
     const on = { tables: new Set(poll.tables.map((t) => t.name)), traders: null, assets: null };
-    const { wait: _w, ...asked } = query;
     const principal = req.principal!;
-    const share = poll.share?.(query, principal, cursors) ?? null;
-    const same = share ? `${op.tool}\n*\n${share.key}` : `${op.tool}\n${principal.accountId}\n${JSON.stringify(asked)}`;
     let now = req.startedAt;
+    // What the poll asks at each wake: from where its last (empty) answer left it (`since=now`
+    // is the head when the poll started, not at each wake).
+    let asking = query;
     for (let wake = 0; ; wake++) {
       const seq = await changes.current();
+      const ask = asking;
+      const share = wake ? (poll.share?.(ask, principal, cursors) ?? null) : null;
+      const { wait: _w, ...asked } = ask;
+      const same = share ? `${op.tool}\n*\n${share.key}` : `${op.tool}\n${principal.accountId}\n${JSON.stringify(asked)}`;
       const data = await (wake
         ? shared(`${seq}\n${same}`, () =>
             woken(async () => {
               // Its deadline starts when its turn comes.
               const { ctx, unslotted } = readContext(op, principal, now);
-              return { data: await unslotted(() => op.handler(ctx, query)), by: principal };
+              return { data: await unslotted(() => op.handler(ctx, ask)), by: principal };
             }),
           ).then(({ data, by }) => (by === principal || !share ? data : share.resign(data, by, principal)))
         : (() => {
-            const { ctx, run } = readContext(op, req.principal!, now);
-            return run(() => op.handler(ctx, query));
+            const { ctx, run } = readContext(op, principal, now);
+            return run(() => op.handler(ctx, ask));
           })());
       const left = deadline - Date.now();
       if (!poll.empty(data) || left <= 0 || !Number.isFinite(seq) || ended.aborted) return data;
+      asking = poll.next(ask, data);
       await changes.waitFor(on, seq, left, ended);
       if (ended.aborted) return data; // the server is closing (or the client left): the answer as it was
       now = new Date(clock());

@@ -85,6 +85,15 @@ describe('issue 28: the feed head and long-polls', () => {
     }
   });
 
+  it('since=now with wait answers with the first group committed while it is held (the head is where the poll started)', async () => {
+    const held = h.get('/v2/feed?since=now&wait=20', key);
+    await sleep(500);
+    await h.given(group(3, 1));
+    const answer = await held;
+    expect(answer.status).toBe(200);
+    expect(ids(answer.body)).toEqual(['m-3']);
+  });
+
   it("a poll is not answered for a group its account cannot see: it answers at the end of its wait (13 s, past the reads' 10 s deadline) with none, and misses nothing after", async () => {
     const head = (await h.get('/v2/feed?since=now', telegram)).body.data.meta.nextCursor;
     const t0 = Date.now();
