@@ -238,7 +238,10 @@ describe('the projector on KafkaLog', () => {
     );
     expect(a.seen.records).toBeGreaterThan(0);
     expect(b.seen.records).toBeGreaterThan(0);
-    expect(a.seen.takeOvers + b.seen.takeOvers).toBeGreaterThan(2);
+    // Each took the store over from the other at least once (how many rebalances the schedule above
+    // makes depends on the machine's load: 2 take-overs in all was seen on a loaded CI run).
+    expect(a.seen.takeOvers).toBeGreaterThan(0);
+    expect(b.seen.takeOvers).toBeGreaterThan(0);
     expect(a.seen.records + b.seen.records).toBeGreaterThanOrEqual(records.length);
     await expectSameReads(h);
     await subB.stop();
