@@ -157,6 +157,16 @@ export function etagOf(tool: string, e: Entry, accountId: string): string {
 
 /** The weak ETag of an answer that is not cached: its content, without what each response has afresh, for this caller. */
 export function contentEtag(tool: string, data: unknown, accountId: string): string {
+  // The polls one commit wakes answer the same object to many callers: its content is hashed once.
+  const known = data && typeof data === 'object' ? contentHashes.get(data) : undefined;
+  if (known?.tool === tool) return callerTag(known.hash, accountId);
+  const hash = contentHash(tool, data);
+  if (data && typeof data === 'object') contentHashes.set(data, { tool, hash });
+  return callerTag(hash, accountId);
+}
+const contentHashes = new WeakMap<object, { tool: string; hash: string }>();
+
+function contentHash(tool: string, data: unknown): string {
   // A read's answer is { results, meta }: the per-request fields are meta's, so only meta is copied
   // without them (a replacer function over a large answer cost the event loop tens of ms).
   const d = data as { results?: unknown; meta?: Record<string, unknown> } | null;
@@ -167,7 +177,7 @@ export function contentEtag(tool: string, data: unknown, accountId: string): str
   } else {
     json = JSON.stringify(data, (k, v) => (k === 'serverTime' || k === 'dataComputedAt' ? undefined : v));
   }
-  return callerTag(createHash('sha256').update(tool).update('\n').update(json).digest('base64url'), accountId);
+  return createHash('sha256').update(tool).update('\n').update(json).digest('base64url');
 }
 
 const callerTag = (contentHash: string, accountId: string): string =>

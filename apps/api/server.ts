@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify';
 import type { Redis } from 'ioredis';
+import type { TObject } from 'typebox';
 import { READ_MODEL_GRAPH } from '../../projectors/index.ts';
 import { ApiError } from '../../schemas/api/errors.ts';
 import { EXPORT_LIMITS, type ExportLimits } from '../../schemas/api/exports.ts';
@@ -411,11 +412,16 @@ function readRoutes(app: FastifyInstance, deps: ApiDeps, r: ReadRouting): void {
   const woken = gate(r.slots);
   // The polls one commit wakes that ask the same (of the same account, or whoever asks where the
   // operation says what makes them one question: LongPoll.share) share one read, and whose it was.
-  const sameWake = new Map<string, Promise<{ data: unknown; by: Principal }>>();
-  const shared = (key: string, read: () => Promise<{ data: unknown; by: Principal }>): Promise<{ data: unknown; by: Principal }> => {
+  // Each account's copy of a shared answer is made once (`as`): its polls then answer one object,
+  // whose ETag is hashed once (contentEtag).
+  type Shared = { data: unknown; by: Principal; as: Map<string, unknown> };
+  const sameWake = new Map<string, Promise<Shared>>();
+  const shared = (key: string, read: () => Promise<{ data: unknown; by: Principal }>): Promise<Shared> => {
     let p = sameWake.get(key);
     if (!p) {
-      p = read().finally(() => sameWake.delete(key));
+      p = read()
+        .then((r) => ({ ...r, as: new Map() }))
+        .finally(() => sameWake.delete(key));
       sameWake.set(key, p);
     }
     return p;
@@ -437,10 +443,26 @@ function readRoutes(app: FastifyInstance, deps: ApiDeps, r: ReadRouting): void {
     reply: FastifyReply,
     query: Record<string, unknown>,
   ) => {
-    const deadline = Date.now() + seconds * 1000;
     const gone = new AbortController();
-    reply.raw.once('close', () => gone.abort());
-    const ended = AbortSignal.any([gone.signal, closing.signal]);
+    // Only a client that leaves while its poll is held ends the wait (an abort per answered poll
+    // cost a thousand woken polls tens of ms).
+    const left = () => gone.abort();
+    reply.raw.once('close', left);
+    try {
+      return await holding(op, poll, seconds, req, query, AbortSignal.any([gone.signal, closing.signal]));
+    } finally {
+      reply.raw.off('close', left);
+    }
+  };
+  const holding = async (
+    op: Operation,
+    poll: LongPoll,
+    seconds: number,
+    req: FastifyRequest,
+    query: Record<string, unknown>,
+    ended: AbortSignal,
+  ) => {
+    const deadline = Date.now() + seconds * 1000;
     const on = { tables: new Set(poll.tables.map((t) => t.name)), traders: null, assets: null };
     const principal = req.principal!;
     let now = req.startedAt;
@@ -460,7 +482,12 @@ function readRoutes(app: FastifyInstance, deps: ApiDeps, r: ReadRouting): void {
               const { ctx, unslotted } = readContext(op, principal, now);
               return { data: await unslotted(() => op.handler(ctx, ask)), by: principal };
             }),
-          ).then(({ data, by }) => (by === principal || !share ? data : share.resign(data, by, principal)))
+          ).then(({ data, by, as }) => {
+            if (by === principal || !share) return data;
+            let mine = as.get(principal.accountId);
+            if (mine === undefined) as.set(principal.accountId, (mine = share.resign(data, by, principal)));
+            return mine;
+          })
         : (() => {
             const { ctx, run } = readContext(op, principal, now);
             return run(() => op.handler(ctx, ask));
@@ -473,6 +500,7 @@ function readRoutes(app: FastifyInstance, deps: ApiDeps, r: ReadRouting): void {
       now = new Date(clock());
     }
   };
+  const heldJson = new WeakMap<object, string>();
   const metrics = deps.metrics;
   for (const op of deps.rest === false ? [] : OPERATIONS) {
     for (const version of op.versions) {
@@ -503,7 +531,24 @@ function readRoutes(app: FastifyInstance, deps: ApiDeps, r: ReadRouting): void {
           const poll = op.longPoll;
           if (poll?.polls(query)) reply.header('x-poll-interval', String(poll.intervalSeconds));
           const wait = poll?.seconds(query);
-          if (poll && wait) return fresh(await held(op, poll, wait, req, reply, query));
+          if (poll && wait) {
+            // Compiled (once per route) before the wait: not by the thousand polls a commit wakes.
+            const dataJson = reply.compileSerializationSchema(
+              (op.response as TObject).properties.data as unknown as Record<string, unknown>,
+            );
+            const data = await held(op, poll, wait, req, reply, query);
+            const answer = fresh(data);
+            if (answer === reply) return reply; // 304
+            // The polls a commit wakes answer one object per account: its JSON is made once.
+            let json = heldJson.get(data as object);
+            if (json === undefined) {
+              json = dataJson(data as Record<string, unknown>);
+              heldJson.set(data as object, json);
+            }
+            return reply
+              .type('application/json; charset=utf-8')
+              .send(`{"success":true,"data":${json},"requestId":${JSON.stringify(req.id)}}`);
+          }
           if (!cache || !isCacheable(op.cache, query, ctx.principal)) return fresh(await read());
           // The seq is taken before the store is read: an answer is never older than the commit it is kept for.
           const key = cacheKey(op, req.url, query, ctx.principal);

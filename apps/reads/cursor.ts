@@ -164,8 +164,15 @@ export function fingerprint(op: string, filters: Record<string, unknown>): strin
     .filter((k) => k !== 'cursor' && k !== 'limit' && filters[k] !== undefined)
     .sort()
     .map((k) => [k, filters[k]]);
-  return createHash('sha256')
-    .update(JSON.stringify([op, norm]))
-    .digest('base64url')
-    .slice(0, 16);
+  const text = JSON.stringify([op, norm]);
+  let print = prints.get(text);
+  if (print === undefined) {
+    // A commit wakes a thousand held polls of a few filters at once: each hashes them once.
+    if (prints.size >= MAX_PRINTS) prints.clear();
+    print = createHash('sha256').update(text).digest('base64url').slice(0, 16);
+    prints.set(text, print);
+  }
+  return print;
 }
+const prints = new Map<string, string>();
+const MAX_PRINTS = 1_000;

@@ -153,6 +153,34 @@ describe('issue 28: the feed head and long-polls', () => {
     }
   });
 
+  it('woken polls answer what a poll from the same cursor answers (each its own requestId; one ETag per account)', async () => {
+    const keys = [await h.key({ account: { id: 'twice-0' } }), await h.key({ account: { id: 'twice-1' } })];
+    const heads = await Promise.all(keys.map(async (k) => (await h.get('/v2/feed?since=now', k)).body.data.meta.nextCursor as string));
+    // Two polls of each account: one answer is made per account, and sent to each of its polls.
+    const held = [0, 0, 1, 1].map((i) => h.get(`/v2/feed?since=${since(heads[i]!)}&wait=20`, keys[i]));
+    await sleep(500);
+    await h.given(group(8, 1));
+    const answers = await Promise.all(held);
+    const requestIds = new Set<string>();
+    for (const [n, i] of [0, 0, 1, 1].entries()) {
+      const woken = answers[n]!;
+      const plain = await h.get(`/v2/feed?since=${since(heads[i]!)}`, keys[i]);
+      expect(woken.status).toBe(200);
+      expect(woken.headers['content-type']).toMatch(/^application\/json/);
+      expect(woken.body.success).toBe(true);
+      expect(ids(woken.body)).toEqual(['m-8']);
+      const { serverTime: _a, dataComputedAt: _b, ...meta } = woken.body.data.meta;
+      const { serverTime: _c, dataComputedAt: _d, ...plainMeta } = plain.body.data.meta;
+      expect(woken.body.data.results).toEqual(plain.body.data.results);
+      expect(meta).toEqual(plainMeta);
+      requestIds.add(woken.body.requestId);
+    }
+    expect(requestIds.size).toBe(4);
+    expect(answers[0]!.headers.etag).toBe(answers[1]!.headers.etag);
+    expect(answers[2]!.headers.etag).toBe(answers[3]!.headers.etag);
+    expect(answers[0]!.headers.etag).not.toBe(answers[2]!.headers.etag);
+  });
+
   it('a poll that has changes answers at once, wait or not', async () => {
     const t0 = Date.now();
     const answer = await h.get('/v2/feed?since=0&wait=30', key);
