@@ -1,6 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Params, QueryOptions, Store } from './port.ts';
 import { tableNamed } from './table.ts';
+import { sourceKey } from './tables/traders.ts';
 
 /**
  * Change tracking (DESIGN 9, issue 26): what one projector commit changed, per table, so that a
@@ -19,6 +20,11 @@ import { tableNamed } from './table.ts';
 export interface TableChange {
   traders: Set<number> | null;
   assets: Set<number> | null;
+  /**
+   * For a table whose rows belong to sources (Table.changes.source): the sources (`platform:id`)
+   * its rows belong to, null when any; undefined for the other tables.
+   */
+  sources?: Set<string> | null;
   /** The range (ms, inclusive) of the times of its rows (the table's `changes.time`), null when any. */
   times: TimeRange | null;
 }
@@ -116,7 +122,16 @@ function touch(set: ChangeSet, graph: TableGraph, table: string, values: (column
     c.traders = merge(c.traders, ids(dims?.trader));
     c.assets = merge(c.assets, ids(dims?.asset));
     c.times = widen(c.times, dims?.time ? values(dims.time) : null);
+    if (tableNamed(name)?.changes?.source)
+      c.sources = merge(c.sources === undefined ? new Set() : c.sources, dims?.source ? sourcesOf(values, dims.source) : null);
   }
+}
+
+/** The source keys of the rows written, null when the columns are not known. */
+function sourcesOf(values: (column: string) => unknown[] | null, [platform, id]: readonly [string, string]): string[] | null {
+  const ps = values(platform);
+  const ids = values(id);
+  return ps && ids ? ps.map((p, i) => sourceKey(String(p), String(ids[i]))) : null;
 }
 
 /** A time value as written (ms, or an ISO date-time), in ms; NaN when it is neither. */
@@ -138,7 +153,7 @@ function widen(into: TimeRange | null, values: unknown[] | null): TimeRange | nu
   return { lo, hi };
 }
 
-function merge(into: Set<number> | null, ids: Iterable<number> | null): Set<number> | null {
+function merge<K>(into: Set<K> | null, ids: Iterable<K> | null): Set<K> | null {
   if (into === null || ids === null) return null;
   for (const id of ids) into.add(id);
   return into.size > MAX_IDS ? null : into;
@@ -203,20 +218,30 @@ export function recordingStore(store: Store, graph: TableGraph): Store {
 
 /** A change set as JSON (for the shared change log of distributed mode), and back. */
 export function encodeChangeSet(set: ChangeSet): string {
-  const tables: Record<string, { t: number[] | null; a: number[] | null; s?: [number, number] | null }> = {};
+  const tables: Record<string, { t: number[] | null; a: number[] | null; s?: [number, number] | null; src?: string[] | null }> = {};
   for (const [name, c] of set.tables)
-    tables[name] = { t: c.traders && [...c.traders], a: c.assets && [...c.assets], s: c.times && [c.times.lo, c.times.hi] };
+    tables[name] = {
+      t: c.traders && [...c.traders],
+      a: c.assets && [...c.assets],
+      s: c.times && [c.times.lo, c.times.hi],
+      ...(c.sources !== undefined ? { src: c.sources && [...c.sources] } : {}),
+    };
   return JSON.stringify({ all: set.all, tables });
 }
 
 export function decodeChangeSet(json: string): ChangeSet {
   const o = JSON.parse(json) as {
     all: boolean;
-    tables: Record<string, { t: number[] | null; a: number[] | null; s?: [number, number] | null }>;
+    tables: Record<string, { t: number[] | null; a: number[] | null; s?: [number, number] | null; src?: string[] | null }>;
   };
   const tables = new Map<string, TableChange>();
   for (const [name, c] of Object.entries(o.tables))
-    tables.set(name, { traders: c.t && new Set(c.t), assets: c.a && new Set(c.a), times: c.s ? { lo: c.s[0], hi: c.s[1] } : null });
+    tables.set(name, {
+      traders: c.t && new Set(c.t),
+      assets: c.a && new Set(c.a),
+      times: c.s ? { lo: c.s[0], hi: c.s[1] } : null,
+      ...(c.src !== undefined ? { sources: c.src && new Set(c.src) } : {}),
+    });
   return { all: o.all, tables };
 }
 
@@ -230,9 +255,15 @@ export interface Dependencies {
    * matter, in every table of `tables`; absent: any time.
    */
   times?: readonly TimeRange[];
+  /**
+   * In the tables whose rows belong to sources, only the rows of these sources matter (the
+   * sources of `traders` when the answer was read; a change of who holds a source is a change of
+   * the tables that say it); absent or null: any source.
+   */
+  sources?: readonly string[] | null;
 }
 
-const overlaps = (a: Set<number> | null, b: readonly number[] | null): boolean => a === null || b === null || b.some((x) => a.has(x));
+const overlaps = <K>(a: Set<K> | null, b: readonly K[] | null): boolean => a === null || b === null || b.some((x) => a.has(x));
 const inTimes = (c: TimeRange | null, ranges: readonly TimeRange[] | undefined): boolean =>
   c === null || ranges === undefined || ranges.some((r) => c.lo <= r.hi && c.hi >= r.lo);
 
@@ -241,7 +272,10 @@ export function intersects(set: ChangeSet, deps: Dependencies): boolean {
   if (set.all) return true;
   for (const t of deps.tables) {
     const c = set.tables.get(t);
-    if (c && overlaps(c.traders, deps.traders) && overlaps(c.assets, deps.assets) && inTimes(c.times, deps.times)) return true;
+    if (!c || !overlaps(c.assets, deps.assets) || !inTimes(c.times, deps.times)) continue;
+    // Rows of sources, read for the sources of the traders asked for: the sources decide.
+    const bySource = c.sources !== undefined && deps.sources != null;
+    if (bySource ? overlaps(c.sources!, deps.sources!) : overlaps(c.traders, deps.traders)) return true;
   }
   return false;
 }

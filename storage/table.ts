@@ -12,9 +12,16 @@ export interface Table {
    * columns in their sorting key (a row that moves to another trader or asset leaves a tombstone at
    * its old one), or tables whose key holds them (a row never moves: prices by asset). `time`: a
    * column of the sorting key in ms or ISO date-time, whose range over the rows written a change
-   * records too (a row that moves in time leaves its tombstone at the old time).
+   * records too (a row that moves in time leaves its tombstone at the old time). `source`: the
+   * columns (platform, sourceIdentityId) of a table whose rows belong to a source, not a trader
+   * (messages: a trader's are its assigned source's).
    */
-  readonly changes?: { readonly trader?: string; readonly asset?: string; readonly time?: string };
+  readonly changes?: {
+    readonly trader?: string;
+    readonly asset?: string;
+    readonly time?: string;
+    readonly source?: readonly [platform: string, sourceIdentityId: string];
+  };
   /** `$db.<name>`, for SQL. */
   toString(): string;
 }

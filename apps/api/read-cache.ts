@@ -70,13 +70,18 @@ export function cacheKey(op: Operation, url: string, query: Record<string, unkno
  * What a read's answer depends on (issue 26): the tables it read (ReadContext.reads), narrowed to
  * the traders and assets of the parameters its rule names (CacheRule.narrows).
  */
-export function dependenciesOf(rule: CacheRule, query: Record<string, unknown>, tables: ReadonlySet<string>): Dependencies {
+export function dependenciesOf(
+  rule: CacheRule,
+  query: Record<string, unknown>,
+  tables: ReadonlySet<string>,
+  sources?: readonly string[],
+): Dependencies {
   const ids = (param: string | undefined): readonly number[] | null => {
     const v = param === undefined ? undefined : query[param];
     const list = typeof v === 'string' ? splitIds(v) : undefined;
     return list?.length && list.every(Number.isSafeInteger) ? list : null;
   };
-  return { tables, traders: ids(rule.narrows?.traders), assets: ids(rule.narrows?.assets) };
+  return { tables, traders: ids(rule.narrows?.traders), assets: ids(rule.narrows?.assets), ...(sources ? { sources } : {}) };
 }
 
 /** The policy part of keys by principal (principals are reused while their key's answer is, apps/auth/keys.ts). */
@@ -86,7 +91,7 @@ const policies = new WeakMap<Principal, [string, string]>();
 interface Header {
   /** The commit the answer was read at, and what it was read from: a later commit that touches those ends it. */
   seq: number;
-  deps: { t: string[]; tr: readonly number[] | null; as: readonly number[] | null };
+  deps: { t: string[]; tr: readonly number[] | null; as: readonly number[] | null; src?: readonly string[] };
   /**
    * The answer holds for requests whose clock is in [from, expires): it was read at `from`, and
    * `expires` is the first instant it may differ (ms, on the cache's clock).
@@ -201,7 +206,12 @@ const rangeJson = (w: { start: number | null; end: number | null }): string =>
   `{"startTime":${w.start === null ? 'null' : `"${new Date(w.start).toISOString()}"`},"endTime":${w.end === null ? 'null' : `"${new Date(w.end).toISOString()}"`}}`;
 
 function decode(header: Header, head: string): Entry {
-  const dependencies = { tables: new Set(header.deps.t), traders: header.deps.tr, assets: header.deps.as };
+  const dependencies = {
+    tables: new Set(header.deps.t),
+    traders: header.deps.tr,
+    assets: header.deps.as,
+    ...(header.deps.src ? { sources: header.deps.src } : {}),
+  };
   const e: Entry = { ...header, head: Buffer.from(head), dependencies, checked: header.seq, slabs: [] };
   if (e.window && !slides(e.window)) e.fixedRange = rangeJson(windowAt(e.window, 0));
   return e;
@@ -332,7 +342,12 @@ export class ReadCache {
     const known = Number.isFinite(seq);
     const header: Header = {
       seq: known ? seq : 0,
-      deps: { t: [...read.deps.tables], tr: read.deps.traders, as: read.deps.assets },
+      deps: {
+        t: [...read.deps.tables],
+        tr: read.deps.traders,
+        as: read.deps.assets,
+        ...(read.deps.sources ? { src: read.deps.sources } : {}),
+      },
       from: now,
       // An answer of a shape the entry cannot hold (a list page with filtersApplied, members it does not know): not kept.
       expires:

@@ -560,7 +560,7 @@ function readRoutes(app: FastifyInstance, deps: ApiDeps, r: ReadRouting): void {
           reply.header('x-cache', entry ? 'hit' : 'miss');
           entry ??= await cache.fill(key, now, seq, changes, async () => {
             const data = (await read()) as any;
-            const dependencies = dependenciesOf(op.cache!, query, ctx.reads!);
+            const dependencies = dependenciesOf(op.cache!, query, ctx.reads!, ctx.sources);
             return cache.put(key, op.cache!, data, { now, seq, deps: dependencies, changes }, deps.store);
           });
           // A hit costs no query, no parse and no re-serialization: the stored bytes, then this answer's meta,

@@ -15,6 +15,11 @@ export interface ReadContext {
   changes?: Changes;
   /** The tables this read has read so far, its own queries' and its memos' (a cached answer lasts until a commit touches them). */
   reads?: Set<string>;
+  /**
+   * The sources a read of the tables whose rows belong to sources (messages) was narrowed to (the
+   * sources of the traders asked for): a commit of other sources' rows leaves its answer (Dependencies.sources).
+   */
+  sources?: readonly string[];
 }
 
 /** The seq an answer was read at, and the commits since: what a fact found for it holds until (issue 26). */

@@ -58,6 +58,8 @@ export function listMessages(ctx: ReadContext, q: MessagesQuery) {
           sourceIds.push(sourceIdentityId);
         }
       }
+      // A page of some traders' messages depends on their sources' rows only (who holds a source is in the facts' tables).
+      if (wanted) ctx.sources = sources;
       // With traderIds the few sources' ids also lead the planner to the by-source projection.
       const visible = new Set(sources);
       const sourceOk = setCondition(

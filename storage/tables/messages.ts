@@ -1,7 +1,8 @@
 import { STATEMENT_COLUMNS_DDL, statementEngine } from '../statements.ts';
 import { table } from '../table.ts';
 
-export const MESSAGES_TABLE = table('messages', { changes: { time: 'writtenAt' } });
+// A message's source is in the sorting key (a message that moves leaves its tombstone at the old one).
+export const MESSAGES_TABLE = table('messages', { changes: { time: 'writtenAt', source: ['platform', 'sourceIdentityId'] } });
 export const MESSAGES_CURRENT_TABLE = table('messages_current');
 
 /**

@@ -94,7 +94,9 @@ function randomCommit(rng: Rng): TopicRecord[] {
     } else if (kind < 0.95) {
       out.push(build.message(`m-${nextMessage++}`, `src-${rng.pick(TRADERS)}`, at));
     } else if (rng.chance(0.5)) {
-      out.push(build.trader(rng.pick(TRADERS), { name: `Renamed ${rng.int(1, 1e6)}`, version: 1 + rng.int(1, 1e6) }));
+      // Renamed, sometimes holding another trader's source (whose messages become its own).
+      const source = { platform: 'TELEGRAM', sourceIdentityId: `src-${rng.pick(TRADERS)}` };
+      out.push(build.trader(rng.pick(TRADERS), { name: `Renamed ${rng.int(1, 1e6)}`, source, version: 1 + rng.int(1, 1e6) }));
     } else {
       const a = rng.pick(ASSETS);
       out.push(
@@ -120,7 +122,12 @@ const comparable = (body: any) => {
 describe('issue 26: change tracking', () => {
   it('under random interleavings of commits and reads, every cached answer equals a fresh read', async () => {
     const rng = prng(20261126);
-    const urls = Array.from({ length: 24 }, () => randomUrl(rng));
+    // Messages of some traders too (whose answers a commit of other sources' messages leaves).
+    const urls = [
+      ...Array.from({ length: 24 }, () => randomUrl(rng)),
+      '/v2/messages?limit=3&traderIds=1',
+      '/v2/messages?limit=2&traderIds=2,3',
+    ];
     let reads = 0;
     let hits = 0;
     // What one global data version could serve again: a read of the same URL since the last commit.
@@ -167,6 +174,35 @@ describe('issue 26: change tracking', () => {
     spy.mockRestore();
     expect(comparable(again2)).toEqual(comparable(await get(fresh, t2)));
     expect(comparable(again1)).toEqual(comparable(await get(fresh, t1)));
+  });
+
+  it("a message of one trader's source keeps another trader's cached messages, and ends the first trader's; a trader that takes a source ends its page", async () => {
+    // Traders 5 and 6 (of their own, away from the property's moves) hold sources src-5 and src-6.
+    await h.given([build.source('src-5'), build.source('src-6'), build.trader(5), build.trader(6)]);
+    const t5 = '/v2/messages?traderIds=5&limit=3';
+    const t6 = '/v2/messages?traderIds=6&limit=3';
+    await get(cached, t5);
+    await get(cached, t6);
+    await h.given([build.message(`m-${nextMessage++}`, 'src-5', iso(clock.now - MIN))]);
+    const spy = vi.spyOn(h.store, 'query');
+    const again6 = await get(cached, t6);
+    expect(spy).not.toHaveBeenCalled();
+    const again5 = await get(cached, t5);
+    expect(spy).toHaveBeenCalled();
+    spy.mockRestore();
+    expect(again5.data.results).toHaveLength(1);
+    expect(comparable(again5)).toEqual(comparable(await get(fresh, t5)));
+    expect(comparable(again6)).toEqual(comparable(await get(fresh, t6)));
+    // No message is written, but src-5 passes from trader 5 to trader 6: both pages change.
+    const tg = (id: string) => ({ platform: 'TELEGRAM', sourceIdentityId: id });
+    await h.given([
+      build.source('src-7'),
+      build.trader(5, { source: tg('src-7'), version: 2 }),
+      build.trader(6, { source: tg('src-5'), version: 2 }),
+    ]);
+    expect((await get(cached, t5)).data.results).toEqual([]);
+    expect((await get(cached, t6)).data.results.map((m: any) => [m.id, m.traderId])).toEqual([[again5.data.results[0].id, 6]]);
+    expect(comparable(await get(cached, t6))).toEqual(comparable(await get(fresh, t6)));
   });
 
   it('an event moved from trader 3 to trader 4 ends the cached pages of both', async () => {
