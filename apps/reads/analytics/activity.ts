@@ -57,6 +57,11 @@ async function summarize(
     };
   }
   const types = q.eventTypes !== undefined ? eventTypes : undefined;
+  if (q.groupBy === 'none') {
+    const overall = await overallCounts(ctx, facts, q, { start, end, types, traderIds });
+    const meta = { totalMessages: overall.messages, totalEvents: overall.events, serverTime };
+    return { results: [shapeGroup(overall, SIZE[q.interval])], filtersApplied, meta };
+  }
   const totals = await groupTotals(ctx, facts, { start, end, types, traderIds });
   const { top, totalMessages, totalEvents } = topGroups(totals.groups, q.limit);
   const meta = { totalMessages, totalEvents, serverTime };
@@ -195,6 +200,40 @@ async function groupTotals(ctx: ReadContext, facts: Facts, c: Counted): Promise<
     group(id).messages += r.n;
   }
   return totals;
+}
+
+/**
+ * `groupBy=none`: the buckets of every row that counts, in one read. Which rows count is known from
+ * the facts (the traders and sources this caller may count, as groupTotals tells them), so no
+ * totals per group are read first; the totals are the buckets' sums.
+ */
+async function overallCounts(ctx: ReadContext, facts: Facts, q: ActivitySummariesQuery, c: Counted): Promise<Counts> {
+  const traders: number[] = [];
+  for (const id of c.traderIds ?? facts.traderPlatform.keys()) if (traderEligible(facts, ctx.principal, id)) traders.push(id);
+  const sources: string[] = [];
+  for (const k of facts.sourceTrader.keys()) if (messageTrader(facts, ctx, k, c.traderIds) !== null) sources.push(k);
+  const bucketed = {
+    start: c.start,
+    end: c.end,
+    coarsest: q.interval === 'hour' ? ('hour' as const) : ('day' as const),
+    bucket: q.interval,
+  };
+  const { events, messages } = await activityCounts(
+    ctx,
+    facts,
+    traders.length ? { ...bucketed, types: c.types, only: [...new Set(traders)] } : null,
+    sources.length ? { ...bucketed, only: sources } : null,
+  );
+  const overall: Counts = { messages: 0, events: 0 };
+  for (const r of events) {
+    bucketOf(overall, r.b)[1] += r.n;
+    overall.events += r.n;
+  }
+  for (const r of messages) {
+    bucketOf(overall, r.b)[0] += r.n;
+    overall.messages += r.n;
+  }
+  return overall;
 }
 
 /**
