@@ -22,11 +22,10 @@ interface Counts {
 
 /**
  * Activity summaries (README "Analytics reads"): counted messages and events per trader (or
- * overall) in UTC-aligned buckets. First the totals per trader (events) and per source (messages)
- * over the range, from the activity rolled up by day and hour and the partial hours at the ends
- * (activity-counts.ts); then the buckets of the groups returned only: for `groupBy=trader` the top
- * groups, for `none` everything but the rows of traders the caller may not count (known from the
- * totals).
+ * overall) in UTC-aligned buckets, from the activity rolled up by day and hour and the partial
+ * hours at the ends (activity-counts.ts). `groupBy=trader`: first the totals per trader (events)
+ * and per source (messages) over the range, then the buckets of the top groups only; `none`: the
+ * buckets of every row the caller may count, in one read (overallCounts).
  */
 export async function activitySummaries(ctx: ReadContext, q: ActivitySummariesQuery) {
   const range = activityRange(ctx, q);
@@ -65,14 +64,9 @@ async function summarize(
   const totals = await groupTotals(ctx, facts, { start, end, types, traderIds });
   const { top, totalMessages, totalEvents } = topGroups(totals.groups, q.limit);
   const meta = { totalMessages, totalEvents, serverTime };
-  const byTrader = q.groupBy === 'trader';
-  if (byTrader && !top.length) return { results: [], filtersApplied, meta };
-  const overall: Counts = { messages: totalMessages, events: totalEvents };
-  await addBuckets(ctx, facts, q, { start, end, types, traderIds }, totals, top, overall);
-  const size = SIZE[q.interval];
-  const results: ActivityGroup[] = byTrader
-    ? top.map((id) => ({ traderId: id, ...shapeGroup(totals.groups.get(id)!, size) }))
-    : [shapeGroup(overall, size)];
+  if (!top.length) return { results: [], filtersApplied, meta };
+  await addBuckets(ctx, facts, q, { start, end, types, traderIds }, totals, top);
+  const results: ActivityGroup[] = top.map((id) => ({ traderId: id, ...shapeGroup(totals.groups.get(id)!, SIZE[q.interval]) }));
   return { results, filtersApplied, meta };
 }
 
@@ -159,13 +153,11 @@ interface Counted {
   traderIds: number[] | undefined;
 }
 
-/** The totals per trader, and the rows that do not count for this caller (learned from the totals, left out of the buckets). */
+/** The totals per trader. */
 interface Totals {
   groups: Map<number, Counts>;
   /** A counted source's trader, by source key. */
   sourceOf: Map<string, number>;
-  excludedTraders: number[];
-  excludedSources: string[];
 }
 
 /**
@@ -180,7 +172,7 @@ async function groupTotals(ctx: ReadContext, facts: Facts, c: Counted): Promise<
     { start: c.start, end: c.end, coarsest: 'day', types: c.types, only: c.traderIds },
     { start: c.start, end: c.end, coarsest: 'day' },
   );
-  const totals: Totals = { groups: new Map(), sourceOf: new Map(), excludedTraders: [], excludedSources: [] };
+  const totals: Totals = { groups: new Map(), sourceOf: new Map() };
   const group = (id: number) => {
     let g = totals.groups.get(id);
     if (!g) totals.groups.set(id, (g = { messages: 0, events: 0 }));
@@ -188,14 +180,10 @@ async function groupTotals(ctx: ReadContext, facts: Facts, c: Counted): Promise<
   };
   for (const r of events) {
     if (traderEligible(facts, ctx.principal, r.g)) group(r.g).events += r.n;
-    else totals.excludedTraders.push(r.g);
   }
   for (const r of messages) {
     const id = messageTrader(facts, ctx, r.g, c.traderIds);
-    if (id === null) {
-      totals.excludedSources.push(r.g);
-      continue;
-    }
+    if (id === null) continue;
     totals.sourceOf.set(r.g, id);
     group(id).messages += r.n;
   }
@@ -212,17 +200,12 @@ async function overallCounts(ctx: ReadContext, facts: Facts, q: ActivitySummarie
   for (const id of c.traderIds ?? facts.traderPlatform.keys()) if (traderEligible(facts, ctx.principal, id)) traders.push(id);
   const sources: string[] = [];
   for (const k of facts.sourceTrader.keys()) if (messageTrader(facts, ctx, k, c.traderIds) !== null) sources.push(k);
-  const bucketed = {
-    start: c.start,
-    end: c.end,
-    coarsest: q.interval === 'hour' ? ('hour' as const) : ('day' as const),
-    bucket: q.interval,
-  };
+  const range = bucketed(q, c);
   const { events, messages } = await activityCounts(
     ctx,
     facts,
-    traders.length ? { ...bucketed, types: c.types, only: [...new Set(traders)] } : null,
-    sources.length ? { ...bucketed, only: sources } : null,
+    traders.length ? { ...range, types: c.types, only: [...new Set(traders)] } : null,
+    sources.length ? { ...range, only: sources } : null,
   );
   const overall: Counts = { messages: 0, events: 0 };
   for (const r of events) {
@@ -261,11 +244,15 @@ function topGroups(groups: Map<number, Counts>, limit: number): { top: number[];
   return { top, totalMessages, totalEvents };
 }
 
-/**
- * The buckets of the groups returned, each pair of counts in one read: for `groupBy=trader` the
- * top groups' (into their Counts), for `none` everything but the rows that do not count (into
- * `overall`).
- */
+/** The range counted in buckets of the interval asked for (hourly buckets read no day rows). */
+const bucketed = (q: ActivitySummariesQuery, c: Counted) => ({
+  start: c.start,
+  end: c.end,
+  coarsest: q.interval === 'hour' ? ('hour' as const) : ('day' as const),
+  bucket: q.interval,
+});
+
+/** The buckets of the top groups (`groupBy=trader`), each pair of counts in one read, into their Counts. */
 async function addBuckets(
   ctx: ReadContext,
   facts: Facts,
@@ -273,33 +260,24 @@ async function addBuckets(
   c: Counted,
   totals: Totals,
   top: number[],
-  overall: Counts,
 ): Promise<void> {
-  const byTrader = q.groupBy === 'trader';
   const topSet = new Set(top);
   const topSources: string[] = [];
   for (const [k, id] of totals.sourceOf) if (topSet.has(id)) topSources.push(k);
   // A group may be there for its messages alone: its events count only when its trader's signals are visible.
   const topTraders = top.filter((id) => traderEligible(facts, ctx.principal, id));
-  const bucketed = {
-    start: c.start,
-    end: c.end,
-    coarsest: q.interval === 'hour' ? ('hour' as const) : ('day' as const),
-    bucket: q.interval,
-  };
+  const range = bucketed(q, c);
   const { events, messages } = await activityCounts(
     ctx,
     facts,
-    byTrader && !topTraders.length
-      ? null
-      : { ...bucketed, types: c.types, ...(byTrader ? { only: topTraders } : { only: c.traderIds, except: totals.excludedTraders }) },
-    byTrader && !topSources.length ? null : { ...bucketed, ...(byTrader ? { only: topSources } : { except: totals.excludedSources }) },
+    topTraders.length ? { ...range, types: c.types, only: topTraders } : null,
+    topSources.length ? { ...range, only: topSources } : null,
   );
-  for (const r of events) bucketOf(byTrader ? totals.groups.get(r.g)! : overall, r.b)[1] += r.n;
+  for (const r of events) bucketOf(totals.groups.get(r.g)!, r.b)[1] += r.n;
   for (const r of messages) {
     const id = totals.sourceOf.get(r.g);
     if (id === undefined) continue; // a source that appeared between the two queries
-    bucketOf(byTrader ? totals.groups.get(id)! : overall, r.b)[0] += r.n;
+    bucketOf(totals.groups.get(id)!, r.b)[0] += r.n;
   }
 }
 
