@@ -285,16 +285,23 @@ export async function writePerformances(
 }
 
 /**
- * The evaluation rows (PERFORMANCE_COLUMNS but seq) that differ from what position_performances
- * holds for them. A live price is the forward price of only the few windows whose evaluation time
+ * The evaluation rows (PERFORMANCE_COLUMNS but seq) that differ from what position_samples holds
+ * at their key. A live price is the forward price of only the few windows whose evaluation time
  * it is the first sample after; every other window it can be the forward price of is evaluated to
  * what is stored already, and rewriting those (hundreds of rows per price on the large seed) would
  * change the analytics' sample, and end their cached answers, for nothing (issue 26).
+ *
+ * Compared with position_samples, the table written last: an insert reaches position_performances
+ * first and position_samples through its view after, so a projector killed between the two left
+ * the evaluation in position_performances only, and a comparison with that table found nothing to
+ * write when the batch ran again (the crash test's analytics found such positions unscored).
  */
 async function changedEvaluations(store: Store, positions: readonly PositionState[], rows: unknown[][]): Promise<unknown[][]> {
+  const KEY = ['positionId', 'window', 'traderId', 'assetId', 'openAt'];
+  const newest = PERFORMANCE_COLUMNS.filter((c) => c !== 'seq' && !KEY.includes(c)).map((c) => `argMax(${c}, seq) AS ${c}`);
   const stored = await store.query<Record<(typeof PERFORMANCE_COLUMNS)[number], unknown>>(
-    `SELECT ${PERFORMANCE_COLUMNS.filter((c) => c !== 'seq').join(', ')} FROM ${POSITION_PERFORMANCES_TABLE} FINAL
-     WHERE positionId IN {ids:Array(UInt64)}`,
+    `SELECT ${KEY.join(', ')}, ${newest.join(', ')} FROM ${POSITION_SAMPLES_TABLE}
+     WHERE positionId IN {ids:Array(UInt64)} GROUP BY ${KEY.join(', ')}`,
     { ids: [...new Set(positions.map((p) => p.id))] },
   );
   const text = (r: readonly unknown[]) => JSON.stringify(r.map((v) => (v === null || typeof v === 'string' ? v : Number(v))));
