@@ -10,9 +10,9 @@ import type { ReadContext } from '../../apps/reads/context.ts';
 import { CursorCodec } from '../../apps/reads/cursor.ts';
 import { READ_MODEL_GRAPH } from '../../projectors/index.ts';
 import { applyBatch } from '../../projectors/runner.ts';
-import { SCOPES } from '../../schemas/topics/index.ts';
 import { versionChanges } from '../../storage/changes.ts';
 import type { ChdbStore } from '../../storage/chdb.ts';
+import { OPEN_PRINCIPAL } from '../helpers/batches.ts';
 import { build, type TopicRecord } from '../helpers/harness.ts';
 import { openSchemaStore } from '../helpers/spec.ts';
 
@@ -169,14 +169,7 @@ describe('a partial hour read as its whole hour', () => {
       now: new Date('2026-05-10T00:00:00.000Z'),
       cursors: CursorCodec.random(),
       changes: versionChanges(() => 1, READ_MODEL_GRAPH),
-      principal: {
-        accountId: 'a',
-        keyId: 'k',
-        scopes: new Set(SCOPES),
-        messageVisibility: { mode: 'all' },
-        signalVisibility: { mode: 'all' },
-        historyWindowDays: null,
-      },
+      principal: OPEN_PRINCIPAL,
     };
     const query = {
       groupBy: 'trader',
@@ -225,14 +218,7 @@ describe('a partial hour read as its whole hour', () => {
       now: new Date('2250-03-12T00:00:00.000Z'),
       cursors: CursorCodec.random(),
       changes: versionChanges(() => 2, READ_MODEL_GRAPH),
-      principal: {
-        accountId: 'a',
-        keyId: 'k',
-        scopes: new Set(SCOPES),
-        messageVisibility: { mode: 'all' },
-        signalVisibility: { mode: 'all' },
-        historyWindowDays: null,
-      },
+      principal: OPEN_PRINCIPAL,
     };
     const read = (interval: 'hour' | 'day' | 'week', startTime: string) =>
       activitySummaries(ctx, { groupBy: 'none', interval, limit: 10, startTime, endTime: '2250-03-11T23:59:59.999Z' } as never);

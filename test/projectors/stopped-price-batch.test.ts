@@ -8,14 +8,13 @@
 // from position_samples) must equal the analytics oracle's.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CursorCodec } from '../../apps/reads/cursor.ts';
-import type { Principal } from '../../apps/reads/principal.ts';
 import { OPERATIONS } from '../../apps/registry.ts';
 import { applyBatch, ensureSchema } from '../../projectors/runner.ts';
 import { ProjectorSession } from '../../projectors/session.ts';
-import { SCOPES } from '../../schemas/topics/index.ts';
 import type { ChdbStore } from '../../storage/chdb.ts';
 import type { Store } from '../../storage/port.ts';
 import { POSITION_PERFORMANCES_TABLE, POSITION_SAMPLES_TABLE } from '../../storage/tables/performance.ts';
+import { batchOf, OPEN_PRINCIPAL } from '../helpers/batches.ts';
 import { build, type TopicRecord } from '../helpers/harness.ts';
 import { openSchemaStore } from '../helpers/spec.ts';
 import * as A from '../oracle/analytics.ts';
@@ -42,12 +41,6 @@ const BASE: TopicRecord[] = [
 ];
 // Their forward prices: every 1D window becomes ready.
 const PRICES: TopicRecord[] = [25, 26, 27, 28].map((h, i) => build.price(1, at(h), 110 + i));
-
-const batchOf = (records: readonly TopicRecord[], firstOffset: number) => ({
-  topic: records[0]!.topic,
-  partition: 0,
-  records: records.map((r, i) => ({ key: '', value: JSON.stringify(r.value), offset: String(firstOffset + i) })),
-});
 
 /** The store as a kill between position_performances' part and its view's leaves it: the evaluations land in the table only, then the store goes down. */
 function losingTheViewPart(): { store: Store; lost: () => boolean } {
@@ -77,14 +70,7 @@ function losingTheViewPart(): { store: Store; lost: () => boolean } {
 }
 
 const TRADER_STATS = OPERATIONS.find((o) => o.tool === 'list_trader_stats' && o.versions.includes('v2'))!;
-const principal: Principal = {
-  accountId: 'a',
-  keyId: 'k',
-  scopes: new Set(SCOPES),
-  messageVisibility: { mode: 'all' },
-  signalVisibility: { mode: 'all' },
-  historyWindowDays: null,
-};
+const principal = OPEN_PRINCIPAL;
 
 describe('a price batch killed between its evaluations and their view, then delivered again', () => {
   it('scores the positions whose forward prices it brought, as the analytics oracle does', async () => {

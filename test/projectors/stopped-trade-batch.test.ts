@@ -17,13 +17,12 @@
 // filter) alike, and trader stats the analytics oracle's (test/oracle/analytics.ts).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CursorCodec } from '../../apps/reads/cursor.ts';
-import type { Principal } from '../../apps/reads/principal.ts';
 import { OPERATIONS } from '../../apps/registry.ts';
 import { applyBatch, ensureSchema } from '../../projectors/runner.ts';
 import { ProjectorSession } from '../../projectors/session.ts';
-import { SCOPES } from '../../schemas/topics/index.ts';
 import { ChdbStore } from '../../storage/chdb.ts';
 import type { Store } from '../../storage/port.ts';
+import { batchOf, OPEN_PRINCIPAL } from '../helpers/batches.ts';
 import { build, type TopicRecord } from '../helpers/harness.ts';
 import { openSchemaStore } from '../helpers/spec.ts';
 import * as A from '../oracle/analytics.ts';
@@ -70,13 +69,6 @@ const CHANGE: TopicRecord[] = [
   build.event(80, { positionId: 8, traderId: 2, assetId: 2, direction: 'short', price: 90, timeOfEvent: at(81), version: 2 }),
 ];
 
-/** A batch of records at the given log positions (a replay delivers the same positions again). */
-const batchOf = (records: readonly TopicRecord[], firstOffset: number) => ({
-  topic: records[0]!.topic,
-  partition: 0,
-  records: records.map((r, i) => ({ key: '', value: JSON.stringify(r.value), offset: String(firstOffset + i) })),
-});
-
 /** The store, going down at its `k`-th write (the write does not land) until `up()`. */
 function stoppingAt(k: number): { store: Store; stopped: () => boolean; up: () => void } {
   let writes = 0;
@@ -108,14 +100,7 @@ function stoppingAt(k: number): { store: Store; stopped: () => boolean; up: () =
 
 const NOW = new Date(Date.UTC(2026, 6, 1));
 const OPEN_POSITIONS = OPERATIONS.find((o) => o.tool === 'list_open_positions' && o.versions.includes('v2'))!;
-const principal: Principal = {
-  accountId: 'a',
-  keyId: 'k',
-  scopes: new Set(SCOPES),
-  messageVisibility: { mode: 'all' },
-  signalVisibility: { mode: 'all' },
-  historyWindowDays: null,
-};
+const principal = OPEN_PRINCIPAL;
 
 const TRADER_STATS = OPERATIONS.find((o) => o.tool === 'list_trader_stats' && o.versions.includes('v2'))!;
 /** Trader stats as the read serves them (figures from position_samples). */
