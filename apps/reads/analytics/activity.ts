@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { ActivityGroup } from '../../../schemas/api/analytics.ts';
 import { EVENT_TYPE_VALUES, splitIds, splitList } from '../../../schemas/api/common-params.ts';
 import { ApiError } from '../../../schemas/api/errors.ts';
@@ -10,6 +11,7 @@ import { type Facts, factsOf, permits } from '../facts.ts';
 import type { PageFacts } from '../list.ts';
 import { appliedTimeRange, DAY_MS, explicitBounds, type WindowRule, windowAt } from '../window.ts';
 import { activityCounts, bucketStart, HOUR_MS, WEEK_MS } from './activity-counts.ts';
+import { keptRange } from './kept-range.ts';
 import { clampToHistory, traderEligible } from './sample.ts';
 
 const SIZE = { hour: HOUR_MS, day: DAY_MS, week: WEEK_MS } as const;
@@ -193,30 +195,73 @@ async function groupTotals(ctx: ReadContext, facts: Facts, c: Counted): Promise<
 /**
  * `groupBy=none`: the buckets of every row that counts, in one read. Which rows count is known from
  * the facts (the traders and sources this caller may count, as groupTotals tells them), so no
- * totals per group are read first; the totals are the buckets' sums.
+ * totals per group are read first; the totals are the buckets' sums. Kept from one request to the
+ * next (keptRange): under live ingest a later request reads the edges of its range and the buckets
+ * written since, not its 7 days again.
  */
 async function overallCounts(ctx: ReadContext, facts: Facts, q: ActivitySummariesQuery, c: Counted): Promise<Counts> {
   const traders: number[] = [];
   for (const id of c.traderIds ?? facts.traderPlatform.keys()) if (traderEligible(facts, ctx.principal, id)) traders.push(id);
   const sources: string[] = [];
   for (const k of facts.sourceTrader.keys()) if (messageTrader(facts, ctx, k, c.traderIds) !== null) sources.push(k);
-  const range = bucketed(q, c);
-  const { events, messages } = await activityCounts(
-    ctx,
-    facts,
-    traders.length ? { ...range, types: c.types, only: [...new Set(traders)] } : null,
-    sources.length ? { ...range, only: sources } : null,
-  );
-  const overall: Counts = { messages: 0, events: 0 };
-  for (const r of events) {
-    bucketOf(overall, r.b)[1] += r.n;
-    overall.events += r.n;
+  const only = [...new Set(traders)];
+  const read = async (start: number, end: number): Promise<Counts> => {
+    const range = bucketed(q, { ...c, start, end });
+    const { events, messages } = await activityCounts(
+      ctx,
+      facts,
+      only.length ? { ...range, types: c.types, only } : null,
+      sources.length ? { ...range, only: sources } : null,
+    );
+    const overall: Counts = { messages: 0, events: 0 };
+    for (const r of events) {
+      bucketOf(overall, r.b)[1] += r.n;
+      overall.events += r.n;
+    }
+    for (const r of messages) {
+      bucketOf(overall, r.b)[0] += r.n;
+      overall.messages += r.n;
+    }
+    return overall;
+  };
+  // What is counted besides the range: the same traders, sources, eligible assets, types and buckets count the same rows.
+  const key = createHash('sha1')
+    .update(JSON.stringify(['activity', q.interval, c.types ?? null, only, sources, facts.assetIds]))
+    .digest('base64');
+  return keptRange(ctx, {
+    key,
+    tables: [EVENTS_TABLE, MESSAGES_TABLE],
+    start: c.start,
+    end: c.end,
+    read,
+    add: addCounts,
+    bucketStart: (t) => bucketStart(q.interval, t),
+    before: countsBefore,
+  });
+}
+
+/** `c` without its buckets from `cut` on (the totals are the buckets' sums). */
+function countsBefore(c: Counts, cut: number): Counts {
+  const out: Counts = { messages: 0, events: 0, buckets: new Map() };
+  for (const [b, [m, e]] of c.buckets ?? []) {
+    if (b >= cut) continue;
+    out.buckets!.set(b, [m, e]);
+    out.messages += m;
+    out.events += e;
   }
-  for (const r of messages) {
-    bucketOf(overall, r.b)[0] += r.n;
-    overall.messages += r.n;
+  return out;
+}
+
+/** `a` plus `sign` times `b`, bucket by bucket. */
+function addCounts(a: Counts, b: Counts, sign: 1 | -1): Counts {
+  const out: Counts = { messages: a.messages + sign * b.messages, events: a.events + sign * b.events };
+  if (a.buckets) out.buckets = new Map([...a.buckets].map(([k, [m, e]]) => [k, [m, e]]));
+  for (const [k, [m, e]] of b.buckets ?? []) {
+    const x = bucketOf(out, k);
+    x[0] += sign * m;
+    x[1] += sign * e;
   }
-  return overall;
+  return out;
 }
 
 /**
