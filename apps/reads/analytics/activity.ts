@@ -25,9 +25,9 @@ interface Counts {
 /**
  * Activity summaries (README "Analytics reads"): counted messages and events per trader (or
  * overall) in UTC-aligned buckets, from the activity rolled up by day and hour and the partial
- * hours at the ends (activity-counts.ts). `groupBy=trader`: first the totals per trader (events)
- * and per source (messages) over the range, then the buckets of the top groups only; `none`: the
- * buckets of every row the caller may count, in one read (overallCounts).
+ * hours at the ends (activity-counts.ts): `groupBy=trader` the buckets of every group, then the top
+ * groups; `none` the buckets of every row the caller may count. Each in one read, kept from one
+ * request to the next (keptRange).
  */
 export async function activitySummaries(ctx: ReadContext, q: ActivitySummariesQuery) {
   const range = activityRange(ctx, q);
@@ -63,12 +63,10 @@ async function summarize(
     const meta = { totalMessages: overall.messages, totalEvents: overall.events, serverTime };
     return { results: [shapeGroup(overall, SIZE[q.interval])], filtersApplied, meta };
   }
-  const totals = await groupTotals(ctx, facts, { start, end, types, traderIds });
-  const { top, totalMessages, totalEvents } = topGroups(totals.groups, q.limit);
+  const groups = await groupCounts(ctx, facts, q, { start, end, types, traderIds });
+  const { top, totalMessages, totalEvents } = topGroups(groups, q.limit);
   const meta = { totalMessages, totalEvents, serverTime };
-  if (!top.length) return { results: [], filtersApplied, meta };
-  await addBuckets(ctx, facts, q, { start, end, types, traderIds }, totals, top);
-  const results: ActivityGroup[] = top.map((id) => ({ traderId: id, ...shapeGroup(totals.groups.get(id)!, SIZE[q.interval]) }));
+  const results: ActivityGroup[] = top.map((id) => ({ traderId: id, ...shapeGroup(groups.get(id)!, SIZE[q.interval]) }));
   return { results, filtersApplied, meta };
 }
 
@@ -155,46 +153,70 @@ interface Counted {
   traderIds: number[] | undefined;
 }
 
-/** The totals per trader. */
-interface Totals {
-  groups: Map<number, Counts>;
-  /** A counted source's trader, by source key. */
-  sourceOf: Map<string, number>;
-}
-
 /**
- * Totals per trader and per source over the range (the coarsest rolled-up rows), in one read
- * (activityCounts). Which rows count: events of live, signal-visible traders; messages of a
- * source whose trader is live, message-visible and asked for.
+ * `groupBy=trader`: the counts of every group in buckets, in one read: events per trader (live,
+ * signal-visible traders), messages per source, each counted for its trader (live,
+ * message-visible, asked for; messageTrader). Kept as overallCounts is (keptRange), so the top
+ * groups and their buckets come from what is kept.
  */
-async function groupTotals(ctx: ReadContext, facts: Facts, c: Counted): Promise<Totals> {
-  const { events, messages } = await activityCounts(
-    ctx,
-    facts,
-    { start: c.start, end: c.end, coarsest: 'day', types: c.types, only: c.traderIds },
-    { start: c.start, end: c.end, coarsest: 'day' },
-  );
-  const totals: Totals = { groups: new Map(), sourceOf: new Map() };
-  const group = (id: number) => {
-    let g = totals.groups.get(id);
-    if (!g) totals.groups.set(id, (g = { messages: 0, events: 0 }));
-    return g;
+async function groupCounts(ctx: ReadContext, facts: Facts, q: ActivitySummariesQuery, c: Counted): Promise<Map<number, Counts>> {
+  const traders: number[] = [];
+  for (const id of c.traderIds ?? facts.traderPlatform.keys()) if (traderEligible(facts, ctx.principal, id)) traders.push(id);
+  const only = [...new Set(traders)];
+  const sourceOf = new Map<string, number>();
+  for (const k of facts.sourceTrader.keys()) {
+    const id = messageTrader(facts, ctx, k, c.traderIds);
+    if (id !== null) sourceOf.set(k, id);
+  }
+  const sources = [...sourceOf.keys()];
+  const read = async (start: number, end: number): Promise<Map<number, Counts>> => {
+    const range = bucketed(q, { ...c, start, end });
+    const { events, messages } = await activityCounts(
+      ctx,
+      facts,
+      only.length ? { ...range, types: c.types, only } : null,
+      sources.length ? { ...range, only: sources } : null,
+    );
+    const groups = new Map<number, Counts>();
+    const group = (id: number) => {
+      let g = groups.get(id);
+      if (!g) groups.set(id, (g = { messages: 0, events: 0 }));
+      return g;
+    };
+    for (const r of events) {
+      const g = group(r.g);
+      bucketOf(g, r.b)[1] += r.n;
+      g.events += r.n;
+    }
+    for (const r of messages) {
+      const g = group(sourceOf.get(r.g)!);
+      bucketOf(g, r.b)[0] += r.n;
+      g.messages += r.n;
+    }
+    return groups;
   };
-  for (const r of events) {
-    if (traderEligible(facts, ctx.principal, r.g)) group(r.g).events += r.n;
-  }
-  for (const r of messages) {
-    const id = messageTrader(facts, ctx, r.g, c.traderIds);
-    if (id === null) continue;
-    totals.sourceOf.set(r.g, id);
-    group(id).messages += r.n;
-  }
-  return totals;
+  const key = createHash('sha1')
+    .update(JSON.stringify(['activity-groups', q.interval, c.types ?? null, only, [...sourceOf], facts.assetIds]))
+    .digest('base64');
+  return keptRange(ctx, {
+    key,
+    tables: [EVENTS_TABLE, MESSAGES_TABLE],
+    start: c.start,
+    end: c.end,
+    read,
+    add: (a, b, sign) => {
+      const out = new Map(a);
+      for (const [id, g] of b) out.set(id, addCounts(out.get(id) ?? { messages: 0, events: 0 }, g, sign));
+      return out;
+    },
+    bucketStart: (t) => bucketStart(q.interval, t),
+    before: (groups, cut) => new Map([...groups].map(([id, g]) => [id, countsBefore(g, cut)])),
+  });
 }
 
 /**
  * `groupBy=none`: the buckets of every row that counts, in one read. Which rows count is known from
- * the facts (the traders and sources this caller may count, as groupTotals tells them), so no
+ * the facts (the traders and sources this caller may count, as groupCounts tells them), so no
  * totals per group are read first; the totals are the buckets' sums. Kept from one request to the
  * next (keptRange): under live ingest a later request reads the edges of its range and the buckets
  * written since, not its 7 days again.
@@ -296,35 +318,6 @@ const bucketed = (q: ActivitySummariesQuery, c: Counted) => ({
   coarsest: q.interval === 'hour' ? ('hour' as const) : ('day' as const),
   bucket: q.interval,
 });
-
-/** The buckets of the top groups (`groupBy=trader`), each pair of counts in one read, into their Counts. */
-async function addBuckets(
-  ctx: ReadContext,
-  facts: Facts,
-  q: ActivitySummariesQuery,
-  c: Counted,
-  totals: Totals,
-  top: number[],
-): Promise<void> {
-  const topSet = new Set(top);
-  const topSources: string[] = [];
-  for (const [k, id] of totals.sourceOf) if (topSet.has(id)) topSources.push(k);
-  // A group may be there for its messages alone: its events count only when its trader's signals are visible.
-  const topTraders = top.filter((id) => traderEligible(facts, ctx.principal, id));
-  const range = bucketed(q, c);
-  const { events, messages } = await activityCounts(
-    ctx,
-    facts,
-    topTraders.length ? { ...range, types: c.types, only: topTraders } : null,
-    topSources.length ? { ...range, only: topSources } : null,
-  );
-  for (const r of events) bucketOf(totals.groups.get(r.g)!, r.b)[1] += r.n;
-  for (const r of messages) {
-    const id = totals.sourceOf.get(r.g);
-    if (id === undefined) continue; // a source that appeared between the two queries
-    bucketOf(totals.groups.get(id)!, r.b)[0] += r.n;
-  }
-}
 
 /** A group's counts in bucket `b`: [messages, events]. */
 function bucketOf(c: Counts, b: number): [number, number] {
