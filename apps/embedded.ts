@@ -10,8 +10,7 @@ import { migrateReadModels, PROJECTOR_GROUP, runProjector } from '../projectors/
 import { SCOPES } from '../schemas/topics/index.ts';
 import { ChangeLog, localChanges, touches, wholeTables } from '../storage/changes.ts';
 import { type ChdbStore, openChdbStore } from '../storage/chdb.ts';
-import { compactStatements, HOT_TABLES, mergeHotPartitions } from '../storage/compaction.ts';
-import type { Table } from '../storage/table.ts';
+import { compactStatements } from '../storage/compaction.ts';
 import { ACCESS_TABLES } from '../storage/tables/access.ts';
 import { feedWatermark } from '../storage/tables/feed-groups.ts';
 import { ALL, createKey, DEMO_ACCOUNT, listAccounts, putAccount } from './admin.ts';
@@ -73,7 +72,7 @@ export function ensureDemoAccess(dataDir: string, log: EmbeddedLog): void {
     historyWindowDays: null,
   });
   const { key } = createKey(log, DEMO_ACCOUNT, SCOPES);
-  writeFileSync(demoKeyFile(dataDir), key + '\n', { mode: 0o600 });
+  writeFileSync(demoKeyFile(dataDir), `${key}\n`, { mode: 0o600 });
 }
 
 /**
@@ -85,7 +84,7 @@ export async function ensureDemoPassword(dataDir: string, log: EmbeddedLog): Pro
   if (!listAccounts(log).some((a) => a.id === DEMO_ACCOUNT)) return;
   const password = randomBytes(12).toString('base64url');
   await setPassword(dataDir, DEMO_ACCOUNT, password);
-  writeFileSync(demoPasswordFile(dataDir), password + '\n', { mode: 0o600 });
+  writeFileSync(demoPasswordFile(dataDir), `${password}\n`, { mode: 0o600 });
 }
 
 /** Records that DATA_DIR holds demo data, so `start` does not seed it again. */
@@ -124,8 +123,6 @@ const READ_SLOTS = 4;
 
 /** How often the statement tables are checked for tombstones to compact. */
 const COMPACTION_INTERVAL_MS = 10 * 60_000;
-/** How soon after a commit writes a table of HOT_TABLES its partitions are merged again (at most this often). */
-const HOT_MERGE_MS = 3_000;
 
 /**
  * Makes DATA_DIR this process's: private to its owner and claimed by a pid file (refused while
@@ -193,7 +190,6 @@ async function openStores(dataDir: string, log: EmbeddedLog, say: Say): Promise<
  */
 function compactionQueue(opts: { maintenance: ChdbStore; say: Say; closing: () => boolean; onCompacted: (tables: string[]) => void }): {
   run: () => void;
-  hot: (written: readonly Table[]) => void;
   idle: () => Promise<void>;
 } {
   let compacting: Promise<void> = Promise.resolve();
@@ -211,15 +207,7 @@ function compactionQueue(opts: { maintenance: ChdbStore; say: Say; closing: () =
       })
       .catch((err) => opts.say(`compaction failed, retried later: ${(err as Error).message}`));
   };
-  /** Merges the partitions of the HOT_TABLES that commits wrote since (`written`): queued like a compaction. */
-  const hot = (written: readonly Table[]) => {
-    compacting = compacting
-      .then(async () => {
-        for (const t of written) if (!opts.closing()) await mergeHotPartitions(opts.maintenance, t);
-      })
-      .catch((err) => opts.say(`merging ${written.map((t) => t.name).join(', ')} failed, retried later: ${(err as Error).message}`));
-  };
-  return { run, hot, idle: () => compacting };
+  return { run, idle: () => compacting };
 }
 
 /**
@@ -253,8 +241,6 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
   const changes = localChanges(changeLog, READ_MODEL_GRAPH);
   let commits = 0;
   let projected = 0;
-  /** The HOT_TABLES written since their partitions were last merged. */
-  const hotWritten = new Set<string>();
   // The gauges read the projector when scraped (it is started just below).
   const metrics = new Metrics({
     projectorLag: () => projector.lag(),
@@ -270,7 +256,6 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
       metrics.committed(info);
       // Credentials' answers are read from the accounts and keys: other commits leave them (issue 26).
       if (touches(info.changes, ACCESS_TABLES)) await auth.invalidate();
-      for (const t of HOT_TABLES) if (touches(info.changes, [t])) hotWritten.add(t.name);
     },
     onError: (err, topic) => say(`projector: batch of ${topic} failed, retrying: ${(err as Error).message}`),
   });
@@ -309,11 +294,6 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
   const onCompacted = (tables: string[]) => changeLog.add(++commits, wholeTables(tables));
   const compaction = compactionQueue({ maintenance, say, closing: () => closing, onCompacted });
   const compactor = setInterval(compaction.run, COMPACTION_INTERVAL_MS);
-  // Live writes leave partitions read with FINAL in several parts: merged again within HOT_MERGE_MS.
-  const hotMerger = setInterval(() => {
-    const written = HOT_TABLES.filter((t) => hotWritten.delete(t.name));
-    if (written.length && caughtUp && !closing) compaction.hot(written);
-  }, HOT_MERGE_MS);
   const firstCatchUp = projector
     .caughtUp()
     .then(() => {
@@ -340,7 +320,6 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
       closing = true;
       clearInterval(ticker);
       clearInterval(compactor);
-      clearInterval(hotMerger);
       await app.close();
       await metricsServer?.close();
       await projector.stop();

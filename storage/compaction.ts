@@ -121,27 +121,3 @@ export async function compactStatements(
   }
   return out;
 }
-
-/**
- * Tables merged shortly after live writes (issue 26): aggregates read them with FINAL, which merges
- * every row of a partition in more than one part on each read (trader stats on the large seed:
- * 11 ms over one part per partition, 51 ms after five live writes spread over its partitions).
- * A partition of position_samples (a window's month) merges in about 0.1 s.
- */
-export const HOT_TABLES: readonly Table[] = [POSITION_SAMPLES_TABLE];
-
-/**
- * Merges each partition of `table` that is in more than one part into one (what FINAL reads
- * then finds merged); the answers of reads with FINAL do not change. Returns the parts merged
- * away (0: nothing to do).
- */
-export async function mergeHotPartitions(store: Store, table: Table): Promise<number> {
-  const [p] = await store.query<{ extra: number }>(
-    `SELECT toUInt64(count() - uniqExact(partition_id)) AS extra FROM system.parts
-     WHERE database = {db:String} AND table = {table:String} AND active`,
-    { db: store.database, table: table.name },
-  );
-  const extra = Number(p?.extra ?? 0);
-  if (extra > 0) await store.exec(`OPTIMIZE TABLE ${table} FINAL SETTINGS optimize_skip_merged_partitions = 1`);
-  return extra;
-}

@@ -2,8 +2,7 @@
 // key an entity left (a closed position, an edited event time, a moved message, a renamed trader); compaction drops
 // them once nothing is left for them to cancel, and no read changes, before or after a replay.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { compactStatements, MERGED_TABLES, mergeHotPartitions, STATEMENT_TABLES } from '../../storage/compaction.ts';
-import { POSITION_SAMPLES_TABLE } from '../../storage/tables/performance.ts';
+import { compactStatements, MERGED_TABLES, STATEMENT_TABLES } from '../../storage/compaction.ts';
 import { createHarness, type Harness } from '../helpers/harness.ts';
 import { prng } from '../helpers/prng.ts';
 import { buildRecords } from '../projectors/crash-records.ts';
@@ -158,37 +157,5 @@ describe('compaction of statement tables', () => {
     const res = await compactStatements(h.store);
     expect(res.find((r) => r.table === 'position_samples')?.compacted).toBe(true);
     expect(await split('position_samples')).toEqual([]);
-  }, 120_000);
-
-  it('issue 26: merges the partitions live writes left in several parts at once, and changes no analytics answer', async () => {
-    const edited = records
-      .filter((r) => r.topic === 'trade-events' && !r.value.deleted)
-      .slice(-6, -3)
-      .map((r) => ({ topic: r.topic, value: { ...r.value, price: Number(r.value.price ?? 1) + 2, version: r.value.version + 2000 } }));
-    await h.given(edited);
-    const multi = async () =>
-      Number(
-        (
-          await h.store.query<{ n: number }>(
-            `SELECT count() - uniqExact(partition_id) AS n FROM system.parts WHERE database = {db:String} AND table = 'position_samples' AND active`,
-            { db: h.store.database },
-          )
-        )[0]!.n,
-      );
-    const stats = async () => {
-      const res = await h.get(
-        `/v2/traders/rankings?metric=avg_return&minPositions=0&timeBasedPerformanceWindow=1D&startTime=${ALL_TIME}`,
-        key,
-      );
-      expect(res.status).toBe(200);
-      return res.body.data.results;
-    };
-    expect(await multi()).toBeGreaterThan(0);
-    const before = await stats();
-    expect(before.length).toBeGreaterThan(0);
-    expect(await mergeHotPartitions(h.store, POSITION_SAMPLES_TABLE)).toBeGreaterThan(0);
-    expect(await multi()).toBe(0);
-    expect(await stats()).toEqual(before);
-    expect(await mergeHotPartitions(h.store, POSITION_SAMPLES_TABLE)).toBe(0);
   }, 120_000);
 });
