@@ -59,7 +59,7 @@ async function summarize(
   }
   const types = q.eventTypes !== undefined ? eventTypes : undefined;
   if (q.groupBy === 'none') {
-    const overall = await overallCounts(ctx, facts, q, { start, end, types, traderIds });
+    const overall = (await groupCounts(ctx, facts, q, { start, end, types, traderIds })).get(0) ?? { messages: 0, events: 0 };
     const meta = { totalMessages: overall.messages, totalEvents: overall.events, serverTime };
     return { results: [shapeGroup(overall, SIZE[q.interval])], filtersApplied, meta };
   }
@@ -154,10 +154,12 @@ interface Counted {
 }
 
 /**
- * `groupBy=trader`: the counts of every group in buckets, in one read: events per trader (live,
- * signal-visible traders), messages per source, each counted for its trader (live,
- * message-visible, asked for; messageTrader). Kept as overallCounts is (keptRange), so the top
- * groups and their buckets come from what is kept.
+ * The counts in buckets of every row the caller may count, in one read: events of live,
+ * signal-visible traders; messages of a source whose trader (messageTrader) is live,
+ * message-visible and asked for. Per trader (`groupBy=trader`: a source's messages count for its
+ * trader), or all in group 0 (`none`). Which rows count is known from the facts, so no totals per
+ * group are read first. Kept from one request to the next (keptRange): under live ingest a later
+ * request reads the edges of its range and the buckets written since, not its 7 days again.
  */
 async function groupCounts(ctx: ReadContext, facts: Facts, q: ActivitySummariesQuery, c: Counted): Promise<Map<number, Counts>> {
   const traders: number[] = [];
@@ -169,6 +171,7 @@ async function groupCounts(ctx: ReadContext, facts: Facts, q: ActivitySummariesQ
     if (id !== null) sourceOf.set(k, id);
   }
   const sources = [...sourceOf.keys()];
+  const byTrader = q.groupBy === 'trader';
   const read = async (start: number, end: number): Promise<Map<number, Counts>> => {
     const range = bucketed(q, { ...c, start, end });
     const { events, messages } = await activityCounts(
@@ -178,25 +181,20 @@ async function groupCounts(ctx: ReadContext, facts: Facts, q: ActivitySummariesQ
       sources.length ? { ...range, only: sources } : null,
     );
     const groups = new Map<number, Counts>();
-    const group = (id: number) => {
+    const add = (id: number, b: number, kind: 0 | 1, n: number) => {
       let g = groups.get(id);
       if (!g) groups.set(id, (g = { messages: 0, events: 0 }));
-      return g;
+      bucketOf(g, b)[kind] += n;
+      if (kind) g.events += n;
+      else g.messages += n;
     };
-    for (const r of events) {
-      const g = group(r.g);
-      bucketOf(g, r.b)[1] += r.n;
-      g.events += r.n;
-    }
-    for (const r of messages) {
-      const g = group(sourceOf.get(r.g)!);
-      bucketOf(g, r.b)[0] += r.n;
-      g.messages += r.n;
-    }
+    for (const r of events) add(byTrader ? r.g : 0, r.b, 1, r.n);
+    for (const r of messages) add(byTrader ? sourceOf.get(r.g)! : 0, r.b, 0, r.n);
     return groups;
   };
+  // What is counted besides the range: the same traders, sources, eligible assets, types and buckets count the same rows.
   const key = createHash('sha1')
-    .update(JSON.stringify(['activity-groups', q.interval, c.types ?? null, only, [...sourceOf], facts.assetIds]))
+    .update(JSON.stringify(['activity', q.groupBy, q.interval, c.types ?? null, only, [...sourceOf], facts.assetIds]))
     .digest('base64');
   return keptRange(ctx, {
     key,
@@ -211,54 +209,6 @@ async function groupCounts(ctx: ReadContext, facts: Facts, q: ActivitySummariesQ
     },
     bucketStart: (t) => bucketStart(q.interval, t),
     before: (groups, cut) => new Map([...groups].map(([id, g]) => [id, countsBefore(g, cut)])),
-  });
-}
-
-/**
- * `groupBy=none`: the buckets of every row that counts, in one read. Which rows count is known from
- * the facts (the traders and sources this caller may count, as groupCounts tells them), so no
- * totals per group are read first; the totals are the buckets' sums. Kept from one request to the
- * next (keptRange): under live ingest a later request reads the edges of its range and the buckets
- * written since, not its 7 days again.
- */
-async function overallCounts(ctx: ReadContext, facts: Facts, q: ActivitySummariesQuery, c: Counted): Promise<Counts> {
-  const traders: number[] = [];
-  for (const id of c.traderIds ?? facts.traderPlatform.keys()) if (traderEligible(facts, ctx.principal, id)) traders.push(id);
-  const sources: string[] = [];
-  for (const k of facts.sourceTrader.keys()) if (messageTrader(facts, ctx, k, c.traderIds) !== null) sources.push(k);
-  const only = [...new Set(traders)];
-  const read = async (start: number, end: number): Promise<Counts> => {
-    const range = bucketed(q, { ...c, start, end });
-    const { events, messages } = await activityCounts(
-      ctx,
-      facts,
-      only.length ? { ...range, types: c.types, only } : null,
-      sources.length ? { ...range, only: sources } : null,
-    );
-    const overall: Counts = { messages: 0, events: 0 };
-    for (const r of events) {
-      bucketOf(overall, r.b)[1] += r.n;
-      overall.events += r.n;
-    }
-    for (const r of messages) {
-      bucketOf(overall, r.b)[0] += r.n;
-      overall.messages += r.n;
-    }
-    return overall;
-  };
-  // What is counted besides the range: the same traders, sources, eligible assets, types and buckets count the same rows.
-  const key = createHash('sha1')
-    .update(JSON.stringify(['activity', q.interval, c.types ?? null, only, sources, facts.assetIds]))
-    .digest('base64');
-  return keptRange(ctx, {
-    key,
-    tables: [EVENTS_TABLE, MESSAGES_TABLE],
-    start: c.start,
-    end: c.end,
-    read,
-    add: addCounts,
-    bucketStart: (t) => bucketStart(q.interval, t),
-    before: countsBefore,
   });
 }
 
