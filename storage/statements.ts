@@ -159,14 +159,15 @@ export interface VersionedStatements<V extends { version: number }, S extends St
  * Applies a batch of versioned records to their statement table: the newest version of each
  * entity in the batch, if newer than its stored statement, becomes its new statement (with a
  * tombstone at the old key when the key moved). The previous statements come from the table
- * (by id, a String column), so a replay writes only what is still missing.
+ * (by id, a String column), so a replay writes only what is still missing. Returns the current
+ * statement of each entity of the batch that has one, as the table holds it now.
  */
 export async function applyVersioned<V extends { version: number }, S extends Statement & { version: number; id: string }>(
   store: Store,
   spec: VersionedStatements<V, S>,
   batch: readonly { value: unknown }[],
   version: bigint,
-): Promise<void> {
+): Promise<Map<string, S>> {
   const incoming = newestVersions(
     batch.map((r) => r.value as V),
     spec.idOf,
@@ -177,12 +178,17 @@ export async function applyVersioned<V extends { version: number }, S extends St
   );
   const base = batchSeq(version);
   const out: unknown[][] = [];
+  const current = new Map(prev);
   for (const [id, v] of incoming) {
     const cur = prev.get(id);
     if (cur && v.version <= cur.version) continue;
-    for (const row of statementRows(cur, spec.state(v), base, spec.same, spec.sameKey)) out.push(spec.values(row));
+    for (const row of statementRows(cur, spec.state(v), base, spec.same, spec.sameKey)) {
+      out.push(spec.values(row));
+      current.set(id, row);
+    }
   }
   await store.insertCompact(spec.table.name, spec.columns, out);
+  return current;
 }
 
 /**

@@ -15,6 +15,7 @@ import {
 } from '../../storage/tables/feed-groups.ts';
 import { MESSAGES_TABLE } from '../../storage/tables/messages.ts';
 import { sourceKey, sourceKeySql } from '../../storage/tables/traders.ts';
+import { keptMessages } from '../messages/projection.ts';
 import type { Projection, ProjectionContext, ValidRecord } from '../projection.ts';
 
 export interface GroupStatement extends Statement {
@@ -112,37 +113,61 @@ const NO_MESSAGE: MessageFields = {
   live: 0,
 };
 
-async function currentMessages(store: Store, ids: readonly string[]): Promise<Map<string, MessageFields>> {
+/** The current message of each of `ids` that has one (live or not, not deleted), as the messages projection keeps it or else read. */
+async function currentMessages(ctx: ProjectionContext, ids: readonly string[]): Promise<Map<string, MessageFields>> {
   if (!ids.length) return new Map();
-  const rows = await store.query<MessageFields & { id: string; seq: number; tomb: number }>(
+  const { kept, unknown } = keptMessages(ctx, ids);
+  const out = new Map<string, MessageFields>();
+  for (const [id, s] of kept) if (s.tomb === 0) out.set(id, s);
+  if (!unknown.length) return out;
+  const rows = await ctx.store.query<MessageFields & { id: string; seq: number; tomb: number }>(
     `
     SELECT id, platform, sourceIdentityId, toUnixTimestamp64Milli(writtenAt) AS t, url, text, attachmentTypes, attachmentUrls, live, tomb, seq
     FROM ${MESSAGES_TABLE} WHERE id IN ${inJsonIds('ids', 'String')}`,
-    { ids: JSON.stringify(ids) },
+    { ids: JSON.stringify(unknown) },
   );
-  const out = new Map<string, MessageFields>();
   for (const [id, r] of newestById(rows, (r) => r.id)) if (r.tomb === 0) out.set(id, r);
   return out;
 }
 
-async function currentGroups(store: Store, ids: readonly string[]): Promise<Map<string, GroupStatement>> {
-  if (!ids.length) return new Map();
+/**
+ * The current row of each group that has one (tombstones included), as this session knows it or
+ * else read from the store (and then known).
+ */
+async function currentGroups(ctx: ProjectionContext, ids: readonly string[]): Promise<Map<string, GroupStatement>> {
+  const { groups } = stateOf(ctx);
+  const out = new Map<string, GroupStatement>();
+  const unknown: string[] = [];
+  for (const id of ids) {
+    const g = groups.get(id);
+    if (g === undefined) unknown.push(id);
+    else if (g) out.set(id, g);
+  }
+  if (!unknown.length) return out;
+  const { store } = ctx;
   // Which of them have rows, reading the id column only: in a catch-up most have none yet, and the
   // rows of those that do lie all over the table (a granule of every column read for each).
   const found = [
     ...new Set(
       (
         await store.query<{ id: string }>(`SELECT id FROM ${FEED_GROUPS_TABLE} WHERE id IN ${inJsonIds('ids', 'String')}`, {
-          ids: JSON.stringify(ids),
+          ids: JSON.stringify(unknown),
         })
       ).map((r) => r.id),
     ),
   ];
-  if (!found.length) return new Map();
-  return newestById(
-    await store.query<GroupStatement>(`${GROUP_SELECT} WHERE id IN ${inJsonIds('ids', 'String')}`, { ids: JSON.stringify(found) }),
-    (r) => r.id,
-  );
+  const read = found.length
+    ? newestById(
+        await store.query<GroupStatement>(`${GROUP_SELECT} WHERE id IN ${inJsonIds('ids', 'String')}`, { ids: JSON.stringify(found) }),
+        (r) => r.id,
+      )
+    : new Map<string, GroupStatement>();
+  for (const id of unknown) {
+    const g = read.get(id);
+    remember(groups, id, g ?? null);
+    if (g) out.set(id, g);
+  }
+  return out;
 }
 
 /** A group's row from its message and its events (sorted by time, then id). */
@@ -181,21 +206,47 @@ const messageOf = (g: GroupStatement): MessageFields => ({
   live: g.hasMessage,
 });
 
+/** A stamp's version, as a new stamp of its group needs it. */
+type StampKey = Pick<ChangeStatement, 'fseq' | 'seq' | 'tomb'>;
+
 /**
  * What the projection keeps of a store (its state in the projector session): the feed sequence
- * counter (null: not read yet), the last watermark written, and the step lock.
+ * counter (null: not read yet), the last watermark written, the step lock, and the newest row and
+ * stamp of the groups it read or wrote last (null: none stored). Only this projection writes
+ * feed_groups and feed_changes, so what it wrote last is what the store holds: a live message and
+ * then its event cost one look-up of the group instead of three (issue 26).
  */
 interface FeedState {
   fseq: number | null;
   published: number;
   lock: Promise<void>;
+  groups: Map<string, GroupStatement | null>;
+  stamps: Map<string, StampKey | null>;
 }
 const stateOf = (ctx: ProjectionContext): FeedState => ctx.stateOf(feedProjection);
+
+/** Groups whose row and stamp the session keeps at most (the oldest known is forgotten first). */
+const KNOWN_GROUPS = 10_000;
+
+function remember<V>(known: Map<string, V>, id: string, value: V): void {
+  known.delete(id);
+  known.set(id, value);
+  if (known.size > KNOWN_GROUPS) known.delete(known.keys().next().value!);
+}
 
 /** Runs one feed step at a time per store. */
 async function locked<T>(ctx: ProjectionContext, step: () => Promise<T>): Promise<T> {
   const s = stateOf(ctx);
-  const run = s.lock.then(step);
+  const run = s.lock.then(async () => {
+    try {
+      return await step();
+    } catch (err) {
+      // A write that failed may have landed all the same: what is known is read again.
+      s.groups.clear();
+      s.stamps.clear();
+      throw err;
+    }
+  });
   s.lock = run.then(
     () => undefined,
     () => undefined,
@@ -220,32 +271,61 @@ async function writeAndStamp(ctx: ProjectionContext, rows: GroupStatement[], res
   const content = new Map<string, GroupStatement>();
   for (const r of rows) if (r.tomb === 0) content.set(r.id, r);
   const others = [...new Set(restamp)].filter((id) => !content.has(id));
-  for (const [id, g] of await currentGroups(store, others)) content.set(id, g);
+  for (const [id, g] of await currentGroups(ctx, others)) content.set(id, g);
   if (content.size) {
-    const prev = newestById(
-      await store.query<{ fseq: number; id: string; seq: number; tomb: number }>(
-        `SELECT fseq, id, seq, tomb FROM ${FEED_CHANGES_TABLE} WHERE id IN ${inJsonIds('ids', 'String')}`,
-        { ids: JSON.stringify([...content.keys()]) },
-      ),
-      (r) => r.id,
-    );
+    const prev = await currentStamps(ctx, [...content.keys()]);
     const stamps: unknown[][] = [];
+    const newest = new Map<string, ChangeStatement>();
     for (const [id, g] of content) {
-      const before = prev.get(id) as ChangeStatement | undefined;
+      const before = prev.get(id);
       const { seq: _s, tomb: _t, ...group } = g;
       // A tombstone needs only its key: the stamp's other columns are not read under it.
       const was = before && ({ ...g, fseq: before.fseq, seq: before.seq, tomb: before.tomb } as ChangeStatement);
-      for (const c of statementRows<ChangeStatement>(was, { ...group, fseq: ++s.fseq }, base, sameChange, sameChange))
+      for (const c of statementRows<ChangeStatement>(was, { ...group, fseq: ++s.fseq }, base, sameChange, sameChange)) {
         stamps.push(changeValues(c));
+        newest.set(id, c);
+      }
     }
     await store.insertCompact(FEED_CHANGES_TABLE.name, ['fseq', ...GROUP_COLUMNS], stamps);
+    for (const [id, c] of newest) remember(s.stamps, id, { fseq: c.fseq, seq: c.seq, tomb: c.tomb });
   }
   await store.insertCompact(FEED_GROUPS_TABLE.name, GROUP_COLUMNS, rows.map(groupValues));
+  for (const [id, g] of newestById(rows, (r) => r.id)) remember(s.groups, id, g);
   // Also when nothing changed: a replay after a crash before the watermark publishes it here.
   if (s.fseq > s.published) {
     await store.exec(`INSERT INTO ${FEED_WATERMARK_TABLE} VALUES (0, {f:UInt64})`, { f: s.fseq });
     s.published = s.fseq;
   }
+}
+
+/**
+ * The newest stamp of each group that has one, as this session knows it or else read from the
+ * store. A group known to have no row has no stamp: a group is stamped only once it has a row,
+ * and its rows are never all removed (the newest is never a tombstone).
+ */
+async function currentStamps(ctx: ProjectionContext, ids: readonly string[]): Promise<Map<string, StampKey>> {
+  const { groups, stamps } = stateOf(ctx);
+  const out = new Map<string, StampKey>();
+  const unknown: string[] = [];
+  for (const id of ids) {
+    const k = stamps.get(id);
+    if (k) out.set(id, k);
+    else if (k === undefined && groups.get(id) !== null) unknown.push(id);
+  }
+  if (!unknown.length) return out;
+  const read = newestById(
+    await ctx.store.query<StampKey & { id: string }>(
+      `SELECT fseq, id, seq, tomb FROM ${FEED_CHANGES_TABLE} WHERE id IN ${inJsonIds('ids', 'String')}`,
+      { ids: JSON.stringify(unknown) },
+    ),
+    (r) => r.id,
+  );
+  for (const id of unknown) {
+    const k = read.get(id);
+    remember(stamps, id, k ? { fseq: k.fseq, seq: k.seq, tomb: k.tomb } : null);
+    if (k) out.set(id, k);
+  }
+  return out;
 }
 
 /** An event statement of the trading projection as the feed keeps it. */
@@ -270,12 +350,12 @@ export function applyFeedTouches(ctx: ProjectionContext, touches: readonly FeedT
       if (event.messageId !== null) ids.add(event.messageId);
     }
     const groupIds = [...ids];
-    const stored = await currentGroups(store, groupIds);
+    const stored = await currentGroups(ctx, groupIds);
     const missing = groupIds.filter((id) => {
       const g = stored.get(id);
       return !g || g.tomb === 1;
     });
-    const messages = await currentMessages(store, missing);
+    const messages = await currentMessages(ctx, missing);
     const events = new Map<string, Map<number, FeedEventState>>();
     const eventsOf = (id: string) => {
       let m = events.get(id);
@@ -326,10 +406,10 @@ function applyFeedMessages(ctx: ProjectionContext, batch: readonly ValidRecord[]
   const { store } = ctx;
   return locked(ctx, async () => {
     const ids = [...new Set(batch.map((r) => (r.value as { id: string }).id))];
-    const stored = await currentGroups(store, ids);
+    const stored = await currentGroups(ctx, ids);
     const live = [...stored.values()].filter((g) => g.tomb === 0);
     const messages = await currentMessages(
-      store,
+      ctx,
       live.map((g) => g.id),
     );
     const base = batchSeq(version);
@@ -378,11 +458,13 @@ export const feedProjection: Projection<FeedState> = {
   canHandle: ['messages', 'traders', 'assets', 'source-identities'],
   ddl: [FEED_GROUPS_DDL, FEED_CHANGES_DDL, FEED_WATERMARK_DDL],
   state: {
-    init: () => ({ fseq: null, published: -1, lock: Promise.resolve() }),
-    // The counter and the watermark are read again; the lock stays, so a step in flight still runs alone.
+    init: () => ({ fseq: null, published: -1, lock: Promise.resolve(), groups: new Map(), stamps: new Map() }),
+    // The counter, the watermark and the groups are read again; the lock stays, so a step in flight still runs alone.
     reset: (s) => {
       s.fseq = null;
       s.published = -1;
+      s.groups.clear();
+      s.stamps.clear();
     },
   },
   afterStore: (ctx, batch, version) => {

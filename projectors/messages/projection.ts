@@ -135,12 +135,47 @@ const MESSAGES: VersionedStatements<MessageRecord, MessageStatement> = {
            isEdited, isReply, isQuote, isRepost, version, deleted, live, tomb, seq FROM ${MESSAGES_TABLE}`,
 };
 
+/**
+ * What the projection keeps of a store (its state in the projector session): the current
+ * statement of the messages of its last batches, as it wrote or read them (it is the only writer
+ * of the messages table). The feed projection takes a new group's message from here: a live
+ * message and then its event read the message once instead of twice (issue 26).
+ */
+interface MessagesState {
+  current: Map<string, MessageStatement>;
+}
+
+/** Messages whose current statement the session keeps at most (the oldest kept is forgotten first). */
+const KEPT_MESSAGES = 10_000;
+
 export async function applyMessages(ctx: ProjectionContext, batch: readonly ValidRecord[], version: bigint): Promise<void> {
-  await applyVersioned(ctx.store, MESSAGES, batch, version);
+  const { current } = ctx.stateOf(messagesProjection);
+  // Forgotten first: a failed write may have landed all the same.
+  for (const r of batch) current.delete((r.value as MessageRecord).id);
+  for (const [id, statement] of await applyVersioned(ctx.store, MESSAGES, batch, version)) {
+    current.set(id, statement);
+    if (current.size > KEPT_MESSAGES) current.delete(current.keys().next().value!);
+  }
   await rollUpActivity(ctx, MESSAGES_TABLE);
 }
 
-export const messagesProjection: Projection = {
+/**
+ * The current statement of each of the messages `ids` that has one, as the session keeps it (see
+ * MessagesState), and the ids it does not keep (to be read from the store).
+ */
+export function keptMessages(ctx: ProjectionContext, ids: readonly string[]): { kept: Map<string, MessageStatement>; unknown: string[] } {
+  const { current } = ctx.stateOf(messagesProjection);
+  const kept = new Map<string, MessageStatement>();
+  const unknown: string[] = [];
+  for (const id of ids) {
+    const s = current.get(id);
+    if (s) kept.set(id, s);
+    else unknown.push(id);
+  }
+  return { kept, unknown };
+}
+
+export const messagesProjection: Projection<MessagesState> = {
   name: 'messages',
   canHandle: ['messages'],
   ddl: [
@@ -153,4 +188,6 @@ export const messagesProjection: Projection = {
   // What each record states, as stored (no `table`: the rows are written by `afterStore`).
   handle: (batch) => batch.map((r) => messageState(r.value)),
   afterStore: (ctx, batch, version) => applyMessages(ctx, batch, version),
+  // No reset: a take-over drops what is kept, read again when next needed.
+  state: { init: () => ({ current: new Map() }) },
 };

@@ -120,6 +120,15 @@ interface PerformanceState {
   seq: number | null;
   series: Map<number, PriceSeries>;
   samples: number;
+  /**
+   * Seqs of evaluation inserts that may have reached position_performances without their view's
+   * rows in position_samples (an insert that failed; null: not known yet, as at the start of a
+   * session, when the last insert of a killed projector may be such a one). healSamples copies
+   * what they lack before evaluations are compared with position_performances.
+   */
+  unhealed: number[] | null;
+  /** Whether each asset has a price series, as price_series says (null: not read yet; seriesFlags). */
+  hasSeries: Map<number, number> | null;
 }
 const MAX_CACHED_SAMPLES = 4_000_000;
 /** Past this many samples in a batch, the series it touches are read again whole (patching is for live trickles). */
@@ -257,6 +266,8 @@ export async function writePerformances(
 ): Promise<void> {
   if (!positions.length && !retired.length) return;
   const { store } = ctx;
+  // Before the session's first evaluation insert (a later one would be the newest).
+  await healSamples(ctx);
   const series = await seriesOf(ctx, [...new Set(positions.map((p) => p.assetId))]);
   let rows: unknown[][] = [];
   for (const p of positions) {
@@ -268,7 +279,7 @@ export async function writePerformances(
       rows.push([p.id, w, p.traderId, p.assetId, p.direction, p.openAt, evaluatedAt, e.status, e.returnPercentage, p.live]);
     }
   }
-  if (opts.onlyChanged) rows = await changedEvaluations(store, positions, rows);
+  if (opts.onlyChanged) rows = await changedEvaluations(ctx, positions, rows);
   if (!rows.length && !retired.length) return;
   const seq = await nextSeq(ctx);
   const gone: unknown[][] = [];
@@ -276,31 +287,61 @@ export async function writePerformances(
     for (const w of WINDOWS) gone.push([p.id, w, p.traderId, p.assetId, p.direction, p.openAt, p.openAt + WINDOW_MS[w], '', null, 0, seq]);
   }
   if (gone.length) await store.insertCompact(POSITION_SAMPLES_TABLE.name, PERFORMANCE_COLUMNS, gone);
-  if (rows.length)
-    await store.insertCompact(
-      POSITION_PERFORMANCES_TABLE.name,
-      PERFORMANCE_COLUMNS,
-      rows.map((r) => [...r, seq]),
-    );
+  if (rows.length) {
+    try {
+      await store.insertCompact(
+        POSITION_PERFORMANCES_TABLE.name,
+        PERFORMANCE_COLUMNS,
+        rows.map((r) => [...r, seq]),
+      );
+    } catch (err) {
+      stateOf(ctx).unhealed?.push(seq);
+      throw err;
+    }
+  }
 }
 
 /**
- * The evaluation rows (PERFORMANCE_COLUMNS but seq) that differ from what position_samples holds
- * at their key. A live price is the forward price of only the few windows whose evaluation time
- * it is the first sample after; every other window it can be the forward price of is evaluated to
- * what is stored already, and rewriting those (hundreds of rows per price on the large seed) would
- * change the analytics' sample, and end their cached answers, for nothing (issue 26).
- *
- * Compared with position_samples, the table written last: an insert reaches position_performances
- * first and position_samples through its view after, so a projector killed between the two left
- * the evaluation in position_performances only, and a comparison with that table found nothing to
- * write when the batch ran again (the crash test's analytics found such positions unscored).
+ * Makes position_samples hold every row of the evaluation inserts that may have landed in
+ * position_performances alone (PerformanceState.unhealed: at the start of a session, the newest
+ * insert). An insert writes position_performances' part and then its view's part in
+ * position_samples, so a projector killed or failing in between left rows in the table only;
+ * after this, the two tables agree on every evaluation key and either can be compared with.
  */
-async function changedEvaluations(store: Store, positions: readonly PositionState[], rows: unknown[][]): Promise<unknown[][]> {
+async function healSamples(ctx: ProjectionContext): Promise<void> {
+  const s = stateOf(ctx);
+  if (s.unhealed?.length === 0) return;
+  const seqs =
+    s.unhealed ??
+    (await ctx.store.query<{ seq: number }>(`SELECT max(seq) AS seq FROM ${POSITION_PERFORMANCES_TABLE}`)).map((r) => Number(r.seq));
+  const key = 'positionId, window, traderId, assetId, openAt, seq';
+  const columns = PERFORMANCE_COLUMNS.join(', ');
+  await ctx.store.exec(
+    `INSERT INTO ${POSITION_SAMPLES_TABLE} (${columns})
+     SELECT ${columns} FROM ${POSITION_PERFORMANCES_TABLE}
+     WHERE seq IN {seqs:Array(UInt64)} AND (${key}) NOT IN (SELECT ${key} FROM ${POSITION_SAMPLES_TABLE} WHERE seq IN {seqs:Array(UInt64)})`,
+    { seqs },
+  );
+  s.unhealed = [];
+}
+
+/**
+ * The evaluation rows (PERFORMANCE_COLUMNS but seq) that differ from what is stored at their key.
+ * A live price is the forward price of only the few windows whose evaluation time it is the first
+ * sample after; every other window it can be the forward price of is evaluated to what is stored
+ * already, and rewriting those (hundreds of rows per price on the large seed) would change the
+ * analytics' sample, and end their cached answers, for nothing (issue 26).
+ *
+ * Compared with position_performances, ordered by positionId for point reads (a third of the cost
+ * of reading position_samples by position, issue 26), once healSamples has made position_samples
+ * hold all of it (writePerformances heals before it compares): an evaluation found in position_performances alone (a projector killed between
+ * its part and its view's) would otherwise never reach the analytics (stopped-price-batch test).
+ */
+async function changedEvaluations(ctx: ProjectionContext, positions: readonly PositionState[], rows: unknown[][]): Promise<unknown[][]> {
   const KEY = ['positionId', 'window', 'traderId', 'assetId', 'openAt'];
   const newest = PERFORMANCE_COLUMNS.filter((c) => c !== 'seq' && !KEY.includes(c)).map((c) => `argMax(${c}, seq) AS ${c}`);
-  const stored = await store.query<Record<(typeof PERFORMANCE_COLUMNS)[number], unknown>>(
-    `SELECT ${KEY.join(', ')}, ${newest.join(', ')} FROM ${POSITION_SAMPLES_TABLE}
+  const stored = await ctx.store.query<Record<(typeof PERFORMANCE_COLUMNS)[number], unknown>>(
+    `SELECT ${KEY.join(', ')}, ${newest.join(', ')} FROM ${POSITION_PERFORMANCES_TABLE}
      WHERE positionId IN {ids:Array(UInt64)} GROUP BY ${KEY.join(', ')}`,
     { ids: [...new Set(positions.map((p) => p.id))] },
   );
@@ -334,14 +375,7 @@ export async function reevaluateForPrices(ctx: ProjectionContext, batch: readonl
   // The cached series of these assets are stale now: a live trickle patches them, a catch-up forgets them.
   if (samples.length <= PATCHED_SAMPLES) await patchSeries(ctx, samples);
   else forgetSeries(ctx, assetIds);
-  const known = new Map(
-    (
-      await store.query<{ assetId: number; hasSeries: number }>(
-        `SELECT assetId, argMax(hasSeries, seq) AS hasSeries FROM ${PRICE_SERIES_TABLE} WHERE assetId IN {assetIds:Array(UInt64)} GROUP BY assetId`,
-        { assetIds },
-      )
-    ).map((k) => [Number(k.assetId), Number(k.hasSeries)]),
-  );
+  const known = await seriesFlags(ctx, assetIds);
   // An asset known to have a series keeps it unless the batch deletes samples; the others are looked at.
   const unsure = assetIds.filter((a) => known.get(a) !== 1 || deletes.has(a));
   const series = await seriesOf(ctx, unsure);
@@ -379,6 +413,8 @@ export async function reevaluateForPrices(ctx: ProjectionContext, batch: readonl
   );
   if (flipped.length) {
     const seq = await nextSeq(ctx);
+    // Read again whole when next needed (flips are rare: an asset's first sample, or its last deleted).
+    stateOf(ctx).hasSeries = null;
     await store.insertCompact(
       PRICE_SERIES_TABLE.name,
       ['assetId', 'hasSeries', 'seq'],
@@ -387,11 +423,27 @@ export async function reevaluateForPrices(ctx: ProjectionContext, batch: readonl
   }
 }
 
+/**
+ * price_series' flag of each asset (0: none stored), from what the session keeps: the whole table
+ * (a row per asset) is read once, and this projection is its only writer after.
+ */
+async function seriesFlags(ctx: ProjectionContext, assetIds: readonly number[]): Promise<Map<number, number>> {
+  const s = stateOf(ctx);
+  if (!s.hasSeries) {
+    const rows = await ctx.store.query<{ assetId: number; hasSeries: number }>(
+      `SELECT assetId, argMax(hasSeries, seq) AS hasSeries FROM ${PRICE_SERIES_TABLE} GROUP BY assetId`,
+    );
+    s.hasSeries = new Map(rows.map((k) => [Number(k.assetId), Number(k.hasSeries)]));
+  }
+  const { hasSeries } = s;
+  return new Map(assetIds.map((a) => [a, hasSeries.get(a) ?? 0]));
+}
+
 export const performanceProjection: Projection<PerformanceState> = {
   name: 'position-performances',
   canHandle: ['prices'],
   ddl: [PERFORMANCES_DDL, SAMPLES_DDL, SAMPLES_FEED_DDL, PRICE_SERIES_DDL],
-  // No reset: a take-over drops the counter and the cache, both read again when next needed.
-  state: { init: () => ({ seq: null, series: new Map(), samples: 0 }) },
+  // No reset: a take-over drops the counter and the caches, all read again when next needed.
+  state: { init: () => ({ seq: null, series: new Map(), samples: 0, unhealed: null, hasSeries: null }) },
   afterStore: (ctx, batch) => reevaluateForPrices(ctx, batch),
 };

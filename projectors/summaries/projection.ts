@@ -100,7 +100,9 @@ export const channelSummariesProjection: Projection = {
   ddl: [CHANNEL_SUMMARIES_DDL, currentViewDdl(CHANNEL_SUMMARIES_CURRENT_TABLE, CHANNEL_SUMMARIES_TABLE)],
   // What each record states, as stored (no `table`: the rows are written by `afterStore`).
   handle: (batch) => batch.map((r) => stored(CHANNEL.state(r.value))),
-  afterStore: ({ store }, batch, version) => applyVersioned(store, CHANNEL, batch, version),
+  afterStore: async ({ store }, batch, version) => {
+    await applyVersioned(store, CHANNEL, batch, version);
+  },
 };
 
 export const aggregateSummariesProjection: Projection = {
@@ -108,5 +110,7 @@ export const aggregateSummariesProjection: Projection = {
   canHandle: ['aggregate-summaries'],
   ddl: [AGGREGATE_SUMMARIES_DDL, currentViewDdl(AGGREGATE_SUMMARIES_CURRENT_TABLE, AGGREGATE_SUMMARIES_TABLE)],
   handle: (batch) => batch.map((r) => stored(AGGREGATE.state(r.value))),
-  afterStore: ({ store }, batch, version) => applyVersioned(store, AGGREGATE, batch, version),
+  afterStore: async ({ store }, batch, version) => {
+    await applyVersioned(store, AGGREGATE, batch, version);
+  },
 };

@@ -287,6 +287,12 @@ interface TradingState {
   bounds?: Bounds;
   batchMark?: { n: number };
   openSeq?: { n: number };
+  /**
+   * True while the last trade_batch row is known to say done (this session read it so, or wrote it
+   * after the batch's last write): the next batch has no suspects and reads nothing of trade_batch.
+   * Cleared when a batch is marked in progress, so a batch that fails before its end is read again.
+   */
+  finished?: boolean;
 }
 
 /** A batch of trade events planned: the rows to write, per read-model family, in the order they are written (writeTradePlan). */
@@ -342,7 +348,7 @@ async function planTradeEvents(ctx: ProjectionContext, batch: readonly ValidReco
   const positionIds = [...touched];
   // Positions that a batch which did not finish wrote to (usually none): their rows in
   // open_positions and position_samples are read back and repaired (see openRows).
-  const suspects = await unfinishedPositions(store);
+  const suspects = await unfinishedPositions(ctx);
   const untouched = suspects.filter((p) => !touched.has(p));
   const stored = await readBackPositions(store, positionIds, suspects, untouched, bounds);
   const current = await currentEvents(store, stored.eventRows);
@@ -605,7 +611,7 @@ async function writeTradePlan(ctx: ProjectionContext, plan: TradePlan, version: 
   await writeOpenPositions(ctx, plan.open);
   await applyFeedTouches(ctx, plan.feed, version);
   await writeEvents(ctx.store, plan.events);
-  await endTradeBatch(ctx.store, mark);
+  await endTradeBatch(ctx, mark);
 }
 
 /**
@@ -618,13 +624,16 @@ async function beginTradeBatch(ctx: ProjectionContext, plan: TradePlan): Promise
     plan.evaluate.length + plan.retire.length + plan.positions.length + plan.open.length + plan.events.length + plan.feed.length;
   if (writes === 0 && plan.suspects === 0) return null;
   const mark = await nextBatchMark(ctx);
+  ctx.stateOf(tradingProjection).finished = false;
   await ctx.store.insertCompact(TRADE_BATCH_TABLE.name, TRADE_BATCH_COLUMNS, [[0, mark, plan.touched, 0]]);
   return mark;
 }
 
 /** Marks the batch of `mark` done in trade_batch, after its last write. */
-async function endTradeBatch(store: Store, mark: number | null): Promise<void> {
-  if (mark !== null) await store.insertCompact(TRADE_BATCH_TABLE.name, TRADE_BATCH_COLUMNS, [[0, mark + 1, [], 1]]);
+async function endTradeBatch(ctx: ProjectionContext, mark: number | null): Promise<void> {
+  if (mark === null) return;
+  await ctx.store.insertCompact(TRADE_BATCH_TABLE.name, TRADE_BATCH_COLUMNS, [[0, mark + 1, [], 1]]);
+  ctx.stateOf(tradingProjection).finished = true;
 }
 
 /** The position statements of a plan. */
@@ -652,9 +661,13 @@ async function writeEvents(store: Store, events: readonly EventStatement[]): Pro
 const TRADE_BATCH_COLUMNS = ['slot', 'v', 'positionIds', 'done'] as const;
 
 /** The positions of a trade batch that did not finish (none: every batch did). */
-async function unfinishedPositions(store: Store): Promise<number[]> {
-  const [r] = await store.query<{ done: number; positionIds: number[] }>(`SELECT done, positionIds FROM ${TRADE_BATCH_TABLE} FINAL`);
-  return r && Number(r.done) === 0 ? r.positionIds.map(Number) : [];
+async function unfinishedPositions(ctx: ProjectionContext): Promise<number[]> {
+  const state = ctx.stateOf(tradingProjection);
+  if (state.finished) return [];
+  const [r] = await ctx.store.query<{ done: number; positionIds: number[] }>(`SELECT done, positionIds FROM ${TRADE_BATCH_TABLE} FINAL`);
+  if (r && Number(r.done) === 0) return r.positionIds.map(Number);
+  state.finished = true;
+  return [];
 }
 
 /**
