@@ -13,6 +13,9 @@ import { MESSAGES_TABLE } from '../../storage/tables/messages.ts';
 import { EVENTS_TABLE } from '../../storage/tables/trading.ts';
 import type { ProjectionContext } from '../projection.ts';
 
+/** Hour buckets to count again at most for a roll-up to run on one thread. */
+const ONE_THREAD_BUCKETS = 1000;
+
 /** Rolls the statement tables up into the activity tables (storage/tables/activity.ts says how and why). */
 interface RollUp {
   /** The statement table rolled up, its time column, and the roll-up table. */
@@ -71,6 +74,9 @@ async function rollUp(store: Store, table: Table): Promise<number> {
   const top = Number(fresh?.top ?? 0);
   if (!fresh || !Number(fresh.buckets) || top <= since) return 0;
   const owner = r.owner.join(', ');
+  // A live trickle's few buckets are read on one thread (a second costs more than it saves, as in a
+  // live batch's reads: projectors/runner.ts); a catch-up's many keep every thread.
+  const settings = Number(fresh.buckets) <= ONE_THREAD_BUCKETS ? 'SETTINGS max_threads = 1' : '';
   const zeros = r.counts.map(() => 'toUInt32(0)').join(', ');
   const sums = r.counts.map((c) => `sum(${c}) AS ${c}`).join(', ');
   const params = { since, top };
@@ -88,7 +94,7 @@ async function rollUp(store: Store, table: Table): Promise<number> {
       UNION ALL
       SELECT DISTINCT ${hourOf(r.time)} AS h, ${owner}, ${zeros}, toInt64(0) AS at, 0 AS c FROM ${r.source} WHERE seq > {since:UInt64}
     )
-    GROUP BY h, ${owner}`,
+    GROUP BY h, ${owner} ${settings}`,
     params,
   );
   // Days: the sum of their hour rows, for each day of those buckets.
@@ -100,7 +106,7 @@ async function rollUp(store: Store, table: Table): Promise<number> {
       FROM ${r.target} FINAL
       WHERE grain = 'hour' AND (${owner}, intDiv(start, ${DAY_MS}) * ${DAY_MS}) IN (SELECT ${owner}, intDiv(toUnixTimestamp64Milli(${r.time}), ${DAY_MS}) * ${DAY_MS} FROM ${r.source} WHERE seq > {since:UInt64})
     )
-    GROUP BY d, ${owner}`,
+    GROUP BY d, ${owner} ${settings}`,
     params,
   );
   await store.insert(ACTIVITY_ROLLUP_TABLE.name, [{ source, seq: top }]);
