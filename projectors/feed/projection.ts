@@ -16,7 +16,7 @@ import {
 import { MESSAGES_TABLE } from '../../storage/tables/messages.ts';
 import { sourceKey, sourceKeySql } from '../../storage/tables/traders.ts';
 import { keptMessages } from '../messages/projection.ts';
-import type { Projection, ProjectionContext, ValidRecord } from '../projection.ts';
+import { type Projection, type ProjectionContext, remember, type ValidRecord } from '../projection.ts';
 
 export interface GroupStatement extends Statement {
   id: string;
@@ -164,7 +164,7 @@ async function currentGroups(ctx: ProjectionContext, ids: readonly string[]): Pr
     : new Map<string, GroupStatement>();
   for (const id of unknown) {
     const g = read.get(id);
-    remember(groups, id, g ?? null);
+    remember(groups, id, g ?? null, KNOWN_GROUPS);
     if (g) out.set(id, g);
   }
   return out;
@@ -228,12 +228,6 @@ const stateOf = (ctx: ProjectionContext): FeedState => ctx.stateOf(feedProjectio
 /** Groups whose row and stamp the session keeps at most (the oldest known is forgotten first). */
 const KNOWN_GROUPS = 10_000;
 
-function remember<V>(known: Map<string, V>, id: string, value: V): void {
-  known.delete(id);
-  known.set(id, value);
-  if (known.size > KNOWN_GROUPS) known.delete(known.keys().next().value!);
-}
-
 /** Runs one feed step at a time per store. */
 async function locked<T>(ctx: ProjectionContext, step: () => Promise<T>): Promise<T> {
   const s = stateOf(ctx);
@@ -287,10 +281,10 @@ async function writeAndStamp(ctx: ProjectionContext, rows: GroupStatement[], res
       }
     }
     await store.insertCompact(FEED_CHANGES_TABLE.name, ['fseq', ...GROUP_COLUMNS], stamps);
-    for (const [id, c] of newest) remember(s.stamps, id, { fseq: c.fseq, seq: c.seq, tomb: c.tomb });
+    for (const [id, c] of newest) remember(s.stamps, id, { fseq: c.fseq, seq: c.seq, tomb: c.tomb }, KNOWN_GROUPS);
   }
   await store.insertCompact(FEED_GROUPS_TABLE.name, GROUP_COLUMNS, rows.map(groupValues));
-  for (const [id, g] of newestById(rows, (r) => r.id)) remember(s.groups, id, g);
+  for (const [id, g] of newestById(rows, (r) => r.id)) remember(s.groups, id, g, KNOWN_GROUPS);
   // Also when nothing changed: a replay after a crash before the watermark publishes it here.
   if (s.fseq > s.published) {
     await store.exec(`INSERT INTO ${FEED_WATERMARK_TABLE} VALUES (0, {f:UInt64})`, { f: s.fseq });
@@ -322,7 +316,7 @@ async function currentStamps(ctx: ProjectionContext, ids: readonly string[]): Pr
   );
   for (const id of unknown) {
     const k = read.get(id);
-    remember(stamps, id, k ? { fseq: k.fseq, seq: k.seq, tomb: k.tomb } : null);
+    remember(stamps, id, k ? { fseq: k.fseq, seq: k.seq, tomb: k.tomb } : null, KNOWN_GROUPS);
     if (k) out.set(id, k);
   }
   return out;

@@ -11,7 +11,7 @@ import {
 import { ACTIVITY_MESSAGES_BY_SOURCE_DDL, ACTIVITY_MESSAGES_DDL, ACTIVITY_ROLLUP_DDL } from '../../storage/tables/activity.ts';
 import { MESSAGES_CURRENT_TABLE, MESSAGES_DDL, MESSAGES_TABLE } from '../../storage/tables/messages.ts';
 import { rollUpActivity } from '../activity/rollup.ts';
-import { bool, type Projection, type ProjectionContext, type ValidRecord } from '../projection.ts';
+import { bool, type Projection, type ProjectionContext, remember, type ValidRecord } from '../projection.ts';
 import { httpUrl, plainTextOrNull } from '../sanitize.ts';
 
 export interface MessageStatement extends Statement {
@@ -152,10 +152,7 @@ export async function applyMessages(ctx: ProjectionContext, batch: readonly Vali
   const { current } = ctx.stateOf(messagesProjection);
   // Forgotten first: a failed write may have landed all the same.
   for (const r of batch) current.delete((r.value as MessageRecord).id);
-  for (const [id, statement] of await applyVersioned(ctx.store, MESSAGES, batch, version)) {
-    current.set(id, statement);
-    if (current.size > KEPT_MESSAGES) current.delete(current.keys().next().value!);
-  }
+  for (const [id, statement] of await applyVersioned(ctx.store, MESSAGES, batch, version)) remember(current, id, statement, KEPT_MESSAGES);
   await rollUpActivity(ctx, MESSAGES_TABLE);
 }
 
