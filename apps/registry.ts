@@ -312,9 +312,10 @@ export const OPERATIONS: readonly Operation[] = [
     query: FeedQuery,
     response: FeedResponse(FeedItem),
     handler: listFeed,
-    // Pages, and since-polls, until the data changes; at most MAX_TTL_MS (10 minutes, contract 8). Per account:
-    // a since-poll's watermark is signed for its caller, and dataComputedAt is the start of the caller's own read.
-    cache: { window: { table: FEED_GROUPS_TABLE, column: 'writtenAt' }, perAccount: true },
+    // Pages, and since-polls, until the data changes; at most MAX_TTL_MS (10 minutes, contract 8). Shared by
+    // the accounts of one policy (since-polls at one watermark too: LongPoll.share), each told its own
+    // dataComputedAt and signed its own nextCursor (apps/api/read-cache.ts).
+    cache: { window: { table: FEED_GROUPS_TABLE, column: 'writtenAt' } },
     // A since-poll with `wait` is held until a feed change is committed (then read again: held
     // only while the caller still sees nothing new) or the seconds pass.
     longPoll: {

@@ -50,19 +50,23 @@ export function isCacheable(rule: CacheRule | undefined, _query: Record<string, 
  * The entry's identity, unhashed (the shared cache gets its SHA-256): the request target (which
  * determines the parsed parameters; two spellings of one query are two entries, which is only
  * less sharing) and the caller's policy. Accounts with the same policy share answers (a next-page
- * cursor is signed for each caller, and nothing in a shared answer says when or for whom it was
- * read), but a cursor page (and a since-poll) is keyed by account too, so another account
- * replaying a cursor reaches the cursor check; so is every answer of a `perAccount` read.
+ * cursor is signed for each caller, a feed answer's `dataComputedAt` is each caller's own, and
+ * nothing else in a shared answer says when or for whom it was read), but a cursor page (and a
+ * since-poll) is keyed by account too, so another account replaying a cursor reaches the cursor
+ * check. `shared`: what makes a since-poll one question whoever asks it (LongPoll.share, made from
+ * its cursor once that decoded for this caller), so that the partners of one policy at one
+ * watermark share one read per commit.
  */
-export function cacheKey(op: Operation, url: string, query: Record<string, unknown>, p: Principal): string {
+export function cacheKey(op: Operation, url: string, query: Record<string, unknown>, p: Principal, shared?: string): string {
+  if (shared !== undefined) return `read:${op.tool}:*${shared}`;
   let policy = policies.get(p);
   if (policy === undefined) {
-    const shared = [p.messageVisibility, p.signalVisibility, p.historyWindowDays];
-    policy = [JSON.stringify([...shared, null]), JSON.stringify([...shared, p.accountId])];
+    const common = [p.messageVisibility, p.signalVisibility, p.historyWindowDays];
+    policy = [JSON.stringify([...common, null]), JSON.stringify([...common, p.accountId])];
     policies.set(p, policy);
   }
   // A cursor page, and a feed since-poll (whose nextCursor is a watermark signed for its caller), by account.
-  const own = query.cursor !== undefined || query.since !== undefined || op.cache?.perAccount === true;
+  const own = query.cursor !== undefined || query.since !== undefined;
   return `read:${op.tool}:${policy[own ? 1 : 0]}${url}`;
 }
 
@@ -101,7 +105,12 @@ interface Header {
   /** The window as a rule over the clock: each answer gets the window of its own `now`. */
   window?: WindowRule;
   /** The next page's sort key and the filters' fingerprint: each answer signs a cursor for its caller. */
-  next?: { k: Key; fp: string };
+  next?: { k: Key; fp: string; windowless?: boolean };
+  /**
+   * The answer says when it was computed (the feed's `dataComputedAt`): each caller is told its own
+   * first answer's moment, never another account's (issue 24); `by` read it at `at` (ms).
+   */
+  computed?: { by: string; at: number };
   /** A `nextCursor` or `appliedTimeRange` that a read without page facts returned, served as it is. */
   cursor?: string | null;
   range?: string;
@@ -122,6 +131,8 @@ export interface Entry extends Header {
   checked: number;
   /** `appliedTimeRange` JSON when the window does not move. */
   fixedRange?: string;
+  /** With `computed`: when each account was first answered from this entry (ms), COMPUTED_ACCOUNTS at most. */
+  computedFor?: Map<string, number>;
   /** The last meta made from this entry, and for what: answers within one ms to one policy share it. */
   meta?: { now: number; print: string; json: string };
   /** The last cursor signed from this entry, and for what (policy and window): a window that does not move needs it once per policy. */
@@ -214,7 +225,26 @@ function decode(header: Header, head: string): Entry {
   };
   const e: Entry = { ...header, head: Buffer.from(head), dependencies, checked: header.seq, slabs: [] };
   if (e.window && !slides(e.window)) e.fixedRange = rangeJson(windowAt(e.window, 0));
+  if (e.computed) e.computedFor = new Map([[e.computed.by, e.computed.at]]);
   return e;
+}
+
+/** Accounts an entry remembers the first answer of (past them, a caller's answer says its own request's moment). */
+const COMPUTED_ACCOUNTS = 1_000;
+
+/**
+ * When `accountId`'s answer from this entry was computed: the moment the entry first answered it
+ * (the filler's is its read's start). The entry equals a fresh read from then on, so that moment is
+ * the start of a read that produced the page, and one account never learns when another read it.
+ */
+function computedAt(e: Entry, accountId: string, now: number): number {
+  const map = (e.computedFor ??= new Map());
+  let at = map.get(accountId);
+  if (at === undefined) {
+    at = now;
+    if (map.size < COMPUTED_ACCOUNTS) map.set(accountId, at);
+  }
+  return at;
 }
 
 export class ReadCache {
@@ -327,12 +357,20 @@ export class ReadCache {
     key: string,
     rule: CacheRule,
     data: { results: unknown[]; meta: ListMeta | Record<string, unknown>; filtersApplied?: Record<string, unknown> },
-    read: { now: number; seq: number; deps: Dependencies; changes?: Changes },
+    read: { now: number; seq: number; deps: Dependencies; changes?: Changes; accountId?: string },
     store: Store,
   ): Promise<Entry> {
     const { now, seq } = read;
     const facts = (data as { [PAGE_FACTS]?: PageFacts })[PAGE_FACTS];
-    const { serverTime: _fresh, appliedTimeRange, nextCursor, ...stable } = data.meta as ListMeta;
+    const {
+      serverTime: _fresh,
+      appliedTimeRange,
+      nextCursor,
+      dataComputedAt,
+      ...stable
+    } = data.meta as ListMeta & {
+      dataComputedAt?: string;
+    };
     const { appliedTimeRange: filtersRange, ...filters } = data.filtersApplied ?? {};
     const list = 'nextCursor' in data.meta;
     // What the entry's bytes are made of: a list page's envelope, or an analytics answer's (Header.form).
@@ -357,6 +395,7 @@ export class ReadCache {
     };
     if (facts?.window) header.window = facts.window;
     else if (range) header.range = JSON.stringify(range);
+    if (dataComputedAt !== undefined) header.computed = { by: read.accountId ?? '', at: Date.parse(dataComputedAt) };
     const stableJson = JSON.stringify(stable).slice(1, -1);
     const stableMembers = `${stableJson}${stableJson ? ',' : ''}`;
     const results = `{"success":true,"data":{"results":${JSON.stringify(data.results)}`;
@@ -417,11 +456,14 @@ export class ReadCache {
    * requestId), in a buffer of the entry's: pass `slab` to `release` once the response is finished.
    */
   body(e: Entry, now: number, principal: Principal, cursors: CursorCodec, requestId: string): { bytes: Buffer; slab: Buffer | null } {
-    const print = e.next ? cursors.policyPrint(principal) : '';
+    // The print names the account as well as the policy: a cursor, and dataComputedAt, are the caller's own.
+    const print = e.next || e.computed ? cursors.policyPrint(principal) : '';
     let meta = e.meta;
-    // Callers of one policy within one ms get the same meta: it is made once.
-    if (meta === undefined || meta.now !== now || meta.print !== print)
-      e.meta = meta = { now, print, json: metaJson(e, now, print, cursors) };
+    // Callers of one policy (one account, for the above) within one ms get the same meta: it is made once.
+    if (meta === undefined || meta.now !== now || meta.print !== print) {
+      const computed = e.computed ? computedAt(e, principal.accountId, now) : undefined;
+      e.meta = meta = { now, print, json: metaJson(e, now, print, cursors, computed) };
+    }
     const tail = `${meta.json}"requestId":${JSON.stringify(requestId)}}`;
     const size = e.head.length + Buffer.byteLength(tail);
     let slab: Buffer | null = e.slabs.pop() ?? null;
@@ -448,7 +490,7 @@ export class ReadCache {
  * The rest of `meta` at `now`, from `nextCursor`'s value on (`head` ends with `"nextCursor":`), and the
  * envelope up to `requestId`; for an analytics answer (Header.form), from its range or serverTime on.
  */
-function metaJson(e: Entry, now: number, print: string, cursors: CursorCodec): string {
+function metaJson(e: Entry, now: number, print: string, cursors: CursorCodec, computed: number | undefined): string {
   const w = e.window ? windowAt(e.window, now) : undefined;
   const serverTime = `"serverTime":"${new Date(now).toISOString()}"`;
   if (e.form) {
@@ -458,18 +500,20 @@ function metaJson(e: Entry, now: number, print: string, cursors: CursorCodec): s
   }
   let cursor = 'null';
   if (e.next) {
-    const [start, end] = w ? [w.start, w.end] : [null, null];
+    // A since-poll's watermark is a position in the stamps, not in a window.
+    const [start, end] = w && !e.next.windowless ? [w.start, w.end] : [null, null];
     const s = e.signed;
     if (s && s.print === print && s.start === start && s.end === end) cursor = s.json;
     else {
-      cursor = `"${cursors.encode(w ? { k: e.next.k, w: [start, end] } : { k: e.next.k }, e.next.fp, print)}"`;
+      cursor = `"${cursors.encode(w && !e.next.windowless ? { k: e.next.k, w: [start, end] } : { k: e.next.k }, e.next.fp, print)}"`;
       e.signed = { print, start, end, json: cursor };
     }
   } else if (e.cursor != null) {
     cursor = JSON.stringify(e.cursor);
   }
   const range = w ? `,"appliedTimeRange":${e.fixedRange ?? rangeJson(w)}` : e.range !== undefined ? `,"appliedTimeRange":${e.range}` : '';
-  return `${cursor},${serverTime}${range}}},`;
+  const at = computed === undefined ? '' : `,"dataComputedAt":"${new Date(computed).toISOString()}"`;
+  return `${cursor},${serverTime}${range}${at}}},`;
 }
 
 const sharedKey = (key: string): string => {

@@ -551,7 +551,9 @@ function readRoutes(app: FastifyInstance, deps: ApiDeps, r: ReadRouting): void {
           }
           if (!cache || !isCacheable(op.cache, query, ctx.principal)) return fresh(await read());
           // The seq is taken before the store is read: an answer is never older than the commit it is kept for.
-          const key = cacheKey(op, req.url, query, ctx.principal);
+          // A since-poll whose cursor decodes for this caller asks what the others of its policy at its watermark ask.
+          const share = query.since !== undefined ? poll?.share?.(query, ctx.principal, cursors) : undefined;
+          const key = cacheKey(op, req.url, query, ctx.principal, share?.key);
           const seq = await changes.current();
           const now = ctx.now.getTime();
           let entry = cache.local(key, now, seq, changes) ?? (await cache.get(key, now, seq, changes));
@@ -561,7 +563,13 @@ function readRoutes(app: FastifyInstance, deps: ApiDeps, r: ReadRouting): void {
           entry ??= await cache.fill(key, now, seq, changes, async () => {
             const data = (await read()) as any;
             const dependencies = dependenciesOf(op.cache!, query, ctx.reads!, ctx.sources);
-            return cache.put(key, op.cache!, data, { now, seq, deps: dependencies, changes }, deps.store);
+            return cache.put(
+              key,
+              op.cache!,
+              data,
+              { now, seq, deps: dependencies, changes, accountId: ctx.principal.accountId },
+              deps.store,
+            );
           });
           // A hit costs no query, no parse and no re-serialization: the stored bytes, then this answer's meta,
           // in a buffer that the entry takes back once the response is out.

@@ -12,11 +12,6 @@ export interface CacheRule {
   /** A shorter lifetime computed from the answer (ms from `now`); 0 means do not cache it. */
   ttlMs?: (data: { results: any[] }, now: number) => number;
   /**
-   * Entries of one account only: the answer states when it was computed (the feed's
-   * `dataComputedAt`), and that moment must be the caller's own read, never another account's.
-   */
-  perAccount?: boolean;
-  /**
    * The parameters that narrow the answer to rows of those traders and assets only (issue 26): a
    * commit that touches other traders' (or assets') rows of tracked tables (Table.changes) leaves
    * the answer as it is. Name one only when no row of another trader or asset can change it.

@@ -262,7 +262,7 @@ function stampsAfter(ctx: ReadContext, after: number, watermark: number, n: numb
 
 /**
  * What makes held since-polls one question whoever asks them (issue 28: 1,000 polls of 100
- * accounts woken by one commit each read the same stamps), or null when the poll's cursor does not
+ * accounts woken by one commit each read the same stamps), or null when the poll is none (a cursor with it) or its cursor does not
  * decode (its own read says why): the position the cursor holds, the filters, and the policy the
  * answer is made under (visibility and history window, not the account). Their answers differ only
  * in `nextCursor`, signed for each caller: `resign` makes one's answer another's.
@@ -272,8 +272,9 @@ export function sincePollShare(
   p: Principal,
   cursors: CursorCodec,
 ): { key: string; resign(answer: { meta: FeedMeta }, from: Principal, to: Principal): { meta: FeedMeta } } | null {
-  const { since, cursor: _c, limit, wait: _w, ...filters } = q;
-  if (since === undefined) return null;
+  const { since, cursor, limit, wait: _w, ...filters } = q;
+  // With a cursor it is no since-poll: its own read says why (cursor and since are exclusive).
+  if (since === undefined || cursor !== undefined) return null;
   const fp = fingerprint('list_feed:since', filters);
   let from: string;
   try {
@@ -356,8 +357,9 @@ async function sincePoll(ctx: ReadContext, q: FeedQuery): Promise<{ results: Fee
     } as FeedMeta,
   };
   // For the read cache (apps/api/read-cache.ts): the poll holds until the data changes, or until its
-  // oldest group or named removal leaves a history window that trails the clock; the watermark is served as it is.
-  const pageFacts: PageFacts = { window: rule };
+  // oldest group or named removal leaves a history window that trails the clock; the watermark is
+  // signed for each caller that the answer is served to.
+  const pageFacts: PageFacts = { window: rule, next: { k: [next], fp, windowless: true } };
   if (results.length || removedAt.length) pageFacts.oldest = Math.min(...results.map((g) => Date.parse(g.writtenAt)), ...removedAt);
   Object.defineProperty(answer, PAGE_FACTS, { value: pageFacts, enumerable: false });
   return answer;

@@ -27,7 +27,8 @@ export interface ListResult<T> {
 export const PAGE_FACTS = Symbol('page facts');
 export interface PageFacts {
   window?: WindowRule;
-  next?: { k: Key; fp: string };
+  /** `windowless`: the cursor carries no window (a since-poll's watermark). */
+  next?: { k: Key; fp: string; windowless?: boolean };
   oldest?: number;
   /** The first instant the clock alone may change the answer, for a read that says it without a window (ms). */
   until?: number;
