@@ -95,4 +95,18 @@ describe('issue 26: statements bind their parameters on their session', () => {
     );
     expect(row).toEqual({ n: 200000, s: String(ids.reduce((a, b) => a + b, 0)) });
   });
+
+  it('an array bound again answers for the values it holds then: changed, its new ones; frozen, the same (hostile strings too)', async () => {
+    const ids = [1, 2, 3];
+    const read = (v: readonly unknown[]) => own.query<{ v: unknown[] }>('SELECT {v:Array(UInt64)} AS v', { v });
+    expect((await read(ids))[0]!.v.map(Number)).toEqual([1, 2, 3]);
+    ids.push(4);
+    ids[0] = 9;
+    expect((await read(ids))[0]!.v.map(Number)).toEqual([9, 2, 3, 4]);
+    const frozen = Object.freeze([...HOSTILE]);
+    for (let i = 0; i < 2; i++) {
+      const [r] = await own.query<{ v: string[] }>('SELECT {v:Array(String)} AS v', { v: frozen });
+      expect(r!.v).toEqual(HOSTILE);
+    }
+  });
 });

@@ -9,6 +9,7 @@ import { earliest, firstAfter, withFacts } from '../clock.ts';
 import type { ReadContext } from '../context.ts';
 import { type Facts, factsOf, permits } from '../facts.ts';
 import type { PageFacts } from '../list.ts';
+import type { Principal } from '../principal.ts';
 import { appliedTimeRange, DAY_MS, explicitBounds, type WindowRule, windowAt } from '../window.ts';
 import { activityCounts, bucketStart, HOUR_MS, WEEK_MS } from './activity-counts.ts';
 import { keptRange } from './kept-range.ts';
@@ -162,15 +163,7 @@ interface Counted {
  * request reads the edges of its range and the buckets written since, not its 7 days again.
  */
 async function groupCounts(ctx: ReadContext, facts: Facts, q: ActivitySummariesQuery, c: Counted): Promise<Map<number, Counts>> {
-  const traders: number[] = [];
-  for (const id of c.traderIds ?? facts.traderPlatform.keys()) if (traderEligible(facts, ctx.principal, id)) traders.push(id);
-  const only = [...new Set(traders)];
-  const sourceOf = new Map<string, number>();
-  for (const k of facts.sourceTrader.keys()) {
-    const id = messageTrader(facts, ctx, k, c.traderIds);
-    if (id !== null) sourceOf.set(k, id);
-  }
-  const sources = [...sourceOf.keys()];
+  const { only, sourceOf, sources, print } = countedGroups(facts, ctx.principal, c.traderIds);
   const byTrader = q.groupBy === 'trader';
   const read = async (start: number, end: number): Promise<Map<number, Counts>> => {
     const range = bucketed(q, { ...c, start, end });
@@ -194,7 +187,7 @@ async function groupCounts(ctx: ReadContext, facts: Facts, q: ActivitySummariesQ
   };
   // What is counted besides the range: the same traders, sources, eligible assets, types and buckets count the same rows.
   const key = createHash('sha1')
-    .update(JSON.stringify(['activity', q.groupBy, q.interval, c.types ?? null, only, [...sourceOf], facts.assetIds]))
+    .update(JSON.stringify(['activity', q.groupBy, q.interval, c.types ?? null, print]))
     .digest('base64');
   return keptRange(ctx, {
     key,
@@ -210,6 +203,47 @@ async function groupCounts(ctx: ReadContext, facts: Facts, q: ActivitySummariesQ
     bucketStart: (t) => bucketStart(q.interval, t),
     before: (groups, cut) => new Map([...groups].map(([id, g]) => [id, countsBefore(g, cut)])),
   });
+}
+
+interface CountedGroups {
+  /** The traders whose events count, and the sources whose messages count with their trader (frozen: query parameters). */
+  only: readonly number[];
+  sourceOf: ReadonlyMap<string, number>;
+  sources: readonly string[];
+  /** A digest of the three with the eligible assets (keptRange's key). */
+  print: string;
+}
+
+/**
+ * Per facts (a commit to traders, assets or sources makes new ones), the groups a policy counts
+ * for the traders asked for: the same thousands of ids for every request of a policy, made and
+ * hashed once, and frozen so that the store formats each parameter once (storage/chdb.ts).
+ */
+const counted = new WeakMap<Facts, Map<string, CountedGroups>>();
+const COUNTED_POLICIES = 100;
+
+function countedGroups(facts: Facts, p: Principal, traderIds: number[] | undefined): CountedGroups {
+  let byPolicy = counted.get(facts);
+  if (!byPolicy) counted.set(facts, (byPolicy = new Map()));
+  const memo = JSON.stringify([p.signalVisibility, p.messageVisibility, traderIds ?? null]);
+  const had = byPolicy.get(memo);
+  if (had) return had;
+  const traders: number[] = [];
+  for (const id of traderIds ?? facts.traderPlatform.keys()) if (traderEligible(facts, p, id)) traders.push(id);
+  const only = Object.freeze([...new Set(traders)]);
+  const sourceOf = new Map<string, number>();
+  for (const k of facts.sourceTrader.keys()) {
+    const id = messageTrader(facts, p, k, traderIds);
+    if (id !== null) sourceOf.set(k, id);
+  }
+  const sources = Object.freeze([...sourceOf.keys()]);
+  const print = createHash('sha1')
+    .update(JSON.stringify([only, [...sourceOf], facts.assetIds]))
+    .digest('base64');
+  const out = { only, sourceOf, sources, print };
+  if (byPolicy.size >= COUNTED_POLICIES) byPolicy.delete(byPolicy.keys().next().value!);
+  byPolicy.set(memo, out);
+  return out;
 }
 
 /** `c` without its buckets from `cut` on (the totals are the buckets' sums). */
@@ -288,9 +322,9 @@ const shapeGroup = (c: Counts, size: number): Omit<ActivityGroup, 'traderId'> =>
 });
 
 /** The trader a source's messages count for (the lowest live trader assigned it), or null when they do not count for this caller. */
-function messageTrader(facts: Facts, ctx: ReadContext, key: string, traderIds: number[] | undefined): number | null {
+function messageTrader(facts: Facts, p: Principal, key: string, traderIds: readonly number[] | undefined): number | null {
   const id = facts.sourceTrader.get(key);
   if (id === undefined) return null;
-  if (!permits(ctx.principal.messageVisibility, id, facts.traderPlatform.get(id)!)) return null;
+  if (!permits(p.messageVisibility, id, facts.traderPlatform.get(id)!)) return null;
   return traderIds && !traderIds.includes(id) ? null : id;
 }
