@@ -72,8 +72,10 @@ export function accountAnswer(r: AccountRow, keyId: string, scopes: Scope[], cre
 
 /**
  * Resolves `x-api-key` to a Principal. Answers (refusals too) are cached by key hash for at most
- * `ttlMs` (5 s) and dropped whenever the projector commits, so a revoked key or a blocked/unverified
- * account is refused well within 30 s, and a new key works as soon as it is projected.
+ * `ttlMs` (14 s) and dropped whenever the projector commits a change of accounts or keys, so a
+ * revoked key or a blocked/unverified account is refused at once, and within 30 s (2 x 14 s) when
+ * no commit is heard (Redis away); a new key works as soon as it is projected. Each active key
+ * costs a store look-up per `ttlMs` (issue 26: a join of keys and accounts, slow under load).
  *
  * This process also keeps the decoded answers it used, by key, for at most `ttlMs` from when it
  * took them from the shared cache (so an answer is at most 2 x `ttlMs` old), dropped with the
@@ -90,7 +92,7 @@ export class ApiKeyAuthenticator {
   constructor(
     private readonly store: Store,
     private readonly cache: Cache,
-    private readonly ttlMs = 5000,
+    private readonly ttlMs = 14_000,
     private readonly clock: () => number = Date.now,
     private readonly maxDecoded = 10_000,
   ) {}
