@@ -53,16 +53,6 @@ export interface Projection<S = unknown> {
   afterStore?(ctx: ProjectionContext, batch: readonly ValidRecord[], version: bigint): Promise<void>;
 }
 
-/**
- * Sets `key` in `kept` as its newest entry, forgetting the oldest past `max`: what a projection
- * keeps of the store's rows it read or wrote last (its state), bounded.
- */
-export function remember<K, V>(kept: Map<K, V>, key: K, value: V, max: number): void {
-  kept.delete(key);
-  kept.set(key, value);
-  if (kept.size > max) kept.delete(kept.keys().next().value!);
-}
-
 export const bool = (b: boolean | null | undefined): number | null => (b == null ? null : b ? 1 : 0);
 export const del = (r: { deleted?: boolean }): number => (r.deleted ? 1 : 0);
 

@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { ApiError } from '../../schemas/api/errors.ts';
 import type { Scope, VisibilityPolicy } from '../../schemas/topics/index.ts';
+import { remember } from '../../storage/bounded.ts';
 import type { Store } from '../../storage/port.ts';
 import { ACCOUNTS_TABLE, API_KEYS_TABLE } from '../../storage/tables/access.ts';
 import type { Cache } from '../cache/port.ts';
@@ -141,8 +142,7 @@ export class ApiKeyAuthenticator {
     const decoded = await pending;
     // Only what looks like a key is kept (a flood of junk keys would only evict real ones).
     if (generation === this.generation && KEY_SHAPE.test(key)) {
-      if (this.decoded.size >= this.maxDecoded) this.decoded.delete(this.decoded.keys().next().value!);
-      this.decoded.set(key, { answer: decoded, expires: this.clock() + this.ttlMs });
+      remember(this.decoded, key, { answer: decoded, expires: this.clock() + this.ttlMs }, this.maxDecoded);
     }
     if (decoded instanceof ApiError) throw decoded;
     return decoded;

@@ -1,3 +1,4 @@
+import { remember } from '../../storage/bounded.ts';
 import type { ChangeSet, Changes, Dependencies, TableGraph } from '../../storage/changes.ts';
 import { baseStore, type Params, type QueryOptions, type Store } from '../../storage/port.ts';
 import type { Table } from '../../storage/table.ts';
@@ -166,9 +167,7 @@ export async function keptUntilChanged<T>(ctx: ReadContext, key: string, deps: D
   if (had && !changes.changedSince(had.deps, had.seq)) return had.value as Promise<T>;
   const value = make();
   const memo: Memo = { seq, deps, value };
-  held.delete(key);
-  held.set(key, memo);
-  if (held.size > KEYED_MAX) held.delete(held.keys().next().value!);
+  remember(held, key, memo, KEYED_MAX);
   const kept = held;
   value.catch(() => {
     if (kept.get(key) === memo) kept.delete(key);

@@ -1,4 +1,5 @@
 import type { AssetRecord, SourceIdentityRecord, TraderRecord } from '../../schemas/topics/index.ts';
+import { remember } from '../../storage/bounded.ts';
 import type { Store } from '../../storage/port.ts';
 import { param, type Sql, sql } from '../../storage/sql.ts';
 import { batchSeq, inJsonIds, newestById, type Statement, sameFields, statementRows } from '../../storage/statements.ts';
@@ -16,7 +17,7 @@ import {
 import { MESSAGES_TABLE } from '../../storage/tables/messages.ts';
 import { sourceKey, sourceKeySql } from '../../storage/tables/traders.ts';
 import { keptMessages } from '../messages/projection.ts';
-import { type Projection, type ProjectionContext, remember, type ValidRecord } from '../projection.ts';
+import type { Projection, ProjectionContext, ValidRecord } from '../projection.ts';
 
 export interface GroupStatement extends Statement {
   id: string;

@@ -1,5 +1,6 @@
 import { parseDateTime } from '../../schemas/formats.ts';
 import type { MessageRecord } from '../../schemas/topics/index.ts';
+import { remember } from '../../storage/bounded.ts';
 import {
   applyVersioned,
   canonicalDateTime,
@@ -11,7 +12,7 @@ import {
 import { ACTIVITY_MESSAGES_BY_SOURCE_DDL, ACTIVITY_MESSAGES_DDL, ACTIVITY_ROLLUP_DDL } from '../../storage/tables/activity.ts';
 import { MESSAGES_CURRENT_TABLE, MESSAGES_DDL, MESSAGES_TABLE } from '../../storage/tables/messages.ts';
 import { rollUpActivity } from '../activity/rollup.ts';
-import { bool, type Projection, type ProjectionContext, remember, type ValidRecord } from '../projection.ts';
+import { bool, type Projection, type ProjectionContext, type ValidRecord } from '../projection.ts';
 import { httpUrl, plainTextOrNull } from '../sanitize.ts';
 
 export interface MessageStatement extends Statement {

@@ -3,6 +3,7 @@ import type { ActivityGroup } from '../../../schemas/api/analytics.ts';
 import { EVENT_TYPE_VALUES, splitIds, splitList } from '../../../schemas/api/common-params.ts';
 import { ApiError } from '../../../schemas/api/errors.ts';
 import { type ActivitySummariesQuery, MAX_BUCKETS } from '../../../schemas/api/queries.ts';
+import { remember } from '../../../storage/bounded.ts';
 import { MESSAGES_TABLE } from '../../../storage/tables/messages.ts';
 import { EVENTS_TABLE } from '../../../storage/tables/trading.ts';
 import { earliest, firstAfter, withFacts } from '../clock.ts';
@@ -241,8 +242,7 @@ function countedGroups(facts: Facts, p: Principal, traderIds: number[] | undefin
     .update(JSON.stringify([only, [...sourceOf], facts.assetIds]))
     .digest('base64');
   const out = { only, sourceOf, sources, print };
-  if (byPolicy.size >= COUNTED_POLICIES) byPolicy.delete(byPolicy.keys().next().value!);
-  byPolicy.set(memo, out);
+  remember(byPolicy, memo, out, COUNTED_POLICIES);
   return out;
 }
 

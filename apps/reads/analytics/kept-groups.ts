@@ -1,3 +1,4 @@
+import { remember } from '../../../storage/bounded.ts';
 import { type Changes, writtenTo } from '../../../storage/changes.ts';
 import { baseStore, type Store } from '../../../storage/port.ts';
 import type { Table } from '../../../storage/table.ts';
@@ -73,9 +74,7 @@ export async function keptGroups<V>(
   under.set(spec.key, made);
   try {
     const value = await made;
-    held.delete(spec.key);
-    held.set(spec.key, value);
-    if (held.size > KEPT_MAX) held.delete(held.keys().next().value!);
+    remember(held, spec.key, value, KEPT_MAX);
     return value;
   } finally {
     if (under.get(spec.key) === made) under.delete(spec.key);

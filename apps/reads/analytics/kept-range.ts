@@ -1,3 +1,4 @@
+import { remember } from '../../../storage/bounded.ts';
 import type { Changes } from '../../../storage/changes.ts';
 import { baseStore, type Store } from '../../../storage/port.ts';
 import type { Table } from '../../../storage/table.ts';
@@ -66,9 +67,7 @@ export async function keptRange<V>(
   } else {
     value = await spec.read(start, end);
   }
-  held.delete(spec.key);
-  held.set(spec.key, { seq, at: now, start, end, value });
-  if (held.size > KEPT_MAX) held.delete(held.keys().next().value!);
+  remember(held, spec.key, { seq, at: now, start, end, value }, KEPT_MAX);
   return value;
 }
 
