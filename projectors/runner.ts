@@ -1,7 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { TOPIC_NAMES } from '../schemas/topics/index.ts';
 import { type ChangeSet, emptyChangeSet, recordChanges, recordingStore } from '../storage/changes.ts';
-import { checkIdentifier, type Params, type QueryOptions, type Store } from '../storage/port.ts';
+import { checkIdentifier, type Params, type QueryOptions, type Store, wrapStore } from '../storage/port.ts';
 import { DEAD_LETTERS_DDL, DEAD_LETTERS_TABLE, READ_MODEL_VERSION_TABLE, VERSION_DDL } from '../storage/tables/log.ts';
 import { PROJECTIONS, READ_MODEL_GRAPH } from './index.ts';
 import type { Log, LogBatch, LogRecord, LogSubscription } from './log/port.ts';
@@ -241,20 +241,12 @@ const ONE_THREAD_SETTINGS = { max_threads: 1 } as const;
 
 /** `store` whose reads run on one thread while a small batch (ONE_THREAD_BATCH) is applied. */
 function batchSizedStore(store: Store): Store {
-  return {
-    get database() {
-      return store.database;
-    },
-    ...(store.underlying ? { underlying: store.underlying } : {}),
+  return wrapStore(store, {
     query<T>(sql: string, params?: Params, opts?: QueryOptions): Promise<T[]> {
       if (!oneThread.getStore()) return store.query<T>(sql, params, opts);
       return store.query<T>(sql, params, { ...opts, settings: { ...ONE_THREAD_SETTINGS, ...opts?.settings } });
     },
-    exec: (sql, params) => store.exec(sql, params),
-    insert: (table, rows) => store.insert(table, rows),
-    insertCompact: (table, columns, rows) => store.insertCompact(table, columns, rows),
-    close: () => store.close(),
-  };
+  });
 }
 
 /**

@@ -1,5 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import type { Params, QueryOptions, Store } from './port.ts';
+import { type Params, type QueryOptions, type Store, wrapStore } from './port.ts';
 import { tableNamed } from './table.ts';
 import { sourceKey } from './tables/traders.ts';
 
@@ -185,11 +185,7 @@ export function recordingStore(store: Store, graph: TableGraph): Store {
     if (w === 'all') set.all = true;
     else if (w) touch(set, graph, w.table, () => null);
   };
-  return {
-    get database() {
-      return store.database;
-    },
-    ...(store.underlying ? { underlying: store.underlying } : {}),
+  return wrapStore(store, {
     query<T>(sql: string, params?: Params, opts?: QueryOptions) {
       note(sql);
       return store.query<T>(sql, params, opts);
@@ -212,8 +208,7 @@ export function recordingStore(store: Store, graph: TableGraph): Store {
         });
       return store.insertCompact(table, columns, rows);
     },
-    close: () => store.close(),
-  };
+  });
 }
 
 /** A change set as JSON (for the shared change log of distributed mode), and back. */

@@ -26,6 +26,28 @@ export interface Store {
 }
 
 /**
+ * `store` with some of its methods replaced (a wrapper that records, bounds or tunes what goes
+ * through it): the others, and `database`, pass through; `underlying` is `store`'s unless given.
+ */
+export function wrapStore(
+  store: Store,
+  over: Partial<Pick<Store, 'query' | 'exec' | 'insert' | 'insertCompact' | 'close'>>,
+  underlying: Store | undefined = store.underlying,
+): Store {
+  return {
+    get database() {
+      return store.database;
+    },
+    ...(underlying ? { underlying } : {}),
+    query: over.query ?? ((sql, params, opts) => store.query(sql, params, opts)),
+    exec: over.exec ?? ((sql, params) => store.exec(sql, params)),
+    insert: over.insert ?? ((table, rows) => store.insert(table, rows)),
+    insertCompact: over.insertCompact ?? ((table, columns, rows) => store.insertCompact(table, columns, rows)),
+    close: over.close ?? (() => store.close()),
+  };
+}
+
+/**
  * Settings of every insert, on either adapter: date-times as the projectors write them (checked at
  * ingest, read best-effort), and batches spanning many partitions (a catch-up batch may span many
  * months of a table partitioned by month: position_samples).

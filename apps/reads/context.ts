@@ -1,6 +1,6 @@
 import { remember } from '../../storage/bounded.ts';
 import type { ChangeSet, Changes, Dependencies, TableGraph } from '../../storage/changes.ts';
-import { baseStore, type Params, type QueryOptions, type Store } from '../../storage/port.ts';
+import { baseStore, type Params, type QueryOptions, type Store, wrapStore } from '../../storage/port.ts';
 import type { Table } from '../../storage/table.ts';
 import type { CursorCodec } from './cursor.ts';
 import type { Principal } from './principal.ts';
@@ -184,15 +184,7 @@ export function trackReads(store: Store, graph: TableGraph, into: Set<string>): 
     for (const m of sql.matchAll(TABLE_REF)) for (const t of graph.read(m[1]!)) into.add(t);
     return store.query<T>(sql, params, opts);
   };
-  return {
-    database: store.database,
-    underlying: baseStore(store),
-    query,
-    exec: (sql, params) => store.exec(sql, params),
-    insert: (table, rows) => store.insert(table, rows),
-    insertCompact: (table, columns, rows) => store.insertCompact(table, columns, rows),
-    close: () => store.close(),
-  };
+  return wrapStore(store, { query }, baseStore(store));
 }
 const TABLE_REF = /\$db\.(\w+)/g;
 

@@ -1,6 +1,6 @@
 import { ApiError } from '../../schemas/api/errors.ts';
 import type { Params, QueryOptions, Store } from '../../storage/port.ts';
-import { storeFailure } from '../../storage/port.ts';
+import { storeFailure, wrapStore } from '../../storage/port.ts';
 
 /**
  * Cost bounds and admission control (issue 24, DESIGN 6 rows Cost and Overload): a read that goes
@@ -395,15 +395,8 @@ export function boundedStore(store: Store, cost: ReadCost, deadline: number, slo
       throw failure;
     }
   };
-  return {
-    database: store.database,
-    underlying: store,
-    query,
-    exec: () => Promise.reject(new Error('reads do not write')),
-    insert: () => Promise.reject(new Error('reads do not write')),
-    insertCompact: () => Promise.reject(new Error('reads do not write')),
-    close: async () => {},
-  };
+  const refused = () => Promise.reject(new Error('reads do not write'));
+  return wrapStore(store, { query, exec: refused, insert: refused, insertCompact: refused, close: async () => {} }, store);
 }
 
 /**
