@@ -229,8 +229,12 @@ function decode(header: Header, head: string): Entry {
   return e;
 }
 
-/** Accounts an entry remembers the first answer of (past them, a caller's answer says its own request's moment). */
-const COMPUTED_ACCOUNTS = 1_000;
+/**
+ * Accounts an entry remembers the first answer of: past them, a caller's answer says its own
+ * request's moment (as true: the entry equals a read then). Small, as the entries are bounded in
+ * number and bytes, and these moments are not counted in their bytes.
+ */
+const COMPUTED_ACCOUNTS = 100;
 
 /**
  * When `accountId`'s answer from this entry was computed: the moment the entry first answered it
