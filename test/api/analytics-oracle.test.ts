@@ -237,7 +237,7 @@ describe('hand-built records through the API (the oracle unit cases)', () => {
   let s: Served;
   beforeAll(async () => {
     s = await serve(handRecords(), HAND.T);
-  }, 120_000);
+  }, 240_000);
   afterAll(async () => {
     await s?.h.close();
   });
@@ -359,7 +359,7 @@ describe('hand-built records through the API (the oracle unit cases)', () => {
     }
     expect(stats.comparisons - before).toBe(cases.length);
     report(...READ_NAMES);
-  }, 120_000);
+  }, 240_000);
 
   it('a key without stats.read is refused on all five reads', async () => {
     const key = await s.h.key({ scopes: ['events.read', 'positions.read', 'messages.read', 'directory.read'] });
@@ -456,7 +456,7 @@ describe('demo data set: random parameter sets under random policies (seeded)', 
         ),
       );
     }
-  }, 240_000);
+  }, 480_000);
   afterAll(async () => {
     await s?.h.close();
   });
@@ -588,7 +588,7 @@ describe('demo data set: random parameter sets under random policies (seeded)', 
     await check(s, 'traderActivity', { minPositionCount: 0, assetIds: '22,18,19' }, OPEN, 5);
     expect(stats.comparisons - before).toBe(20);
     report(...READ_NAMES);
-  }, 120_000);
+  }, 240_000);
 
   /** How often each read is drawn (about 600 parameter sets in all). */
   const COUNTS: Record<Read, number> = { traderStats: 130, assetStats: 110, rankings: 160, activity: 130, traderActivity: 60 };
@@ -666,7 +666,7 @@ describe('demo data set: random parameter sets under random policies (seeded)', 
         if (recent.length > 30) recent.shift();
       }
       report(read);
-    }, 180_000);
+    }, 360_000);
   }
 
   /** `fn` with a limit of rows held in memory set to 0: the read takes them back in SQL instead. */
@@ -700,7 +700,7 @@ describe('demo data set: random parameter sets under random policies (seeded)', 
       }
     });
     report('activity');
-  }, 180_000);
+  }, 360_000);
 
   it('/v2/traders/activity: 30 random parameter sets with the positions on ineligible assets excluded in SQL (more of them than are held in memory)', async () => {
     const r = prng(0xbeef);
@@ -712,7 +712,7 @@ describe('demo data set: random parameter sets under random policies (seeded)', 
       }
     });
     report('traderActivity');
-  }, 180_000);
+  }, 360_000);
 
   it('totals: at least 500 random parameter sets compared, most of them with rows', () => {
     console.info(

@@ -159,7 +159,7 @@ describe('issue 28: exports', () => {
       },
     });
     keys.other = await h.key({ account: { id: 'other' } });
-  }, 180_000);
+  }, 360_000);
   afterAll(async () => {
     await h?.close();
   });

@@ -74,7 +74,7 @@ beforeAll(async () => {
   busy = [...n.entries()].sort((a, b) => b[1] - a[1] || a[0] - b[0]).map(([id]) => id);
   live = [...w.traders.keys()].sort((a, b) => a - b);
   withMessages = [...new Set(O.messages(w, {}).map((m) => m.traderId))].sort((a, b) => a - b);
-}, 180_000);
+}, 360_000);
 afterAll(async () => {
   await h?.close();
 });
@@ -348,7 +348,7 @@ describe('random policies (seeded): every row exactly as the oracle says', () =>
       expect(nonEmpty, 'walks that returned rows').toBeGreaterThanOrEqual(CASES - 1);
       expect(restricting, 'cases where the policy removed rows the unrestricted answer has').toBeGreaterThanOrEqual(CASES - 2);
       if (isHistorical(read)) expect(clamped, 'cases where the history window moved the start').toBeGreaterThanOrEqual(2);
-    }, 240_000);
+    }, 480_000);
   }
 });
 
@@ -499,7 +499,7 @@ describe('history window (DESIGN 6): the start is clamped forward to serverTime 
       const out = await check(read, restricted, { startTime: iso(genNow - 80 * DAY) }, 97);
       expect(out.clamped).toBe(true);
       expect(out.expected).toBeGreaterThan(0);
-    }, 120_000);
+    }, 240_000);
   }
 
   it('id hydration (no default window) is held to the history window too', async () => {
