@@ -163,12 +163,13 @@ beforeAll(async () => {
 
 afterAll(async () => {
   for (const p of procs) await p.stop(5000).catch(() => undefined);
-  await reference?.close();
+  // The peer's store is the process's test directory, which the reference harness's release removes: the peer closes first.
   await peer?.close();
+  await reference?.close();
   await issuerServer?.close();
   if (mock && 'stop' in mock) await mock.stop();
   if (redis && 'stop' in redis) await redis.stop();
-  if (dir) rmSync(dir, { recursive: true, force: true });
+  if (dir) rmSync(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
 }, 60_000);
 
 const skipped = () => 'skip' in mock || 'skip' in redis;

@@ -332,8 +332,9 @@ afterAll(async () => {
     await s.drop().catch(() => {});
     await s.close();
   }
-  await reference?.close();
+  // The peer's store is the process's test directory, which the reference harness's release removes: the peer closes first.
   await peer?.close();
+  await reference?.close();
   if (mock && 'stop' in mock) await mock.stop();
   if (redis && 'close' in redis) await redis.close();
 }, 60_000);

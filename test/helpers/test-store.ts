@@ -48,5 +48,6 @@ export async function releaseTestDatabase(): Promise<void> {
   const p = peer;
   peer = undefined;
   await (await p)?.close();
-  rmSync(processDir, { recursive: true, force: true });
+  // The store may still be finishing a part as its session closes (ENOTEMPTY in a CI run at stop 39): removal retries.
+  rmSync(processDir, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
 }
