@@ -25,15 +25,17 @@ const MONDAY_BEFORE_EPOCH_MS = 3 * DAY_MS;
 
 export type Interval = 'hour' | 'day' | 'week';
 
-/** Start of the UTC-aligned bucket holding t (ISO weeks begin on Monday 00:00 UTC). */
-export function bucketStart(interval: Interval, t: number): number {
+/** Start of the UTC-aligned bucket holding t (ISO weeks begin on Monday 00:00 UTC); `instant`: t itself. */
+export function bucketStart(interval: Interval | 'instant', t: number): number {
+  if (interval === 'instant') return t;
   if (interval === 'hour') return Math.floor(t / HOUR_MS) * HOUR_MS;
   if (interval === 'day') return Math.floor(t / DAY_MS) * DAY_MS;
   return Math.floor((t + MONDAY_BEFORE_EPOCH_MS) / WEEK_MS) * WEEK_MS - MONDAY_BEFORE_EPOCH_MS;
 }
 
 /** bucketStart in SQL, of an ms column (integer arithmetic: a 32-bit DateTime would wrap after 2106; times are from 1970). */
-const BUCKET_SQL: Record<Interval, (t: Sql) => Sql> = {
+const BUCKET_SQL: Record<Interval | 'instant', (t: Sql) => Sql> = {
+  instant: (t) => t,
   hour: (t) => sql`intDiv(${t}, ${literal(HOUR_MS)}) * ${literal(HOUR_MS)}`,
   day: (t) => sql`intDiv(${t}, ${literal(DAY_MS)}) * ${literal(DAY_MS)}`,
   week: (t) =>
@@ -52,11 +54,13 @@ export interface Segments {
 
 /**
  * [start, end] (ms, inclusive) cut into the partial hours at its ends (`raw`: read from the
- * statement table), whole hours, and with `coarsest` day the whole UTC days between them.
+ * statement table), whole hours, and with `coarsest` day the whole UTC days between them; with
+ * `none`, all of it read from the statement table.
  */
-export function segments(start: number, end: number, coarsest: 'hour' | 'day'): Segments {
+export function segments(start: number, end: number, coarsest: Coarsest): Segments {
   const a = start;
   const b = end + 1;
+  if (coarsest === 'none') return { raw: a < b ? [[a, b]] : [], hour: [], day: [] };
   const h0 = Math.ceil(a / HOUR_MS) * HOUR_MS;
   const h1 = Math.floor(b / HOUR_MS) * HOUR_MS;
   if (h0 >= h1) return { raw: a < b ? [[a, b]] : [], hour: [], day: [] };
@@ -107,14 +111,16 @@ const eventAssets = perDataVersion(
   },
 );
 
+export type Coarsest = 'hour' | 'day' | 'none';
+
 export interface CountQuery {
   /** Inclusive bounds (ms) on the event's or message's time. */
   start: number;
   end: number;
-  /** The coarsest rolled-up rows to read: `day` when buckets are days or weeks or there are none. */
-  coarsest: 'hour' | 'day';
-  /** Counts per bucket too (else `b` is 0). */
-  bucket?: Interval;
+  /** The coarsest rolled-up rows to read: `day` when buckets are days or weeks or there are none; `none`: statements alone (short spans). */
+  coarsest: Coarsest;
+  /** Counts per bucket too (else `b` is 0); `instant`: per ms. */
+  bucket?: Interval | 'instant';
   /** Groups counted: only these, or all but these. */
   only?: readonly (number | string)[];
   except?: readonly (number | string)[];
@@ -216,11 +222,12 @@ interface Whole {
  * default range ending now reads today's day row instead of its hour rows.
  */
 export function widen(
-  q: { start: number; end: number; coarsest: 'hour' | 'day' },
+  q: { start: number; end: number; coarsest: Coarsest },
   span: { lo: number; hi: number },
 ): { start: number; end: number; whole: Whole[] } {
   let { start, end } = q;
   const whole: Whole[] = [];
+  if (q.coarsest === 'none') return { start, end, whole };
   for (const [grain, size] of q.coarsest === 'day'
     ? ([
         ['day', DAY_MS],
@@ -566,7 +573,8 @@ async function eventSpec(ctx: ReadContext, facts: Facts, q: EventCountQuery): Pr
   return {
     n: join(columns, sql` + `, sql`0`),
     rawWhere: sql`e.assetId IN ${param('eligibleAssets', 'Array(UInt64)', facts.assetIds)} AND ${only}`,
-    correction: await eventCorrection(ctx, facts, q, only),
+    // Statements alone count nothing on ineligible assets (rawWhere): only the rolled-up rows need taking back.
+    correction: q.coarsest === 'none' ? undefined : await eventCorrection(ctx, facts, q, only),
   };
 }
 

@@ -12,7 +12,7 @@ import { type Facts, factsOf, permits } from '../facts.ts';
 import type { PageFacts } from '../list.ts';
 import type { Principal } from '../principal.ts';
 import { appliedTimeRange, DAY_MS, explicitBounds, type WindowRule, windowAt } from '../window.ts';
-import { activityCounts, bucketStart, HOUR_MS, WEEK_MS } from './activity-counts.ts';
+import { activityCounts, bucketStart, HOUR_MS, type Interval, WEEK_MS } from './activity-counts.ts';
 import { keptRange } from './kept-range.ts';
 import { clampToHistory, traderEligible } from './sample.ts';
 
@@ -161,18 +161,20 @@ interface Counted {
  * message-visible and asked for. Per trader (`groupBy=trader`: a source's messages count for its
  * trader), or all in group 0 (`none`). Which rows count is known from the facts, so no totals per
  * group are read first. Kept from one request to the next (keptRange): under live ingest a later
- * request reads the edges of its range and the buckets written since, not its 7 days again.
+ * request reads the statements written since by instant (seconds of rows) and, now and then, the
+ * rows about to leave its start, not its 7 days again.
  */
 async function groupCounts(ctx: ReadContext, facts: Facts, q: ActivitySummariesQuery, c: Counted): Promise<Map<number, Counts>> {
-  const { only, sourceOf, sources, print } = countedGroups(facts, ctx.principal, c.traderIds);
+  const { only, counts, sourceOf, sources, print } = countedGroups(facts, ctx.principal, c.traderIds);
   const byTrader = q.groupBy === 'trader';
-  const read = async (start: number, end: number): Promise<Map<number, Counts>> => {
-    const range = bucketed(q, { ...c, start, end });
+  const read = async (start: number, end: number, byInstant: boolean): Promise<Map<number, Counts>> => {
+    // By instant (seconds of statements), every group is read and those not counted are left here: a parameter of thousands of ids costs more than the rows.
+    const range = byInstant ? { start, end, coarsest: 'none' as const, bucket: 'instant' as const } : bucketed(q, { ...c, start, end });
     const { events, messages } = await activityCounts(
       ctx,
       facts,
-      only.length ? { ...range, types: c.types, only } : null,
-      sources.length ? { ...range, only: sources } : null,
+      only.length ? { ...range, types: c.types, ...(byInstant ? {} : { only }) } : null,
+      sources.length ? { ...range, ...(byInstant ? {} : { only: sources }) } : null,
     );
     const groups = new Map<number, Counts>();
     const add = (id: number, b: number, kind: 0 | 1, n: number) => {
@@ -182,8 +184,11 @@ async function groupCounts(ctx: ReadContext, facts: Facts, q: ActivitySummariesQ
       if (kind) g.events += n;
       else g.messages += n;
     };
-    for (const r of events) add(byTrader ? r.g : 0, r.b, 1, r.n);
-    for (const r of messages) add(byTrader ? sourceOf.get(r.g)! : 0, r.b, 0, r.n);
+    for (const r of events) if (counts.has(r.g)) add(byTrader ? r.g : 0, r.b, 1, r.n);
+    for (const r of messages) {
+      const id = sourceOf.get(r.g);
+      if (id !== undefined) add(byTrader ? id : 0, r.b, 0, r.n);
+    }
     return groups;
   };
   // What is counted besides the range: the same traders, sources, eligible assets, types and buckets count the same rows.
@@ -195,20 +200,24 @@ async function groupCounts(ctx: ReadContext, facts: Facts, q: ActivitySummariesQ
     tables: [EVENTS_TABLE, MESSAGES_TABLE],
     start: c.start,
     end: c.end,
-    read,
+    read: (start, end) => read(start, end, false),
+    readByInstant: (start, end) => read(start, end, true),
+    empty: () => new Map(),
+    bucketed: (groups) => new Map([...groups].map(([id, g]) => [id, rebucketed(g, q.interval)])),
     add: (a, b, sign) => {
       const out = new Map(a);
       for (const [id, g] of b) out.set(id, addCounts(out.get(id) ?? { messages: 0, events: 0 }, g, sign));
       return out;
     },
+    within: (groups, from, to) => new Map([...groups].map(([id, g]) => [id, countsWithin(g, from, to)])),
     bucketStart: (t) => bucketStart(q.interval, t),
-    before: (groups, cut) => new Map([...groups].map(([id, g]) => [id, countsBefore(g, cut)])),
   });
 }
 
 interface CountedGroups {
   /** The traders whose events count, and the sources whose messages count with their trader (frozen: query parameters). */
   only: readonly number[];
+  counts: ReadonlySet<number>;
   sourceOf: ReadonlyMap<string, number>;
   sources: readonly string[];
   /** A digest of the three with the eligible assets (keptRange's key). */
@@ -241,19 +250,30 @@ function countedGroups(facts: Facts, p: Principal, traderIds: number[] | undefin
   const print = createHash('sha1')
     .update(JSON.stringify([only, [...sourceOf], facts.assetIds]))
     .digest('base64');
-  const out = { only, sourceOf, sources, print };
+  const out = { only, counts: new Set(only), sourceOf, sources, print };
   remember(byPolicy, memo, out, COUNTED_POLICIES);
   return out;
 }
 
-/** `c` without its buckets from `cut` on (the totals are the buckets' sums). */
-function countsBefore(c: Counts, cut: number): Counts {
+/** `c`'s buckets that start in [from, to) (the totals are the buckets' sums). */
+function countsWithin(c: Counts, from: number, to: number): Counts {
   const out: Counts = { messages: 0, events: 0, buckets: new Map() };
   for (const [b, [m, e]] of c.buckets ?? []) {
-    if (b >= cut) continue;
+    if (b < from || b >= to) continue;
     out.buckets!.set(b, [m, e]);
     out.messages += m;
     out.events += e;
+  }
+  return out;
+}
+
+/** Counts by instant in the buckets of `interval`. */
+function rebucketed(c: Counts, interval: Interval): Counts {
+  const out: Counts = { messages: c.messages, events: c.events };
+  for (const [t, [m, e]] of c.buckets ?? []) {
+    const x = bucketOf(out, bucketStart(interval, t));
+    x[0] += m;
+    x[1] += e;
   }
   return out;
 }
