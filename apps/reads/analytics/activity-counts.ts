@@ -202,6 +202,12 @@ const spanOf = (table: Table) => {
 };
 const SPANS = new Map([EVENTS_TABLE, MESSAGES_TABLE].map((t) => [t.name, spanOf(t)]));
 
+/** The latest time of any event or message stored (-Infinity: none). */
+export async function latestActivity(ctx: ReadContext): Promise<number> {
+  const spans = await Promise.all([...SPANS.values()].map((span) => span(ctx)));
+  return Math.max(...spans.map((s) => s.hi));
+}
+
 type Row<G> = { g: G; b: number; n: number; s: number };
 
 /**

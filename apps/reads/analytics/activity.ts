@@ -12,7 +12,7 @@ import { type Facts, factsOf, permits } from '../facts.ts';
 import type { PageFacts } from '../list.ts';
 import type { Principal } from '../principal.ts';
 import { appliedTimeRange, DAY_MS, explicitBounds, type WindowRule, windowAt } from '../window.ts';
-import { activityCounts, bucketStart, HOUR_MS, type Interval, WEEK_MS } from './activity-counts.ts';
+import { activityCounts, bucketStart, HOUR_MS, type Interval, latestActivity, WEEK_MS } from './activity-counts.ts';
 import { keptRange } from './kept-range.ts';
 import { clampToHistory, traderEligible } from './sample.ts';
 
@@ -203,6 +203,7 @@ async function groupCounts(ctx: ReadContext, facts: Facts, q: ActivitySummariesQ
     read: (start, end) => read(start, end, false),
     readByInstant: (start, end) => read(start, end, true),
     empty: () => new Map(),
+    latest: () => latestActivity(ctx),
     bucketed: (groups) => new Map([...groups].map(([id, g]) => [id, rebucketed(g, q.interval)])),
     add: (a, b, sign) => {
       const out = new Map(a);

@@ -49,6 +49,8 @@ export interface KeptRangeSpec<V> {
   readByInstant: (start: number, end: number) => Promise<V>;
   /** The count of nothing. */
   empty: () => V;
+  /** An instant at or after the time of every row the tables hold (a range after it counts nothing: no read). */
+  latest: () => Promise<number>;
   /** A count by instant in buckets. */
   bucketed: (v: V) => V;
   /** `a` plus `sign` times `b` (a new value: `a` may be kept). */
@@ -108,7 +110,9 @@ async function advance<V>(spec: KeptRangeSpec<V>, had: KeptRange<V>, dirty: numb
     // The tail up to the first instant written since, and from there on read.
     const from = Math.min(dirty, had.end + 1);
     tail = spec.within(had.tail, Number.NEGATIVE_INFINITY, from);
-    if (from <= end) reads.push(spec.readByInstant(from, end).then((v) => void (tail = spec.add(tail, v, 1))));
+    // The clock alone moved the end (no commit since, or none in the range): rows after it are only those dated ahead.
+    if (from <= end && (from <= had.end || from <= (await spec.latest())))
+      reads.push(spec.readByInstant(from, end).then((v) => void (tail = spec.add(tail, v, 1))));
   }
   if (start > had.start) {
     // The rows that left at the start come off the body, taken from the edge (read ahead when it does not reach).
