@@ -337,12 +337,12 @@ export function performanceSql(
 
 type Groups = Map<number, Map<WindowName, WindowAggregate>>;
 
-/** Runs performanceSql and indexes the aggregates by group, then window; `ripens` collects each group's first instant of coming of age per window. */
+/** Runs performanceSql and indexes the aggregates by group, then window; `ripens` collects each group's first instant of coming of age. */
 async function readGroups(
   ctx: ReadContext,
   q: { sql: string; params: Record<string, unknown> },
   now: number,
-  ripens?: Map<number, Map<WindowName, number>>,
+  ripens?: Map<number, number>,
 ): Promise<Groups> {
   const rows = await ctx.store.query<WindowAggregate & { g: number; ripens?: number | string | null }>(q.sql, { ...q.params, now });
   const out: Groups = new Map();
@@ -352,11 +352,7 @@ async function readGroups(
     if (!m) out.set(g, (m = new Map()));
     const { ripens: at, ...agg } = r;
     m.set(r.window, { ...agg, sampled: Number(r.sampled), scored: Number(r.scored), wins: Number(r.wins), longs: Number(r.longs) });
-    if (ripens && at != null) {
-      let byWindow = ripens.get(g);
-      if (!byWindow) ripens.set(g, (byWindow = new Map()));
-      byWindow.set(r.window, Number(at));
-    }
+    if (ripens && at != null) ripens.set(g, Math.min(ripens.get(g) ?? Number.POSITIVE_INFINITY, Number(at)));
   }
   return out;
 }
@@ -388,24 +384,15 @@ export interface TraderAggregates {
   ripensBy?: ReadonlyMap<number, number>;
 }
 
-/** A trader's aggregates as kept: per window, and per window the first instant one of its `ready` rows comes of age (absent: none). */
+/** A trader's aggregates as kept: per window, and the first instant one of its `ready` rows comes of age (Infinity: none). */
 interface TraderGroup {
   windows: Map<WindowName, WindowAggregate>;
-  ripens: ReadonlyMap<WindowName, number>;
-}
-const NO_RIPENING: ReadonlyMap<WindowName, number> = new Map();
-
-/** The first instant a `ready` row of one of `windows` comes of age (Infinity: none). */
-function ripensIn(g: TraderGroup, windows: readonly WindowName[]): number {
-  let first = Number.POSITIVE_INFINITY;
-  for (const w of windows) first = Math.min(first, g.ripens.get(w) ?? Number.POSITIVE_INFINITY);
-  return first;
+  ripens: number;
 }
 
 /**
  * performanceByGroup by trader, for rankings and trader stats, kept across requests and commits
- * (keptGroups): every window's, in full, so that rankings of any window and metric share one (a
- * commit then has one read of its traders, not one per window and kind), and a commit has only the
+ * (keptGroups): rankings of one window share it whatever their metric, and a commit has only the
  * traders it wrote into position_samples read again (one range of the table's key each) instead
  * of the whole sample (under live ingest, every trade commit ended the 18 rankings of the default
  * window, each a scan of the sample). Read in full when a `ready` row comes of age or, with
@@ -420,7 +407,8 @@ export async function performanceByTrader(
   const now = ctx.now.getTime();
   // What is kept checks each row's age whatever the latest price (a price after serverTime would
   // otherwise make it another question), and says when the first `ready` row comes of age.
-  const sqlOf = (w: Where) => performanceSql(w, 'traderId', { windows: WINDOWS, checkAge: true, ripens: true });
+  const aged = !countsOnly;
+  const sqlOf = (w: Where) => performanceSql(w, 'traderId', { windows, countsOnly, checkAge: aged, ripens: aged });
   const q = sqlOf(where);
   // The sample's end is serverTime's here: the key holds every parameter but that.
   const { sampleEnd: _end, ...fixed } = q.params;
@@ -431,15 +419,15 @@ export async function performanceByTrader(
           table: POSITION_SAMPLES_TABLE,
           by: 'traders',
           read: async (ids) => {
-            const ripens = new Map<number, Map<WindowName, number>>();
+            const ripens = new Map<number, number>();
             const groups = await readGroups(ctx, ids ? sqlOf(onlyGroups(where, 'p.traderId', 'patchTraders', ids)) : q, now, ripens);
-            return new Map([...groups].map(([t, w]) => [t, { windows: w, ripens: ripens.get(t) ?? NO_RIPENING }]));
+            return new Map([...groups].map(([t, w]) => [t, { windows: w, ripens: ripens.get(t) ?? Number.POSITIVE_INFINITY }]));
           },
           until: async (groups, at, seen) => {
             let until = Number.POSITIVE_INFINITY;
-            for (const g of groups.values()) until = Math.min(until, ripensIn(g, WINDOWS));
+            for (const g of groups.values()) until = Math.min(until, g.ripens);
             if (endAtNow)
-              for (const w of WINDOWS) until = Math.min(until, (await firstOpenAfter(ctx.store, w, at, seen)) ?? Number.POSITIVE_INFINITY);
+              for (const w of windows) until = Math.min(until, (await firstOpenAfter(ctx.store, w, at, seen)) ?? Number.POSITIVE_INFINITY);
             return until;
           },
         })
@@ -448,23 +436,19 @@ export async function performanceByTrader(
     const checkAge = countsOnly ? false : now < (await latestPriceAt(ctx));
     return { groups: await readGroups(ctx, performanceSql(where, 'traderId', { windows, countsOnly, checkAge }), now) };
   }
-  // The callers' view of the windows they asked for, made once per version of what is kept.
-  const views = (kept.view ??= new Map()) as Map<string, TraderAggregates>;
-  const which = windows.join(',');
-  let view = views.get(which);
-  if (!view) {
+  // The callers' view, made once per version of what is kept.
+  if (!kept.view) {
     const groups: Groups = new Map();
     const ripensBy = new Map<number, number>();
     let first = Number.POSITIVE_INFINITY;
     for (const [t, g] of kept.groups) {
       groups.set(t, g.windows);
-      const ripens = ripensIn(g, windows);
-      if (ripens !== Number.POSITIVE_INFINITY) ripensBy.set(t, ripens);
-      first = Math.min(first, ripens);
+      if (g.ripens !== Number.POSITIVE_INFINITY) ripensBy.set(t, g.ripens);
+      first = Math.min(first, g.ripens);
     }
-    views.set(which, (view = { groups, ripens: first, ripensBy }));
+    kept.view = { groups, ripens: first, ripensBy } satisfies TraderAggregates;
   }
-  return view;
+  return kept.view as TraderAggregates;
 }
 
 /** The contract's timeBasedPerformance of an aggregate (metrics null when nothing is scored). */
