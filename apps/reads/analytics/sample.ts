@@ -533,26 +533,49 @@ const ineligiblePositions = (ctx: ReadContext, assets: readonly number[]) =>
  * Sample positions per trader (trader activity, v1's tradeCount): one aggregate over one window's
  * evaluation rows, a row per position. Without assetIds, the positions on ineligible assets are
  * taken back in memory (ineligiblePositions) rather than excluded by the query: an asset condition
- * reads the assetId column of every row, about half the query on the large seed.
+ * reads the assetId column of every row, about half the query on the large seed. Every trader's
+ * counts (no assets, traders or direction, no history window) are kept across requests and
+ * commits (keptGroups): a commit has only the traders it wrote into position_samples counted again.
  */
 export async function positionCounts(
   ctx: ReadContext,
   facts: Facts,
   f: SampleFilter & { traders?: boolean },
 ): Promise<Map<number, number>> {
-  const count = async (where: Where) => {
-    const rows = await ctx.store.query<{ traderId: number; n: number }>(
-      `
-      SELECT p.traderId AS traderId, count() AS n FROM ${POSITION_SAMPLES_TABLE} AS p FINAL ${where.prewhereSql}
-      WHERE ${where.sql} AND p.window = '1D' GROUP BY traderId ${FINAL_SETTINGS}`,
-      where.params,
-    );
-    return new Map(rows.map((r) => [Number(r.traderId), Number(r.n)]));
-  };
+  if (!f.assetIds && !f.traderIds && !f.direction && ctx.principal.historyWindowDays == null) {
+    const excluded = (await presentIds(ctx)).assets.filter((a) => !facts.assetQuote.has(a));
+    const held = excluded.length ? await ineligiblePositions(ctx, excluded) : null;
+    const where = await sampleWhere(ctx, facts, held ? { ...f, everyAsset: true } : f);
+    const kept = await keptGroups<number>(ctx, {
+      key: JSON.stringify(['positionCounts', where.pre, where.sql, where.params, held ? excluded : null]),
+      table: POSITION_SAMPLES_TABLE,
+      by: 'traders',
+      read: (ids) => countedPositions(ctx, f, ids ? onlyGroups(where, 'p.traderId', 'patchTraders', ids) : where, held),
+      // Bounds given or none, no history window: no count moves with the clock.
+      until: async () => Number.POSITIVE_INFINITY,
+    });
+    if (kept) return kept.groups;
+  }
   const excluded = f.assetIds ? [] : (await presentIds(ctx)).assets.filter((a) => !facts.assetQuote.has(a));
   const held = excluded.length && !f.direction ? await ineligiblePositions(ctx, excluded) : null;
-  if (!held) return count(await sampleWhere(ctx, facts, f));
-  const counts = await count(await sampleWhere(ctx, facts, { ...f, everyAsset: true }));
+  return countedPositions(ctx, f, await sampleWhere(ctx, facts, held ? { ...f, everyAsset: true } : f), held);
+}
+
+/** The sample positions per trader of `where`, less the `held` positions on ineligible assets when the query counts every asset. */
+async function countedPositions(
+  ctx: ReadContext,
+  f: SampleFilter,
+  where: Where,
+  held: readonly { traderId: number; openAt: number }[] | null,
+): Promise<Map<number, number>> {
+  const rows = await ctx.store.query<{ traderId: number; n: number }>(
+    `
+      SELECT p.traderId AS traderId, count() AS n FROM ${POSITION_SAMPLES_TABLE} AS p FINAL ${where.prewhereSql}
+      WHERE ${where.sql} AND p.window = '1D' GROUP BY traderId ${FINAL_SETTINGS}`,
+    where.params,
+  );
+  const counts = new Map(rows.map((r) => [Number(r.traderId), Number(r.n)]));
+  if (!held) return counts;
   // The same bounds as the query's (sampleWhere: clamped to the history window); a trader the
   // query did not count (not asked for, not eligible) has nothing to take back.
   const { start, end } = clampToHistory(f.window, ctx.principal, ctx.now.getTime());
