@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { cachedAndFresh } from '../helpers/cached-and-fresh.ts';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cachedAndFresh, groupReads } from '../helpers/cached-and-fresh.ts';
 import { appendGiven, build, createHarness, type Harness } from '../helpers/harness.ts';
 
 /**
@@ -54,12 +54,9 @@ describe('rankings: per-trader aggregates kept across requests and commits (issu
   async function rank(metric: string, time: number) {
     clock.now = time;
     const url = `/v2/traders/rankings?metric=${metric}&timeBasedPerformanceWindow=1D&minPositions=0`;
-    const spy = vi.spyOn(h.store, 'query');
-    const res = await cached.inject({ method: 'GET', url, headers: { 'x-api-key': key, 'x-request-id': 'r' } });
-    const aggregates = spy.mock.calls
-      .filter(([sql]) => AGGREGATE.test(String(sql)))
-      .map(([, params]) => ((params as Record<string, unknown> | undefined)?.patchTraders as number[] | undefined) ?? 'all');
-    spy.mockRestore();
+    const { result: res, reads: aggregates } = await groupReads(h, AGGREGATE, 'patchTraders', () =>
+      cached.inject({ method: 'GET', url, headers: { 'x-api-key': key, 'x-request-id': 'r' } }),
+    );
     const fresh = await plain.inject({ method: 'GET', url, headers: { 'x-api-key': key, 'x-request-id': 'r' } });
     expect(res.statusCode, `${url} at ${iso(time)}: ${res.body}`).toBe(200);
     expect(res.json(), `${url} at ${iso(time)}`).toEqual(fresh.json());

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { cachedAndFresh } from '../helpers/cached-and-fresh.ts';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cachedAndFresh, groupReads } from '../helpers/cached-and-fresh.ts';
 import { build, createHarness, type Harness } from '../helpers/harness.ts';
 
 /**
@@ -50,12 +50,9 @@ describe('trader activity: position counts kept across requests and commits (iss
   async function activity(time: number) {
     clock.now = time;
     const url = '/v2/traders/activity?minPositionCount=0&limit=10';
-    const spy = vi.spyOn(h.store, 'query');
-    const res = await cached.inject({ method: 'GET', url, headers: { 'x-api-key': key, 'x-request-id': 'r' } });
-    const counted = spy.mock.calls
-      .filter(([sql]) => COUNT.test(String(sql)))
-      .map(([, params]) => ((params as Record<string, unknown> | undefined)?.patchTraders as number[] | undefined) ?? 'all');
-    spy.mockRestore();
+    const { result: res, reads: counted } = await groupReads(h, COUNT, 'patchTraders', () =>
+      cached.inject({ method: 'GET', url, headers: { 'x-api-key': key, 'x-request-id': 'r' } }),
+    );
     const fresh = await plain.inject({ method: 'GET', url, headers: { 'x-api-key': key, 'x-request-id': 'r' } });
     expect(res.statusCode, `${url}: ${res.body}`).toBe(200);
     expect(res.json(), `${url} at ${iso(time)}`).toEqual(fresh.json());

@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { vi } from 'vitest';
 import { ReadCache } from '../../apps/api/read-cache.ts';
 import { buildApi } from '../../apps/api/server.ts';
 import { ApiKeyAuthenticator } from '../../apps/auth/keys.ts';
@@ -31,4 +32,26 @@ export async function cachedAndFresh(
   const fresh = buildApi(deps);
   await Promise.all([cached.ready(), fresh.ready()]);
   return { cached, fresh, close: async () => void (await Promise.all([cached.close(), fresh.close()])) };
+}
+
+/**
+ * What `run` read of groups kept across commits (apps/reads/analytics/kept-groups.ts): per query
+ * of the harness's store matching `pattern`, the ids it read again (its `param`), or 'all'.
+ */
+export async function groupReads<T>(
+  h: Harness,
+  pattern: RegExp,
+  param: string,
+  run: () => Promise<T>,
+): Promise<{ result: T; reads: (number[] | 'all')[] }> {
+  const spy = vi.spyOn(h.store, 'query');
+  try {
+    const result = await run();
+    const reads = spy.mock.calls
+      .filter(([sql]) => pattern.test(String(sql)))
+      .map(([, params]) => ((params as Record<string, unknown> | undefined)?.[param] as number[] | undefined) ?? ('all' as const));
+    return { result, reads };
+  } finally {
+    spy.mockRestore();
+  }
 }
