@@ -542,10 +542,10 @@ export async function positionCounts(
   facts: Facts,
   f: SampleFilter & { traders?: boolean },
 ): Promise<Map<number, number>> {
+  const excluded = f.assetIds ? [] : (await presentIds(ctx)).assets.filter((a) => !facts.assetQuote.has(a));
+  const held = excluded.length && !f.direction ? await ineligiblePositions(ctx, excluded) : null;
+  const where = await sampleWhere(ctx, facts, held ? { ...f, everyAsset: true } : f);
   if (!f.assetIds && !f.traderIds && !f.direction && ctx.principal.historyWindowDays == null) {
-    const excluded = (await presentIds(ctx)).assets.filter((a) => !facts.assetQuote.has(a));
-    const held = excluded.length ? await ineligiblePositions(ctx, excluded) : null;
-    const where = await sampleWhere(ctx, facts, held ? { ...f, everyAsset: true } : f);
     const kept = await keptGroups<number>(ctx, {
       key: JSON.stringify(['positionCounts', where.pre, where.sql, where.params, held ? excluded : null]),
       table: POSITION_SAMPLES_TABLE,
@@ -556,9 +556,7 @@ export async function positionCounts(
     });
     if (kept) return kept.groups;
   }
-  const excluded = f.assetIds ? [] : (await presentIds(ctx)).assets.filter((a) => !facts.assetQuote.has(a));
-  const held = excluded.length && !f.direction ? await ineligiblePositions(ctx, excluded) : null;
-  return countedPositions(ctx, f, await sampleWhere(ctx, facts, held ? { ...f, everyAsset: true } : f), held);
+  return countedPositions(ctx, f, where, held);
 }
 
 /** The sample positions per trader of `where`, less the `held` positions on ineligible assets when the query counts every asset. */
