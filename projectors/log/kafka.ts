@@ -49,6 +49,14 @@ export interface AppendReport {
   resent: number;
 }
 
+/**
+ * Records of one partition per send at most: kafkajs 2.2.4 groups a send's records by partition
+ * copying the partition's array once per record (its groupMessagesPerPartition), which grows with
+ * the square of the records; sends of this size keep it negligible. Each partition's slices are
+ * sent in order, one send at a time.
+ */
+const SEND_PER_PARTITION = 2000;
+
 export class KafkaAppender {
   private readonly kafka: Kafka;
   private readonly producer: Producer;
@@ -98,6 +106,19 @@ export class KafkaAppender {
       message.partition = this.partitioner({ topic, partitionMetadata, message });
       (byPartition.get(message.partition) ?? byPartition.set(message.partition, []).get(message.partition)!).push(message);
     }
+    let resent = 0;
+    for (let from = 0; ; from += SEND_PER_PARTITION) {
+      const slice = new Map<number, Message[]>();
+      for (const [p, messages] of byPartition) if (messages.length > from) slice.set(p, messages.slice(from, from + SEND_PER_PARTITION));
+      if (!slice.size) break;
+      resent += await this.sendAll(topic, slice);
+    }
+    this.totals.resent += resent;
+    return { resent };
+  }
+
+  /** Sends the records of each partition until every partition is acknowledged; returns the partitions sent again. */
+  private async sendAll(topic: string, byPartition: Map<number, Message[]>): Promise<number> {
     let pending = byPartition;
     let resent = 0;
     for (let attempt = 1; pending.size; attempt++) {
@@ -116,8 +137,7 @@ export class KafkaAppender {
       pending = missing;
       await this.partitionsOf(topic, true); // leaders moved: fresh metadata before the resend
     }
-    this.totals.resent += resent;
-    return { resent };
+    return resent;
   }
 
   async close(): Promise<void> {

@@ -134,7 +134,9 @@ export async function createDistributedHarness(opts: HarnessOptions): Promise<Ha
   // Whatever the staging log holds past what was forwarded goes onto Kafka, one call at a time, in
   // large appends: the mock cluster hands a consumer one producer batch per partition and fetch,
   // so appends of 5,000 records (about 400 per partition) made the projector's catch-up on the
-  // small demo set 122 trade-event batches and 86 s; 120,000 make it 12 batches and about 32 s.
+  // small demo set 122 trade-event batches and 86 s. The appender sends at most 2,000 records of a
+  // partition at once (kafkajs groups a send's records in quadratic time: 120,000 in one send cost
+  // this process about 36 s of CPU per demo set).
   const forwarded = new Map<string, number>();
   let forwarding: Promise<void> = Promise.resolve();
   const forward = () =>

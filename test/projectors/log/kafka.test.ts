@@ -11,7 +11,7 @@ import { type KafkaMock, kafkaMock } from '../../helpers/kafka-mock.ts';
 const PARTITIONS = 6;
 let mock: KafkaMock | { skip: string };
 beforeAll(async () => {
-  mock = await kafkaMock(3, { steady: PARTITIONS, moving: PARTITIONS, naive: PARTITIONS });
+  mock = await kafkaMock(3, { steady: PARTITIONS, large: PARTITIONS, moving: PARTITIONS, naive: PARTITIONS });
 }, 30_000);
 afterAll(async () => {
   if ('stop' in mock) await mock.stop();
@@ -72,6 +72,16 @@ describe('KafkaAppender on a Kafka-protocol peer', () => {
     for (let i = 0; i < all.length; i += 500) await appender.append('steady', all.slice(i, i + 500));
     await appender.close();
     const read = await readAll(mock.brokers, 'steady', all.length);
+    expect(audit(all, read)).toEqual({ lost: 0, duplicated: 0, outOfOrder: 0 });
+  }, 120_000);
+
+  it('one append of 24,000 records (4,000 per partition, more than one send carries): each key in order, nothing lost or doubled', async (ctx) => {
+    if ('skip' in mock) return ctx.skip(mock.skip);
+    const appender = new KafkaAppender({ brokers: mock.brokers });
+    const all = records(24_000);
+    await appender.append('large', all);
+    await appender.close();
+    const read = await readAll(mock.brokers, 'large', all.length);
     expect(audit(all, read)).toEqual({ lost: 0, duplicated: 0, outOfOrder: 0 });
   }, 120_000);
 
