@@ -1,9 +1,10 @@
 // Issue 26: chdb's own parameter binding runs one parameterised statement at a time in the whole
 // process, so the API's reads and the projector queued behind each other on one core. The chdb
-// store binds each statement's parameters on its session instead (SET param_name); these are the
-// promises that binding must keep: every value comes back exactly as sent (no value is read as
-// SQL), a parameter an earlier statement left on the session never stands in for a missing one,
-// and statements of two stores sharing one session each get their own values.
+// store binds each statement's parameters on its session instead (SET param_name, in the same call
+// as the statement); these are the promises that binding must keep: every value comes back exactly
+// as sent (no value is read as SQL), a parameter an earlier statement left on the session never
+// stands in for a missing one, and statements of two stores sharing one session each get their
+// own values.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -28,6 +29,10 @@ afterAll(async () => {
 const HOSTILE = [
   "it's",
   "'; DROP DATABASE bind_own; --",
+  // The SET that binds them and the statement are one call: no value may end the SET early.
+  'a; SELECT 666 AS s',
+  "\\'; SELECT 666 AS s; --",
+  "*/; SELECT 666 AS s; /*",
   'back\\slash \\N \\t \\0 \\',
   'tab\there\nnew line\r\nCRLF',
   'nul\0inside',
