@@ -32,7 +32,7 @@ const HOSTILE = [
   // The SET that binds them and the statement are one call: no value may end the SET early.
   'a; SELECT 666 AS s',
   "\\'; SELECT 666 AS s; --",
-  "*/; SELECT 666 AS s; /*",
+  '*/; SELECT 666 AS s; /*',
   'back\\slash \\N \\t \\0 \\',
   'tab\there\nnew line\r\nCRLF',
   'nul\0inside',
