@@ -180,8 +180,8 @@ export class ChdbStore implements Store {
       return await inTurn(lane, async (session) => {
         const set = [...settingsParts(lane.sticky, settings), ...bindings];
         try {
-          // The SET in the same call as the statement: one round trip to the engine, not two (a
-          // call costs a turn of the event loop and of the engine's threads, 7 to 13 ms under load).
+          // The SET in the same call as the statement: under load each call waits its turn on the
+          // event loop and the engine's threads, so one call instead of two.
           return (await session.queryAsync(set.length ? `SET ${set.join(', ')}; ${bound}` : bound, { format })).text();
         } catch (err) {
           // Whether the SET took effect is not known: set (or reset) those names again next time.

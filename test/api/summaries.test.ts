@@ -271,6 +271,6 @@ describe('summaries equal the oracle (random records, parameters and policies)',
       compared += 2;
     }
     expect(compared).toBe(120);
-    // 120 page walks, many of one row per page: over the distributed wiring, on a loaded CI machine, more than the default minute.
+    // 120 page walks, many of them a row per page: over the distributed wiring on a loaded machine, more than a minute.
   }, 180_000);
 });
