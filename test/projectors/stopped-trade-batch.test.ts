@@ -175,6 +175,6 @@ describe('a trade batch stopped at any of its writes, then delivered again', () 
         });
       }
       expect(stops).toBeGreaterThanOrEqual(4); // performances, open positions, positions, events at least
-    }, 60_000);
+    }, 180_000);
   }
 });
