@@ -346,17 +346,28 @@ class KafkaSubscription implements LogSubscription {
     }
   }
 
-  /** Committed offset and end of every partition of the topics (an unknown committed offset is -1: nothing committed). */
+  /**
+   * Committed offset and end of every partition of the topics (an unknown committed offset is -1:
+   * nothing committed). kafkajs's admin answers only for the partitions in its metadata of the
+   * moment, so a topic can come back with none, or not at all: such an answer is no answer (it
+   * throws), else `caughtUp` would have nothing to wait for.
+   */
   private async positions(): Promise<{ topic: string; partition: number; committed: bigint; end: bigint }[]> {
     await this.started;
     const out: { topic: string; partition: number; committed: bigint; end: bigint }[] = [];
-    const committed = await this.admin.fetchOffsets({ groupId: this.group, topics: this.topics.map((t) => this.prefix + t) });
+    const topics = this.topics.map((t) => this.prefix + t);
+    const committed = await this.admin.fetchOffsets({ groupId: this.group, topics });
     const ends = await Promise.all(
       committed.map(async (t) => new Map((await this.admin.fetchTopicOffsets(t.topic)).map((p) => [p.partition, BigInt(p.high)]))),
     );
+    for (const topic of topics)
+      if (!committed.some((t) => t.topic === topic && t.partitions.length > 0)) throw new Error(`no partitions of ${topic} in the answer`);
     committed.forEach((t, i) => {
-      for (const p of t.partitions)
-        out.push({ topic: t.topic, partition: p.partition, committed: BigInt(p.offset), end: ends[i]!.get(p.partition) ?? 0n });
+      for (const p of t.partitions) {
+        const end = ends[i]!.get(p.partition);
+        if (end === undefined) throw new Error(`no end offset of ${t.topic}/${p.partition} in the answer`);
+        out.push({ topic: t.topic, partition: p.partition, committed: BigInt(p.offset), end });
+      }
     });
     return out;
   }
