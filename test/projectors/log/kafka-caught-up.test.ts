@@ -47,8 +47,8 @@ const CASES: [string, keyof Admin, (real: unknown[]) => unknown[]][] = [
   ['no end of any partition', 'fetchTopicOffsets', () => []],
 ];
 
-for (const [_, method, edit] of CASES)
-  it(`caughtUp waits for every partition of every topic, even when a look gives ${_}`, async (ctx) => {
+for (const [look, method, edit] of CASES)
+  it(`caughtUp waits for every partition of every topic, even when a look gives ${look}`, async (ctx) => {
     if ('skip' in mock) return ctx.skip();
     const log = new KafkaLog({ brokers: mock.brokers, maxWaitMs: 100 });
     let release!: () => void;
@@ -61,7 +61,7 @@ for (const [_, method, edit] of CASES)
     });
     // Holds its batches until the look is over, then lets them go so the member can stop.
     let handled = 0;
-    const sub = log.subscribe(`held-${_}`, TOPICS, async () => {
+    const sub = log.subscribe(`held-${look}`, TOPICS, async () => {
       holding();
       await released;
       handled++;
