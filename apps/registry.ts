@@ -53,7 +53,8 @@ import type { CacheRule } from './reads/cache-rule.ts';
 import type { ReadContext } from './reads/context.ts';
 import { ANALYTICS_COST, LIST_COST, type ReadCost } from './reads/cost.ts';
 import type { CursorCodec } from './reads/cursor.ts';
-import { listEvents } from './reads/events.ts';
+import { exportEvents, listEvents } from './reads/events.ts';
+import type { NativeExportOf } from './reads/exports.ts';
 import { listFeed, sincePollShare } from './reads/feed.ts';
 import { listMessages } from './reads/messages.ts';
 import { untilNextStatusChange } from './reads/performance.ts';
@@ -108,6 +109,8 @@ export interface ExportRoute {
   item: TSchema;
   /** Headers the export starts with, read before its first row (the feed: the watermark to poll from afterwards). */
   headers?: (ctx: ReadContext, query: Record<string, unknown>) => Promise<Record<string, string>>;
+  /** The export as one statement of the store, for the formats the store writes (NDJSON, CSV); else, and in Parquet, the list read's pages. */
+  native?: NativeExportOf;
 }
 
 /**
@@ -234,7 +237,12 @@ export const OPERATIONS: readonly Operation[] = [
     response: ListEnvelope(Event, true),
     handler: listEvents,
     cache: { window: { table: EVENTS_TABLE, column: 'timeOfEvent' }, narrows: { traders: 'traderIds', assets: 'assetIds' } },
-    export: { path: '/exports/events', query: exportQuery(EventsQuery), item: Event },
+    export: {
+      path: '/exports/events',
+      query: exportQuery(EventsQuery),
+      item: Event,
+      native: (ctx, q, resume, rows) => exportEvents(ctx, q, resume, rows),
+    },
     mcp: {
       limit: 15,
       next: 'list_messages (ids = messageId) for the source text, list_positions (positionIds) for the position and its returns',

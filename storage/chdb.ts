@@ -1,7 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { formatQueryParams } from '@clickhouse/client-common';
 import { Session } from 'chdb';
-import { bindDatabase, checkIdentifier, INSERT_SETTINGS, type Params, type QueryOptions, type Store } from './port.ts';
+import { bindDatabase, checkIdentifier, INSERT_SETTINGS, type Params, type QueryOptions, type Store, type StreamFormat } from './port.ts';
 import { parseRows } from './rows.ts';
 
 /**
@@ -194,6 +194,46 @@ export class ChdbStore implements Store {
         }
       });
     } finally {
+      this.give(lane);
+    }
+  }
+
+  /**
+   * The statement's answer chunk by chunk (chdb's queryStream), its SET first on the same lane. The
+   * lane is the stream's until it ends: nothing else runs on that session meanwhile.
+   */
+  async *stream(sql: string, params: Params, format: StreamFormat, opts?: QueryOptions): AsyncGenerator<Uint8Array> {
+    const bound = bindDatabase(sql, this.database);
+    const bindings = paramParts(bound, params);
+    const lane = await this.take();
+    let ended!: () => void;
+    const over = new Promise<void>((resolve) => {
+      ended = resolve;
+    });
+    try {
+      const session = await new Promise<Session>((resolve, reject) => {
+        void inTurn(lane, async (session) => {
+          const set = [...settingsParts(lane.sticky, opts?.settings), ...bindings];
+          try {
+            if (set.length) await session.queryAsync(`SET ${set.join(', ')}`, { format: 'Null' });
+          } catch (err) {
+            for (const name of Object.keys(opts?.settings ?? {})) lane.sticky.set(name, '?');
+            reject(err);
+            return;
+          }
+          resolve(session);
+          await over;
+        });
+      });
+      try {
+        for await (const chunk of session.queryStream(bound, { format })) yield chunk.raw();
+      } catch (err) {
+        // As in run: what a failed statement wrote of its answer is taken, not handed to the next.
+        await session.queryAsync('SELECT 1', { format: 'Null' }).catch(() => {});
+        throw err;
+      }
+    } finally {
+      ended();
       this.give(lane);
     }
   }

@@ -1,5 +1,5 @@
 import { type ClickHouseClient, ClickHouseLogLevel, createClient, type Logger } from '@clickhouse/client';
-import { bindDatabase, checkIdentifier, INSERT_SETTINGS, type Params, type QueryOptions, type Store } from './port.ts';
+import { bindDatabase, checkIdentifier, INSERT_SETTINGS, type Params, type QueryOptions, type Store, type StreamFormat } from './port.ts';
 import { parseRows } from './rows.ts';
 
 /**
@@ -96,6 +96,23 @@ export class ClickHouseStore implements Store {
       ...(opts?.timeoutMs ? { abort_signal: AbortSignal.timeout(opts.timeoutMs) } : {}),
     });
     return parseRows<T>(await rs.text());
+  }
+
+  /** The statement's answer as the server sends it, line by line as the client reads them. */
+  async *stream(sql: string, params: Params, format: StreamFormat, opts?: QueryOptions): AsyncGenerator<Uint8Array> {
+    const rs = await this.client.query({
+      query: bindDatabase(sql, this.database),
+      query_params: params,
+      format,
+      ...(opts?.settings ? { clickhouse_settings: opts.settings as Record<string, string> } : {}),
+    });
+    // The client splits the bytes at each line feed and hands out the lines without it (a CSV row
+    // may hold one in a quoted field): put back, the lines are the bytes as sent.
+    for await (const rows of rs.stream() as AsyncIterable<{ text: string }[]>) {
+      let text = '';
+      for (const row of rows) text += `${row.text}\n`;
+      yield Buffer.from(text);
+    }
   }
 
   async exec(sql: string, params: Params = {}): Promise<void> {

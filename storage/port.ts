@@ -22,8 +22,16 @@ export interface Store {
   insert(table: string, rows: readonly object[]): Promise<void>;
   /** Appends rows given as value arrays in `columns` order (JSONCompactEachRow: no field names to write or parse). */
   insertCompact(table: string, columns: readonly string[], rows: readonly unknown[][]): Promise<void>;
+  /**
+   * A statement's answer in one of the store's own output formats, as its bytes, read from the
+   * store only as fast as the caller takes them (exports). Ending the iteration early cancels it.
+   */
+  stream?(sql: string, params: Params, format: StreamFormat, opts?: QueryOptions): AsyncIterable<Uint8Array>;
   close(): Promise<void>;
 }
+
+/** The store's output formats an export streams as they are. */
+export type StreamFormat = 'JSONEachRow' | 'CSV';
 
 /**
  * `store` with some of its methods replaced (a wrapper that records, bounds or tunes what goes
@@ -43,6 +51,7 @@ export function wrapStore(
     exec: over.exec ?? ((sql, params) => store.exec(sql, params)),
     insert: over.insert ?? ((table, rows) => store.insert(table, rows)),
     insertCompact: over.insertCompact ?? ((table, columns, rows) => store.insertCompact(table, columns, rows)),
+    ...(store.stream ? { stream: store.stream.bind(store) } : {}),
     close: over.close ?? (() => store.close()),
   };
 }

@@ -169,3 +169,50 @@ function parquet(columns: Column[]): ExportWriter {
     },
   };
 }
+
+/**
+ * Whole rows out of the store's NDJSON or CSV bytes as they stream (native exports): a row ends at
+ * a line feed, in CSV one outside quotes (a quoted field may hold one; a doubled quote toggles
+ * twice). Bytes, not text: neither byte is ever part of a multi-byte UTF-8 character.
+ */
+export class StoreRows {
+  /** The start of a row the last chunk ended within, scanned up to its end with `quoted` as the state there. */
+  private carry: Buffer = Buffer.alloc(0);
+  private quoted = false;
+
+  constructor(private readonly format: 'ndjson' | 'csv') {}
+
+  /** The rows that `keep` takes, in order, up to the first it refuses (`stopped`): their bytes, as sent by the store. */
+  push(chunk: Uint8Array, keep: (row: Buffer) => boolean): { bytes: Buffer | undefined; stopped: boolean } {
+    const scanned = this.carry.length;
+    const buf = scanned ? Buffer.concat([this.carry, chunk]) : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+    const csv = this.format === 'csv';
+    let start = 0;
+    let i = scanned;
+    let quoted = this.quoted;
+    let stopped = false;
+    for (;;) {
+      const nl = buf.indexOf(10, i);
+      const end = nl < 0 ? buf.length : nl;
+      if (csv) for (let q = buf.indexOf(34, i); q >= 0 && q < end; q = buf.indexOf(34, q + 1)) quoted = !quoted;
+      if (nl < 0) break;
+      i = nl + 1;
+      if (quoted) continue;
+      if (!keep(buf.subarray(start, i))) {
+        stopped = true;
+        break;
+      }
+      start = i;
+    }
+    this.carry = stopped ? Buffer.alloc(0) : Buffer.from(buf.subarray(start));
+    this.quoted = quoted;
+    return { bytes: start ? buf.subarray(0, start) : undefined, stopped };
+  }
+
+  /** The resume token of a row (its last column). */
+  static token(format: 'ndjson' | 'csv', row: Buffer): string {
+    const text = row.toString('utf8').trimEnd();
+    if (format === 'ndjson') return String(JSON.parse(text)[RESUME_COLUMN]);
+    return text.slice(text.lastIndexOf(',') + 1).replaceAll('"', '');
+  }
+}

@@ -1,13 +1,14 @@
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { EXPORT_CONTENT_TYPES, type ExportFormat, type ExportLimits } from '../../schemas/api/exports.ts';
+import { EXPORT_CONTENT_TYPES, type ExportFormat, type ExportLimits, RESUME_COLUMN } from '../../schemas/api/exports.ts';
 import type { ReadContext } from '../reads/context.ts';
+import type { Slot } from '../reads/cost.ts';
 import type { CursorCodec } from '../reads/cursor.ts';
 import { type ExportChunk, exportChunks } from '../reads/exports.ts';
 import type { ListResult } from '../reads/list.ts';
 import type { Principal } from '../reads/principal.ts';
 import { OPERATIONS, type Operation } from '../registry.ts';
-import { exportWriter } from './export-formats.ts';
+import { columnsOf, exportWriter, StoreRows } from './export-formats.ts';
 import type { ExportRowBudget } from './rate-limit.ts';
 
 /** A route's checks before its handler (buildApi's `guards`): the address count, authentication and admission against `query`, the account count. */
@@ -22,12 +23,28 @@ export type Guards = (
 /** What the export routes share with the read routes (apps/api/server.ts). */
 export interface ExportRouting {
   guards: Guards;
+  /** A read slot for the whole of a native export's stream (it holds one store session while it runs). */
+  slot: (principal: Principal) => Promise<Slot> | Slot;
   readContext: (op: Operation, principal: Principal, now: Date) => { ctx: ReadContext; run: <T>(read: () => Promise<T>) => Promise<T> };
   cursors: CursorCodec;
   clock: () => number;
   limits: ExportLimits;
   budget: ExportRowBudget;
 }
+
+/**
+ * How the store writes an export's rows as the list read's JSON and the CSV columns would have
+ * them: 64-bit integers as numbers, times in ISO 8601 (UTC, milliseconds), an empty CSV field for
+ * null, CSV lines ended with CRLF (RFC 4180), slashes unescaped.
+ */
+const NATIVE_SETTINGS = {
+  output_format_json_quote_64bit_integers: 0,
+  output_format_json_escape_forward_slashes: 0,
+  date_time_output_format: 'iso',
+  format_csv_null_representation: '',
+  output_format_csv_crlf_end_of_line: 1,
+  timeout_overflow_mode: 'throw',
+} as const;
 
 /**
  * The exports (issue 28, DESIGN 6 row Exports): for each read of the registry with an `export`,
@@ -69,6 +86,85 @@ export function exportRoutes(app: FastifyInstance, r: ExportRouting): void {
         let bytes = 0;
         let budgetLeft = left.rows;
         let cut = false; // ended by a limit rather than by the end of the result
+        const native = ex.native;
+        if (native && (format === 'ndjson' || format === 'csv')) {
+          const { ctx, run } = r.readContext(op, principal, new Date(r.clock()));
+          const stream = ctx.store.stream;
+          if (stream) {
+            // One more row than may be sent: whether rows remain after the last one sent.
+            const rows = Math.min(rowsAsked, budgetLeft);
+            const statement = await run(() => native(ctx, query, resume, rows + 1));
+            const expected = [...columnsOf(ex.item).map((c) => c.name), RESUME_COLUMN];
+            if (statement.columns.join() !== expected.join())
+              throw new Error(`${op.tool}'s export statement has other columns than its item`);
+            // Read before the rows, as the pages' export reads them.
+            if (ex.headers) reply.headers(await run(() => ex.headers!(ctx, query)));
+            const slot = await r.slot(principal);
+            let source: AsyncIterator<Uint8Array>;
+            let first: IteratorResult<Uint8Array>;
+            try {
+              source = stream
+                .call(ctx.store, statement.sql, statement.params, format === 'csv' ? 'CSV' : 'JSONEachRow', {
+                  settings: { ...NATIVE_SETTINGS, max_execution_time: r.limits.secondsPerRequest + 60, priority: slot.priority + 1 },
+                })
+                [Symbol.asyncIterator]();
+              // What the store refuses before the first row is an error envelope.
+              first = await source.next();
+            } catch (err) {
+              slot.release();
+              throw err;
+            }
+            const split = new StoreRows(format);
+            let last: Buffer | undefined;
+            // Rows of a chunk up to the first bound met; `cut` once one is met with rows left.
+            const take = (chunk: Uint8Array): Buffer | undefined => {
+              const out = split.push(chunk, (row) => {
+                if (sent >= rows) return false;
+                if (sent > 0 && bytes >= r.limits.bytesPerRequest) return false;
+                sent++;
+                bytes += row.length;
+                last = row;
+                return true;
+              });
+              if (out.stopped) cut = true;
+              return out.bytes;
+            };
+            async function* nativeBody(): AsyncGenerator<Buffer> {
+              let ended = false;
+              let spent = 0;
+              try {
+                if (format === 'csv') yield exportWriter('csv', ex!.item).start();
+                for (let next = first; !next.done; next = await source.next()) {
+                  const out = take(next.value);
+                  if (sent > spent) void r.budget.spend(account, sent - spent);
+                  spent = sent;
+                  if (out?.length) yield out;
+                  if (cut) break;
+                  if (Date.now() - startedAt >= r.limits.secondsPerRequest * 1000) {
+                    // Time is up: whatever the store has not sent yet is left for a resume.
+                    const more = await source.next();
+                    if (!more.done) cut = true;
+                    break;
+                  }
+                }
+                ended = true;
+              } catch (err) {
+                req.log.warn({ err }, `export ${family} failed after ${sent} rows: the connection is cut`);
+                throw err;
+              } finally {
+                await source.return?.();
+                slot.release();
+                if (!ended) reply.raw.destroy();
+              }
+            }
+            const token = () => (last ? StoreRows.token(format, last) : '');
+            reply.header('content-type', EXPORT_CONTENT_TYPES[format]);
+            reply.header('content-disposition', `attachment; filename="${family}.${format}"`);
+            reply.trailer('x-export-complete', (_reply, _payload, done) => done(null, String(!cut)));
+            reply.trailer('x-resume-token', (_reply, _payload, done) => done(null, token()));
+            return reply.send(Readable.from(nativeBody(), { objectMode: false, highWaterMark: 1 }));
+          }
+        }
         const page = (limit: number, cursor: string | undefined) => {
           const { ctx, run } = r.readContext(op, principal, new Date(r.clock()));
           return run(() => op.handler(ctx, { ...query, limit, ...(cursor ? { cursor } : {}) }) as Promise<ListResult<unknown>>);

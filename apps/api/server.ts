@@ -29,6 +29,9 @@ import { parseQuery, queryProblems } from './query.ts';
 import { accountLimit, applyDecision, ExportRowBudget, RateLimiter, type RateLimits } from './rate-limit.ts';
 import { cacheKey, contentEtag, dependenciesOf, etagOf, isCacheable, matchesTag, type ReadCache } from './read-cache.ts';
 
+/** Native export streams (apps/api/exports.ts) at once in one process. */
+const EXPORT_STREAMS = 2;
+
 export interface ApiDeps {
   store: Store;
   auth: ApiKeyAuthenticator;
@@ -248,8 +251,18 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
   readRoutes(app, deps, { guards, readContext, cursors, changes, slots: admission.opts.slots });
   if (deps.rest !== false) {
     const limits = deps.exportLimits ?? EXPORT_LIMITS;
+    // A native export holds a store session for as long as its client reads (a paused client too):
+    // few at once, one per account, apart from the reads' slots so that exports never take them all.
+    const exportStreams = new Admission({
+      ...admissionDefaults(EXPORT_STREAMS),
+      perAccount: 1,
+      queue: 4 * EXPORT_STREAMS,
+      perAccountQueue: 1,
+      shareMsPerSecond: Number.MAX_SAFE_INTEGER,
+    });
     exportRoutes(app, {
       guards,
+      slot: (principal) => exportStreams.acquire(principal.accountId, Date.now() + exportStreams.opts.maxWaitMs),
       readContext,
       cursors,
       clock,

@@ -1,8 +1,11 @@
 import { ApiError } from '../../schemas/api/errors.ts';
-import type { CursorCodec } from './cursor.ts';
+import type { Params } from '../../storage/port.ts';
+import type { ReadContext } from './context.ts';
+import type { CursorCodec, CursorState, KeyPart } from './cursor.ts';
 import { fingerprint } from './cursor.ts';
 import { type ListResult, PAGE_FACTS, type PageFacts } from './list.ts';
 import type { Principal } from './principal.ts';
+import { type Window, windowAt, windowRule } from './window.ts';
 
 /**
  * Rows per page an export asks of its list read: large enough that the per-page work (the facts,
@@ -72,4 +75,50 @@ export async function* exportChunks(args: {
       more: next !== undefined || page.meta.hasMore,
     };
   }
+}
+
+/**
+ * An export as one statement of the store (issue 28): the list read's rows, resolved, filtered and
+ * shaped by the store, written in its own output formats (JSONEachRow, CSV) as they stream.
+ * `columns` are the statement's, in order: the export's columns (apps/api/export-formats.ts
+ * columnsOf the item), the resume token last. Its first `rows` rows are the export.
+ */
+export interface NativeExport {
+  sql: string;
+  params: Params;
+  columns: readonly string[];
+}
+
+/** Builds a family's native export: its filters (`query`), from after a resume token's row, at most `rows` rows. */
+export type NativeExportOf = (
+  ctx: ReadContext,
+  query: Record<string, unknown>,
+  resume: string | undefined,
+  rows: number,
+) => Promise<NativeExport>;
+
+/**
+ * Where a native export starts, as the list read's pages would: the key after the resume token's
+ * row (checked as the list read checks a cursor, its window clamped alike), the window of a
+ * historical read, and the seal every row's resume token carries.
+ */
+export function nativeStart(
+  ctx: ReadContext,
+  spec: { op: string; query: Record<string, unknown> & { startTime?: string; endTime?: string }; keyParts: readonly KeyPart[] },
+  resume: string | undefined,
+): { after: CursorState['k'] | undefined; window: Window; seal: string } {
+  const filters = fingerprint(spec.op, spec.query);
+  const policy = ctx.cursors.policyPrint(ctx.principal);
+  let cur: CursorState | undefined;
+  if (resume !== undefined) {
+    const state = ctx.cursors.resumed(resume, filters, policy);
+    try {
+      cur = ctx.cursors.decode(ctx.cursors.encode(state, filters, policy), spec.keyParts, filters, policy, true);
+    } catch (err) {
+      if (err instanceof ApiError && err.code === 'INVALID_CURSOR') throw new ApiError('INVALID_CURSOR', 'Malformed resume token');
+      throw err;
+    }
+  }
+  const window = windowAt(windowRule(spec.query, ctx.principal, { fromCursor: cur?.w }), ctx.now.getTime());
+  return { after: cur?.k, window, seal: ctx.cursors.resumeSeal([window.start, window.end], filters, policy) };
 }

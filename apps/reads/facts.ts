@@ -173,6 +173,8 @@ export function addSignalFilters(
   facts: Facts,
   p: Principal,
   q: { traderIds?: string; assetIds?: string; directions?: string },
+  /** Every condition in the SQL, however large its set (an export: one statement, no resolved rows to check). */
+  allInSql = false,
 ): {
   keep: (r: { traderId: number; assetId: number }) => boolean;
   share: number;
@@ -183,7 +185,7 @@ export function addSignalFilters(
     's.traderId IN {visibleTraders:Array(UInt64)}',
     'visibleTraders',
     visible,
-    facts.knownTraders,
+    allInSql ? Infinity : facts.knownTraders,
     (r: { traderId: number }) =>
       facts.traderPlatform.has(r.traderId) && permits(p.signalVisibility, r.traderId, facts.traderPlatform.get(r.traderId)!),
   );
@@ -192,7 +194,7 @@ export function addSignalFilters(
     's.assetId IN {eligibleAssets:Array(UInt64)}',
     'eligibleAssets',
     facts.assetIds,
-    facts.knownAssets,
+    allInSql ? Infinity : facts.knownAssets,
     (r: { assetId: number }) => facts.assetQuote.has(r.assetId),
   );
   where
