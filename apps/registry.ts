@@ -56,7 +56,7 @@ import type { CursorCodec } from './reads/cursor.ts';
 import { exportEvents, listEvents } from './reads/events.ts';
 import type { NativeExportOf } from './reads/exports.ts';
 import { listFeed, sincePollShare } from './reads/feed.ts';
-import { listMessages } from './reads/messages.ts';
+import { exportMessages, listMessages } from './reads/messages.ts';
 import { untilNextStatusChange } from './reads/performance.ts';
 import { listOpenPositions, listPositions } from './reads/positions.ts';
 import type { Principal } from './reads/principal.ts';
@@ -261,7 +261,12 @@ export const OPERATIONS: readonly Operation[] = [
     response: ListEnvelope(Message, true),
     handler: listMessages,
     cache: { window: { table: MESSAGES_TABLE, column: 'writtenAt' } },
-    export: { path: '/exports/messages', query: exportQuery(MessagesQuery), item: Message },
+    export: {
+      path: '/exports/messages',
+      query: exportQuery(MessagesQuery),
+      item: Message,
+      native: (ctx, q, resume, rows, format) => exportMessages(ctx, q, resume, rows, format),
+    },
     mcp: {
       limit: 8,
       next: "list_events (traderIds, with the message's time) for the trades it announced, list_trader_directory for who wrote it",

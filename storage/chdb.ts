@@ -73,6 +73,9 @@ function settingsParts(sticky: Map<string, string>, wanted: Readonly<Record<stri
   return parts;
 }
 
+/** Stream sessions kept open for the next streams (exports run few at once: apps/api/server.ts). */
+const MAX_IDLE_STREAM_SESSIONS = 2;
+
 const PLACEHOLDER = /\{([A-Za-z_][A-Za-z0-9_]*):/g;
 
 /**
@@ -125,6 +128,8 @@ export class ChdbStore implements Store {
   private readonly lanes: SessionState[];
   private readonly free: SessionState[];
   private readonly waiting: ((lane: SessionState) => void)[] = [];
+  /** Sessions of ended streams, for the next ones. */
+  private readonly streamIdle: SessionState[] = [];
 
   constructor(
     readonly path: string,
@@ -199,13 +204,14 @@ export class ChdbStore implements Store {
   }
 
   /**
-   * The statement's answer chunk by chunk (chdb's queryStream), its SET first on the same lane. The
-   * lane is the stream's until it ends: nothing else runs on that session meanwhile.
+   * The statement's answer chunk by chunk (chdb's queryStream), its SET first on the same session:
+   * a session of streams, the stream's until it ends (kept for the next one afterwards).
    */
   async *stream(sql: string, params: Params, format: StreamFormat, opts?: QueryOptions): AsyncGenerator<Uint8Array> {
     const bound = bindDatabase(sql, this.database);
     const bindings = paramParts(bound, params);
-    const lane = await this.take();
+    // A session of the stream's own: a client that stops reading holds it, and must not hold a lane the reads wait for.
+    const lane = this.streamIdle.pop() ?? openSession(this.path, true);
     let ended!: () => void;
     const over = new Promise<void>((resolve) => {
       ended = resolve;
@@ -234,7 +240,8 @@ export class ChdbStore implements Store {
       }
     } finally {
       ended();
-      this.give(lane);
+      if (this.closed || this.streamIdle.length >= MAX_IDLE_STREAM_SESSIONS) lane.session.close();
+      else this.streamIdle.push(lane);
     }
   }
 
@@ -287,6 +294,7 @@ export class ChdbStore implements Store {
     // What is under way on a lane ends first.
     await Promise.all(this.lanes.map((lane) => lane.tail));
     for (const lane of this.lanes.slice(1)) lane.session.close();
+    for (const lane of this.streamIdle.splice(0)) lane.session.close();
     if (this.own) {
       this.session.session.close();
       return;

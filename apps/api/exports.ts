@@ -55,6 +55,8 @@ const NATIVE_SETTINGS = {
  * socket): a slow client holds two pages in memory (one sent, one read ahead). An export that ends at a limit says so in its
  * trailers (`x-export-complete: false`, `x-resume-token`) and, in Parquet, in the file's
  * key-value metadata; a resume that returns no rows is the end of the result in any format.
+ * A family with a `native` statement is, in NDJSON and CSV, that statement's answer as the store
+ * writes it (whole rows only, cut at the same bounds), the pages' export otherwise.
  */
 export function exportRoutes(app: FastifyInstance, r: ExportRouting): void {
   for (const op of OPERATIONS) {
@@ -93,7 +95,7 @@ export function exportRoutes(app: FastifyInstance, r: ExportRouting): void {
           if (stream) {
             // One more row than may be sent: whether rows remain after the last one sent.
             const rows = Math.min(rowsAsked, budgetLeft);
-            const statement = await run(() => native(ctx, query, resume, rows + 1));
+            const statement = await run(() => native(ctx, query, resume, rows + 1, format));
             const expected = [...columnsOf(ex.item).map((c) => c.name), RESUME_COLUMN];
             if (statement.columns.join() !== expected.join())
               throw new Error(`${op.tool}'s export statement has other columns than its item`);

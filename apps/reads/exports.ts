@@ -95,7 +95,24 @@ export type NativeExportOf = (
   query: Record<string, unknown>,
   resume: string | undefined,
   rows: number,
+  format: 'ndjson' | 'csv',
 ) => Promise<NativeExport>;
+
+/** A named tuple type's fields (a nested object: a tuple of its own), as ClickHouse writes it: an object in JSON, its fields as columns in CSV. */
+export interface TupleShape {
+  [field: string]: string | TupleShape;
+}
+
+export function tupleType(shape: TupleShape): string {
+  return `Tuple(${Object.entries(shape)
+    .map(([name, t]) => `${name} ${typeof t === 'string' ? t : tupleType(t)}`)
+    .join(', ')})`;
+}
+
+/** The dotted names of a shape's leaves, as the export's CSV columns name them. */
+export function leafNames(shape: TupleShape, prefix: string): string[] {
+  return Object.entries(shape).flatMap(([name, t]) => (typeof t === 'string' ? [`${prefix}.${name}`] : leafNames(t, `${prefix}.${name}`)));
+}
 
 /**
  * Where a native export starts, as the list read's pages would: the key after the resume token's
@@ -104,7 +121,12 @@ export type NativeExportOf = (
  */
 export function nativeStart(
   ctx: ReadContext,
-  spec: { op: string; query: Record<string, unknown> & { startTime?: string; endTime?: string }; keyParts: readonly KeyPart[] },
+  spec: {
+    op: string;
+    query: Record<string, unknown> & { startTime?: string; endTime?: string };
+    keyParts: readonly KeyPart[];
+    unboundedDefault?: boolean;
+  },
   resume: string | undefined,
 ): { after: CursorState['k'] | undefined; window: Window; seal: string } {
   const filters = fingerprint(spec.op, spec.query);
@@ -119,6 +141,9 @@ export function nativeStart(
       throw err;
     }
   }
-  const window = windowAt(windowRule(spec.query, ctx.principal, { fromCursor: cur?.w }), ctx.now.getTime());
+  const window = windowAt(
+    windowRule(spec.query, ctx.principal, { fromCursor: cur?.w, unboundedDefault: spec.unboundedDefault }),
+    ctx.now.getTime(),
+  );
   return { after: cur?.k, window, seal: ctx.cursors.resumeSeal([window.start, window.end], filters, policy) };
 }

@@ -1,13 +1,17 @@
 import { splitIds, splitList } from '../../schemas/api/common-params.ts';
+import { RESUME_COLUMN } from '../../schemas/api/exports.ts';
 import type { MessagesQuery } from '../../schemas/api/queries.ts';
 import type { Message } from '../../schemas/api/resources.ts';
 import { iso } from '../../schemas/formats.ts';
-import { sql } from '../../storage/sql.ts';
+import { identifier, sql } from '../../storage/sql.ts';
+import { beforeKey } from '../../storage/statements.ts';
 import { MESSAGES_TABLE } from '../../storage/tables/messages.ts';
 import { parseSourceKey, sourceKey, sourceKeySql } from '../../storage/tables/traders.ts';
 import { flag, type ReadContext } from './context.ts';
-import { factsOf, type Identity, permits, setCondition } from './facts.ts';
-import { addWindow, listRead, type StatementRow, statementPage, statementRows } from './list.ts';
+import { leafNames, type NativeExport, nativeStart, type TupleShape, tupleType } from './exports.ts';
+import { type Facts, factsOf, type Identity, permits, setCondition } from './facts.ts';
+import { addWindow, listRead, type StatementRow, statementPage, statementRows, Where } from './list.ts';
+import type { Window } from './window.ts';
 
 interface Row extends StatementRow {
   id: string;
@@ -36,6 +40,49 @@ const COLUMNS = `s.id AS id, s.platform AS platform, s.sourceIdentityId AS sourc
   s.attachmentTypes AS attachmentTypes, s.attachmentUrls AS attachmentUrls,
   s.isEdited AS isEdited, s.isReply AS isReply, s.isQuote AS isQuote, s.isRepost AS isRepost`;
 
+/**
+ * The filters of a messages read: the sources the caller may read (of traderIds' traders, if
+ * given), ids, platforms and the window. Returns the check of resolved rows (setCondition); with
+ * `allInSql` every condition is in the SQL.
+ */
+function messageFilters(
+  ctx: ReadContext,
+  q: Omit<MessagesQuery, 'limit'>,
+  facts: Facts,
+  where: Where,
+  window: Window,
+  allInSql = false,
+): { keep: (r: { platform: string; sourceIdentityId: string }) => boolean; share: number } {
+  const traderIds = splitIds(q.traderIds);
+  const ids = splitList(q.ids);
+  const wanted = traderIds && new Set(traderIds);
+  const sources: string[] = [];
+  const sourceIds: string[] = [];
+  for (const [k, traderId] of facts.sourceTrader) {
+    const { platform, sourceIdentityId } = parseSourceKey(k);
+    if ((!wanted || wanted.has(traderId)) && permits(ctx.principal.messageVisibility, traderId, platform)) {
+      sources.push(k);
+      sourceIds.push(sourceIdentityId);
+    }
+  }
+  if (wanted) ctx.sources = sources;
+  const visible = new Set(sources);
+  const sourceOk = setCondition(
+    where,
+    sql`${sourceKeySql('s')} IN {sources:Array(String)}`,
+    'sources',
+    sources,
+    allInSql ? Infinity : facts.sourceTrader.size,
+    (r: { platform: string; sourceIdentityId: string }) => visible.has(sourceKey(r.platform, r.sourceIdentityId)),
+  );
+  where
+    .when(traderIds && sourceIds, 's.sourceIdentityId IN {sourceIds:Array(String)}', 'sourceIds')
+    .when(ids, 's.id IN {ids:Array(String)}', 'ids')
+    .when(splitList(q.sourcePlatforms), 's.platform IN {platforms:Array(String)}', 'platforms');
+  addWindow(where, 's.writtenAt', window);
+  return { keep: sourceOk.keep, share: traderIds || ids ? 1 : sourceOk.share };
+}
+
 export function listMessages(ctx: ReadContext, q: MessagesQuery) {
   const ids = splitList(q.ids);
   return listRead<Row, Message>(ctx, {
@@ -48,34 +95,7 @@ export function listMessages(ctx: ReadContext, q: MessagesQuery) {
     fetch: async ({ where, after, window, limit }) => {
       const facts = await factsOf(ctx);
       const traderIds = splitIds(q.traderIds);
-      const wanted = traderIds && new Set(traderIds);
-      const sources: string[] = [];
-      const sourceIds: string[] = [];
-      for (const [k, traderId] of facts.sourceTrader) {
-        const { platform, sourceIdentityId } = parseSourceKey(k);
-        if ((!wanted || wanted.has(traderId)) && permits(ctx.principal.messageVisibility, traderId, platform)) {
-          sources.push(k);
-          sourceIds.push(sourceIdentityId);
-        }
-      }
-      // A page of some traders' messages depends on their sources' rows only (who holds a source is in the facts' tables).
-      if (wanted) ctx.sources = sources;
-      // With traderIds the few sources' ids also lead the planner to the by-source projection.
-      const visible = new Set(sources);
-      const sourceOk = setCondition(
-        where,
-        sql`${sourceKeySql('s')} IN {sources:Array(String)}`,
-        'sources',
-        sources,
-        facts.sourceTrader.size,
-        (r: Row) => visible.has(sourceKey(r.platform, r.sourceIdentityId)),
-      );
-      where
-        .when(traderIds && sourceIds, 's.sourceIdentityId IN {sourceIds:Array(String)}', 'sourceIds')
-        .when(ids, 's.id IN {ids:Array(String)}', 'ids')
-        .when(splitList(q.sourcePlatforms), 's.platform IN {platforms:Array(String)}', 'platforms');
-      addWindow(where, 's.writtenAt', window);
-      // Without traderIds or ids the page is a read in (writtenAt, id) order.
+      const sourceOk = messageFilters(ctx, q, facts, where, window);
       const spec = {
         table: MESSAGES_TABLE,
         columns: COLUMNS,
@@ -89,7 +109,7 @@ export function listMessages(ctx: ReadContext, q: MessagesQuery) {
         after,
         (before, n) => statementRows<Row>(ctx, spec, before, n),
         sourceOk.keep,
-        traderIds || ids ? 1 : sourceOk.share,
+        sourceOk.share,
       );
       for (const r of rows) {
         const k = sourceKey(r.platform, r.sourceIdentityId);
@@ -128,4 +148,101 @@ export function listMessages(ctx: ReadContext, q: MessagesQuery) {
         },
       })),
   });
+}
+
+/** The export's `source` column (the list read's Message.source); attachments as JSON text in CSV. */
+const sourceShape = (format: 'ndjson' | 'csv'): TupleShape => ({
+  platform: 'String',
+  identity: {
+    platform: 'String',
+    sourceIdentityId: 'String',
+    displayName: 'Nullable(String)',
+    handle: 'Nullable(String)',
+    avatarUrl: 'Nullable(String)',
+    profileUrl: 'Nullable(String)',
+    audienceCount: 'Nullable(Int64)',
+  },
+  preview: {
+    platform: 'String',
+    writtenAt: "DateTime64(3, 'UTC')",
+    url: 'Nullable(String)',
+    text: 'Nullable(String)',
+    attachments: format === 'csv' ? 'String' : 'Array(Tuple(type String, url String))',
+    isEdited: 'Nullable(Bool)',
+    isReply: 'Nullable(Bool)',
+    isQuote: 'Nullable(Bool)',
+    isRepost: 'Nullable(Bool)',
+  },
+});
+
+/**
+ * The messages export as one statement (issue 28): listMessages' filters and versions, resolved by
+ * the store, each message with its trader and its source's identity (from the facts, as parameter
+ * sets) shaped as a Message, with its resume token.
+ */
+export async function exportMessages(
+  ctx: ReadContext,
+  q: Omit<MessagesQuery, 'limit'>,
+  resume: string | undefined,
+  rows: number,
+  format: 'ndjson' | 'csv',
+): Promise<NativeExport> {
+  const { after, window, seal } = nativeStart(
+    ctx,
+    { op: 'list_messages', query: q, keyParts: ['time', 'string'], unboundedDefault: splitList(q.ids) !== undefined },
+    resume,
+  );
+  const facts = await factsOf(ctx);
+  const where = new Where();
+  messageFilters(ctx, q, facts, where, window, true);
+  const b = beforeKey(identifier('s.writtenAt'), identifier('s.id'), 'String', after as [number, string] | undefined);
+  const traders = [...facts.sourceTrader];
+  const identities = [...facts.identities];
+  const field = <K extends keyof Identity>(k: K) => identities.map(([, i]) => i[k]);
+  const attachments = "arrayMap((t, u) -> CAST(tuple(t, u), 'Tuple(type String, url String)'), m_types, m_urls)";
+  const shape = sourceShape(format);
+  return {
+    sql: `
+    SELECT m_trader AS traderId, m_id AS id,
+      CAST(tuple(m_platform, tuple(m_platform, m_source, m_name, m_handle, m_avatar, m_profile, m_audience),
+        tuple(m_platform, m_time, m_url, m_text, ${format === 'csv' ? `toJSONString(${attachments})` : attachments}, m_edited, m_reply, m_quote, m_repost)),
+        {sourceType:String}) AS source,
+      concat({seal:String}, '.', base64URLEncode(concat('[', toString(m_t), ',', toJSONString(m_id), ']'))) AS ${RESUME_COLUMN}
+    FROM (
+      SELECT s.id AS m_id, toString(s.platform) AS m_platform, s.sourceIdentityId AS m_source,
+        concat(m_platform, ':', m_source) AS m_key,
+        transform(m_key, {traderKeys:Array(String)}, {traderIds:Array(UInt64)}, toUInt64(0)) AS m_trader,
+        transform(m_key, {identityKeys:Array(String)}, {names:Array(Nullable(String))}, NULL) AS m_name,
+        transform(m_key, {identityKeys:Array(String)}, {handles:Array(Nullable(String))}, NULL) AS m_handle,
+        transform(m_key, {identityKeys:Array(String)}, {avatars:Array(Nullable(String))}, NULL) AS m_avatar,
+        transform(m_key, {identityKeys:Array(String)}, {profiles:Array(Nullable(String))}, NULL) AS m_profile,
+        transform(m_key, {identityKeys:Array(String)}, {audiences:Array(Nullable(Int64))}, NULL) AS m_audience,
+        toTimeZone(s.writtenAt, 'UTC') AS m_time, s.url AS m_url, s.text AS m_text,
+        s.attachmentTypes AS m_types, s.attachmentUrls AS m_urls,
+        CAST(s.isEdited, 'Nullable(Bool)') AS m_edited, CAST(s.isReply, 'Nullable(Bool)') AS m_reply,
+        CAST(s.isQuote, 'Nullable(Bool)') AS m_quote, CAST(s.isRepost, 'Nullable(Bool)') AS m_repost,
+        toUnixTimestamp64Milli(s.writtenAt) AS m_t, s.live AS m_live, s.tomb AS m_tomb
+      FROM ${MESSAGES_TABLE} AS s WHERE ${where.sql} AND ${b.text}
+      ORDER BY s.writtenAt DESC, s.id DESC, s.seq DESC
+      LIMIT 1 BY s.writtenAt, s.id
+    )
+    WHERE m_live = 1 AND m_tomb = 0
+    LIMIT {exportRows:UInt64}`,
+    params: {
+      ...where.params,
+      ...b.params,
+      seal,
+      sourceType: tupleType(shape),
+      traderKeys: traders.map(([k]) => k),
+      traderIds: traders.map(([, id]) => id),
+      identityKeys: identities.map(([k]) => k),
+      names: field('displayName'),
+      handles: field('handle'),
+      avatars: field('avatarUrl'),
+      profiles: field('profileUrl'),
+      audiences: field('audienceCount'),
+      exportRows: rows,
+    },
+    columns: ['traderId', 'id', ...leafNames(shape, 'source'), RESUME_COLUMN],
+  };
 }

@@ -237,6 +237,41 @@ describe('issue 28: exports', () => {
     }
   });
 
+  it('a paused export holds its store statement alone: other accounts export and read meanwhile, its own account waits its turn (5 s, then 503 OVERLOADED)', async () => {
+    const origin = await h.app
+      .listen({ port: 0, host: '127.0.0.1' })
+      .catch(() => `http://127.0.0.1:${(h.app.server.address() as any).port}`);
+    // Account "all" starts the events export (a statement of the store) and stops reading.
+    let cut!: () => void;
+    await new Promise<void>((resolve, reject) => {
+      const req = get(`${origin}/v2/exports/events`, { headers: { 'x-api-key': keys.all! }, agent: false }, (res) => {
+        res.once('data', () => {
+          res.pause();
+          resolve();
+        });
+        res.on('error', () => {});
+      });
+      req.on('error', () => {});
+      cut = () => req.destroy();
+    });
+    try {
+      const other = await exportOf(h, keys.other!, 'messages', FILTERS.messages);
+      expect(other.status, 'another account exports').toBe(200);
+      expect(other.trailers['x-export-complete']).toBe('true');
+      expect((await h.get('/v2/events?limit=5', keys.all!)).status, 'the paused account still reads').toBe(200);
+      const started = Date.now();
+      const second = await exportOf(h, keys.all!, 'messages', FILTERS.messages);
+      expect(second.status, 'the paused account exports one thing at a time').toBe(503);
+      expect(JSON.parse(second.body.toString('utf8')).error.code).toBe('OVERLOADED');
+      expect(Date.now() - started).toBeGreaterThanOrEqual(4_500);
+    } finally {
+      cut();
+    }
+    // Its paused export gone, the account exports again.
+    await new Promise((r) => setTimeout(r, 200));
+    expect((await exportOf(h, keys.all!, 'messages', FILTERS.messages)).status).toBe(200);
+  }, 60_000);
+
   it("an export outlives the reads' deadline: a client that stops reading for 6 s still gets every row (regression: cut at the handler timeout)", async () => {
     const origin = await h.app
       .listen({ port: 0, host: '127.0.0.1' })
