@@ -1,5 +1,7 @@
 import { ApiError } from '../../schemas/api/errors.ts';
+import { RESUME_COLUMN } from '../../schemas/api/exports.ts';
 import type { Params } from '../../storage/port.ts';
+import type { Table } from '../../storage/table.ts';
 import type { ReadContext } from './context.ts';
 import type { CursorCodec, CursorState, KeyPart } from './cursor.ts';
 import { fingerprint } from './cursor.ts';
@@ -147,3 +149,32 @@ export function nativeStart(
   );
   return { after: cur?.k, window, seal: ctx.cursors.resumeSeal([window.start, window.end], filters, policy) };
 }
+
+/**
+ * A native export's statement over a statement table (alias `s`, storage/statements.ts): `inner`
+ * reads each row's columns, the newest version of each key is kept and then only live ones, newest
+ * key first, at most {exportRows}; `outer` shapes them, with `resumeToken(t, idJson)` for the token.
+ */
+export function exportStatement(o: {
+  outer: string;
+  inner: string;
+  table: Table;
+  where: string;
+  before: string;
+  timeCol: string;
+}): string {
+  return `
+    SELECT ${o.outer}
+    FROM (
+      SELECT ${o.inner}, s.live AS x_live, s.tomb AS x_tomb
+      FROM ${o.table} AS s WHERE ${o.where} AND ${o.before}
+      ORDER BY s.${o.timeCol} DESC, s.id DESC, s.seq DESC
+      LIMIT 1 BY s.${o.timeCol}, s.id
+    )
+    WHERE x_live = 1 AND x_tomb = 0
+    LIMIT {exportRows:UInt64}`;
+}
+
+/** The resume token of a row, as CursorCodec.resumeToken writes it: the seal, then the key [t, id] as base64url JSON. */
+export const resumeTokenSql = (t: string, idJson: string): string =>
+  `concat({seal:String}, '.', base64URLEncode(concat('[', toString(${t}), ',', ${idJson}, ']'))) AS ${RESUME_COLUMN}`;

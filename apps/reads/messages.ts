@@ -8,7 +8,7 @@ import { beforeKey } from '../../storage/statements.ts';
 import { MESSAGES_TABLE } from '../../storage/tables/messages.ts';
 import { parseSourceKey, sourceKey, sourceKeySql } from '../../storage/tables/traders.ts';
 import { flag, type ReadContext } from './context.ts';
-import { leafNames, type NativeExport, nativeStart, type TupleShape, tupleType } from './exports.ts';
+import { exportStatement, leafNames, type NativeExport, nativeStart, resumeTokenSql, type TupleShape, tupleType } from './exports.ts';
 import { type Facts, factsOf, type Identity, permits, setCondition } from './facts.ts';
 import { addWindow, listRead, type StatementRow, statementPage, statementRows, Where } from './list.ts';
 import type { Window } from './window.ts';
@@ -202,14 +202,13 @@ export async function exportMessages(
   const attachments = "arrayMap((t, u) -> CAST(tuple(t, u), 'Tuple(type String, url String)'), m_types, m_urls)";
   const shape = sourceShape(format);
   return {
-    sql: `
-    SELECT m_trader AS traderId, m_id AS id,
-      CAST(tuple(m_platform, tuple(m_platform, m_source, m_name, m_handle, m_avatar, m_profile, m_audience),
-        tuple(m_platform, m_time, m_url, m_text, ${format === 'csv' ? `toJSONString(${attachments})` : attachments}, m_edited, m_reply, m_quote, m_repost)),
-        {sourceType:String}) AS source,
-      concat({seal:String}, '.', base64URLEncode(concat('[', toString(m_t), ',', toJSONString(m_id), ']'))) AS ${RESUME_COLUMN}
-    FROM (
-      SELECT s.id AS m_id, toString(s.platform) AS m_platform, s.sourceIdentityId AS m_source,
+    sql: exportStatement({
+      outer: `m_trader AS traderId, m_id AS id,
+        CAST(tuple(m_platform, tuple(m_platform, m_source, m_name, m_handle, m_avatar, m_profile, m_audience),
+          tuple(m_platform, m_time, m_url, m_text, ${format === 'csv' ? `toJSONString(${attachments})` : attachments}, m_edited, m_reply, m_quote, m_repost)),
+          {sourceType:String}) AS source,
+        ${resumeTokenSql('m_t', 'toJSONString(m_id)')}`,
+      inner: `s.id AS m_id, toString(s.platform) AS m_platform, s.sourceIdentityId AS m_source,
         concat(m_platform, ':', m_source) AS m_key,
         transform(m_key, {traderKeys:Array(String)}, {traderIds:Array(UInt64)}, toUInt64(0)) AS m_trader,
         transform(m_key, {identityKeys:Array(String)}, {names:Array(Nullable(String))}, NULL) AS m_name,
@@ -221,13 +220,12 @@ export async function exportMessages(
         s.attachmentTypes AS m_types, s.attachmentUrls AS m_urls,
         CAST(s.isEdited, 'Nullable(Bool)') AS m_edited, CAST(s.isReply, 'Nullable(Bool)') AS m_reply,
         CAST(s.isQuote, 'Nullable(Bool)') AS m_quote, CAST(s.isRepost, 'Nullable(Bool)') AS m_repost,
-        toUnixTimestamp64Milli(s.writtenAt) AS m_t, s.live AS m_live, s.tomb AS m_tomb
-      FROM ${MESSAGES_TABLE} AS s WHERE ${where.sql} AND ${b.text}
-      ORDER BY s.writtenAt DESC, s.id DESC, s.seq DESC
-      LIMIT 1 BY s.writtenAt, s.id
-    )
-    WHERE m_live = 1 AND m_tomb = 0
-    LIMIT {exportRows:UInt64}`,
+        toUnixTimestamp64Milli(s.writtenAt) AS m_t`,
+      table: MESSAGES_TABLE,
+      where: where.sql,
+      before: b.text,
+      timeCol: 'writtenAt',
+    }),
     params: {
       ...where.params,
       ...b.params,
