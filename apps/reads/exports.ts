@@ -155,14 +155,7 @@ export function nativeStart(
  * reads each row's columns, the newest version of each key is kept and then only live ones, newest
  * key first, at most {exportRows}; `outer` shapes them, with `resumeToken(t, idJson)` for the token.
  */
-export function exportStatement(o: {
-  outer: string;
-  inner: string;
-  table: Table;
-  where: string;
-  before: string;
-  timeCol: string;
-}): string {
+export function exportStatement(o: { outer: string; inner: string; table: Table; where: string; before: string; timeCol: string }): string {
   return `
     SELECT ${o.outer}
     FROM (
