@@ -153,7 +153,7 @@ export function nativeStart(
 /**
  * A native export's statement over a statement table (alias `s`, storage/statements.ts): `inner`
  * reads each row's columns, the newest version of each key is kept and then only live ones, newest
- * key first, at most {exportRows}; `outer` shapes them, with `resumeToken(t, idJson)` for the token.
+ * key first, at most {exportRows}; `outer` shapes them, with `resumeTokenSql` for the token.
  */
 export function exportStatement(o: { outer: string; inner: string; table: Table; where: string; before: string; timeCol: string }): string {
   return `
