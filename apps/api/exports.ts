@@ -23,7 +23,7 @@ export type Guards = (
 /** What the export routes share with the read routes (apps/api/server.ts). */
 export interface ExportRouting {
   guards: Guards;
-  /** A read slot for the whole of a native export's stream (it holds one store session while it runs). */
+  /** A turn to stream, for the whole of a native export (it holds a store session while it runs, a paused client too). */
   slot: (principal: Principal) => Promise<Slot> | Slot;
   readContext: (op: Operation, principal: Principal, now: Date) => { ctx: ReadContext; run: <T>(read: () => Promise<T>) => Promise<T> };
   cursors: CursorCodec;
