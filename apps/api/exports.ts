@@ -7,7 +7,7 @@ import type { CursorCodec } from '../reads/cursor.ts';
 import { type ExportChunk, exportChunks } from '../reads/exports.ts';
 import type { ListResult } from '../reads/list.ts';
 import type { Principal } from '../reads/principal.ts';
-import { OPERATIONS, type Operation } from '../registry.ts';
+import { costOf, OPERATIONS, type Operation } from '../registry.ts';
 import { columnsOf, exportWriter, StoreRows } from './export-formats.ts';
 import type { ExportRowBudget } from './rate-limit.ts';
 
@@ -107,7 +107,13 @@ export function exportRoutes(app: FastifyInstance, r: ExportRouting): void {
             try {
               source = stream
                 .call(ctx.store, statement.sql, statement.params, format === 'csv' ? 'CSV' : 'JSONEachRow', {
-                  settings: { ...NATIVE_SETTINGS, max_execution_time: r.limits.secondsPerRequest + 60, priority: slot.priority + 1 },
+                  settings: {
+                    ...NATIVE_SETTINGS,
+                    // The list read's memory bound (the statement reads in key order, holding little); its time bound is the export's own.
+                    max_memory_usage: costOf(op).memoryBytes,
+                    max_execution_time: r.limits.secondsPerRequest + 60,
+                    priority: slot.priority + 1,
+                  },
                 })
                 [Symbol.asyncIterator]();
               // What the store refuses before the first row is an error envelope.

@@ -209,7 +209,7 @@ export async function exportMessages(
           {sourceType:String}) AS source,
         ${resumeTokenSql('m_t', 'toJSONString(m_id)')}`,
       inner: `s.id AS m_id, toString(s.platform) AS m_platform, s.sourceIdentityId AS m_source,
-        concat(m_platform, ':', m_source) AS m_key,
+        ${sourceKeySql('s').text} AS m_key,
         transform(m_key, {traderKeys:Array(String)}, {traderIds:Array(UInt64)}, toUInt64(0)) AS m_trader,
         transform(m_key, {identityKeys:Array(String)}, {names:Array(Nullable(String))}, NULL) AS m_name,
         transform(m_key, {identityKeys:Array(String)}, {handles:Array(Nullable(String))}, NULL) AS m_handle,
