@@ -88,6 +88,14 @@ export function exportRoutes(app: FastifyInstance, r: ExportRouting): void {
         let bytes = 0;
         let budgetLeft = left.rows;
         let cut = false; // ended by a limit rather than by the end of the result
+        // The response: the body as the client pulls it; whether a limit ended it and the last row's token, as trailers.
+        const respond = (body: AsyncGenerator<Buffer>, token: () => string) => {
+          reply.header('content-type', EXPORT_CONTENT_TYPES[format]);
+          reply.header('content-disposition', `attachment; filename="${family}.${format}"`);
+          reply.trailer('x-export-complete', (_reply, _payload, done) => done(null, String(!cut)));
+          reply.trailer('x-resume-token', (_reply, _payload, done) => done(null, token()));
+          return reply.send(Readable.from(body, { objectMode: false, highWaterMark: 1 }));
+        };
         const native = ex.native;
         if (native && (format === 'ndjson' || format === 'csv')) {
           const { ctx, run } = r.readContext(op, principal, new Date(r.clock()));
@@ -165,12 +173,7 @@ export function exportRoutes(app: FastifyInstance, r: ExportRouting): void {
                 if (!ended) reply.raw.destroy();
               }
             }
-            const token = () => (last ? StoreRows.token(format, last) : '');
-            reply.header('content-type', EXPORT_CONTENT_TYPES[format]);
-            reply.header('content-disposition', `attachment; filename="${family}.${format}"`);
-            reply.trailer('x-export-complete', (_reply, _payload, done) => done(null, String(!cut)));
-            reply.trailer('x-resume-token', (_reply, _payload, done) => done(null, token()));
-            return reply.send(Readable.from(nativeBody(), { objectMode: false, highWaterMark: 1 }));
+            return respond(nativeBody(), () => (last ? StoreRows.token(format, last) : ''));
           }
         }
         const page = (limit: number, cursor: string | undefined) => {
@@ -241,11 +244,7 @@ export function exportRoutes(app: FastifyInstance, r: ExportRouting): void {
           }
         }
         reply.headers(headers);
-        reply.header('content-type', EXPORT_CONTENT_TYPES[format]);
-        reply.header('content-disposition', `attachment; filename="${family}.${format}"`);
-        reply.trailer('x-export-complete', (_reply, _payload, done) => done(null, String(!cut)));
-        reply.trailer('x-resume-token', (_reply, _payload, done) => done(null, last ?? ''));
-        return reply.send(Readable.from(body(), { objectMode: false, highWaterMark: 1 }));
+        return respond(body(), () => last ?? '');
       },
     });
   }

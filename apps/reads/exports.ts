@@ -24,6 +24,11 @@ export interface ExportChunk {
   more: boolean;
 }
 
+/** What the list read says of a cursor, said of the resume token it came from. */
+function asResumeError(err: unknown): unknown {
+  return err instanceof ApiError && err.code === 'INVALID_CURSOR' ? new ApiError('INVALID_CURSOR', 'Malformed resume token') : err;
+}
+
 /**
  * The rows of a list read as one result set (issue 28): the list read itself, page after page in
  * its keyset order, so an export is exactly the concatenation of the pages a caller would walk,
@@ -58,10 +63,7 @@ export async function* exportChunks(args: {
     try {
       page = await next;
     } catch (err) {
-      // What the list read says of a cursor is said of the resume token it came from.
-      if (n === 0 && args.resume !== undefined && err instanceof ApiError && err.code === 'INVALID_CURSOR')
-        throw new ApiError('INVALID_CURSOR', 'Malformed resume token');
-      throw err;
+      throw n === 0 && args.resume !== undefined ? asResumeError(err) : err;
     }
     // The next page is read while this one is written and sent: the store and the socket work at once.
     next = page.meta.hasMore ? read(page.results.length, page.meta.nextCursor ?? undefined) : undefined;
@@ -139,8 +141,7 @@ export function nativeStart(
     try {
       cur = ctx.cursors.decode(ctx.cursors.encode(state, filters, policy), spec.keyParts, filters, policy, true);
     } catch (err) {
-      if (err instanceof ApiError && err.code === 'INVALID_CURSOR') throw new ApiError('INVALID_CURSOR', 'Malformed resume token');
-      throw err;
+      throw asResumeError(err);
     }
   }
   const window = windowAt(
