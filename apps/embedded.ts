@@ -193,10 +193,13 @@ function compactionQueue(opts: { maintenance: ChdbStore; say: Say; closing: () =
   idle: () => Promise<void>;
 } {
   let compacting: Promise<void> = Promise.resolve();
+  let checks = 0;
   const run = () => {
     compacting = compacting
       .then(async () => {
         if (opts.closing()) return;
+        const t0 = Date.now();
+        const first = checks++ === 0;
         const compacted: string[] = [];
         for (const r of await compactStatements(opts.maintenance)) {
           if (!r.compacted) continue;
@@ -204,6 +207,9 @@ function compactionQueue(opts: { maintenance: ChdbStore; say: Say; closing: () =
           compacted.push(r.table);
         }
         if (compacted.length) opts.onCompacted(compacted);
+        // The first check's end is said either way: until then the server also merges what it loaded (bench/live.ts waits for it).
+        if (compacted.length || first)
+          opts.say(`compaction check done: ${compacted.length} tables compacted in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
       })
       .catch((err) => opts.say(`compaction failed, retried later: ${(err as Error).message}`));
   };
