@@ -36,20 +36,25 @@ export async function cachedAndFresh(
 
 /**
  * What `run` read of groups kept across commits (apps/reads/analytics/kept-groups.ts): per query
- * of the harness's store matching `pattern`, the ids it read again (its `param`), or 'all'.
+ * of the harness's store matching `pattern`, the ids it read (the first of `params` it has), or 'all'.
  */
 export async function groupReads<T>(
   h: Harness,
   pattern: RegExp,
-  param: string,
+  params: string | readonly string[],
   run: () => Promise<T>,
 ): Promise<{ result: T; reads: (number[] | 'all')[] }> {
   const spy = vi.spyOn(h.store, 'query');
+  const names = typeof params === 'string' ? [params] : params;
   try {
     const result = await run();
     const reads = spy.mock.calls
       .filter(([sql]) => pattern.test(String(sql)))
-      .map(([, params]) => ((params as Record<string, unknown> | undefined)?.[param] as number[] | undefined) ?? ('all' as const));
+      .map(([, given]) => {
+        const p = given as Record<string, unknown> | undefined;
+        const name = names.find((n) => p?.[n] !== undefined);
+        return name ? (p![name] as number[]) : ('all' as const);
+      });
     return { result, reads };
   } finally {
     spy.mockRestore();

@@ -90,6 +90,7 @@ export async function assetStats(ctx: ReadContext, q: AssetStatsQuery) {
         read: (ids) => positioning(ctx, ids ? onlyGroups(where, 'p.assetId', 'patchAssets', ids) : where),
         // Unbounded, without a history window: no count moves with the clock.
         until: async () => Number.POSITIVE_INFINITY,
+        from: () => Number.NEGATIVE_INFINITY,
       })
     : null;
   const per = kept ? kept.groups : found.length ? await positioning(ctx, where) : new Map<number, Positioning>();

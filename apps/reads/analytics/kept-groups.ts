@@ -7,13 +7,15 @@ import { Where } from '../list.ts';
 
 /**
  * An aggregate per group (a trader or an asset) of one question, kept from one request to the next
- * (issue 26): read at `at` and `seq`, it answers a request at a later clock and seq for every
- * group no commit since wrote into the table it was read from (the table's changes name their
- * traders and assets), before `until`, the first instant the clock alone may change a group.
+ * (issue 26): read at `at` and `seq`, it answers a request at a clock in [from, until) and a later
+ * seq for every group no commit since wrote into the table it was read from (the table's changes
+ * name their traders and assets); `until` is the first instant the clock alone may change a group.
  */
 export interface KeptGroups<V> {
   seq: number;
   at: number;
+  /** The earliest clock at which the groups are as kept (at most `at`): a request whose clock is behind `at` but not `from` is answered too. */
+  from: number;
   until: number;
   groups: Map<number, V>;
   /** What a caller derives from `groups`, made once per version of them. */
@@ -31,8 +33,9 @@ const reading = new WeakMap<Changes, WeakMap<Store, Map<string, Promise<unknown>
  * `table`, only those are read again (`read(ids)`, at this request's clock); `read(null)` reads
  * every group, when nothing is kept, the clock reached `until`, or a commit did not say which
  * groups it wrote. `until` gives the groups' first instant of change by the clock alone after
- * `now`. Null when nothing can be kept (no change log; a request whose clock is behind what is
- * kept, as overlapping requests may be): the caller reads for itself.
+ * `now`, `from` their last one at or before it. Null when nothing can be kept (no change log; a
+ * request whose clock is behind the `from` of what is kept, as overlapping requests may be): the
+ * caller reads for itself.
  */
 export async function keptGroups<V>(
   ctx: ReadContext,
@@ -44,6 +47,11 @@ export async function keptGroups<V>(
     whole?: readonly Table[];
     read: (ids: readonly number[] | null) => Promise<Map<number, V>>;
     until: (groups: ReadonlyMap<number, V>, now: number, seen: Seen) => Promise<number>;
+    /**
+     * The earliest clock at which groups read at `now` are as read (default `now`): the last
+     * instant the clock changed one of them, or -Infinity when none moves with the clock.
+     */
+    from?: (groups: ReadonlyMap<number, V>, now: number) => number;
   },
 ): Promise<KeptGroups<V> | null> {
   const now = ctx.now.getTime();
@@ -52,16 +60,19 @@ export async function keptGroups<V>(
   if (!changes || !Number.isFinite(seq)) return null;
   const store = baseStore(ctx.store);
   const under = keptFor(reading, changes, store);
-  const running = under.get(spec.key);
-  if (running) await running.catch(() => {});
+  // One read of a question at a time: requests that came meanwhile take what it read when that is
+  // as new as their commit (issue 26: under live ingest the same patch ran up to six times at once;
+  // a read of only the groups each request uses, each its own, served a third as many).
+  for (let running = under.get(spec.key); running; running = under.get(spec.key)) await running.catch(() => {});
   const held = keptFor(kept, changes, store) as Map<string, KeptGroups<V>>;
   const had = held.get(spec.key);
-  if (had && now < had.at) return null;
+  if (had && now < had.from) return null;
   ctx.reads?.add(spec.table.name);
   for (const t of spec.whole ?? []) ctx.reads?.add(t.name);
+  // The groups written since what is kept (null: not known, read every group); none when it is as new as this request's commit.
   let written: Set<number> | null = null;
   if (had && now < had.until) {
-    const since = changes.since(had.seq);
+    const since = had.seq >= seq ? [] : changes.since(had.seq);
     const w = since && writtenTo(since, spec.table.name);
     const whole = since?.some((set) => (spec.whole ?? []).some((t) => set.tables.has(t.name)));
     written = whole ? null : (w?.[spec.by] ?? null);
@@ -87,26 +98,31 @@ async function refresh<V>(
   spec: {
     read: (ids: readonly number[] | null) => Promise<Map<number, V>>;
     until: (groups: ReadonlyMap<number, V>, now: number, seen: Seen) => Promise<number>;
+    from?: (groups: ReadonlyMap<number, V>, now: number) => number;
   },
   had: KeptGroups<V> | undefined,
-  written: Set<number> | null,
+  written: ReadonlySet<number> | null,
   seq: number,
   now: number,
   changes: Changes,
 ): Promise<KeptGroups<V>> {
   let groups: Map<number, V>;
+  let from: number;
+  const fromOf = (read: ReadonlyMap<number, V>) => Math.min(now, spec.from ? spec.from(read, now) : now);
   if (had && written) {
-    // The groups written since, read again at this request's clock; the others are as they were.
+    // The groups written since, read again at this request's clock; the others are as they were
+    // (from had.from on, a clock this request's is not behind).
     const ids = [...written];
     const fresh = await spec.read(ids);
     groups = new Map(had.groups);
     for (const id of ids) groups.delete(id);
     for (const [id, v] of fresh) groups.set(id, v);
+    from = Math.max(had.from, fromOf(fresh));
   } else {
     groups = await spec.read(null);
+    from = fromOf(groups);
   }
-  // Patched groups were read at this clock: the whole holds from it on.
-  return { seq, at: now, until: await spec.until(groups, now, { changes, seq }), groups };
+  return { seq, at: now, from, until: await spec.until(groups, now, { changes, seq }), groups };
 }
 
 /** `where` and `column IN {name}` (the groups to read again), read first (PREWHERE: a range of the table's key per group). */

@@ -259,6 +259,8 @@ async function eventCountsByTrader(
             endAtNow
               ? ((await firstAfter(ctx.store, { table: EVENTS_TABLE, column: 'timeOfEvent' }, at, seen)) ?? Number.POSITIVE_INFINITY)
               : Number.POSITIVE_INFINITY,
+          // Fixed bounds: no count moves with the clock (ending at serverTime: events dated after a behind clock may be counted).
+          ...(endAtNow ? {} : { from: () => Number.NEGATIVE_INFINITY }),
         })
       : null;
   const counts = kept ? kept.groups : await read(null);

@@ -305,7 +305,9 @@ export async function firstOpenFrom(store: Store, window: WindowName, start: num
  * window is scored when `ready` and come of age at serverTime). `groupBy` is a column of `p`.
  * `countsOnly`: the positions and their directions, no returns (activity rankings). `checkAge`:
  * whether a `ready` row may still be too young at serverTime (else its evaluation time, a column
- * the size of the return's, is not read).
+ * the size of the return's, is not read). `ripens`: per group, the first instant after serverTime
+ * a `ready` row comes of age, and the last one at or before it (`ripened`); `opened`: the latest
+ * openAt (the clock instants that kept aggregates hold between, keptGroups).
  */
 export function performanceSql(
   where: Where,
@@ -315,13 +317,17 @@ export function performanceSql(
     countsOnly = false,
     checkAge = true,
     ripens = false,
-  }: { windows?: readonly WindowName[]; countsOnly?: boolean; checkAge?: boolean; ripens?: boolean } = {},
+    opened = false,
+  }: { windows?: readonly WindowName[]; countsOnly?: boolean; checkAge?: boolean; ripens?: boolean; opened?: boolean } = {},
 ): { sql: string; params: Record<string, unknown> } {
   const moments = countsOnly
     ? '0 AS scored, NULL AS mean, NULL AS median, 0 AS wins, NULL AS sd'
     : 'countIf(ready) AS scored, avgIf(r, ready) AS mean, quantileExactInclusiveIf(0.5)(r, ready) AS median, countIf(ready AND r > 0) AS wins, stddevSampStableIf(r, ready) AS sd';
   // The group's first `ready` row still too young at serverTime comes of age at its evaluation time.
-  const ripen = ripens ? ', minIfOrNull(p.evaluatedAt, p.isReady AND p.evaluatedAt > {now:Int64}) AS ripens' : '';
+  const ripen =
+    (ripens
+      ? ', minIfOrNull(p.evaluatedAt, p.isReady AND p.evaluatedAt > {now:Int64}) AS ripens, maxIfOrNull(p.evaluatedAt, p.isReady AND p.evaluatedAt <= {now:Int64}) AS ripened'
+      : '') + (opened ? ', max(p.openAt) AS opened' : '');
   // One flat GROUP BY (a subquery to name `r` and `ready` cost a twentieth of trader stats).
   return {
     sql: `
@@ -337,22 +343,37 @@ export function performanceSql(
 
 type Groups = Map<number, Map<WindowName, WindowAggregate>>;
 
-/** Runs performanceSql and indexes the aggregates by group, then window; `ripens` collects each group's first instant of coming of age. */
+/** A group's clock instants (performanceSql's `ripens` and `opened`): the first after serverTime, and the last at or before it. */
+interface GroupClock {
+  ripens: number;
+  since: number;
+}
+
+/** Runs performanceSql and indexes the aggregates by group, then window; `clock` collects each group's GroupClock. */
 async function readGroups(
   ctx: ReadContext,
   q: { sql: string; params: Record<string, unknown> },
   now: number,
-  ripens?: Map<number, number>,
+  clock?: Map<number, GroupClock>,
 ): Promise<Groups> {
-  const rows = await ctx.store.query<WindowAggregate & { g: number; ripens?: number | string | null }>(q.sql, { ...q.params, now });
+  type Instant = number | string | null | undefined;
+  const rows = await ctx.store.query<WindowAggregate & { g: number; ripens?: Instant; ripened?: Instant; opened?: Instant }>(q.sql, {
+    ...q.params,
+    now,
+  });
   const out: Groups = new Map();
   for (const r of rows) {
     const g = Number(r.g);
     let m = out.get(g);
     if (!m) out.set(g, (m = new Map()));
-    const { ripens: at, ...agg } = r;
+    const { ripens, ripened, opened, ...agg } = r;
     m.set(r.window, { ...agg, sampled: Number(r.sampled), scored: Number(r.scored), wins: Number(r.wins), longs: Number(r.longs) });
-    if (ripens && at != null) ripens.set(g, Math.min(ripens.get(g) ?? Number.POSITIVE_INFINITY, Number(at)));
+    if (clock) {
+      const c = clock.get(g) ?? { ripens: Number.POSITIVE_INFINITY, since: Number.NEGATIVE_INFINITY };
+      if (ripens != null) c.ripens = Math.min(c.ripens, Number(ripens));
+      for (const t of [ripened, opened]) if (t != null) c.since = Math.max(c.since, Number(t));
+      clock.set(g, c);
+    }
   }
   return out;
 }
@@ -384,10 +405,13 @@ export interface TraderAggregates {
   ripensBy?: ReadonlyMap<number, number>;
 }
 
-/** A trader's aggregates as kept: per window, and the first instant one of its `ready` rows comes of age (Infinity: none). */
-interface TraderGroup {
+/**
+ * A trader's aggregates as kept: per window, the first instant one of its `ready` rows comes of age
+ * (Infinity: none), and the last instant before the clock it read them at that the clock changed
+ * them (-Infinity: none).
+ */
+interface TraderGroup extends GroupClock {
   windows: Map<WindowName, WindowAggregate>;
-  ripens: number;
 }
 
 /**
@@ -397,18 +421,24 @@ interface TraderGroup {
  * of the whole sample (under live ingest, every trade commit ended the 18 rankings of the default
  * window, each a scan of the sample). Read in full when a `ready` row comes of age or, with
  * `endAtNow` (the sample ends at serverTime), a row dated after what is kept enters; not kept where
- * the sample's start trails the clock (the account's history window).
+ * the sample's start trails the clock (the account's history window). With `need` (trader stats:
+ * the traders asked for), a request that cannot take what is kept reads only those.
  */
 export async function performanceByTrader(
   ctx: ReadContext,
   where: Where,
-  { windows = WINDOWS, countsOnly = false, endAtNow }: { windows?: readonly WindowName[]; countsOnly?: boolean; endAtNow: boolean },
+  {
+    windows = WINDOWS,
+    countsOnly = false,
+    endAtNow,
+    need,
+  }: { windows?: readonly WindowName[]; countsOnly?: boolean; endAtNow: boolean; need?: readonly number[] },
 ): Promise<TraderAggregates> {
   const now = ctx.now.getTime();
   // What is kept checks each row's age whatever the latest price (a price after serverTime would
   // otherwise make it another question), and says when the first `ready` row comes of age.
   const aged = !countsOnly;
-  const sqlOf = (w: Where) => performanceSql(w, 'traderId', { windows, countsOnly, checkAge: aged, ripens: aged });
+  const sqlOf = (w: Where) => performanceSql(w, 'traderId', { windows, countsOnly, checkAge: aged, ripens: aged, opened: endAtNow });
   const q = sqlOf(where);
   // The sample's end is serverTime's here: the key holds every parameter but that.
   const { sampleEnd: _end, ...fixed } = q.params;
@@ -419,9 +449,17 @@ export async function performanceByTrader(
           table: POSITION_SAMPLES_TABLE,
           by: 'traders',
           read: async (ids) => {
-            const ripens = new Map<number, number>();
-            const groups = await readGroups(ctx, ids ? sqlOf(onlyGroups(where, 'p.traderId', 'patchTraders', ids)) : q, now, ripens);
-            return new Map([...groups].map(([t, w]) => [t, { windows: w, ripens: ripens.get(t) ?? Number.POSITIVE_INFINITY }]));
+            const clock = new Map<number, GroupClock>();
+            const groups = await readGroups(ctx, ids ? sqlOf(onlyGroups(where, 'p.traderId', 'patchTraders', ids)) : q, now, clock);
+            return new Map([...groups].map(([t, windows]) => [t, { windows, ...clock.get(t)! }]));
+          },
+          // A request whose clock is behind the one read at, but not behind the last `ready` row
+          // coming of age nor (ending at serverTime) the last position opened, has the same
+          // figures (issue 26: concurrent requests behind a refresh each read every trader).
+          from: (groups) => {
+            let since = Number.NEGATIVE_INFINITY;
+            for (const g of groups.values()) since = Math.max(since, g.since);
+            return since;
           },
           until: async (groups, at, seen) => {
             let until = Number.POSITIVE_INFINITY;
@@ -434,7 +472,8 @@ export async function performanceByTrader(
       : null;
   if (!kept) {
     const checkAge = countsOnly ? false : now < (await latestPriceAt(ctx));
-    return { groups: await readGroups(ctx, performanceSql(where, 'traderId', { windows, countsOnly, checkAge }), now) };
+    const only = need ? onlyGroups(where, 'p.traderId', 'needTraders', need) : where;
+    return { groups: await readGroups(ctx, performanceSql(only, 'traderId', { windows, countsOnly, checkAge }), now) };
   }
   // The callers' view, made once per version of what is kept.
   if (!kept.view) {
@@ -553,6 +592,7 @@ export async function positionCounts(
       read: (ids) => countedPositions(ctx, f, ids ? onlyGroups(where, 'p.traderId', 'patchTraders', ids) : where, held),
       // Bounds given or none, no history window: no count moves with the clock.
       until: async () => Number.POSITIVE_INFINITY,
+      from: () => Number.NEGATIVE_INFINITY,
     });
     if (kept) return kept.groups;
   }

@@ -60,7 +60,7 @@ export async function traderStats(ctx: ReadContext, q: TraderStatsQuery) {
   // every trader, kept across requests and commits (performanceByTrader); else the traders' own.
   const everyTrader = found.length > 0 && bounds.start === null && bounds.end === null && ctx.principal.historyWindowDays == null;
   const where = found.length ? await sampleWhere(ctx, facts, everyTrader ? { window } : { window, traderIds: found }) : undefined;
-  const kept = everyTrader ? await performanceByTrader(ctx, where!, { endAtNow: false }) : undefined;
+  const kept = everyTrader ? await performanceByTrader(ctx, where!, { endAtNow: false, need: found }) : undefined;
   const perf = kept ? kept.groups : where ? await performanceByGroup(ctx, where, 'traderId') : new Map();
   const tagsOf = found.length ? await traderTags(ctx) : new Map<number, { category: string; name: string }[]>();
   const results: TraderStatsRow[] = found.map((id) => {
