@@ -28,7 +28,9 @@ const USAGE = `Usage: npx tsx bench/live.ts --data-dir DIR [options]
 
 Starts 'signalbase start --no-seed' on DIR (seed it first: node bin/signalbase.mjs seed --scale
 large --data-dir DIR; the server and the ingest write to DIR: use a copy), and one streaming
-'signalbase ingest - --data-dir DIR'. Then, per phase, --clients concurrent clients run a mixed
+'signalbase ingest - --data-dir DIR', through which it first writes one price of now for each
+asset the records use (the seed's prices end when it was made; a running server's do not). Then,
+per phase, --clients concurrent clients run a mixed
 read load for --seconds: first static (nothing ingested), then one phase per rate of --rates
 records/s piped into the ingest (per 4 records: two prices of a known asset, a new message of a
 known trader's source and the open event of a new position on it). Printed per phase: req/s, p50,
@@ -602,6 +604,18 @@ try {
     ingestErr += d;
   });
   const ingestExit = new Promise<number | null>((ok) => ingest!.once('exit', (c) => ok(c)));
+
+  // The seed's prices end when it was made. A live server's assets are priced all along: without
+  // this, each asset's first live price would be the first sample after the evaluation time of a
+  // day's worth of 30D windows (its tolerance), and re-evaluate them all at once. One price of now
+  // for each asset the records use, before any phase, is what a server that kept running had.
+  const priced = [...new Map(writers.flatMap((w) => w.assets.map((a) => [a.id, a.price] as const)))];
+  const primedAt = new Date().toISOString();
+  const priming = priced.map(([assetId, price]) => JSON.stringify({ topic: 'prices', value: { assetId, at: primedAt, price, version: 1 } }));
+  ingest.stdin!.write(`${priming.join('\n')}\n`);
+  await sleep(1000);
+  await caughtUp();
+  progress(`${priced.length} assets of the records priced at ${primedAt} (the seed's prices end when it was made)`);
 
   const probes = new Probes(headCursor(probeAccount.id), probeAccount.key);
   if (!argv['no-probes']) probes.start();
