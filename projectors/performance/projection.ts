@@ -1,6 +1,7 @@
 import { TOLERANCE_MS, WINDOW_MS, WINDOWS } from '../../schemas/api/resources.ts';
 import { parseDateTime } from '../../schemas/formats.ts';
 import type { PriceRecord } from '../../schemas/topics/index.ts';
+import { remember } from '../../storage/bounded.ts';
 import type { Store } from '../../storage/port.ts';
 import { newestById } from '../../storage/statements.ts';
 import {
@@ -129,8 +130,17 @@ interface PerformanceState {
   unhealed: number[] | null;
   /** Whether each asset has a price series, as price_series says (null: not read yet; seriesFlags). */
   hasSeries: Map<number, number> | null;
+  /**
+   * The newest evaluation row in position_performances of the positions read or written last, per
+   * window (as `evaluationText`): this projection is that table's only writer, so what it wrote
+   * last is what the store holds, and a trickle of prices re-evaluating the same positions compares
+   * them without a read (issue 26: the read was the costliest statement of a live price batch).
+   */
+  evaluations: Map<number, Map<string, string>>;
 }
 const MAX_CACHED_SAMPLES = 4_000_000;
+/** Positions whose evaluations the session keeps at most (the oldest kept is forgotten first). */
+const KEPT_EVALUATIONS = 50_000;
 /** Past this many samples in a batch, the series it touches are read again whole (patching is for live trickles). */
 const PATCHED_SAMPLES = 1_000;
 
@@ -288,6 +298,15 @@ export async function writePerformances(
   }
   if (gone.length) await store.insertCompact(POSITION_SAMPLES_TABLE.name, PERFORMANCE_COLUMNS, gone);
   if (rows.length) {
+    const { evaluations } = stateOf(ctx);
+    // Forgotten first: a failed insert may have landed all the same.
+    const known = new Map<number, Map<string, string>>();
+    for (const r of rows) {
+      const id = Number(r[0]);
+      const had = evaluations.get(id);
+      if (had) known.set(id, had);
+      evaluations.delete(id);
+    }
     try {
       await store.insertCompact(
         POSITION_PERFORMANCES_TABLE.name,
@@ -298,8 +317,21 @@ export async function writePerformances(
       stateOf(ctx).unhealed?.push(seq);
       throw err;
     }
+    // Kept when every window's newest row is known: all written now, or the others known before.
+    const written = new Map<number, Map<string, string>>();
+    for (const r of rows) {
+      const id = Number(r[0]);
+      let byWindow = written.get(id);
+      if (!byWindow) written.set(id, (byWindow = new Map(known.get(id))));
+      byWindow.set(String(r[1]), evaluationText(r));
+    }
+    for (const [id, byWindow] of written)
+      if (known.has(id) || byWindow.size === WINDOWS.length) remember(evaluations, id, byWindow, KEPT_EVALUATIONS);
   }
 }
+
+/** An evaluation row (PERFORMANCE_COLUMNS but seq) as text, to compare with another. */
+const evaluationText = (r: readonly unknown[]) => JSON.stringify(r.map((v) => (v === null || typeof v === 'string' ? v : Number(v))));
 
 /**
  * Makes position_samples hold every row of the evaluation inserts that may have landed in
@@ -326,7 +358,8 @@ async function healSamples(ctx: ProjectionContext): Promise<void> {
 }
 
 /**
- * The evaluation rows (PERFORMANCE_COLUMNS but seq) that differ from what is stored at their key.
+ * The evaluation rows (PERFORMANCE_COLUMNS but seq) that differ from the newest stored for their
+ * position and window.
  * A live price is the forward price of only the few windows whose evaluation time it is the first
  * sample after; every other window it can be the forward price of is evaluated to what is stored
  * already, and rewriting those (hundreds of rows per price on the large seed) would change the
@@ -336,18 +369,27 @@ async function healSamples(ctx: ProjectionContext): Promise<void> {
  * of reading position_samples by position, issue 26), once healSamples has made position_samples
  * hold all of it (writePerformances heals before it compares): an evaluation found in position_performances alone (a projector killed between
  * its part and its view's) would otherwise never reach the analytics (stopped-price-batch test).
+ * What the session keeps (PerformanceState.evaluations) is compared with instead where it has them.
  */
 async function changedEvaluations(ctx: ProjectionContext, positions: readonly PositionState[], rows: unknown[][]): Promise<unknown[][]> {
-  const KEY = ['positionId', 'window', 'traderId', 'assetId', 'openAt'];
-  const newest = PERFORMANCE_COLUMNS.filter((c) => c !== 'seq' && !KEY.includes(c)).map((c) => `argMax(${c}, seq) AS ${c}`);
-  const stored = await ctx.store.query<Record<(typeof PERFORMANCE_COLUMNS)[number], unknown>>(
-    `SELECT ${KEY.join(', ')}, ${newest.join(', ')} FROM ${POSITION_PERFORMANCES_TABLE}
-     WHERE positionId IN {ids:Array(UInt64)} GROUP BY ${KEY.join(', ')}`,
-    { ids: [...new Set(positions.map((p) => p.id))] },
-  );
-  const text = (r: readonly unknown[]) => JSON.stringify(r.map((v) => (v === null || typeof v === 'string' ? v : Number(v))));
-  const held = new Set(stored.map((r) => text(PERFORMANCE_COLUMNS.filter((c) => c !== 'seq').map((c) => r[c]))));
-  return rows.filter((r) => !held.has(text(r)));
+  const { evaluations } = stateOf(ctx);
+  const ids = [...new Set(positions.map((p) => p.id))].filter((id) => !evaluations.has(id));
+  if (ids.length) {
+    const KEY = ['positionId', 'window'];
+    const newest = PERFORMANCE_COLUMNS.filter((c) => c !== 'seq' && !KEY.includes(c)).map((c) => `argMax(${c}, seq) AS ${c}`);
+    const stored = await ctx.store.query<Record<(typeof PERFORMANCE_COLUMNS)[number], unknown>>(
+      `SELECT ${KEY.join(', ')}, ${newest.join(', ')} FROM ${POSITION_PERFORMANCES_TABLE}
+       WHERE positionId IN {ids:Array(UInt64)} GROUP BY ${KEY.join(', ')}`,
+      { ids },
+    );
+    const read = new Map<number, Map<string, string>>(ids.map((id) => [id, new Map()]));
+    for (const r of stored)
+      read
+        .get(Number(r.positionId))
+        ?.set(String(r.window), evaluationText(PERFORMANCE_COLUMNS.filter((c) => c !== 'seq').map((c) => r[c])));
+    for (const [id, byWindow] of read) remember(evaluations, id, byWindow, KEPT_EVALUATIONS);
+  }
+  return rows.filter((r) => evaluations.get(Number(r[0]))?.get(String(r[1])) !== evaluationText(r));
 }
 
 /**
@@ -444,6 +486,6 @@ export const performanceProjection: Projection<PerformanceState> = {
   canHandle: ['prices'],
   ddl: [PERFORMANCES_DDL, SAMPLES_DDL, SAMPLES_FEED_DDL, PRICE_SERIES_DDL],
   // No reset: a take-over drops the counter and the caches, all read again when next needed.
-  state: { init: () => ({ seq: null, series: new Map(), samples: 0, unhealed: null, hasSeries: null }) },
+  state: { init: () => ({ seq: null, series: new Map(), samples: 0, unhealed: null, hasSeries: null, evaluations: new Map() }) },
   afterStore: (ctx, batch) => reevaluateForPrices(ctx, batch),
 };
