@@ -611,7 +611,9 @@ try {
   // for each asset the records use, before any phase, is what a server that kept running had.
   const priced = [...new Map(writers.flatMap((w) => w.assets.map((a) => [a.id, a.price] as const)))];
   const primedAt = new Date().toISOString();
-  const priming = priced.map(([assetId, price]) => JSON.stringify({ topic: 'prices', value: { assetId, at: primedAt, price, version: 1 } }));
+  const priming = priced.map(([assetId, price]) =>
+    JSON.stringify({ topic: 'prices', value: { assetId, at: primedAt, price, version: 1 } }),
+  );
   ingest.stdin!.write(`${priming.join('\n')}\n`);
   await sleep(1000);
   await caughtUp();
