@@ -1,7 +1,6 @@
-import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cachedAndFresh, groupReads } from '../helpers/cached-and-fresh.ts';
-import { build, createHarness, type Harness } from '../helpers/harness.ts';
+import { describe, expect, it } from 'vitest';
+import { cachedPair, groupReads } from '../helpers/cached-and-fresh.ts';
+import { build } from '../helpers/harness.ts';
 
 /**
  * Issue 26: under live ingest, requests overlap, and one whose clock was taken a moment before
@@ -15,8 +14,7 @@ import { build, createHarness, type Harness } from '../helpers/harness.ts';
  */
 
 const MIN = 60_000;
-const HOUR = 60 * MIN;
-const DAY = 24 * HOUR;
+const DAY = 24 * 60 * MIN;
 const T0 = Math.floor(Date.now() / MIN) * MIN;
 const iso = (ms: number) => new Date(ms).toISOString();
 
@@ -24,45 +22,28 @@ const iso = (ms: number) => new Date(ms).toISOString();
 const AGGREGATE = /position_samples AS p FINAL[\s\S]*GROUP BY g, window/;
 
 describe('kept per-trader aggregates answer a request whose clock is behind them (issue 26)', () => {
-  let h: Harness;
-  let key: string;
-  const clock = { now: T0 };
-  let cached: FastifyInstance;
-  let plain: FastifyInstance;
-  let close: () => Promise<void>;
-
   // Trader 2's second position: its 1D window is `ready` (forward price at T0 + 20 min) and comes of age at T0 + 7 min.
   const RIPENS = T0 + 7 * MIN;
   // A position of trader 3 opened at T0 + 30 min: it enters rankings whose range ends at serverTime then.
   const OPENS = T0 + 30 * MIN;
-
-  beforeAll(async () => {
-    h = await createHarness({ clock: () => clock.now });
-    const open = T0 - 3 * DAY;
-    await h.given([
-      ...[1, 2, 3].flatMap((t) => [build.source(`src-${t}`), build.trader(t), build.asset(t), build.price(t, iso(T0 - 40 * DAY), 90)]),
-      ...[1, 2, 3].map((t) => build.price(t, iso(open + DAY + 5 * MIN), 100 + 5 * t)),
-      ...[1, 2, 3].map((t) => build.event(t, { traderId: t, assetId: t, price: 100, timeOfEvent: iso(open) })),
-      build.price(2, iso(T0 + 20 * MIN), 150),
-      build.event(20, { traderId: 2, assetId: 2, price: 100, timeOfEvent: iso(RIPENS - DAY) }),
-      build.event(30, { traderId: 3, assetId: 3, price: 100, timeOfEvent: iso(OPENS) }),
-    ]);
-    key = await h.key();
-    ({ cached, fresh: plain, close } = await cachedAndFresh(h, clock));
-  });
-  afterAll(async () => {
-    await close?.();
-    await h?.close();
-  });
+  const open = T0 - 3 * DAY;
+  const p = cachedPair(T0, () => [
+    ...[1, 2, 3].flatMap((t) => [build.source(`src-${t}`), build.trader(t), build.asset(t), build.price(t, iso(T0 - 40 * DAY), 90)]),
+    ...[1, 2, 3].map((t) => build.price(t, iso(open + DAY + 5 * MIN), 100 + 5 * t)),
+    ...[1, 2, 3].map((t) => build.event(t, { traderId: t, assetId: t, price: 100, timeOfEvent: iso(open) })),
+    build.price(2, iso(T0 + 20 * MIN), 150),
+    build.event(20, { traderId: 2, assetId: 2, price: 100, timeOfEvent: iso(RIPENS - DAY) }),
+    build.event(30, { traderId: 3, assetId: 3, price: 100, timeOfEvent: iso(OPENS) }),
+  ]);
 
   /** The cached app's answer to `url` at `time`, checked against a fresh read, and the aggregates it queried (patched traders, or 'all'). */
   async function read(url: string, time: number) {
-    clock.now = time;
-    const headers = { 'x-api-key': key, 'x-request-id': 'r' };
-    const { result: res, reads } = await groupReads(h, AGGREGATE, ['patchTraders', 'needTraders'], () =>
-      cached.inject({ method: 'GET', url, headers }),
+    p.clock.now = time;
+    const headers = { 'x-api-key': p.key, 'x-request-id': 'r' };
+    const { result: res, reads } = await groupReads(p.h, AGGREGATE, ['patchTraders', 'needTraders'], () =>
+      p.cached.inject({ method: 'GET', url, headers }),
     );
-    const fresh = await plain.inject({ method: 'GET', url, headers });
+    const fresh = await p.fresh.inject({ method: 'GET', url, headers });
     expect(res.statusCode, `${url} at ${iso(time)}: ${res.body}`).toBe(200);
     expect(res.json(), `${url} at ${iso(time)}`).toEqual(fresh.json());
     return { body: res.json() as any, reads: reads.map((r) => (r === 'all' ? r : [...r].sort())) };

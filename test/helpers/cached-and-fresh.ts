@@ -1,11 +1,11 @@
 import type { FastifyInstance } from 'fastify';
-import { vi } from 'vitest';
+import { afterAll, beforeAll, vi } from 'vitest';
 import { ReadCache } from '../../apps/api/read-cache.ts';
 import { buildApi } from '../../apps/api/server.ts';
 import { ApiKeyAuthenticator } from '../../apps/auth/keys.ts';
 import { MemoryCache } from '../../apps/cache/memory.ts';
 import { CursorCodec } from '../../apps/reads/cursor.ts';
-import type { Harness } from './harness.ts';
+import { createHarness, type Harness, type TopicRecord } from './harness.ts';
 
 /**
  * Two apps on the harness's store with one clock and one cursor key (issue 26): `cached` with the
@@ -59,4 +59,30 @@ export async function groupReads<T>(
   } finally {
     spy.mockRestore();
   }
+}
+
+/**
+ * For one describe block: a harness on an injected clock (`clock.now`, starting at `start`) given
+ * `records`, a key, and both apps (cachedAndFresh), set up before its tests and closed after.
+ */
+export function cachedPair(start: number, records: () => TopicRecord[]) {
+  const pair = {
+    clock: { now: start },
+    h: undefined as unknown as Harness,
+    key: '',
+    cached: undefined as unknown as FastifyInstance,
+    fresh: undefined as unknown as FastifyInstance,
+    close: async () => {},
+  };
+  beforeAll(async () => {
+    pair.h = await createHarness({ clock: () => pair.clock.now });
+    await pair.h.given(records());
+    pair.key = await pair.h.key();
+    Object.assign(pair, await cachedAndFresh(pair.h, pair.clock));
+  });
+  afterAll(async () => {
+    await pair.close();
+    await pair.h?.close();
+  });
+  return pair;
 }
