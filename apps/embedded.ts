@@ -220,9 +220,8 @@ function compactionQueue(opts: { maintenance: ChdbStore; say: Say; closing: () =
  * Live records are projected in rounds at most this often (issue 26): what arrives within it is one
  * commit per topic, so at any ingest rate the projector's per-batch work and the cached answers a
  * commit ends stay bounded, and a record waits at most this long before its batch starts. A round
- * costs about the same store statements whatever it holds, and takes about 300 ms on the large
- * seed: at 250 ms the rounds ran back to back, so the projector took half the cores and a record
- * often waited for a whole round before its own; at 500 ms both the cost and the p99 are lower.
+ * costs about the same store statements whatever it holds: shorter, the rounds ran back to back,
+ * took more of the cores and left records waiting behind a whole round (figures: stop 43's note).
  */
 const LIVE_CADENCE_MS = 500;
 

@@ -749,8 +749,8 @@ try {
   );
   console.log('');
   if (argv['no-probes']) console.log('Freshness: not measured (--no-probes)');
-  else console.log('Freshness: from the write to the ingest stdin until seen (p50 / p99 / max; measured of written)');
-  if (!argv['no-probes'])
+  else {
+    console.log('Freshness: from the write to the ingest stdin until seen (p50 / p99 / max; measured of written)');
     printTable(
       ['phase', 'feed since-poll', 'events?traderIds='],
       phases
@@ -766,6 +766,7 @@ try {
           ];
         }),
     );
+  }
   console.log('');
   console.log(`ingest: ${ingestSummary}; exit ${ingestCode}`);
   const load = Math.round((Number(readFileSync('/proc/loadavg', 'utf8').split(' ')[0]) || 0) * 100) / 100;

@@ -61,8 +61,7 @@ export async function keptGroups<V>(
   const store = baseStore(ctx.store);
   const under = keptFor(reading, changes, store);
   // One read of a question at a time: requests that came meanwhile take what it read when that is
-  // as new as their commit (issue 26: under live ingest the same patch ran up to six times at once;
-  // a read of only the groups each request uses, each its own, served a third as many).
+  // as new as their commit (issue 26: under live ingest the same patch ran several times at once).
   for (let running = under.get(spec.key); running; running = under.get(spec.key)) await running.catch(() => {});
   const held = keptFor(kept, changes, store) as Map<string, KeptGroups<V>>;
   const had = held.get(spec.key);
