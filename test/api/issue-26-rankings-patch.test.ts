@@ -6,8 +6,8 @@ import { appendGiven, build, createHarness, type Harness } from '../helpers/harn
 /**
  * Issue 26: under live ingest every trade commit ended every ranking, and each was read again from
  * the whole sample. The per-trader aggregates of a sample are now kept from one request to the
- * next: the rankings of one window share them whatever their metric, and after a commit only the
- * traders it wrote are read again. What a user sees must not change: each answer of the app with
+ * next: the rankings of every window and metric share them, and after a commit only the traders
+ * it wrote are read again, once for all of them. What a user sees must not change: each answer of the app with
  * the read cache and the change log equals the answer of an app without either (a fresh read), at
  * the same injected clock, including the instant a `ready` window of a trader read again comes of
  * age.
@@ -51,9 +51,9 @@ describe('rankings: per-trader aggregates kept across requests and commits (issu
   });
 
   /** The cached app's answer at `time` (checked against a fresh read), and the aggregates it queried (their patched traders, or 'all'). */
-  async function rank(metric: string, time: number) {
+  async function rank(metric: string, time: number, window = '1D') {
     clock.now = time;
-    const url = `/v2/traders/rankings?metric=${metric}&timeBasedPerformanceWindow=1D&minPositions=0`;
+    const url = `/v2/traders/rankings?metric=${metric}&timeBasedPerformanceWindow=${window}&minPositions=0`;
     const { result: res, reads: aggregates } = await groupReads(h, AGGREGATE, 'patchTraders', () =>
       cached.inject({ method: 'GET', url, headers: { 'x-api-key': key, 'x-request-id': 'r' } }),
     );
@@ -65,7 +65,7 @@ describe('rankings: per-trader aggregates kept across requests and commits (issu
     return { order, aggregates };
   }
 
-  it('the rankings of one window share one aggregate; a commit has only its traders read again; a patched trader ripens on time', async () => {
+  it('the rankings of every window and metric share one aggregate; a commit has only its traders read again, once; a patched trader ripens on time', async () => {
     const first = await rank('avg_return', T0);
     expect(first.order).toEqual([
       [1, 10],
@@ -77,6 +77,9 @@ describe('rankings: per-trader aggregates kept across requests and commits (issu
     const second = await rank('win_rate', T0 + 1000);
     expect(second.aggregates).toEqual([]);
     expect(second.order.map((r: number[]) => r[0])).toEqual([1, 3, 2]);
+    // Another window, and a metric of counts: the same aggregate, no read either.
+    expect((await rank('avg_return', T0 + 1500, '7D')).aggregates).toEqual([]);
+    expect((await rank('position_count', T0 + 1600)).aggregates).toEqual([]);
 
     // Trader 2 opens two positions: one `ready` long ago (+50 %), one whose 1D window comes of age at T0 + 7 min (+30 %).
     await h.given([
@@ -87,17 +90,29 @@ describe('rankings: per-trader aggregates kept across requests and commits (issu
     ]);
     const patched = await rank('avg_return', T0 + 2000);
     expect(patched.aggregates).toEqual([[2]]);
+    // The commit's trader was read again for every window and metric at once.
+    const counted = await rank('position_count', T0 + 2100);
+    expect(counted.aggregates).toEqual([]);
+    expect(counted.order).toEqual([
+      [2, 3],
+      [1, 1],
+      [3, 1],
+    ]);
+    expect((await rank('avg_return', T0 + 2200, '7D')).aggregates).toEqual([]);
     // Trader 2's mean: (-5 + 50) / 2 = 22.5 (the third window is not of age yet).
     expect(patched.order).toEqual([
       [2, 22.5],
       [1, 10],
       [3, 2],
     ]);
-    // Just before and at the instant the third window comes of age (read again, not patched: the clock moved it).
+    // Just before and at the instant the third window comes of age: the clock changed trader 2
+    // alone, and only trader 2 is read again.
     const before = await rank('avg_return', T0 + 7 * MIN - 1);
     expect(before.order[0]).toEqual([2, 22.5]);
+    expect(before.aggregates).toEqual([]);
     const ripe = await rank('avg_return', T0 + 7 * MIN);
     expect(ripe.order[0]).toEqual([2, 25]);
+    expect(ripe.aggregates).toEqual([[2]]);
     // A commit of trader 3 alone: trader 3 read again, trader 2 kept as it was at its instant.
     await h.given([build.event(3, { traderId: 3, assetId: 3, price: 100, timeOfEvent: iso(T0 - 3 * DAY), deleted: true, version: 2 })]);
     const third = await rank('avg_return', T0 + 8 * MIN);

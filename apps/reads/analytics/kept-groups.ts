@@ -52,6 +52,12 @@ export async function keptGroups<V>(
      * instant the clock changed one of them, or -Infinity when none moves with the clock.
      */
     from?: (groups: ReadonlyMap<number, V>, now: number) => number;
+    /**
+     * Once the clock reached `until`: the groups it changed from `at` (what is kept was read at)
+     * to `now`, when the clock changes each group at instants of its own that the kept groups
+     * know; null when it may have changed others (every group is read again).
+     */
+    due?: (groups: ReadonlyMap<number, V>, at: number, now: number, seen: Seen) => Promise<readonly number[] | null>;
   },
 ): Promise<KeptGroups<V> | null> {
   const now = ctx.now.getTime();
@@ -70,13 +76,16 @@ export async function keptGroups<V>(
   for (const t of spec.whole ?? []) ctx.reads?.add(t.name);
   // The groups written since what is kept (null: not known, read every group); none when it is as new as this request's commit.
   let written: Set<number> | null = null;
-  if (had && now < had.until) {
+  // Past `until`, only the groups the clock changed are read again, where `due` names them.
+  const due = had && now >= had.until && spec.due ? await spec.due(had.groups, had.at, now, { changes, seq }) : undefined;
+  if (had && (now < had.until || due)) {
     const since = had.seq >= seq ? [] : changes.since(had.seq);
     const w = since && writtenTo(since, spec.table.name);
     const whole = since?.some((set) => (spec.whole ?? []).some((t) => set.tables.has(t.name)));
     written = whole ? null : (w?.[spec.by] ?? null);
+    if (written && due) written = new Set([...written, ...due]);
   }
-  if (had && written?.size === 0) {
+  if (had && written?.size === 0 && now < had.until) {
     had.seq = Math.max(had.seq, seq);
     return had;
   }
@@ -112,7 +121,7 @@ async function refresh<V>(
     // The groups written since, read again at this request's clock; the others are as they were
     // (from had.from on, a clock this request's is not behind).
     const ids = [...written];
-    const fresh = await spec.read(ids);
+    const fresh = ids.length ? await spec.read(ids) : new Map<number, V>();
     groups = new Map(had.groups);
     for (const id of ids) groups.delete(id);
     for (const [id, v] of fresh) groups.set(id, v);

@@ -29,6 +29,7 @@ import {
   performanceByTrader,
   sampleClock,
   sampleWhere,
+  type TraderAggregates,
   timeBasedPerformance,
   traderEligible,
 } from './sample.ts';
@@ -216,10 +217,12 @@ export async function rankTraders(ctx: ReadContext, q: RankingsQuery) {
     },
     meta: { totalCandidates: candidates.length, serverTime: ctx.now.toISOString() },
   };
-  return withFacts(ctx, answer, await rankingClock(ctx, q, { bounds, sample, sampleWindow, performance, w, ripens: aggregates.ripens }), [
-    POSITION_SAMPLES_TABLE,
-    EVENTS_TABLE,
-  ]);
+  return withFacts(
+    ctx,
+    answer,
+    await rankingClock(ctx, q, { bounds, sample, sampleWindow, performance, w, ripens: ripensIn(aggregates, sampleWindow) }),
+    [POSITION_SAMPLES_TABLE, EVENTS_TABLE],
+  );
 }
 
 /**
@@ -265,6 +268,12 @@ async function eventCountsByTrader(
       : null;
   const counts = kept ? kept.groups : await read(null);
   return [...counts].map(([traderId, n]) => ({ traderId, n }));
+}
+
+/** The first `ready` row of window `w` coming of age, when the aggregates say it. */
+function ripensIn(a: TraderAggregates, w: WindowName): number | undefined {
+  if (a.ripens === undefined) return undefined;
+  return a.ripensIn ? (a.ripensIn.get(w) ?? Number.POSITIVE_INFINITY) : a.ripens;
 }
 
 /**

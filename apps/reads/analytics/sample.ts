@@ -343,9 +343,13 @@ export function performanceSql(
 
 type Groups = Map<number, Map<WindowName, WindowAggregate>>;
 
-/** A group's clock instants (performanceSql's `ripens` and `opened`): the first after serverTime, and the last at or before it. */
+/**
+ * A group's clock instants (performanceSql's `ripens` and `opened`): the first after serverTime
+ * (of any window, and per window in `ripensIn`), and the last at or before it.
+ */
 interface GroupClock {
   ripens: number;
+  ripensIn: Map<WindowName, number>;
   since: number;
 }
 
@@ -369,8 +373,11 @@ async function readGroups(
     const { ripens, ripened, opened, ...agg } = r;
     m.set(r.window, { ...agg, sampled: Number(r.sampled), scored: Number(r.scored), wins: Number(r.wins), longs: Number(r.longs) });
     if (clock) {
-      const c = clock.get(g) ?? { ripens: Number.POSITIVE_INFINITY, since: Number.NEGATIVE_INFINITY };
-      if (ripens != null) c.ripens = Math.min(c.ripens, Number(ripens));
+      const c = clock.get(g) ?? { ripens: Number.POSITIVE_INFINITY, ripensIn: new Map(), since: Number.NEGATIVE_INFINITY };
+      if (ripens != null) {
+        c.ripens = Math.min(c.ripens, Number(ripens));
+        c.ripensIn.set(r.window, Number(ripens));
+      }
       for (const t of [ripened, opened]) if (t != null) c.since = Math.max(c.since, Number(t));
       clock.set(g, c);
     }
@@ -403,6 +410,8 @@ export interface TraderAggregates {
   ripens?: number;
   /** The same per trader (absent: none of its rows), when known. */
   ripensBy?: ReadonlyMap<number, number>;
+  /** The same per window (absent: none of its rows), when known. */
+  ripensIn?: ReadonlyMap<WindowName, number>;
 }
 
 /**
@@ -416,13 +425,15 @@ interface TraderGroup extends GroupClock {
 
 /**
  * performanceByGroup by trader, for rankings and trader stats, kept across requests and commits
- * (keptGroups): rankings of one window share it whatever their metric, and a commit has only the
- * traders it wrote into position_samples read again (one range of the table's key each) instead
- * of the whole sample (under live ingest, every trade commit ended the 18 rankings of the default
- * window, each a scan of the sample). Read in full when a `ready` row comes of age or, with
+ * (keptGroups): every window with every figure, so that rankings of any window and metric share it
+ * and a commit has its traders read again once (issue 26: once per window and kind of metric
+ * before), and only the traders it wrote into position_samples (one range of the table's key each)
+ * instead of the whole sample (under live ingest, every trade commit ended the 18 rankings of the
+ * default window, each a scan of the sample). Read in full when a `ready` row comes of age or, with
  * `endAtNow` (the sample ends at serverTime), a row dated after what is kept enters; not kept where
- * the sample's start trails the clock (the account's history window). With `need` (trader stats:
- * the traders asked for), a request that cannot take what is kept reads only those.
+ * the sample's start trails the clock (the account's history window). A request that cannot take
+ * what is kept reads for itself only its `windows` (and with `countsOnly`, no returns), and with
+ * `need` (trader stats: the traders asked for) only those traders.
  */
 export async function performanceByTrader(
   ctx: ReadContext,
@@ -437,8 +448,7 @@ export async function performanceByTrader(
   const now = ctx.now.getTime();
   // What is kept checks each row's age whatever the latest price (a price after serverTime would
   // otherwise make it another question), and says when the first `ready` row comes of age.
-  const aged = !countsOnly;
-  const sqlOf = (w: Where) => performanceSql(w, 'traderId', { windows, countsOnly, checkAge: aged, ripens: aged, opened: endAtNow });
+  const sqlOf = (w: Where) => performanceSql(w, 'traderId', { checkAge: true, ripens: true, opened: endAtNow });
   const q = sqlOf(where);
   // The sample's end is serverTime's here: the key holds every parameter but that.
   const { sampleEnd: _end, ...fixed } = q.params;
@@ -465,8 +475,18 @@ export async function performanceByTrader(
             let until = Number.POSITIVE_INFINITY;
             for (const g of groups.values()) until = Math.min(until, g.ripens);
             if (endAtNow)
-              for (const w of windows) until = Math.min(until, (await firstOpenAfter(ctx.store, w, at, seen)) ?? Number.POSITIVE_INFINITY);
+              for (const w of WINDOWS) until = Math.min(until, (await firstOpenAfter(ctx.store, w, at, seen)) ?? Number.POSITIVE_INFINITY);
             return until;
+          },
+          // A trader's figures change with the clock only when one of its own `ready` rows comes of
+          // age: those traders are read again; a position entering a sample that ends at serverTime
+          // may be any trader's (every trader is read again).
+          due: async (groups, at, now, seen) => {
+            if (endAtNow)
+              for (const w of WINDOWS) if (((await firstOpenAfter(ctx.store, w, at, seen)) ?? Number.POSITIVE_INFINITY) <= now) return null;
+            const ids: number[] = [];
+            for (const [t, g] of groups) if (g.ripens <= now) ids.push(t);
+            return ids;
           },
         })
       : null;
@@ -479,13 +499,15 @@ export async function performanceByTrader(
   if (!kept.view) {
     const groups: Groups = new Map();
     const ripensBy = new Map<number, number>();
+    const ripensIn = new Map<WindowName, number>();
     let first = Number.POSITIVE_INFINITY;
     for (const [t, g] of kept.groups) {
       groups.set(t, g.windows);
       if (g.ripens !== Number.POSITIVE_INFINITY) ripensBy.set(t, g.ripens);
       first = Math.min(first, g.ripens);
+      for (const [w, at] of g.ripensIn) ripensIn.set(w, Math.min(ripensIn.get(w) ?? Number.POSITIVE_INFINITY, at));
     }
-    kept.view = { groups, ripens: first, ripensBy } satisfies TraderAggregates;
+    kept.view = { groups, ripens: first, ripensBy, ripensIn } satisfies TraderAggregates;
   }
   return kept.view as TraderAggregates;
 }
