@@ -27,6 +27,8 @@ export interface TableChange {
   sources?: Set<string> | null;
   /** The range (ms, inclusive) of the times of its rows (the table's `changes.time`), null when any. */
   times: TimeRange | null;
+  /** For a table with a `changes.mark`: the highest value of it written, null when not known. */
+  mark?: number | null;
 }
 
 export interface TimeRange {
@@ -122,6 +124,7 @@ function touch(set: ChangeSet, graph: TableGraph, table: string, values: (column
     c.traders = merge(c.traders, ids(dims?.trader));
     c.assets = merge(c.assets, ids(dims?.asset));
     c.times = widen(c.times, dims?.time ? values(dims.time) : null);
+    if (tableNamed(name)?.changes?.mark) c.mark = highest(c.mark ?? Number.NEGATIVE_INFINITY, dims?.mark ? values(dims.mark) : null);
     if (tableNamed(name)?.changes?.source)
       c.sources = merge(c.sources === undefined ? new Set() : c.sources, dims?.source ? sourcesOf(values, dims.source) : null);
   }
@@ -151,6 +154,17 @@ function widen(into: TimeRange | null, values: unknown[] | null): TimeRange | nu
     if (t > hi) hi = t;
   }
   return { lo, hi };
+}
+
+function highest(into: number | null, values: unknown[] | null): number | null {
+  if (into === null || values === null) return null;
+  let m = into;
+  for (const v of values) {
+    const n = Number(v);
+    if (Number.isNaN(n)) return null;
+    if (n > m) m = n;
+  }
+  return m;
 }
 
 function merge<K>(into: Set<K> | null, ids: Iterable<K> | null): Set<K> | null {
@@ -213,22 +227,20 @@ export function recordingStore(store: Store, graph: TableGraph): Store {
 
 /** A change set as JSON (for the shared change log of distributed mode), and back. */
 export function encodeChangeSet(set: ChangeSet): string {
-  const tables: Record<string, { t: number[] | null; a: number[] | null; s?: [number, number] | null; src?: string[] | null }> = {};
+  const tables: Record<string, WireChange> = {};
   for (const [name, c] of set.tables)
     tables[name] = {
       t: c.traders && [...c.traders],
       a: c.assets && [...c.assets],
       s: c.times && [c.times.lo, c.times.hi],
       ...(c.sources !== undefined ? { src: c.sources && [...c.sources] } : {}),
+      ...(c.mark !== undefined ? { m: c.mark } : {}),
     };
   return JSON.stringify({ all: set.all, tables });
 }
 
 export function decodeChangeSet(json: string): ChangeSet {
-  const o = JSON.parse(json) as {
-    all: boolean;
-    tables: Record<string, { t: number[] | null; a: number[] | null; s?: [number, number] | null; src?: string[] | null }>;
-  };
+  const o = JSON.parse(json) as { all: boolean; tables: Record<string, WireChange> };
   const tables = new Map<string, TableChange>();
   for (const [name, c] of Object.entries(o.tables))
     tables.set(name, {
@@ -236,8 +248,19 @@ export function decodeChangeSet(json: string): ChangeSet {
       assets: c.a && new Set(c.a),
       times: c.s ? { lo: c.s[0], hi: c.s[1] } : null,
       ...(c.src !== undefined ? { sources: c.src && new Set(c.src) } : {}),
+      // A mark that did not travel is not known.
+      ...(c.m !== undefined ? { mark: typeof c.m === 'number' ? c.m : null } : {}),
     });
   return { all: o.all, tables };
+}
+
+/** A table's change on the shared change log. */
+interface WireChange {
+  t: number[] | null;
+  a: number[] | null;
+  s?: [number, number] | null;
+  src?: string[] | null;
+  m?: number | null;
 }
 
 /** What a cached answer or a derived fact was read from: tables, and the traders and assets it is narrowed to (null: all). */
@@ -481,6 +504,7 @@ export function writtenTo(since: readonly ChangeSet[], table: string): TableChan
     out.traders = merge(out.traders, c.traders);
     out.assets = merge(out.assets, c.assets);
     out.times = out.times && c.times && { lo: Math.min(out.times.lo, c.times.lo), hi: Math.max(out.times.hi, c.times.hi) };
+    out.mark = out.mark === null || c.mark == null ? null : Math.max(out.mark ?? Number.NEGATIVE_INFINITY, c.mark);
   }
   return out;
 }

@@ -3,12 +3,14 @@ import { ApiError } from '../../schemas/api/errors.ts';
 import type { FeedQuery } from '../../schemas/api/queries.ts';
 import type { FeedItem } from '../../schemas/api/resources.ts';
 import { iso } from '../../schemas/formats.ts';
+import { writtenTo } from '../../storage/changes.ts';
 import { sql } from '../../storage/sql.ts';
 import {
   curateFeedEvents,
   decodeFeedEvents,
   FEED_CHANGES_TABLE,
   FEED_GROUPS_TABLE,
+  FEED_WATERMARK_TABLE,
   feedWatermark,
 } from '../../storage/tables/feed-groups.ts';
 import { MESSAGES_TABLE } from '../../storage/tables/messages.ts';
@@ -240,8 +242,14 @@ export async function listFeed(ctx: ReadContext, q: FeedQuery): Promise<{ result
 /**
  * The feed's watermark, per data version: the projector writes it before it commits, so the one
  * read during a data version is at least that version's (a 2 ms query of every since-poll before).
+ * Then it follows the commits: each says the highest watermark it wrote (issue 26: no read per commit).
  */
-const watermarkOf = perDataVersion((store) => feedWatermark(store));
+const watermarkOf = perDataVersion((store) => feedWatermark(store), {
+  update: (w, since) => {
+    const mark = writtenTo(since, FEED_WATERMARK_TABLE.name)?.mark;
+    return typeof mark === 'number' && Number.isFinite(mark) ? Math.max(w, mark) : null;
+  },
+});
 
 /**
  * The stamps above `after` up to `watermark`, `n` at most, in key order. Read by every poll for

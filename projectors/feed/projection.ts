@@ -288,7 +288,8 @@ async function writeAndStamp(ctx: ProjectionContext, rows: GroupStatement[], res
   for (const [id, g] of newestById(rows, (r) => r.id)) remember(s.groups, id, g, KNOWN_GROUPS);
   // Also when nothing changed: a replay after a crash before the watermark publishes it here.
   if (s.fseq > s.published) {
-    await store.exec(`INSERT INTO ${FEED_WATERMARK_TABLE} VALUES (0, {f:UInt64})`, { f: s.fseq });
+    // As rows: the commit's changes carry the watermark (storage/changes.ts `mark`), so the API's is kept without a read.
+    await store.insert(FEED_WATERMARK_TABLE.name, [{ k: 0, fseq: s.fseq }]);
     s.published = s.fseq;
   }
 }

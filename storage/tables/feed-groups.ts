@@ -4,7 +4,7 @@ import { table } from '../table.ts';
 
 export const FEED_GROUPS_TABLE = table('feed_groups');
 export const FEED_CHANGES_TABLE = table('feed_changes');
-export const FEED_WATERMARK_TABLE = table('feed_watermark');
+export const FEED_WATERMARK_TABLE = table('feed_watermark', { changes: { mark: 'fseq' } });
 
 /**
  * A feed group's events as stored: the live events linked to one source message, as the trade

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { type Dependencies, decodeChangeSet, encodeChangeSet, intersects, type TableChange } from '../../storage/changes.ts';
+import { type Dependencies, decodeChangeSet, encodeChangeSet, intersects, type TableChange, writtenTo } from '../../storage/changes.ts';
 
 /**
  * Change sets (issue 26) as the distributed change log carries them, and what they end: a commit of
@@ -37,5 +37,29 @@ describe('change sets by source', () => {
     expect(after).toEqual(before);
     expect('sources' in after.tables.get('events')!).toBe(false);
     expect(intersects(after, pageOfTrader5)).toBe(false);
+  });
+});
+
+describe('change sets by mark (a sequence only written upwards)', () => {
+  it('the highest mark a commit wrote travels through the shared change log; an unknown one stays unknown, and a table without marks stays without', () => {
+    const before = set({
+      feed_watermark: change({ mark: 812 }),
+      prices: change({ times: { lo: 5, hi: 9 } }),
+    });
+    const after = decodeChangeSet(encodeChangeSet(before));
+    expect(after).toEqual(before);
+    expect('mark' in after.tables.get('prices')!).toBe(false);
+    const unknown = decodeChangeSet(encodeChangeSet(set({ feed_watermark: change({ mark: null }) })));
+    expect(unknown.tables.get('feed_watermark')!.mark).toBeNull();
+  });
+
+  it('what several commits wrote into a table is the highest of their marks, or not known when one of them does not say', () => {
+    const wrote = (...marks: (number | null)[]) =>
+      writtenTo(
+        marks.map((mark) => set({ feed_watermark: change({ mark }) })),
+        'feed_watermark',
+      );
+    expect(wrote(4, 9, 7)?.mark).toBe(9);
+    expect(wrote(4, null, 7)?.mark).toBeNull();
   });
 });

@@ -225,10 +225,19 @@ export interface WindowAggregate {
  * sample at or after its evaluation time, and the projector stores prices before it evaluates
  * from them, so while serverTime is at or after this every `ready` row has come of age.
  */
-const latestPriceMemo = perDataVersion(async (store) => {
-  const [r] = await store.query<{ m: number | null }>(`SELECT max(toUnixTimestamp64Milli(at)) AS m FROM ${PRICES_TABLE}`);
-  return Number(r?.m ?? 0);
-});
+const latestPriceMemo = perDataVersion(
+  async (store) => {
+    const [r] = await store.query<{ m: number | null }>(`SELECT max(toUnixTimestamp64Milli(at)) AS m FROM ${PRICES_TABLE}`);
+    return Number(r?.m ?? 0);
+  },
+  {
+    // Then it follows the commits: each says the latest sample time it wrote (issue 26: no read per commit).
+    update: (m, since) => {
+      const hi = writtenTo(since, PRICES_TABLE.name)?.times?.hi;
+      return hi !== undefined && Number.isFinite(hi) ? Math.max(m, hi) : null;
+    },
+  },
+);
 /**
  * latestPriceAt without making the read depend on the prices table (ReadContext.reads): it only
  * decides whether the age check is needed (the answer is the same either way, a function of the
