@@ -2,7 +2,7 @@ import type { Store } from '../port.ts';
 import { STATEMENT_COLUMNS_DDL, statementEngine } from '../statements.ts';
 import { table } from '../table.ts';
 
-export const FEED_GROUPS_TABLE = table('feed_groups');
+export const FEED_GROUPS_TABLE = table('feed_groups', { changes: { time: 'writtenAt' } });
 export const FEED_CHANGES_TABLE = table('feed_changes');
 export const FEED_WATERMARK_TABLE = table('feed_watermark', { changes: { mark: 'fseq' } });
 

@@ -4,9 +4,10 @@ import { build } from '../helpers/harness.ts';
 
 /**
  * Issue 26 ("facts maintained incrementally"): after every commit the API read the feed's
- * watermark (`max(fseq)`) and the latest price sample time (`max(at)`) from the store again, a
- * statement per commit each under live ingest. Each commit now says the highest watermark and the
- * latest sample time it wrote, and the API carries both forward from them. What a user sees must
+ * watermark (`max(fseq)`), the latest price sample time (`max(at)`) and the first feed group dated
+ * after serverTime from the store again, a statement per commit each under live ingest. Each commit
+ * now says the highest watermark, and the range of sample and group times, it wrote, and the API
+ * carries those facts forward from them. What a user sees must
  * not change: every answer equals a fresh read (an app without the change log) at the same clock.
  */
 
@@ -17,6 +18,8 @@ const iso = (ms: number) => new Date(ms).toISOString();
 
 const WATERMARK = /max\(fseq\)[\s\S]*feed_watermark/;
 const LATEST_PRICE = /max\(toUnixTimestamp64Milli\(at\)\)[\s\S]*prices/;
+/** The first group after serverTime (when one enters a page whose range ends at serverTime). */
+const FIRST_GROUP_AFTER = /toUnixTimestamp64Milli\(writtenAt\) AS t FROM \S*feed_groups\s+WHERE writtenAt >/;
 
 /** A message of trader 1's source and its open event on asset 1. */
 const group = (n: number) => [
@@ -47,6 +50,7 @@ describe('the feed watermark and the latest price time follow the commits (issue
         body: res.json() as any,
         watermarkReads: sqls.filter((s) => WATERMARK.test(s)).length,
         latestPriceReads: sqls.filter((s) => LATEST_PRICE.test(s)).length,
+        firstGroupReads: sqls.filter((s) => FIRST_GROUP_AFTER.test(s)).length,
       };
     } finally {
       spy.mockRestore();
@@ -68,6 +72,15 @@ describe('the feed watermark and the latest price time follow the commits (issue
     expect(again.watermarkReads).toBe(0);
     const fromHead = await read(`/v2/feed?since=${encodeURIComponent(again.body.data.meta.nextCursor)}`);
     expect(fromHead.body.data.results).toEqual([]);
+  });
+
+  it('a feed page after a commit of groups dated before serverTime does not look for the first group after it again', async () => {
+    const first = await read('/v2/feed?limit=2');
+    expect(first.firstGroupReads).toBe(1);
+    await p.h.given(group(3));
+    const next = await read('/v2/feed?limit=3');
+    expect(next.body.data.results[0].id).toBe('m-3');
+    expect(next.firstGroupReads).toBe(0);
   });
 
   it('rankings after price commits, before and after serverTime, read no latest price time', async () => {
