@@ -438,9 +438,10 @@ interface TraderGroup extends GroupClock {
  * and a commit has its traders read again once (issue 26: once per window and kind of metric
  * before), and only the traders it wrote into position_samples (one range of the table's key each)
  * instead of the whole sample (under live ingest, every trade commit ended the 18 rankings of the
- * default window, each a scan of the sample). Read in full when a `ready` row comes of age or, with
- * `endAtNow` (the sample ends at serverTime), a row dated after what is kept enters; not kept where
- * the sample's start trails the clock (the account's history window). A request that cannot take
+ * default window, each a scan of the sample). When a `ready` row comes of age, its trader is read
+ * again; all of them when, with `endAtNow` (the sample ends at serverTime), a row dated after what
+ * is kept enters. Not kept where the sample's start trails the clock (the account's history
+ * window). A request that cannot take
  * what is kept reads for itself only its `windows` (and with `countsOnly`, no returns), and with
  * `need` (trader stats: the traders asked for) only those traders.
  */
