@@ -460,6 +460,13 @@ export async function performanceByTrader(
   // otherwise make it another question), and says when the first `ready` row comes of age.
   const sqlOf = (w: Where) => performanceSql(w, 'traderId', { checkAge: true, ripens: true, opened: endAtNow });
   const q = sqlOf(where);
+  /** With `endAtNow`, the first position after `at` in any window (it enters the sample then); else Infinity. */
+  const firstEntering = async (at: number, seen: Seen): Promise<number> => {
+    let first = Number.POSITIVE_INFINITY;
+    if (endAtNow)
+      for (const w of WINDOWS) first = Math.min(first, (await firstOpenAfter(ctx.store, w, at, seen)) ?? Number.POSITIVE_INFINITY);
+    return first;
+  };
   // The sample's end is serverTime's here: the key holds every parameter but that.
   const { sampleEnd: _end, ...fixed } = q.params;
   const kept =
@@ -482,18 +489,15 @@ export async function performanceByTrader(
             return since;
           },
           until: async (groups, at, seen) => {
-            let until = Number.POSITIVE_INFINITY;
+            let until = await firstEntering(at, seen);
             for (const g of groups.values()) until = Math.min(until, g.ripens);
-            if (endAtNow)
-              for (const w of WINDOWS) until = Math.min(until, (await firstOpenAfter(ctx.store, w, at, seen)) ?? Number.POSITIVE_INFINITY);
             return until;
           },
           // A trader's figures change with the clock only when one of its own `ready` rows comes of
           // age: those traders are read again; a position entering a sample that ends at serverTime
           // may be any trader's (every trader is read again).
           due: async (groups, at, now, seen) => {
-            if (endAtNow)
-              for (const w of WINDOWS) if (((await firstOpenAfter(ctx.store, w, at, seen)) ?? Number.POSITIVE_INFINITY) <= now) return null;
+            if ((await firstEntering(at, seen)) <= now) return null;
             const ids: number[] = [];
             for (const [t, g] of groups) if (g.ripens <= now) ids.push(t);
             return ids;
