@@ -58,7 +58,7 @@ import type { NativeExportOf } from './reads/exports.ts';
 import { listFeed, sincePollShare } from './reads/feed.ts';
 import { exportMessages, listMessages } from './reads/messages.ts';
 import { untilNextStatusChange } from './reads/performance.ts';
-import { listOpenPositions, listPositions } from './reads/positions.ts';
+import { exportPositions, listOpenPositions, listPositions } from './reads/positions.ts';
 import type { Principal } from './reads/principal.ts';
 import { listAggregateSummaries, listChannelSummaries } from './reads/summaries.ts';
 import { listLegacyTraders, listTraderDirectory } from './reads/traders.ts';
@@ -290,7 +290,12 @@ export const OPERATIONS: readonly Operation[] = [
       ttlMs: untilNextStatusChange,
       narrows: { traders: 'traderIds', assets: 'assetIds' },
     },
-    export: { path: '/exports/positions', query: exportQuery(PositionsQuery), item: Position },
+    export: {
+      path: '/exports/positions',
+      query: exportQuery(PositionsQuery),
+      item: Position,
+      native: (ctx, q, resume, rows, format) => exportPositions(ctx, q, resume, rows, format),
+    },
     mcp: {
       limit: 10,
       next: "list_events (traderIds, assetIds) for the trades of a position, list_trader_stats for a trader's aggregate performance",

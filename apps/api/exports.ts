@@ -35,7 +35,8 @@ export interface ExportRouting {
 /**
  * How the store writes an export's rows as the list read's JSON and the CSV columns would have
  * them: 64-bit integers as numbers, times in ISO 8601 (UTC, milliseconds), an empty CSV field for
- * null, CSV lines ended with CRLF (RFC 4180), slashes unescaped.
+ * null, CSV lines ended with CRLF (RFC 4180), slashes unescaped; a nested object that may be null
+ * (a position's window) as a Nullable tuple.
  */
 const NATIVE_SETTINGS = {
   output_format_json_quote_64bit_integers: 0,
@@ -44,6 +45,7 @@ const NATIVE_SETTINGS = {
   format_csv_null_representation: '',
   output_format_csv_crlf_end_of_line: 1,
   timeout_overflow_mode: 'throw',
+  enable_nullable_tuple_type: 1,
 } as const;
 
 /**

@@ -109,7 +109,7 @@ export interface TupleShape {
 
 export function tupleType(shape: TupleShape): string {
   return `Tuple(${Object.entries(shape)
-    .map(([name, t]) => `${name} ${typeof t === 'string' ? t : tupleType(t)}`)
+    .map(([name, t]) => `\`${name}\` ${typeof t === 'string' ? t : tupleType(t)}`)
     .join(', ')})`;
 }
 
@@ -153,10 +153,19 @@ export function nativeStart(
 
 /**
  * A native export's statement over a statement table (alias `s`, storage/statements.ts): `inner`
- * reads each row's columns, the newest version of each key is kept and then only live ones, newest
- * key first, at most {exportRows}; `outer` shapes them, with `resumeTokenSql` for the token.
+ * reads each row's columns, the newest version of each key is kept and then only live ones (and
+ * those `keep` keeps, a condition on `outer`'s columns), newest key first, at most {exportRows};
+ * `outer` shapes them, with `resumeTokenSql` for the token.
  */
-export function exportStatement(o: { outer: string; inner: string; table: Table; where: string; before: string; timeCol: string }): string {
+export function exportStatement(o: {
+  outer: string;
+  inner: string;
+  table: Table;
+  where: string;
+  before: string;
+  timeCol: string;
+  keep?: string;
+}): string {
   return `
     SELECT ${o.outer}
     FROM (
@@ -165,7 +174,7 @@ export function exportStatement(o: { outer: string; inner: string; table: Table;
       ORDER BY s.${o.timeCol} DESC, s.id DESC, s.seq DESC
       LIMIT 1 BY s.${o.timeCol}, s.id
     )
-    WHERE x_live = 1 AND x_tomb = 0
+    WHERE x_live = 1 AND x_tomb = 0${o.keep ? ` AND ${o.keep}` : ''}
     LIMIT {exportRows:UInt64}`;
 }
 

@@ -162,6 +162,21 @@ async function lastWrittenAt(ctx: ReadContext, ids: string[]): Promise<Map<strin
   return new Map(rows.map((r) => [r.id, Number(r.t)]));
 }
 
+/** The sources (`sourceKey`) whose groups the caller may see, each with its trader: both visibilities permit that trader (and `traderIds` selects it). */
+function visibleSources(facts: Facts, p: Principal, traderIds: Set<number> | undefined): string[] {
+  const sources: string[] = [];
+  for (const [k, traderId] of facts.sourceTrader) {
+    const platform = facts.traderPlatform.get(traderId)!;
+    if (
+      (!traderIds || traderIds.has(traderId)) &&
+      permits(p.messageVisibility, traderId, platform) &&
+      permits(p.signalVisibility, traderId, platform)
+    )
+      sources.push(k);
+  }
+  return sources;
+}
+
 export type FeedMeta = ListMeta & { dataComputedAt: string; removedIds?: string[] };
 
 /**
@@ -190,16 +205,7 @@ export async function listFeed(ctx: ReadContext, q: FeedQuery): Promise<{ result
     fetch: async ({ where, after, window, limit }) => {
       const facts = await factsOf(ctx);
       // The sources whose groups the caller may see (and that traderIds selects), as a set condition.
-      const sources: string[] = [];
-      for (const [k, traderId] of facts.sourceTrader) {
-        const platform = facts.traderPlatform.get(traderId)!;
-        if (
-          (!f.traderIds || f.traderIds.has(traderId)) &&
-          permits(ctx.principal.messageVisibility, traderId, platform) &&
-          permits(ctx.principal.signalVisibility, traderId, platform)
-        )
-          sources.push(k);
-      }
+      const sources = visibleSources(facts, ctx.principal, f.traderIds);
       const sourceIds = f.traderIds ? sources.map((k) => parseSourceKey(k).sourceIdentityId) : undefined;
       const visible = new Set(sources);
       const sourceOk = setCondition(

@@ -1,12 +1,17 @@
 import { splitIds } from '../../schemas/api/common-params.ts';
+import { RESUME_COLUMN } from '../../schemas/api/exports.ts';
 import type { OpenPositionsQuery, PositionsQuery } from '../../schemas/api/queries.ts';
-import type { OpenPosition, Position } from '../../schemas/api/resources.ts';
+import { type OpenPosition, type Position, WINDOW_MS, WINDOWS } from '../../schemas/api/resources.ts';
 import { iso } from '../../schemas/formats.ts';
+import { identifier } from '../../storage/sql.ts';
+import { beforeKey } from '../../storage/statements.ts';
+import { POSITION_PERFORMANCES_TABLE } from '../../storage/tables/performance.ts';
 import { PRICES_TABLE } from '../../storage/tables/prices.ts';
 import { OPEN_POSITIONS_TABLE, POSITIONS_TABLE } from '../../storage/tables/trading.ts';
 import { perDataVersion, type ReadContext } from './context.ts';
+import { exportStatement, leafNames, type NativeExport, nativeStart, resumeTokenSql, type TupleShape, tupleType } from './exports.ts';
 import { addSignalFilters, factsOf } from './facts.ts';
-import { addWindow, listRead, type StatementRow, statementPage, statementRows, type Where } from './list.ts';
+import { addWindow, listRead, type StatementRow, statementPage, statementRows, Where } from './list.ts';
 import { timeBasedPerformances } from './performance.ts';
 import { readsFromProjection } from './stats.ts';
 
@@ -106,6 +111,99 @@ export function listPositions(ctx: ReadContext, q: PositionsQuery) {
       }));
     },
   });
+}
+
+/**
+ * The export's `timeBasedPerformances` column (the list read's, see performance.ts): per window, null
+ * or `{window, status, returnPercentage}`. In CSV a window is its three columns, empty when null.
+ */
+const performancesShape = (format: 'ndjson' | 'csv'): TupleShape =>
+  Object.fromEntries(
+    WINDOWS.map((w) => [
+      w,
+      format === 'csv'
+        ? { window: 'Nullable(String)', status: 'Nullable(String)', returnPercentage: 'Nullable(Float64)' }
+        : `Nullable(${tupleType({ window: 'String', status: 'String', returnPercentage: 'Nullable(Float64)' })})`,
+    ]),
+  );
+
+/**
+ * The positions export as one statement (issue 28): listPositions' filters and versions, resolved by
+ * the store, each position joined with its evaluations (the newest row of each window, as
+ * timeBasedPerformances reads them: a window is null with no row or status '', too_young until
+ * serverTime reaches openAt + window), shaped as a Position with its resume token.
+ */
+export async function exportPositions(
+  ctx: ReadContext,
+  q: Omit<PositionsQuery, 'limit'>,
+  resume: string | undefined,
+  rows: number,
+  format: 'ndjson' | 'csv',
+): Promise<NativeExport> {
+  const positionIds = splitIds(q.positionIds);
+  const { after, window, seal } = nativeStart(
+    ctx,
+    { op: 'list_positions', query: q, keyParts: ['time', 'id'], unboundedDefault: positionIds !== undefined },
+    resume,
+  );
+  const facts = await factsOf(ctx);
+  const where = new Where();
+  addSignalFilters(where, facts, ctx.principal, q, true);
+  where.when(positionIds, 's.id IN {positionIds:Array(UInt64)}', 'positionIds');
+  addWindow(where, 's.openAt', window);
+  const b = beforeKey(identifier('s.openAt'), identifier('s.id'), 'UInt64', after as [number, number] | undefined);
+  const quotes = [...facts.assetQuote];
+  const shape = performancesShape(format);
+  const windows = WINDOWS.map((w) => {
+    const none = `f_${w}.1 = ''`;
+    const young = `{now:Int64} < p_t + ${WINDOW_MS[w]}`;
+    const status = `if(${young}, 'too_young', f_${w}.1)`;
+    return format === 'csv'
+      ? `tuple(if(${none}, NULL, '${w}'), if(${none}, NULL, ${status}), if(${none} OR ${young}, NULL, f_${w}.2))`
+      : `if(${none}, NULL, tuple('${w}', ${status}, if(${young}, NULL, f_${w}.2)))`;
+  });
+  const positions = exportStatement({
+    outer: `p_id, p_direction, p_time, p_price, p_quote, p_trader, p_asset, p_t, ${resumeTokenSql('p_t', 'toString(p_id)')}`,
+    inner: `s.id AS p_id, s.direction AS p_direction, toTimeZone(s.openAt, 'UTC') AS p_time, s.openPrice AS p_price,
+      transform(s.assetId, {quoteAssets:Array(UInt64)}, {quoteSymbols:Array(Nullable(String))}, NULL) AS p_quote,
+      s.traderId AS p_trader, s.assetId AS p_asset, toUnixTimestamp64Milli(s.openAt) AS p_t`,
+    table: POSITIONS_TABLE,
+    where: where.sql,
+    before: b.text,
+    timeCol: 'openAt',
+  });
+  return {
+    sql: `
+    SELECT p_id AS id, p_direction AS direction, p_time AS openAt, p_price AS openPrice, p_quote AS quoteSymbol,
+      CAST(tuple(${windows.join(', ')}), {performancesType:String}) AS timeBasedPerformances,
+      p_trader AS traderId, p_asset AS assetId, ${RESUME_COLUMN}
+    FROM (${positions}) AS p
+    -- The positions stream through the join in their order: the evaluations are the table built (never swapped), on one stream.
+    LEFT ANY JOIN (
+      SELECT positionId AS f_id,
+        ${WINDOWS.map((w) => `argMaxIf(tuple(toString(status), returnPercentage), seq, window = '${w}') AS f_${w}`).join(', ')}
+      FROM ${POSITION_PERFORMANCES_TABLE}
+      WHERE positionId IN (SELECT s.id FROM ${POSITIONS_TABLE} AS s WHERE ${where.sql} AND ${b.text})
+      GROUP BY positionId
+    ) AS f ON f.f_id = p.p_id
+    SETTINGS query_plan_join_swap_table = 'false', max_threads = 1`,
+    params: {
+      ...where.params,
+      ...b.params,
+      seal,
+      now: ctx.now.getTime(),
+      performancesType: tupleType(shape),
+      quoteAssets: quotes.map(([id]) => id),
+      quoteSymbols: quotes.map(([, symbol]) => symbol),
+      exportRows: rows,
+    },
+    // The item's columns as columnsOf names them (the CSV ones), whichever the format.
+    columns: [
+      ...['id', 'direction', 'openAt', 'openPrice', 'quoteSymbol'],
+      ...leafNames(performancesShape('csv'), 'timeBasedPerformances'),
+      ...['traderId', 'assetId', RESUME_COLUMN],
+    ],
+  };
 }
 
 type OpenRow = Row & { currentPrice: number | null; currentReturnPercentage: number };
