@@ -55,7 +55,7 @@ import { ANALYTICS_COST, LIST_COST, type ReadCost } from './reads/cost.ts';
 import type { CursorCodec } from './reads/cursor.ts';
 import { exportEvents, listEvents } from './reads/events.ts';
 import type { NativeExportOf } from './reads/exports.ts';
-import { listFeed, sincePollShare } from './reads/feed.ts';
+import { exportFeed, listFeed, sincePollShare } from './reads/feed.ts';
 import { exportMessages, listMessages } from './reads/messages.ts';
 import { untilNextStatusChange } from './reads/performance.ts';
 import { exportPositions, listOpenPositions, listPositions } from './reads/positions.ts';
@@ -351,6 +351,7 @@ export const OPERATIONS: readonly Operation[] = [
       path: '/exports/feed',
       query: exportQuery(FeedQuery, ['since', 'wait']),
       item: FeedItem,
+      native: (ctx, q, resume, rows, format) => exportFeed(ctx, q, resume, rows, format),
       headers: async (ctx, q) => ({
         'x-feed-since': (await listFeed(ctx, { ...q, since: 'now', limit: 1 } as FeedQuery)).meta.nextCursor!,
       }),

@@ -1,14 +1,18 @@
 import { splitIds } from '../../schemas/api/common-params.ts';
 import { ApiError } from '../../schemas/api/errors.ts';
+import { RESUME_COLUMN } from '../../schemas/api/exports.ts';
 import type { FeedQuery } from '../../schemas/api/queries.ts';
 import type { FeedItem } from '../../schemas/api/resources.ts';
 import { iso } from '../../schemas/formats.ts';
 import { writtenTo } from '../../storage/changes.ts';
-import { sql } from '../../storage/sql.ts';
+import { identifier, sql } from '../../storage/sql.ts';
+import { beforeKey } from '../../storage/statements.ts';
 import {
+  curatedFeedEventsSql,
   curateFeedEvents,
   decodeFeedEvents,
   FEED_CHANGES_TABLE,
+  FEED_EVENT_TYPES,
   FEED_GROUPS_TABLE,
   FEED_WATERMARK_TABLE,
   feedWatermark,
@@ -17,8 +21,19 @@ import { MESSAGES_TABLE } from '../../storage/tables/messages.ts';
 import { parseSourceKey, sourceKey, sourceKeySql } from '../../storage/tables/traders.ts';
 import { perDataVersion, type ReadContext } from './context.ts';
 import { type CursorCodec, fingerprint } from './cursor.ts';
-import { type Facts, factsOf, permits, setCondition } from './facts.ts';
-import { addWindow, type ListMeta, listRead, PAGE_FACTS, type PageFacts, type StatementRow, statementPage, statementRows } from './list.ts';
+import { exportStatement, leafNames, type NativeExport, nativeStart, resumeTokenSql, type TupleShape, tupleType } from './exports.ts';
+import { type Facts, factsOf, type Identity, permits, setCondition, signalTraders } from './facts.ts';
+import {
+  addWindow,
+  type ListMeta,
+  listRead,
+  PAGE_FACTS,
+  type PageFacts,
+  type StatementRow,
+  statementPage,
+  statementRows,
+  Where,
+} from './list.ts';
 import type { Principal } from './principal.ts';
 import { appliedTimeRange, type Window, windowAt, windowRule } from './window.ts';
 
@@ -377,4 +392,142 @@ async function sincePoll(ctx: ReadContext, q: FeedQuery): Promise<{ results: Fee
   if (results.length || removedAt.length) pageFacts.oldest = Math.min(...results.map((g) => Date.parse(g.writtenAt)), ...removedAt);
   Object.defineProperty(answer, PAGE_FACTS, { value: pageFacts, enumerable: false });
   return answer;
+}
+
+/** The export's `source` and `trader` columns (the list read's FeedItem); attachments as JSON text in CSV. */
+const groupShapes = (format: 'ndjson' | 'csv'): { source: TupleShape; trader: TupleShape } => ({
+  source: {
+    platform: 'String',
+    url: 'Nullable(String)',
+    text: 'Nullable(String)',
+    attachments: format === 'csv' ? 'String' : 'Array(Tuple(type String, url String))',
+    identity: {
+      platform: 'String',
+      sourceIdentityId: 'String',
+      displayName: 'Nullable(String)',
+      handle: 'Nullable(String)',
+      avatarUrl: 'Nullable(String)',
+      profileUrl: 'Nullable(String)',
+      audienceCount: 'Nullable(Int64)',
+    },
+  },
+  trader: { id: 'UInt64', name: 'String', slug: 'Nullable(String)', avatarUrl: 'Nullable(String)' },
+});
+
+/** A FeedEvent, from a stored event `e` (curatedFeedEventsSql) and the eligible assets' parameters. */
+const FEED_EVENT_TYPE = tupleType({
+  id: 'UInt64',
+  type: 'String',
+  price: 'Nullable(Float64)',
+  quoteSymbol: 'Nullable(String)',
+  timeOfEvent: "DateTime64(3, 'UTC')",
+  direction: 'String',
+  assumed: 'Bool',
+  retrospective: 'Bool',
+  positionId: 'UInt64',
+  traderId: 'UInt64',
+  assetId: 'UInt64',
+  asset: { id: 'UInt64', name: 'String', symbol: 'String', logoUrl: 'Nullable(String)' },
+});
+
+/**
+ * The feed export as one statement (issue 28): listFeed's pages done by the store. The groups of
+ * the sources the caller may see (visibleSources), resolved (the newest row of each key, live
+ * ones), their events curated (curatedFeedEventsSql) and kept when their trader is signal-visible
+ * and their asset eligible; a group with no event left, or none on `assetIds`, is not exported.
+ * Each shaped as a FeedItem (the trader, identity and assets from the facts, as parameter sets),
+ * with its resume token.
+ */
+export async function exportFeed(
+  ctx: ReadContext,
+  q: Omit<FeedQuery, 'limit'>,
+  resume: string | undefined,
+  rows: number,
+  format: 'ndjson' | 'csv',
+): Promise<NativeExport> {
+  const { after, window, seal } = nativeStart(ctx, { op: 'list_feed', query: q, keyParts: ['time', 'string'] }, resume);
+  const facts = await factsOf(ctx);
+  const traderIds = splitIds(q.traderIds);
+  const assetIds = splitIds(q.assetIds);
+  const sources = visibleSources(facts, ctx.principal, traderIds && new Set(traderIds));
+  const where = new Where();
+  where
+    .add(sql`${sourceKeySql('s')} IN {sources:Array(String)}`, { sources })
+    .when(assetIds, 'hasAny(s.assetIds, {assetIds:Array(UInt64)})', 'assetIds');
+  addWindow(where, 's.writtenAt', window);
+  const b = beforeKey(identifier('s.writtenAt'), identifier('s.id'), 'String', after as [number, string] | undefined);
+  const traders = [...facts.sourceTrader];
+  const identities = [...facts.identities];
+  const field = <K extends keyof Identity>(k: K) => identities.map(([, i]) => i[k]);
+  const looks = [...facts.traderLook];
+  const assets = [...facts.assetById.values()];
+  const asset = (values: string, none: string) => `transform(e.assetId, {assetKeys:Array(UInt64)}, {${values}}, ${none})`;
+  const events = `arrayMap(e -> CAST(tuple(e.id, {eventTypes:Array(String)}[e.type + 1], e.price,
+      ${asset('assetQuotes:Array(Nullable(String))', 'NULL')}, fromUnixTimestamp64Milli(e.t, 'UTC'),
+      if(e.short = 1, 'short', 'long'), toBool(e.assumed), toBool(e.retrospective), e.positionId, e.traderId, e.assetId,
+      tuple(e.assetId, ${asset('assetNames:Array(String)', "''")}, ${asset('assetSymbols:Array(String)', "''")},
+        ${asset('assetLogos:Array(Nullable(String))', 'NULL')})), {eventType:String}), g_events)`;
+  const attachments = "arrayMap((t, u) -> CAST(tuple(t, u), 'Tuple(type String, url String)'), g_types, g_urls)";
+  const shapes = groupShapes(format);
+  const json = (v: string) => (format === 'csv' ? `toJSONString(${v})` : v);
+  return {
+    sql: exportStatement({
+      outer: `g_id AS id, g_time AS writtenAt,
+        CAST(tuple(g_platform, g_url, g_text, ${json(attachments)},
+          tuple(g_platform, g_source, g_name, g_handle, g_avatar, g_profile, g_audience)), {sourceType:String}) AS source,
+        CAST(tuple(g_trader, transform(g_trader, {lookIds:Array(UInt64)}, {traderNames:Array(String)}, ''),
+          transform(g_trader, {lookIds:Array(UInt64)}, {slugs:Array(Nullable(String))}, NULL),
+          transform(g_trader, {lookIds:Array(UInt64)}, {traderAvatars:Array(Nullable(String))}, NULL)), {traderType:String}) AS trader,
+        ${json(events)} AS events,
+        ${resumeTokenSql('g_t', 'toJSONString(g_id)')}`,
+      inner: `s.id AS g_id, toString(s.platform) AS g_platform, s.sourceIdentityId AS g_source,
+        ${sourceKeySql('s').text} AS g_key,
+        transform(g_key, {traderKeys:Array(String)}, {traderIds:Array(UInt64)}, toUInt64(0)) AS g_trader,
+        transform(g_key, {identityKeys:Array(String)}, {names:Array(Nullable(String))}, NULL) AS g_name,
+        transform(g_key, {identityKeys:Array(String)}, {handles:Array(Nullable(String))}, NULL) AS g_handle,
+        transform(g_key, {identityKeys:Array(String)}, {avatars:Array(Nullable(String))}, NULL) AS g_avatar,
+        transform(g_key, {identityKeys:Array(String)}, {profiles:Array(Nullable(String))}, NULL) AS g_profile,
+        transform(g_key, {identityKeys:Array(String)}, {audiences:Array(Nullable(Int64))}, NULL) AS g_audience,
+        toTimeZone(s.writtenAt, 'UTC') AS g_time, s.url AS g_url, s.text AS g_text,
+        s.attachmentTypes AS g_types, s.attachmentUrls AS g_urls,
+        arrayFilter(e -> e.traderId IN {visibleTraders:Array(UInt64)} AND e.assetId IN {eligibleAssets:Array(UInt64)},
+          ${curatedFeedEventsSql('s.events')}) AS g_events,
+        toUnixTimestamp64Milli(s.writtenAt) AS g_t`,
+      table: FEED_GROUPS_TABLE,
+      where: where.sql,
+      before: b.text,
+      timeCol: 'writtenAt',
+      keep: `notEmpty(g_events)${assetIds ? ' AND arrayExists(e -> e.assetId IN {assetIds:Array(UInt64)}, g_events)' : ''}`,
+    }),
+    params: {
+      ...where.params,
+      ...b.params,
+      seal,
+      sourceType: tupleType(shapes.source),
+      traderType: tupleType(shapes.trader),
+      eventType: FEED_EVENT_TYPE,
+      eventTypes: [...FEED_EVENT_TYPES],
+      visibleTraders: signalTraders(facts, ctx.principal),
+      eligibleAssets: facts.assetIds,
+      traderKeys: traders.map(([k]) => k),
+      traderIds: traders.map(([, id]) => id),
+      identityKeys: identities.map(([k]) => k),
+      names: field('displayName'),
+      handles: field('handle'),
+      avatars: field('avatarUrl'),
+      profiles: field('profileUrl'),
+      audiences: field('audienceCount'),
+      lookIds: looks.map(([id]) => id),
+      traderNames: looks.map(([id]) => facts.traderName.get(id)!),
+      slugs: looks.map(([, l]) => l.slug),
+      traderAvatars: looks.map(([, l]) => l.avatarUrl),
+      assetKeys: assets.map((a) => a.id),
+      assetQuotes: assets.map((a) => a.quoteSymbol),
+      assetNames: assets.map((a) => a.name),
+      assetSymbols: assets.map((a) => a.symbol),
+      assetLogos: assets.map((a) => a.logoUrl),
+      exportRows: rows,
+    },
+    columns: ['id', 'writtenAt', ...leafNames(shapes.source, 'source'), ...leafNames(shapes.trader, 'trader'), 'events', RESUME_COLUMN],
+  };
 }
