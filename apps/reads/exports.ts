@@ -2,9 +2,11 @@ import { ApiError } from '../../schemas/api/errors.ts';
 import { RESUME_COLUMN } from '../../schemas/api/exports.ts';
 import type { Params } from '../../storage/port.ts';
 import type { Table } from '../../storage/table.ts';
+import { sourceKeySql } from '../../storage/tables/traders.ts';
 import type { ReadContext } from './context.ts';
 import type { CursorCodec, CursorState, KeyPart } from './cursor.ts';
 import { fingerprint } from './cursor.ts';
+import type { Facts, Identity } from './facts.ts';
 import { type ListResult, PAGE_FACTS, type PageFacts } from './list.ts';
 import type { Principal } from './principal.ts';
 import { type Window, windowAt, windowRule } from './window.ts';
@@ -181,3 +183,37 @@ export function exportStatement(o: {
 /** The resume token of a row, as CursorCodec.resumeToken writes it: the seal, then the key [t, id] as base64url JSON. */
 export const resumeTokenSql = (t: string, idJson: string): string =>
   `concat({seal:String}, '.', base64URLEncode(concat('[', toString(${t}), ',', ${idJson}, ']'))) AS ${RESUME_COLUMN}`;
+
+/**
+ * A message's source in a native export (the messages and feed exports, over a table `s` with
+ * platform, sourceIdentityId and attachment columns), from the facts as parameter sets: the
+ * columns `${p}_key`, `${p}_trader` (0: no live trader) and the identity's `${p}_name`,
+ * `${p}_handle`, `${p}_avatar`, `${p}_profile`, `${p}_audience` (NULL: none), to select in the
+ * inner statement, and the attachments as `{type, url}` objects over them.
+ */
+export function sourceColumns(facts: Facts, p: string): { sql: string; attachments: string; params: Params } {
+  const traders = [...facts.sourceTrader];
+  const identities = [...facts.identities];
+  const field = <K extends keyof Identity>(k: K) => identities.map(([, i]) => i[k]);
+  const identity = (param: string, column: string) =>
+    `transform(${p}_key, {identityKeys:Array(String)}, {${param}}, NULL) AS ${p}_${column}`;
+  return {
+    sql: `${sourceKeySql('s').text} AS ${p}_key,
+        transform(${p}_key, {traderKeys:Array(String)}, {traderIds:Array(UInt64)}, toUInt64(0)) AS ${p}_trader,
+        ${identity('names:Array(Nullable(String))', 'name')}, ${identity('handles:Array(Nullable(String))', 'handle')},
+        ${identity('avatars:Array(Nullable(String))', 'avatar')}, ${identity('profiles:Array(Nullable(String))', 'profile')},
+        ${identity('audiences:Array(Nullable(Int64))', 'audience')},
+        s.attachmentTypes AS ${p}_types, s.attachmentUrls AS ${p}_urls`,
+    attachments: `arrayMap((t, u) -> CAST(tuple(t, u), 'Tuple(type String, url String)'), ${p}_types, ${p}_urls)`,
+    params: {
+      traderKeys: traders.map(([k]) => k),
+      traderIds: traders.map(([, id]) => id),
+      identityKeys: identities.map(([k]) => k),
+      names: field('displayName'),
+      handles: field('handle'),
+      avatars: field('avatarUrl'),
+      profiles: field('profileUrl'),
+      audiences: field('audienceCount'),
+    },
+  };
+}

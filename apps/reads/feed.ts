@@ -21,8 +21,17 @@ import { MESSAGES_TABLE } from '../../storage/tables/messages.ts';
 import { parseSourceKey, sourceKey, sourceKeySql } from '../../storage/tables/traders.ts';
 import { perDataVersion, type ReadContext } from './context.ts';
 import { type CursorCodec, fingerprint } from './cursor.ts';
-import { exportStatement, leafNames, type NativeExport, nativeStart, resumeTokenSql, type TupleShape, tupleType } from './exports.ts';
-import { type Facts, factsOf, type Identity, permits, setCondition, signalTraders } from './facts.ts';
+import {
+  exportStatement,
+  leafNames,
+  type NativeExport,
+  nativeStart,
+  resumeTokenSql,
+  sourceColumns,
+  type TupleShape,
+  tupleType,
+} from './exports.ts';
+import { type Facts, factsOf, permits, setCondition, signalTraders } from './facts.ts';
 import {
   addWindow,
   type ListMeta,
@@ -456,9 +465,7 @@ export async function exportFeed(
     .when(assetIds, 'hasAny(s.assetIds, {assetIds:Array(UInt64)})', 'assetIds');
   addWindow(where, 's.writtenAt', window);
   const b = beforeKey(identifier('s.writtenAt'), identifier('s.id'), 'String', after as [number, string] | undefined);
-  const traders = [...facts.sourceTrader];
-  const identities = [...facts.identities];
-  const field = <K extends keyof Identity>(k: K) => identities.map(([, i]) => i[k]);
+  const source = sourceColumns(facts, 'g');
   const looks = [...facts.traderLook];
   const assets = [...facts.assetById.values()];
   const asset = (values: string, none: string) => `transform(e.assetId, {assetKeys:Array(UInt64)}, {${values}}, ${none})`;
@@ -467,13 +474,12 @@ export async function exportFeed(
       if(e.short = 1, 'short', 'long'), toBool(e.assumed), toBool(e.retrospective), e.positionId, e.traderId, e.assetId,
       tuple(e.assetId, ${asset('assetNames:Array(String)', "''")}, ${asset('assetSymbols:Array(String)', "''")},
         ${asset('assetLogos:Array(Nullable(String))', 'NULL')})), {eventType:String}), g_events)`;
-  const attachments = "arrayMap((t, u) -> CAST(tuple(t, u), 'Tuple(type String, url String)'), g_types, g_urls)";
   const shapes = groupShapes(format);
   const json = (v: string) => (format === 'csv' ? `toJSONString(${v})` : v);
   return {
     sql: exportStatement({
       outer: `g_id AS id, g_time AS writtenAt,
-        CAST(tuple(g_platform, g_url, g_text, ${json(attachments)},
+        CAST(tuple(g_platform, g_url, g_text, ${json(source.attachments)},
           tuple(g_platform, g_source, g_name, g_handle, g_avatar, g_profile, g_audience)), {sourceType:String}) AS source,
         CAST(tuple(g_trader, transform(g_trader, {lookIds:Array(UInt64)}, {traderNames:Array(String)}, ''),
           transform(g_trader, {lookIds:Array(UInt64)}, {slugs:Array(Nullable(String))}, NULL),
@@ -481,15 +487,8 @@ export async function exportFeed(
         ${json(events)} AS events,
         ${resumeTokenSql('g_t', 'toJSONString(g_id)')}`,
       inner: `s.id AS g_id, toString(s.platform) AS g_platform, s.sourceIdentityId AS g_source,
-        ${sourceKeySql('s').text} AS g_key,
-        transform(g_key, {traderKeys:Array(String)}, {traderIds:Array(UInt64)}, toUInt64(0)) AS g_trader,
-        transform(g_key, {identityKeys:Array(String)}, {names:Array(Nullable(String))}, NULL) AS g_name,
-        transform(g_key, {identityKeys:Array(String)}, {handles:Array(Nullable(String))}, NULL) AS g_handle,
-        transform(g_key, {identityKeys:Array(String)}, {avatars:Array(Nullable(String))}, NULL) AS g_avatar,
-        transform(g_key, {identityKeys:Array(String)}, {profiles:Array(Nullable(String))}, NULL) AS g_profile,
-        transform(g_key, {identityKeys:Array(String)}, {audiences:Array(Nullable(Int64))}, NULL) AS g_audience,
+        ${source.sql},
         toTimeZone(s.writtenAt, 'UTC') AS g_time, s.url AS g_url, s.text AS g_text,
-        s.attachmentTypes AS g_types, s.attachmentUrls AS g_urls,
         arrayFilter(e -> e.traderId IN {visibleTraders:Array(UInt64)} AND e.assetId IN {eligibleAssets:Array(UInt64)},
           ${curatedFeedEventsSql('s.events')}) AS g_events,
         toUnixTimestamp64Milli(s.writtenAt) AS g_t`,
@@ -509,14 +508,7 @@ export async function exportFeed(
       eventTypes: [...FEED_EVENT_TYPES],
       visibleTraders: signalTraders(facts, ctx.principal),
       eligibleAssets: facts.assetIds,
-      traderKeys: traders.map(([k]) => k),
-      traderIds: traders.map(([, id]) => id),
-      identityKeys: identities.map(([k]) => k),
-      names: field('displayName'),
-      handles: field('handle'),
-      avatars: field('avatarUrl'),
-      profiles: field('profileUrl'),
-      audiences: field('audienceCount'),
+      ...source.params,
       lookIds: looks.map(([id]) => id),
       traderNames: looks.map(([id]) => facts.traderName.get(id)!),
       slugs: looks.map(([, l]) => l.slug),

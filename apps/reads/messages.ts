@@ -8,7 +8,16 @@ import { beforeKey } from '../../storage/statements.ts';
 import { MESSAGES_TABLE } from '../../storage/tables/messages.ts';
 import { parseSourceKey, sourceKey, sourceKeySql } from '../../storage/tables/traders.ts';
 import { flag, type ReadContext } from './context.ts';
-import { exportStatement, leafNames, type NativeExport, nativeStart, resumeTokenSql, type TupleShape, tupleType } from './exports.ts';
+import {
+  exportStatement,
+  leafNames,
+  type NativeExport,
+  nativeStart,
+  resumeTokenSql,
+  sourceColumns,
+  type TupleShape,
+  tupleType,
+} from './exports.ts';
 import { type Facts, factsOf, type Identity, permits, setCondition } from './facts.ts';
 import { addWindow, listRead, type StatementRow, statementPage, statementRows, Where } from './list.ts';
 import type { Window } from './window.ts';
@@ -196,10 +205,8 @@ export async function exportMessages(
   const where = new Where();
   messageFilters(ctx, q, facts, where, window, true);
   const b = beforeKey(identifier('s.writtenAt'), identifier('s.id'), 'String', after as [number, string] | undefined);
-  const traders = [...facts.sourceTrader];
-  const identities = [...facts.identities];
-  const field = <K extends keyof Identity>(k: K) => identities.map(([, i]) => i[k]);
-  const attachments = "arrayMap((t, u) -> CAST(tuple(t, u), 'Tuple(type String, url String)'), m_types, m_urls)";
+  const source = sourceColumns(facts, 'm');
+  const attachments = source.attachments;
   const shape = sourceShape(format);
   return {
     sql: exportStatement({
@@ -209,15 +216,8 @@ export async function exportMessages(
           {sourceType:String}) AS source,
         ${resumeTokenSql('m_t', 'toJSONString(m_id)')}`,
       inner: `s.id AS m_id, toString(s.platform) AS m_platform, s.sourceIdentityId AS m_source,
-        ${sourceKeySql('s').text} AS m_key,
-        transform(m_key, {traderKeys:Array(String)}, {traderIds:Array(UInt64)}, toUInt64(0)) AS m_trader,
-        transform(m_key, {identityKeys:Array(String)}, {names:Array(Nullable(String))}, NULL) AS m_name,
-        transform(m_key, {identityKeys:Array(String)}, {handles:Array(Nullable(String))}, NULL) AS m_handle,
-        transform(m_key, {identityKeys:Array(String)}, {avatars:Array(Nullable(String))}, NULL) AS m_avatar,
-        transform(m_key, {identityKeys:Array(String)}, {profiles:Array(Nullable(String))}, NULL) AS m_profile,
-        transform(m_key, {identityKeys:Array(String)}, {audiences:Array(Nullable(Int64))}, NULL) AS m_audience,
+        ${source.sql},
         toTimeZone(s.writtenAt, 'UTC') AS m_time, s.url AS m_url, s.text AS m_text,
-        s.attachmentTypes AS m_types, s.attachmentUrls AS m_urls,
         CAST(s.isEdited, 'Nullable(Bool)') AS m_edited, CAST(s.isReply, 'Nullable(Bool)') AS m_reply,
         CAST(s.isQuote, 'Nullable(Bool)') AS m_quote, CAST(s.isRepost, 'Nullable(Bool)') AS m_repost,
         toUnixTimestamp64Milli(s.writtenAt) AS m_t`,
@@ -231,14 +231,7 @@ export async function exportMessages(
       ...b.params,
       seal,
       sourceType: tupleType(shape),
-      traderKeys: traders.map(([k]) => k),
-      traderIds: traders.map(([, id]) => id),
-      identityKeys: identities.map(([k]) => k),
-      names: field('displayName'),
-      handles: field('handle'),
-      avatars: field('avatarUrl'),
-      profiles: field('profileUrl'),
-      audiences: field('audienceCount'),
+      ...source.params,
       exportRows: rows,
     },
     columns: ['traderId', 'id', ...leafNames(shape, 'source'), RESUME_COLUMN],
