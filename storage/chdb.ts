@@ -207,6 +207,8 @@ export class ChdbStore implements Store {
    * The statement's answer chunk by chunk (chdb's queryStream), its SET first on the same session:
    * a session of streams, the stream's until it ends (kept for the next one afterwards).
    */
+  readonly streamFormats: readonly StreamFormat[] = ['JSONEachRow', 'CSV', 'Parquet'];
+
   async *stream(sql: string, params: Params, format: StreamFormat, opts?: QueryOptions): AsyncGenerator<Uint8Array> {
     const bound = bindDatabase(sql, this.database);
     const bindings = paramParts(bound, params);

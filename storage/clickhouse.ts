@@ -99,6 +99,8 @@ export class ClickHouseStore implements Store {
   }
 
   /** The statement's answer as the server sends it, line by line as the client reads them. */
+  readonly streamFormats: readonly StreamFormat[] = ['JSONEachRow', 'CSV'];
+
   async *stream(sql: string, params: Params, format: StreamFormat, opts?: QueryOptions): AsyncGenerator<Uint8Array> {
     const rs = await this.client.query({
       query: bindDatabase(sql, this.database),

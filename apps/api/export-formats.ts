@@ -128,6 +128,14 @@ function parquetValue(v: unknown, kind: Column['kind']): unknown {
   return v;
 }
 
+/** A Parquet export's key-value metadata: whether it is complete, and its last row's token (none without rows). */
+export function parquetMeta(meta: { complete: boolean; resumeToken: string | null }): [string, string][] {
+  return [
+    ['signalbase.complete', String(meta.complete)],
+    ...(meta.resumeToken ? [[`signalbase.${RESUME_COLUMN}`, meta.resumeToken] as [string, string]] : []),
+  ];
+}
+
 /** Parquet through hyparquet-writer: one row group per page, each handed on as soon as it is written. */
 function parquet(columns: Column[]): ExportWriter {
   const written: Buffer[] = [];
@@ -160,10 +168,7 @@ function parquet(columns: Column[]): ExportWriter {
       return { bytes: take(), rows: items.length };
     },
     end(meta) {
-      writer.kvMetadata = [
-        { key: 'signalbase.complete', value: String(meta.complete) },
-        ...(meta.resumeToken ? [{ key: `signalbase.${RESUME_COLUMN}`, value: meta.resumeToken }] : []),
-      ];
+      writer.kvMetadata = parquetMeta(meta).map(([key, value]) => ({ key, value }));
       writer.finish();
       return take();
     },

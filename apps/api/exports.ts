@@ -4,11 +4,12 @@ import { EXPORT_CONTENT_TYPES, type ExportFormat, type ExportLimits, RESUME_COLU
 import type { ReadContext } from '../reads/context.ts';
 import type { Slot } from '../reads/cost.ts';
 import type { CursorCodec } from '../reads/cursor.ts';
-import { type ExportChunk, exportChunks } from '../reads/exports.ts';
+import { EXPORT_PAGE_ROWS, type ExportChunk, exportChunks } from '../reads/exports.ts';
 import type { ListResult } from '../reads/list.ts';
 import type { Principal } from '../reads/principal.ts';
 import { costOf, OPERATIONS, type Operation } from '../registry.ts';
-import { columnsOf, exportWriter, StoreRows } from './export-formats.ts';
+import { type Column, columnsOf, exportWriter, StoreRows } from './export-formats.ts';
+import { StoreParquet } from './parquet-files.ts';
 import type { ExportRowBudget } from './rate-limit.ts';
 
 /** A route's checks before its handler (buildApi's `guards`): the address count, authentication and admission against `query`, the account count. */
@@ -49,6 +50,36 @@ const NATIVE_SETTINGS = {
 } as const;
 
 /**
+ * A native Parquet export's file (issue 28): the store's files (one per block) made one, Snappy
+ * (what readers all have), with no page indexes (their offsets could not move) nor bloom filters.
+ * It ends at the request's bounds: the store stops at the first block past its result bytes, or
+ * at its seconds (no bound cuts a Parquet file mid-row group).
+ */
+function parquetSettings(limits: ExportLimits) {
+  return {
+    output_format_parquet_row_group_size: EXPORT_PAGE_ROWS,
+    output_format_parquet_compression_method: 'snappy',
+    output_format_parquet_write_page_index: 0,
+    output_format_parquet_write_bloom_filter: 0,
+    max_result_bytes: limits.bytesPerRequest,
+    result_overflow_mode: 'break',
+    max_execution_time: limits.secondsPerRequest,
+    timeout_overflow_mode: 'break',
+  } as const;
+}
+
+/** A native statement's columns as a Parquet file's: each leaf of a nested object a column of its dotted name, integers as INT64. */
+function parquetColumnsSql(sql: string, columns: readonly Column[]): string {
+  const leaf = (c: Column) => {
+    if (!c.path.every((p) => /^\w+$/.test(p))) throw new Error(`export column ${c.name}: not a plain name`);
+    let e = c.path[0]!;
+    for (const p of c.path.slice(1)) e = `tupleElement(${e}, '${p}')`;
+    return `${c.kind === 'int' ? `toInt64(${e})` : e} AS \`${c.name}\``;
+  };
+  return `SELECT ${[...columns.map(leaf), RESUME_COLUMN].join(', ')} FROM (${sql})`;
+}
+
+/**
  * The exports (issue 28, DESIGN 6 row Exports): for each read of the registry with an `export`,
  * one streaming GET under /v2 that writes the list read's whole result set, page after page, in
  * NDJSON, CSV or Parquet. The response starts once the first page is read (an error before it is
@@ -57,8 +88,9 @@ const NATIVE_SETTINGS = {
  * socket): a slow client holds two pages in memory (one sent, one read ahead). An export that ends at a limit says so in its
  * trailers (`x-export-complete: false`, `x-resume-token`) and, in Parquet, in the file's
  * key-value metadata; a resume that returns no rows is the end of the result in any format.
- * A family with a `native` statement is, in NDJSON and CSV, that statement's answer as the store
- * writes it (whole rows only, cut at the same bounds), the pages' export otherwise.
+ * A family with a `native` statement is that statement's answer as the store writes it: in NDJSON
+ * and CSV whole rows only, cut at the same bounds; in Parquet the store's files made one, ended
+ * by the store at the bounds (a store that cannot stream Parquet as files: the pages' export).
  */
 export function exportRoutes(app: FastifyInstance, r: ExportRouting): void {
   for (const op of OPERATIONS) {
@@ -99,14 +131,18 @@ export function exportRoutes(app: FastifyInstance, r: ExportRouting): void {
           return reply.send(Readable.from(body, { objectMode: false, highWaterMark: 1 }));
         };
         const native = ex.native;
-        if (native && (format === 'ndjson' || format === 'csv')) {
+        if (native) {
           const { ctx, run } = r.readContext(op, principal, new Date(r.clock()));
           const stream = ctx.store.stream;
-          if (stream) {
-            // One more row than may be sent: whether rows remain after the last one sent.
+          const parquet = format === 'parquet';
+          const storeFormat = parquet ? 'Parquet' : format === 'csv' ? 'CSV' : 'JSONEachRow';
+          if (stream && ctx.store.streamFormats?.includes(storeFormat)) {
             const rows = Math.min(rowsAsked, budgetLeft);
-            const statement = await run(() => native(ctx, query, resume, rows + 1, format));
-            const expected = [...columnsOf(ex.item).map((c) => c.name), RESUME_COLUMN];
+            // NDJSON, CSV: one more row than may be sent, to know whether rows remain after the last one sent.
+            // Parquet: the CSV statement's columns as the file's, flattened; a look after its last row says.
+            const statement = await run(() => native(ctx, query, resume, parquet ? rows : rows + 1, parquet ? 'csv' : format));
+            const columns = columnsOf(ex.item);
+            const expected = [...columns.map((c) => c.name), RESUME_COLUMN];
             if (statement.columns.join() !== expected.join())
               throw new Error(`${op.tool}'s export statement has other columns than its item`);
             // Read before the rows, as the pages' export reads them.
@@ -116,13 +152,15 @@ export function exportRoutes(app: FastifyInstance, r: ExportRouting): void {
             let first: IteratorResult<Uint8Array>;
             try {
               source = stream
-                .call(ctx.store, statement.sql, statement.params, format === 'csv' ? 'CSV' : 'JSONEachRow', {
+                .call(ctx.store, parquet ? parquetColumnsSql(statement.sql, columns) : statement.sql, statement.params, storeFormat, {
                   settings: {
                     ...NATIVE_SETTINGS,
                     // The list read's memory bound (the statement reads in key order, holding little); its time bound is the export's own.
                     max_memory_usage: costOf(op).memoryBytes,
                     max_execution_time: r.limits.secondsPerRequest + 60,
                     priority: slot.priority + 1,
+                    ...(parquet ? parquetSettings(r.limits) : {}),
+                    ...statement.settings,
                   },
                 })
                 [Symbol.asyncIterator]();
@@ -132,7 +170,45 @@ export function exportRoutes(app: FastifyInstance, r: ExportRouting): void {
               slot.release();
               throw err;
             }
-            const split = new StoreRows(format);
+            if (parquet) {
+              let last: string | null = null;
+              // The store ends its file at the first bound met (rows, its result's bytes, time), with its footer.
+              async function* parquetBody(): AsyncGenerator<Buffer> {
+                const file = new StoreParquet();
+                let ended = false;
+                try {
+                  for (let next = first; !next.done; next = await source.next()) {
+                    const out = file.push(next.value);
+                    bytes += out.length;
+                    yield out;
+                  }
+                  await source.return?.();
+                  slot.release();
+                  const end = await file.last();
+                  sent = end.rows;
+                  void r.budget.spend(account, sent);
+                  last = end.token;
+                  // Rows after the last one sent: a bound ended the file, not the result.
+                  if (last !== null) {
+                    const after = r.readContext(op, principal, new Date(r.clock()));
+                    const look = await after.run(() => native!(after.ctx, query, last!, 1, 'csv'));
+                    const found = await after.run(() => after.ctx.store.query(`SELECT 1 AS x FROM (${look.sql}) LIMIT 1`, look.params));
+                    cut = found.length > 0;
+                  }
+                  yield file.end({ complete: !cut, resumeToken: last });
+                  ended = true;
+                } catch (err) {
+                  req.log.warn({ err }, `export ${family} failed after ${bytes} bytes: the connection is cut`);
+                  throw err;
+                } finally {
+                  await source.return?.();
+                  slot.release();
+                  if (!ended) reply.raw.destroy();
+                }
+              }
+              return respond(parquetBody(), () => last ?? '');
+            }
+            const split = new StoreRows(format as 'ndjson' | 'csv');
             let last: Buffer | undefined;
             // Rows of a chunk up to the first bound met; `cut` once one is met with rows left.
             const take = (chunk: Uint8Array): Buffer | undefined => {
@@ -175,7 +251,7 @@ export function exportRoutes(app: FastifyInstance, r: ExportRouting): void {
                 if (!ended) reply.raw.destroy();
               }
             }
-            return respond(nativeBody(), () => (last ? StoreRows.token(format, last) : ''));
+            return respond(nativeBody(), () => (last ? StoreRows.token(format as 'ndjson' | 'csv', last) : ''));
           }
         }
         const page = (limit: number, cursor: string | undefined) => {

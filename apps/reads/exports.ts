@@ -93,6 +93,8 @@ export interface NativeExport {
   sql: string;
   params: Params;
   columns: readonly string[];
+  /** Settings the statement needs, whatever it is wrapped in (the Parquet columns' select). */
+  settings?: Readonly<Record<string, string | number>>;
 }
 
 /** Builds a family's native export: its filters (`query`), from after a resume token's row, at most `rows` rows. */

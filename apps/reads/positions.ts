@@ -172,21 +172,21 @@ export async function exportPositions(
     before: b.text,
     timeCol: 'openAt',
   });
+  // The positions stream through the join in their order: the evaluations are the table built (never swapped), on one stream.
   return {
     sql: `
     SELECT p_id AS id, p_direction AS direction, p_time AS openAt, p_price AS openPrice, p_quote AS quoteSymbol,
       CAST(tuple(${windows.join(', ')}), {performancesType:String}) AS timeBasedPerformances,
       p_trader AS traderId, p_asset AS assetId, ${RESUME_COLUMN}
     FROM (${positions}) AS p
-    -- The positions stream through the join in their order: the evaluations are the table built (never swapped), on one stream.
     LEFT ANY JOIN (
       SELECT positionId AS f_id,
         ${WINDOWS.map((w) => `argMaxIf(tuple(toString(status), returnPercentage), seq, window = '${w}') AS f_${w}`).join(', ')}
       FROM ${POSITION_PERFORMANCES_TABLE}
       WHERE positionId IN (SELECT s.id FROM ${POSITIONS_TABLE} AS s WHERE ${where.sql} AND ${b.text})
       GROUP BY positionId
-    ) AS f ON f.f_id = p.p_id
-    SETTINGS query_plan_join_swap_table = 'false', max_threads = 1`,
+    ) AS f ON f.f_id = p.p_id`,
+    settings: { query_plan_join_swap_table: 'false', max_threads: 1 },
     params: {
       ...where.params,
       ...b.params,

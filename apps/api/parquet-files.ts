@@ -1,0 +1,250 @@
+import { parquetReadObjects } from 'hyparquet';
+import { RESUME_COLUMN } from '../../schemas/api/exports.ts';
+import { parquetMeta } from './export-formats.ts';
+
+/**
+ * Thrift's compact protocol, as much of it as a Parquet footer (FileMetaData) needs to be read,
+ * changed and written again: a struct is its fields, a list its elements, an integer (i16, i32,
+ * i64) its value; every other value is kept as its bytes.
+ */
+interface Node {
+  type: number;
+  int?: bigint;
+  fields?: Field[];
+  list?: { element: number; items: Node[] };
+  raw?: Uint8Array;
+}
+interface Field {
+  id: number;
+  node: Node;
+}
+
+const BOOL_TRUE = 1;
+const BOOL_FALSE = 2;
+const I16 = 4;
+const I64 = 6;
+const LIST = 9;
+const SET = 10;
+const MAP = 11;
+const STRUCT = 12;
+
+function readVarint(b: Uint8Array, i: number): [bigint, number] {
+  let n = 0n;
+  for (let shift = 0n; ; shift += 7n) {
+    const byte = b[i++]!;
+    n |= BigInt(byte & 0x7f) << shift;
+    if (byte < 0x80) return [n, i];
+  }
+}
+function writeVarint(out: number[], n: bigint): void {
+  for (; n >= 0x80n; n >>= 7n) out.push(Number(n & 0x7fn) | 0x80);
+  out.push(Number(n));
+}
+const unzigzag = (n: bigint) => (n >> 1n) ^ -(n & 1n);
+const zigzag = (n: bigint) => (n << 1n) ^ (n >> 63n);
+
+/** A value of compact type `type` at `i` (a bool in a list is a byte of its own, a field's is in its header), and the index after it. */
+function read(b: Uint8Array, i: number, type: number, element: boolean): [Node, number] {
+  const rawTo = (end: number): [Node, number] => [{ type, raw: b.subarray(i, end) }, end];
+  switch (type) {
+    case BOOL_TRUE:
+    case BOOL_FALSE:
+      return rawTo(element ? i + 1 : i);
+    case 3:
+      return rawTo(i + 1);
+    case I16:
+    case 5:
+    case I64: {
+      const [z, end] = readVarint(b, i);
+      return [{ type, int: unzigzag(z) }, end];
+    }
+    case 7:
+      return rawTo(i + 8);
+    case 8: {
+      const [n, j] = readVarint(b, i);
+      return rawTo(j + Number(n));
+    }
+    case LIST:
+    case SET: {
+      const h = b[i++]!;
+      let n = h >> 4;
+      if (n === 15) {
+        const [size, j] = readVarint(b, i);
+        n = Number(size);
+        i = j;
+      }
+      const items: Node[] = [];
+      for (let k = 0; k < n; k++) {
+        const [item, j] = read(b, i, h & 15, true);
+        items.push(item);
+        i = j;
+      }
+      return [{ type, list: { element: h & 15, items } }, i];
+    }
+    case MAP: {
+      const start = i;
+      const [n, j] = readVarint(b, i);
+      i = j;
+      if (n > 0n) {
+        const kv = b[i++]!;
+        for (let k = 0n; k < n; k++) i = read(b, read(b, i, kv >> 4, true)[1], kv & 15, true)[1];
+      }
+      return [{ type, raw: b.subarray(start, i) }, i];
+    }
+    case STRUCT: {
+      const fields: Field[] = [];
+      for (let last = 0; ; ) {
+        const h = b[i++]!;
+        if (h === 0) return [{ type, fields }, i];
+        let id = last + (h >> 4);
+        if (h >> 4 === 0) {
+          const [z, j] = readVarint(b, i);
+          id = Number(unzigzag(z));
+          i = j;
+        }
+        const [node, j] = read(b, i, h & 15, false);
+        fields.push({ id, node });
+        i = j;
+        last = id;
+      }
+    }
+    default:
+      throw new Error(`Parquet footer: unknown thrift compact type ${type}`);
+  }
+}
+
+function write(out: number[], node: Node): void {
+  if (node.int !== undefined) writeVarint(out, zigzag(node.int));
+  else if (node.raw) for (const x of node.raw) out.push(x);
+  else if (node.list) {
+    const n = node.list.items.length;
+    if (n < 15) out.push((n << 4) | node.list.element);
+    else {
+      out.push(0xf0 | node.list.element);
+      writeVarint(out, BigInt(n));
+    }
+    for (const item of node.list.items) write(out, item);
+  } else if (node.fields) {
+    let last = 0;
+    for (const f of [...node.fields].sort((a, b) => a.id - b.id)) {
+      const d = f.id - last;
+      if (d > 0 && d <= 15) out.push((d << 4) | f.node.type);
+      else {
+        out.push(f.node.type);
+        writeVarint(out, zigzag(BigInt(f.id)));
+      }
+      write(out, f.node);
+      last = f.id;
+    }
+    out.push(0);
+  }
+}
+
+const field = (s: Node, id: number): Node | undefined => s.fields?.find((f) => f.id === id)?.node;
+function setField(s: Node, id: number, node: Node): void {
+  s.fields = [...s.fields!.filter((f) => f.id !== id), { id, node }];
+}
+
+/** Parquet's FileMetaData, RowGroup, ColumnChunk and ColumnMetaData fields that this file changes. */
+const FILE = { numRows: 3, rowGroups: 4, keyValues: 5 } as const;
+const ROW_GROUP = { columns: 1, fileOffset: 5, ordinal: 7 } as const;
+const CHUNK = { fileOffset: 2, metaData: 3, offsetIndexOffset: 4, columnIndexOffset: 6 } as const;
+const META = { dataPageOffset: 9, indexPageOffset: 10, dictionaryPageOffset: 11, bloomFilterOffset: 14 } as const;
+const MAGIC = Buffer.from('PAR1');
+
+/** A KeyValue struct (key, value) of the footer's key-value metadata. */
+function keyValue(key: string, value: string): Node {
+  const binary = (s: string): Node => {
+    const bytes = Buffer.from(s, 'utf8');
+    const out: number[] = [];
+    writeVarint(out, BigInt(bytes.length));
+    return { type: 8, raw: Buffer.concat([Buffer.from(out), bytes]) };
+  };
+  return {
+    type: STRUCT,
+    fields: [
+      { id: 1, node: binary(key) },
+      { id: 2, node: binary(value) },
+    ],
+  };
+}
+
+/**
+ * The store's Parquet as it streams (native exports, issue 28): chdb writes each block of the
+ * answer as a whole Parquet file of its own, and this makes them one file. Each file's row groups
+ * (its bytes between the magic and the footer) go on as they come, moved to where they land in the
+ * one file; their descriptions are kept, shifted by as much, for the one footer at the end, which
+ * also says what the pages' writer says in its key-value metadata (whether the export is complete,
+ * the last row's resume token). The files must have no page indexes (their pages' offsets are
+ * inside them): the store is asked for none.
+ */
+export class StoreParquet {
+  private footer: Node | undefined;
+  private groups: Node[] = [];
+  private rows = 0n;
+  /** Bytes passed on so far: where the next file's row groups land. */
+  private at = 0;
+  /** The last file that had rows, and how many: its last row's token is the export's. */
+  private lastFile: { bytes: Buffer; rows: number } | undefined;
+
+  /** A whole file of the store's: the bytes that go now. */
+  push(file: Uint8Array): Buffer {
+    const b = Buffer.from(file.buffer, file.byteOffset, file.byteLength);
+    if (b.length < 12 || !b.subarray(0, 4).equals(MAGIC) || !b.subarray(b.length - 4).equals(MAGIC))
+      throw new Error('the store sent a Parquet chunk that is not a whole file');
+    const footerStart = b.length - 8 - b.readUInt32LE(b.length - 8);
+    const [meta] = read(b, footerStart, STRUCT, false);
+    // The first file goes from its magic on; the next ones' row groups follow it.
+    const from = this.footer ? 4 : 0;
+    const shift = BigInt(this.at - from);
+    this.footer ??= meta;
+    for (const group of field(meta, FILE.rowGroups)?.list?.items ?? []) {
+      const move = (n: Node | undefined) => {
+        if (n?.int !== undefined) n.int += shift;
+      };
+      move(field(group, ROW_GROUP.fileOffset));
+      for (const chunk of field(group, ROW_GROUP.columns)?.list?.items ?? []) {
+        if (field(chunk, CHUNK.offsetIndexOffset) || field(chunk, CHUNK.columnIndexOffset))
+          throw new Error('the store wrote page indexes into an export file');
+        move(field(chunk, CHUNK.fileOffset));
+        const m = field(chunk, CHUNK.metaData);
+        for (const id of Object.values(META)) move(m && field(m, id));
+      }
+      setField(group, ROW_GROUP.ordinal, { type: I16, int: BigInt(this.groups.length) });
+      this.groups.push(group);
+    }
+    const rows = field(meta, FILE.numRows)?.int ?? 0n;
+    if (rows > 0n) this.lastFile = { bytes: Buffer.from(b), rows: Number(rows) }; // a copy: the store may reuse a chunk's memory
+    this.rows += rows;
+    const out = Buffer.from(b.subarray(from, footerStart));
+    this.at += out.length;
+    return out;
+  }
+
+  /** The rows passed on, and the last one's resume token (null: none). */
+  async last(): Promise<{ rows: number; token: string | null }> {
+    if (!this.lastFile) return { rows: 0, token: null };
+    const { bytes, rows } = this.lastFile;
+    const file = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
+    const [row] = await parquetReadObjects({ file, columns: [RESUME_COLUMN], rowStart: rows - 1, rowEnd: rows });
+    return { rows: Number(this.rows), token: String((row as Record<string, unknown>)[RESUME_COLUMN]) };
+  }
+
+  /** The file's end: the one footer, with `meta` in its key-value metadata. */
+  end(meta: { complete: boolean; resumeToken: string | null }): Buffer {
+    if (!this.footer) throw new Error('the store sent no Parquet file');
+    const footer = this.footer;
+    setField(footer, FILE.numRows, { type: I64, int: this.rows });
+    setField(footer, FILE.rowGroups, { type: LIST, list: { element: STRUCT, items: this.groups } });
+    const had = field(footer, FILE.keyValues)?.list?.items ?? [];
+    setField(footer, FILE.keyValues, {
+      type: LIST,
+      list: { element: STRUCT, items: [...had, ...parquetMeta(meta).map(([k, v]) => keyValue(k, v))] },
+    });
+    const bytes: number[] = [];
+    write(bytes, footer);
+    const length = Buffer.alloc(4);
+    length.writeUInt32LE(bytes.length);
+    return Buffer.concat([Buffer.from(bytes), length, MAGIC]);
+  }
+}
