@@ -41,16 +41,21 @@ Options:
                         with the small demo set, removed afterwards. No server may run on DIR.
   --days N              the exports' window: startTime = now - N days (default 30)
   --paging-seconds S    how long each paging reference runs (default 20)
+  --only FAMILIES       these families only, comma-separated (events,positions,messages,feed)
   -h, --help            this text`;
 
 const { values, die, posInt } = benchArgs('bench/exports.ts', USAGE, {
   'data-dir': { type: 'string' },
   days: { type: 'string' },
   'paging-seconds': { type: 'string' },
+  only: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 });
 const days = values.days === undefined ? 30 : posInt('days', values.days);
 const pagingSecs = values['paging-seconds'] === undefined ? 20 : posInt('paging-seconds', values['paging-seconds']);
+const only = values.only?.split(',');
+if (only?.some((f) => !['events', 'positions', 'messages', 'feed'].includes(f)))
+  die(`--only: families are events, positions, messages, feed`);
 const { ownDir, dataDir } = benchDataDir(values['data-dir'], 'signalbase-bench-exports-', die);
 const tStart = performance.now();
 
@@ -183,7 +188,7 @@ try {
     'reader would have grown by about its size meanwhile)';
   let floorSecs = 0;
   const floorRows: Record<string, number> = {};
-  for (const fam of FAMILIES) {
+  for (const fam of FAMILIES.filter((f) => only === undefined || only.includes(f.name))) {
     const q = `startTime=${encodeURIComponent(startTime)}`;
     // Paging the list read: rows/s of a client that walks the pages.
     progress(`${fam.name}: paging ${fam.list} for up to ${pagingSecs} s`);

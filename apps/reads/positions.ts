@@ -157,7 +157,7 @@ export async function exportPositions(
   const windows = WINDOWS.map((w) => {
     const none = `f_${w}.1 = ''`;
     const young = `{now:Int64} < p_t + ${WINDOW_MS[w]}`;
-    const status = `if(${young}, 'too_young', f_${w}.1)`;
+    const status = `if(${young}, 'too_young', toString(f_${w}.1))`;
     return format === 'csv'
       ? `tuple(if(${none}, NULL, '${w}'), if(${none}, NULL, ${status}), if(${none} OR ${young}, NULL, f_${w}.2))`
       : `if(${none}, NULL, tuple('${w}', ${status}, if(${young}, NULL, f_${w}.2)))`;
@@ -172,7 +172,8 @@ export async function exportPositions(
     before: b.text,
     timeCol: 'openAt',
   });
-  // The positions stream through the join in their order: the evaluations are the table built (never swapped), on one stream.
+  // The positions stream through the join in their order: the evaluations are the table built (never swapped, and
+  // aggregated on every thread: max_threads 0 is the store's own count), the positions on one stream.
   return {
     sql: `
     SELECT p_id AS id, p_direction AS direction, p_time AS openAt, p_price AS openPrice, p_quote AS quoteSymbol,
@@ -181,10 +182,11 @@ export async function exportPositions(
     FROM (${positions}) AS p
     LEFT ANY JOIN (
       SELECT positionId AS f_id,
-        ${WINDOWS.map((w) => `argMaxIf(tuple(toString(status), returnPercentage), seq, window = '${w}') AS f_${w}`).join(', ')}
+        ${WINDOWS.map((w) => `argMaxIf(tuple(status, returnPercentage), seq, window = '${w}') AS f_${w}`).join(', ')}
       FROM ${POSITION_PERFORMANCES_TABLE}
       WHERE positionId IN (SELECT s.id FROM ${POSITIONS_TABLE} AS s WHERE ${where.sql} AND ${b.text})
       GROUP BY positionId
+      SETTINGS max_threads = 0
     ) AS f ON f.f_id = p.p_id`,
     settings: { query_plan_join_swap_table: 'false', max_threads: 1 },
     params: {
