@@ -1,12 +1,14 @@
-// Export benchmark (issue 28): rows/s of each export and format against two references measured in
-// the same run, on the same machine and data:
+// Export benchmark (issue 28): rows/s of each export and format (downloaded to a file by a client in
+// a process of its own, as `curl > file` would) against two references measured in the same run, on
+// the same machine and data:
 //   floor:   the same rows written by the store straight to a file in that format: the export's own
 //            NDJSON rows loaded into a plain MergeTree, then `SELECT * ... INTO OUTFILE ... FORMAT F`
 //            (JSONEachRow, CSVWithNames, Parquet): what the store's own writer costs for these rows.
 //   paging:  the same filters paged through the list read over HTTP (limit 200, the feed 100) for at
 //            most --paging-seconds, as a client walks them.
 // Usage: npx tsx bench/exports.ts --help
-import { createWriteStream, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { get } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -28,7 +30,8 @@ import {
 const USAGE = `Usage: npx tsx bench/exports.ts [options]
 
 Streams each export (/v2/exports/events, positions, messages, feed) of the last --days days in
-NDJSON, CSV and Parquet over HTTP, one at a time, and prints rows/s against
+NDJSON, CSV and Parquet over HTTP, one at a time (each downloaded to a file by a client in a
+process of its own), and prints rows/s against
   floor   the store writing the same rows straight to a file in that format (a plain MergeTree
           holding the export's rows, SELECT * INTO OUTFILE ... FORMAT JSONEachRow / CSVWithNames /
           Parquet): goal export/floor >= 0.7
@@ -85,35 +88,36 @@ const { cleanup, interrupted } = benchCleanup({
   dataDir,
 });
 
-/** Streams one export part to `file` (or nowhere); resolves with its bytes, seconds and trailers. */
-function download(url: string, key: string, file?: string): Promise<{ bytes: number; secs: number; trailers: NodeJS.Dict<string> }> {
-  return new Promise((resolve, reject) => {
-    const t0 = performance.now();
-    const req = get(url, { headers: { 'x-api-key': key }, agent: false }, (res) => {
-      if (res.statusCode !== 200) {
-        let text = '';
-        res.on('data', (c) => (text += c));
-        res.on('end', () => reject(new Error(`GET ${url}: ${res.statusCode} ${text.slice(0, 300)}`)));
-        return;
-      }
-      const out = file ? createWriteStream(file) : undefined;
-      let bytes = 0;
-      res.on('data', (c: Buffer) => {
-        bytes += c.length;
-        if (out && !out.write(c)) {
-          res.pause();
-          out.once('drain', () => res.resume());
-        }
-      });
-      res.on('end', () => {
-        const done = () => resolve({ bytes, secs: (performance.now() - t0) / 1000, trailers: res.trailers });
-        if (out) out.end(done);
-        else done();
-      });
-      res.on('error', reject);
-    });
-    req.on('error', reject);
-  });
+/**
+ * The downloading client: another process, as a bulk reader is (`curl > file`), so that its reading
+ * and writing do not take turns with the service on one event loop. It times its own request.
+ */
+const CLIENT = `
+const [url, key, file] = process.argv.slice(1);
+const t0 = performance.now();
+require('node:http').get(url, { headers: { 'x-api-key': key }, agent: false }, (res) => {
+  if (res.statusCode !== 200) {
+    let text = '';
+    res.on('data', (c) => (text += c));
+    res.on('end', () => { process.stdout.write(JSON.stringify({ error: res.statusCode + ' ' + text.slice(0, 300) })); });
+    return;
+  }
+  let bytes = 0;
+  res.on('data', (c) => (bytes += c.length));
+  res.pipe(require('node:fs').createWriteStream(file)).on('finish', () =>
+    process.stdout.write(JSON.stringify({ bytes, secs: (performance.now() - t0) / 1000, trailers: res.trailers })));
+}).on('error', (err) => process.stdout.write(JSON.stringify({ error: String(err) })));`;
+
+/** Streams one export to `file` from a client process; resolves with its bytes, seconds and trailers. */
+function download(url: string, key: string, file: string): Promise<{ bytes: number; secs: number; trailers: NodeJS.Dict<string> }> {
+  return new Promise((resolve, reject) =>
+    execFile(process.execPath, ['-e', CLIENT, url, key, file], { maxBuffer: 1 << 20 }, (err, stdout) => {
+      if (err) return reject(err);
+      const r = JSON.parse(stdout);
+      if (r.error) reject(new Error(`GET ${url}: ${r.error}`));
+      else resolve(r);
+    }),
+  );
 }
 
 /** Counts an export file's rows: NDJSON lines, CSV records (a quoted field may hold a line break), Parquet's own count. */
