@@ -130,6 +130,21 @@ export function exportRoutes(app: FastifyInstance, r: ExportRouting): void {
           reply.trailer('x-resume-token', (_reply, _payload, done) => done(null, token()));
           return reply.send(Readable.from(body, { objectMode: false, highWaterMark: 1 }));
         };
+        // A body that ends before its end (the client went away, or a read failed) can never complete:
+        // its failure is logged, its source closed, and its connection cut (the client sees the cut and resumes).
+        async function* guarded(body: AsyncGenerator<Buffer>, close: () => Promise<unknown> | undefined): AsyncGenerator<Buffer> {
+          let ended = false;
+          try {
+            yield* body;
+            ended = true;
+          } catch (err) {
+            req.log.warn({ err }, `export ${family} failed after ${sent} rows (${bytes} bytes): the connection is cut`);
+            throw err;
+          } finally {
+            await close();
+            if (!ended) reply.raw.destroy();
+          }
+        }
         const native = ex.native;
         if (native) {
           const { ctx, run } = r.readContext(op, principal, new Date(r.clock()));
@@ -170,43 +185,36 @@ export function exportRoutes(app: FastifyInstance, r: ExportRouting): void {
               slot.release();
               throw err;
             }
+            const closeSource = async () => {
+              await source.return?.();
+              slot.release();
+            };
             if (parquet) {
               let last: string | null = null;
               // The store ends its file at the first bound met (rows, its result's bytes, time), with its footer.
               async function* parquetBody(): AsyncGenerator<Buffer> {
                 const file = new StoreParquet();
-                let ended = false;
-                try {
-                  for (let next = first; !next.done; next = await source.next()) {
-                    const out = file.push(next.value);
-                    bytes += out.length;
-                    yield out;
-                  }
-                  await source.return?.();
-                  slot.release();
-                  const end = await file.last();
-                  sent = end.rows;
-                  void r.budget.spend(account, sent);
-                  last = end.token;
-                  // Rows after the last one sent: a bound ended the file, not the result.
-                  if (last !== null) {
-                    const after = r.readContext(op, principal, new Date(r.clock()));
-                    const look = await after.run(() => native!(after.ctx, query, last!, 1, 'csv'));
-                    const found = await after.run(() => after.ctx.store.query(`SELECT 1 AS x FROM (${look.sql}) LIMIT 1`, look.params));
-                    cut = found.length > 0;
-                  }
-                  yield file.end({ complete: !cut, resumeToken: last });
-                  ended = true;
-                } catch (err) {
-                  req.log.warn({ err }, `export ${family} failed after ${bytes} bytes: the connection is cut`);
-                  throw err;
-                } finally {
-                  await source.return?.();
-                  slot.release();
-                  if (!ended) reply.raw.destroy();
+                for (let next = first; !next.done; next = await source.next()) {
+                  const out = file.push(next.value);
+                  bytes += out.length;
+                  yield out;
                 }
+                await source.return?.();
+                slot.release();
+                const end = await file.last();
+                sent = end.rows;
+                void r.budget.spend(account, sent);
+                last = end.token;
+                // Rows after the last one sent: a bound ended the file, not the result.
+                if (last !== null) {
+                  const after = r.readContext(op, principal, new Date(r.clock()));
+                  const look = await after.run(() => native!(after.ctx, query, last!, 1, 'csv'));
+                  const found = await after.run(() => after.ctx.store.query(`SELECT 1 AS x FROM (${look.sql}) LIMIT 1`, look.params));
+                  cut = found.length > 0;
+                }
+                yield file.end({ complete: !cut, resumeToken: last });
               }
-              return respond(parquetBody(), () => last ?? '');
+              return respond(guarded(parquetBody(), closeSource), () => last ?? '');
             }
             const split = new StoreRows(format as 'ndjson' | 'csv');
             let last: Buffer | undefined;
@@ -224,34 +232,23 @@ export function exportRoutes(app: FastifyInstance, r: ExportRouting): void {
               return out.bytes;
             };
             async function* nativeBody(): AsyncGenerator<Buffer> {
-              let ended = false;
               let spent = 0;
-              try {
-                if (format === 'csv') yield exportWriter('csv', ex!.item).start();
-                for (let next = first; !next.done; next = await source.next()) {
-                  const out = take(next.value);
-                  if (sent > spent) void r.budget.spend(account, sent - spent);
-                  spent = sent;
-                  if (out?.length) yield out;
-                  if (cut) break;
-                  if (Date.now() - startedAt >= r.limits.secondsPerRequest * 1000) {
-                    // Time is up: whatever the store has not sent yet is left for a resume.
-                    const more = await source.next();
-                    if (!more.done) cut = true;
-                    break;
-                  }
+              if (format === 'csv') yield exportWriter('csv', ex!.item).start();
+              for (let next = first; !next.done; next = await source.next()) {
+                const out = take(next.value);
+                if (sent > spent) void r.budget.spend(account, sent - spent);
+                spent = sent;
+                if (out?.length) yield out;
+                if (cut) break;
+                if (Date.now() - startedAt >= r.limits.secondsPerRequest * 1000) {
+                  // Time is up: whatever the store has not sent yet is left for a resume.
+                  const more = await source.next();
+                  if (!more.done) cut = true;
+                  break;
                 }
-                ended = true;
-              } catch (err) {
-                req.log.warn({ err }, `export ${family} failed after ${sent} rows: the connection is cut`);
-                throw err;
-              } finally {
-                await source.return?.();
-                slot.release();
-                if (!ended) reply.raw.destroy();
               }
             }
-            return respond(nativeBody(), () => (last ? StoreRows.token(format as 'ndjson' | 'csv', last) : ''));
+            return respond(guarded(nativeBody(), closeSource), () => (last ? StoreRows.token(format as 'ndjson' | 'csv', last) : ''));
           }
         }
         const page = (limit: number, cursor: string | undefined) => {
@@ -289,40 +286,31 @@ export function exportRoutes(app: FastifyInstance, r: ExportRouting): void {
           return out.bytes;
         };
         async function* body(): AsyncGenerator<Buffer> {
-          let ended = false;
-          try {
-            yield writer.start();
-            let next = first;
-            while (!next.done) {
-              if (next.value.items.length) yield write(next.value);
-              if (!next.value.more) break;
-              // Rows remain: a bound of this request ends it here (the client resumes), else the next page.
-              if (
-                cut ||
-                sent >= rowsAsked ||
-                budgetLeft <= 0 ||
-                bytes >= r.limits.bytesPerRequest ||
-                Date.now() - startedAt >= r.limits.secondsPerRequest * 1000
-              ) {
-                cut = true;
-                break;
-              }
-              next = await chunks.next();
+          yield writer.start();
+          let next = first;
+          while (!next.done) {
+            if (next.value.items.length) yield write(next.value);
+            if (!next.value.more) break;
+            // Rows remain: a bound of this request ends it here (the client resumes), else the next page.
+            if (
+              cut ||
+              sent >= rowsAsked ||
+              budgetLeft <= 0 ||
+              bytes >= r.limits.bytesPerRequest ||
+              Date.now() - startedAt >= r.limits.secondsPerRequest * 1000
+            ) {
+              cut = true;
+              break;
             }
-            yield writer.end({ complete: !cut, resumeToken: last });
-            ended = true;
-          } catch (err) {
-            req.log.warn({ err }, `export ${family} failed after ${sent} rows: the connection is cut`);
-            throw err;
-          } finally {
-            await chunks.return?.(undefined);
-            // Stopped before its end (the client went away, or a read failed): the response can never
-            // complete, so its connection is closed: the client sees the cut and resumes.
-            if (!ended) reply.raw.destroy();
+            next = await chunks.next();
           }
+          yield writer.end({ complete: !cut, resumeToken: last });
         }
         reply.headers(headers);
-        return respond(body(), () => last ?? '');
+        return respond(
+          guarded(body(), () => chunks.return?.(undefined)),
+          () => last ?? '',
+        );
       },
     });
   }
