@@ -208,6 +208,7 @@ export class ChdbStore implements Store {
    * a session of streams, the stream's until it ends (kept for the next one afterwards).
    */
   readonly streamFormats: readonly StreamFormat[] = ['JSONEachRow', 'CSV', 'Parquet'];
+  readonly parquetFraming = 'files' as const;
 
   async *stream(sql: string, params: Params, format: StreamFormat, opts?: QueryOptions): AsyncGenerator<Uint8Array> {
     const bound = bindDatabase(sql, this.database);

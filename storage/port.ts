@@ -27,17 +27,16 @@ export interface Store {
    * store only as fast as the caller takes them (exports). Ending the iteration early cancels it.
    */
   stream?(sql: string, params: Params, format: StreamFormat, opts?: QueryOptions): AsyncIterable<Uint8Array>;
-  /**
-   * The formats `stream` gives. Parquet comes as whole files, one per chunk (chdb writes each
-   * block of an answer as a file of its own); a ClickHouse server's answer is one file, which an
-   * export would have to hold whole, so it streams the text formats only.
-   */
+  /** The formats `stream` gives. */
   readonly streamFormats?: readonly StreamFormat[];
+  /** How `stream` gives Parquet: `files`, each chunk a whole file (chdb writes each block of an answer as one); `bytes`, one file in pieces (a ClickHouse server). */
+  readonly parquetFraming?: ParquetFraming;
   close(): Promise<void>;
 }
 
 /** The store's output formats an export streams as they are. */
 export type StreamFormat = 'JSONEachRow' | 'CSV' | 'Parquet';
+export type ParquetFraming = 'files' | 'bytes';
 
 /**
  * `store` with some of its methods replaced (a wrapper that records, bounds or tunes what goes
@@ -57,7 +56,7 @@ export function wrapStore(
     exec: over.exec ?? ((sql, params) => store.exec(sql, params)),
     insert: over.insert ?? ((table, rows) => store.insert(table, rows)),
     insertCompact: over.insertCompact ?? ((table, columns, rows) => store.insertCompact(table, columns, rows)),
-    ...(store.stream ? { stream: store.stream.bind(store), streamFormats: store.streamFormats } : {}),
+    ...(store.stream ? { stream: store.stream.bind(store), streamFormats: store.streamFormats, parquetFraming: store.parquetFraming } : {}),
     close: over.close ?? (() => store.close()),
   };
 }

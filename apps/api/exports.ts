@@ -9,7 +9,7 @@ import type { ListResult } from '../reads/list.ts';
 import type { Principal } from '../reads/principal.ts';
 import { costOf, OPERATIONS, type Operation } from '../registry.ts';
 import { type Column, columnsOf, exportWriter, StoreRows } from './export-formats.ts';
-import { StoreParquet } from './parquet-files.ts';
+import { PARQUET_HOLD_BYTES, StoreParquet } from './parquet-files.ts';
 import type { ExportRowBudget } from './rate-limit.ts';
 
 /** A route's checks before its handler (buildApi's `guards`): the address count, authentication and admission against `query`, the account count. */
@@ -50,14 +50,17 @@ const NATIVE_SETTINGS = {
 } as const;
 
 /**
- * A native Parquet export's file (issue 28): the store's files (one per block) made one, Snappy
- * (what readers all have), with no page indexes (their offsets could not move) nor bloom filters.
+ * A native Parquet export's file (issue 28), made one by StoreParquet: Snappy (what readers all
+ * have), row groups of a page's rows or fewer (what the export holds back of the store's one file:
+ * its footer and last group), no page indexes (their offsets could not move) nor bloom filters.
  * It ends at the request's bounds: the store stops at the first block past its result bytes, or
  * at its seconds (no bound cuts a Parquet file mid-row group).
  */
+const PARQUET_ROW_GROUP_BYTES = PARQUET_HOLD_BYTES / 2;
 function parquetSettings(limits: ExportLimits) {
   return {
     output_format_parquet_row_group_size: EXPORT_PAGE_ROWS,
+    output_format_parquet_row_group_size_bytes: PARQUET_ROW_GROUP_BYTES,
     output_format_parquet_compression_method: 'snappy',
     output_format_parquet_write_page_index: 0,
     output_format_parquet_write_bloom_filter: 0,
@@ -90,7 +93,7 @@ function parquetColumnsSql(sql: string, columns: readonly Column[]): string {
  * key-value metadata; a resume that returns no rows is the end of the result in any format.
  * A family with a `native` statement is that statement's answer as the store writes it: in NDJSON
  * and CSV whole rows only, cut at the same bounds; in Parquet the store's files made one, ended
- * by the store at the bounds (a store that cannot stream Parquet as files: the pages' export).
+ * by the store at the bounds (a store that does not stream a format: the pages' export).
  */
 export function exportRoutes(app: FastifyInstance, r: ExportRouting): void {
   for (const op of OPERATIONS) {
@@ -193,11 +196,13 @@ export function exportRoutes(app: FastifyInstance, r: ExportRouting): void {
               let last: string | null = null;
               // The store ends its file at the first bound met (rows, its result's bytes, time), with its footer.
               async function* parquetBody(): AsyncGenerator<Buffer> {
-                const file = new StoreParquet();
+                const file = new StoreParquet(ctx.store.parquetFraming ?? 'files');
                 for (let next = first; !next.done; next = await source.next()) {
                   const out = file.push(next.value);
-                  bytes += out.length;
-                  yield out;
+                  if (out) {
+                    bytes += out.length;
+                    yield out;
+                  }
                 }
                 await source.return?.();
                 slot.release();
@@ -212,7 +217,9 @@ export function exportRoutes(app: FastifyInstance, r: ExportRouting): void {
                   const found = await after.run(() => after.ctx.store.query(`SELECT 1 AS x FROM (${look.sql}) LIMIT 1`, look.params));
                   cut = found.length > 0;
                 }
-                yield file.end({ complete: !cut, resumeToken: last });
+                const rest = file.end({ complete: !cut, resumeToken: last });
+                bytes += rest.length;
+                yield rest;
               }
               return respond(guarded(parquetBody(), closeSource), () => last ?? '');
             }

@@ -1,5 +1,6 @@
-import { parquetReadObjects } from 'hyparquet';
+import { parquetMetadata, parquetReadObjects } from 'hyparquet';
 import { RESUME_COLUMN } from '../../schemas/api/exports.ts';
+import type { ParquetFraming } from '../../storage/port.ts';
 import { parquetMeta } from './export-formats.ts';
 
 /**
@@ -169,14 +170,43 @@ function keyValue(key: string, value: string): Node {
   };
 }
 
+/** The last row of a Parquet file's bytes: `tail` holds them from file offset `at` on, through the end. */
+async function lastToken(tail: Buffer, at: number, rows: number): Promise<string> {
+  const file = {
+    byteLength: at + tail.length,
+    slice: (start: number, end?: number): ArrayBuffer => {
+      if (start < at) throw new Error("the last row group of an export's file is longer than the bytes held for it");
+      const b = tail.subarray(start - at, end === undefined ? undefined : end - at);
+      return b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength) as ArrayBuffer;
+    },
+  };
+  const metadata = parquetMetadata(tail);
+  const [row] = await parquetReadObjects({ file, metadata, columns: [RESUME_COLUMN], rowStart: rows - 1, rowEnd: rows });
+  return String((row as Record<string, unknown>)[RESUME_COLUMN]);
+}
+
+/** What a store's Parquet file ends with: its footer (FileMetaData) and where that starts. */
+function footerOf(b: Buffer): { meta: Node; start: number } {
+  if (b.length < 12 || !b.subarray(b.length - 4).equals(MAGIC)) throw new Error("the store's Parquet does not end as a file");
+  const start = b.length - 8 - b.readUInt32LE(b.length - 8);
+  if (start < 0) throw new Error("an export file's footer is longer than the bytes held for it");
+  return { meta: read(b, start, STRUCT, false)[0], start };
+}
+
+/** How much of a store's one Parquet file is held back: its footer and its last row group (at most a few MiB: PARQUET_ROW_GROUP_BYTES). */
+export const PARQUET_HOLD_BYTES = 8 * 1024 * 1024;
+
 /**
- * The store's Parquet as it streams (native exports, issue 28): chdb writes each block of the
- * answer as a whole Parquet file of its own, and this makes them one file. Each file's row groups
- * (its bytes between the magic and the footer) go on as they come, moved to where they land in the
- * one file; their descriptions are kept, shifted by as much, for the one footer at the end, which
- * also says what the pages' writer says in its key-value metadata (whether the export is complete,
- * the last row's resume token). The files must have no page indexes (their pages' offsets are
- * inside them): the store is asked for none.
+ * The store's Parquet as it streams (native exports, issue 28), made one file whose footer also
+ * says what the pages' writer says in its key-value metadata (whether the export is complete, the
+ * last row's resume token). The files must have no page indexes (their pages' offsets are inside
+ * them): the store is asked for none.
+ * - `files` (chdb): each block of the answer is a whole file of its own. Each file's row groups
+ *   (its bytes between the magic and the footer) go on as they come, moved to where they land in
+ *   the one file; their descriptions are kept, shifted by as much, for the one footer at the end.
+ * - `bytes` (a ClickHouse server): the answer is one file, in pieces. Everything goes on but the
+ *   last `hold` bytes, which keep its footer and its last row group (whose last column, the
+ *   tokens, ends where the footer starts); at the end its footer gets the metadata.
  */
 export class StoreParquet {
   private footer: Node | undefined;
@@ -184,16 +214,38 @@ export class StoreParquet {
   private rows = 0n;
   /** Bytes passed on so far: where the next file's row groups land. */
   private at = 0;
-  /** The last file that had rows, and how many: its last row's token is the export's. */
+  /** `files`: the last file that had rows, and how many: its last row's token is the export's. */
   private lastFile: { bytes: Buffer; rows: number } | undefined;
+  /** `bytes`: what is held back, and (once it has ended) the part of it before the footer. */
+  private held: Buffer[] = [];
+  private heldBytes = 0;
+  private beforeFooter: Buffer | undefined;
 
-  /** A whole file of the store's: the bytes that go now. */
-  push(file: Uint8Array): Buffer {
-    const b = Buffer.from(file.buffer, file.byteOffset, file.byteLength);
-    if (b.length < 12 || !b.subarray(0, 4).equals(MAGIC) || !b.subarray(b.length - 4).equals(MAGIC))
-      throw new Error('the store sent a Parquet chunk that is not a whole file');
-    const footerStart = b.length - 8 - b.readUInt32LE(b.length - 8);
-    const [meta] = read(b, footerStart, STRUCT, false);
+  constructor(
+    private readonly framing: ParquetFraming,
+    private readonly hold = PARQUET_HOLD_BYTES,
+  ) {}
+
+  /** A chunk of the store's: the bytes that go now. */
+  push(chunk: Uint8Array): Buffer | undefined {
+    // A copy: the store may reuse a chunk's memory, and parts of it are kept.
+    const b = Buffer.from(chunk);
+    if (this.framing === 'files') return this.pushFile(b);
+    this.held.push(b);
+    this.heldBytes += b.length;
+    const go: Buffer[] = [];
+    while (this.heldBytes - this.held[0]!.length >= this.hold) {
+      const first = this.held.shift()!;
+      this.heldBytes -= first.length;
+      this.at += first.length;
+      go.push(first);
+    }
+    return go.length ? Buffer.concat(go) : undefined;
+  }
+
+  private pushFile(b: Buffer): Buffer {
+    if (!b.subarray(0, 4).equals(MAGIC)) throw new Error('the store sent a Parquet chunk that is not a whole file');
+    const { meta, start: footerStart } = footerOf(b);
     // The first file goes from its magic on; the next ones' row groups follow it.
     const from = this.footer ? 4 : 0;
     const shift = BigInt(this.at - from);
@@ -214,23 +266,31 @@ export class StoreParquet {
       this.groups.push(group);
     }
     const rows = field(meta, FILE.numRows)?.int ?? 0n;
-    if (rows > 0n) this.lastFile = { bytes: Buffer.from(b), rows: Number(rows) }; // a copy: the store may reuse a chunk's memory
+    if (rows > 0n) this.lastFile = { bytes: b, rows: Number(rows) };
     this.rows += rows;
-    const out = Buffer.from(b.subarray(from, footerStart));
+    const out = b.subarray(from, footerStart);
     this.at += out.length;
     return out;
   }
 
-  /** The rows passed on, and the last one's resume token (null: none). */
+  /** Once the store's answer has ended: the rows passed on, and the last one's resume token (null: none). */
   async last(): Promise<{ rows: number; token: string | null }> {
+    if (this.framing === 'bytes') {
+      const tail = Buffer.concat(this.held);
+      const { meta, start } = footerOf(tail);
+      this.footer = meta;
+      this.groups = field(meta, FILE.rowGroups)?.list?.items ?? [];
+      this.rows = field(meta, FILE.numRows)?.int ?? 0n;
+      this.beforeFooter = tail.subarray(0, start);
+      const rows = Number(this.rows);
+      return { rows, token: rows > 0 ? await lastToken(tail, this.at, rows) : null };
+    }
     if (!this.lastFile) return { rows: 0, token: null };
     const { bytes, rows } = this.lastFile;
-    const file = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
-    const [row] = await parquetReadObjects({ file, columns: [RESUME_COLUMN], rowStart: rows - 1, rowEnd: rows });
-    return { rows: Number(this.rows), token: String((row as Record<string, unknown>)[RESUME_COLUMN]) };
+    return { rows: Number(this.rows), token: await lastToken(bytes, 0, rows) };
   }
 
-  /** The file's end: the one footer, with `meta` in its key-value metadata. */
+  /** The file's end (after `last`): the one footer, with `meta` in its key-value metadata. */
   end(meta: { complete: boolean; resumeToken: string | null }): Buffer {
     if (!this.footer) throw new Error('the store sent no Parquet file');
     const footer = this.footer;
@@ -245,6 +305,6 @@ export class StoreParquet {
     write(bytes, footer);
     const length = Buffer.alloc(4);
     length.writeUInt32LE(bytes.length);
-    return Buffer.concat([Buffer.from(bytes), length, MAGIC]);
+    return Buffer.concat([this.beforeFooter ?? Buffer.alloc(0), Buffer.from(bytes), length, MAGIC]);
   }
 }

@@ -128,9 +128,7 @@ async function handle(session: Session, req: IncomingMessage, res: ServerRespons
     const result = Object.keys(params).length
       ? await session.queryBindAsync(sql, decodeParams(sql, params), { format })
       : await session.queryAsync(sql, { format });
-    res
-      .writeHead(200, { 'Content-Type': 'text/plain; charset=UTF-8', 'X-ClickHouse-Format': format })
-      .end(Buffer.from(result.text(), 'utf8'));
+    res.writeHead(200, { 'Content-Type': 'text/plain; charset=UTF-8', 'X-ClickHouse-Format': format }).end(Buffer.from(result.bytes()));
   } catch (err) {
     const e = err as { message?: string; clickhouseCode?: number };
     const message = e.message ?? String(err);
