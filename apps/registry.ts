@@ -109,8 +109,8 @@ export interface ExportRoute {
   item: TSchema;
   /** Headers the export starts with, read before its first row (the feed: the watermark to poll from afterwards). */
   headers?: (ctx: ReadContext, query: Record<string, unknown>) => Promise<Record<string, string>>;
-  /** The export as one statement of the store, for the formats the store writes (NDJSON, CSV); else, and in Parquet, the list read's pages. */
-  native?: NativeExportOf;
+  /** The export as one statement of the store, written in the store's own output formats. */
+  native: NativeExportOf;
 }
 
 /**

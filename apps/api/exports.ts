@@ -3,12 +3,9 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { EXPORT_CONTENT_TYPES, type ExportFormat, type ExportLimits, RESUME_COLUMN } from '../../schemas/api/exports.ts';
 import type { ReadContext } from '../reads/context.ts';
 import type { Slot } from '../reads/cost.ts';
-import type { CursorCodec } from '../reads/cursor.ts';
-import { EXPORT_PAGE_ROWS, type ExportChunk, exportChunks } from '../reads/exports.ts';
-import type { ListResult } from '../reads/list.ts';
 import type { Principal } from '../reads/principal.ts';
 import { costOf, OPERATIONS, type Operation } from '../registry.ts';
-import { type Column, columnsOf, exportWriter, StoreRows } from './export-formats.ts';
+import { type Column, columnsOf, csvHeader, StoreRows } from './export-formats.ts';
 import { PARQUET_HOLD_BYTES, StoreParquet } from './parquet-files.ts';
 import type { ExportRowBudget } from './rate-limit.ts';
 
@@ -27,7 +24,6 @@ export interface ExportRouting {
   /** A turn to stream, for the whole of a native export (it holds a store session while it runs, a paused client too). */
   slot: (principal: Principal) => Promise<Slot> | Slot;
   readContext: (op: Operation, principal: Principal, now: Date) => { ctx: ReadContext; run: <T>(read: () => Promise<T>) => Promise<T> };
-  cursors: CursorCodec;
   clock: () => number;
   limits: ExportLimits;
   budget: ExportRowBudget;
@@ -59,7 +55,7 @@ const NATIVE_SETTINGS = {
 const PARQUET_ROW_GROUP_BYTES = PARQUET_HOLD_BYTES / 2;
 function parquetSettings(limits: ExportLimits) {
   return {
-    output_format_parquet_row_group_size: EXPORT_PAGE_ROWS,
+    output_format_parquet_row_group_size: 20_000,
     output_format_parquet_row_group_size_bytes: PARQUET_ROW_GROUP_BYTES,
     output_format_parquet_compression_method: 'snappy',
     output_format_parquet_write_page_index: 0,
@@ -84,16 +80,16 @@ function parquetColumnsSql(sql: string, columns: readonly Column[]): string {
 
 /**
  * The exports (issue 28, DESIGN 6 row Exports): for each read of the registry with an `export`,
- * one streaming GET under /v2 that writes the list read's whole result set, page after page, in
- * NDJSON, CSV or Parquet. The response starts once the first page is read (an error before it is
- * an error envelope); after that, a failure cuts the connection and the last row received
- * resumes it. Rows are read only as fast as the client takes them (a stream pulled by the
- * socket): a slow client holds two pages in memory (one sent, one read ahead). An export that ends at a limit says so in its
- * trailers (`x-export-complete: false`, `x-resume-token`) and, in Parquet, in the file's
- * key-value metadata; a resume that returns no rows is the end of the result in any format.
- * A family with a `native` statement is that statement's answer as the store writes it: in NDJSON
- * and CSV whole rows only, cut at the same bounds; in Parquet the store's files made one, ended
- * by the store at the bounds (a store that does not stream a format: the pages' export).
+ * one streaming GET under /v2 that writes the list read's whole result set in NDJSON, CSV or
+ * Parquet: the family's `native` statement (the list read's filters, scope, visibility, history
+ * window and keyset order, done by the store) as the store writes it. The response starts once the
+ * store's first chunk is there (an error before it is an error envelope); after that, a failure
+ * cuts the connection and the last row received resumes it. Rows are read only as fast as the
+ * client takes them (the store's stream pulled by the socket). In NDJSON and CSV the route sends
+ * whole rows only and ends at its bounds; in Parquet the store ends its file at them and the route
+ * makes its files one. An export that ends at a limit says so in its trailers
+ * (`x-export-complete: false`, `x-resume-token`) and, in Parquet, in the file's key-value metadata;
+ * a resume that returns no rows is the end of the result in any format.
  */
 export function exportRoutes(app: FastifyInstance, r: ExportRouting): void {
   for (const op of OPERATIONS) {
@@ -106,7 +102,7 @@ export function exportRoutes(app: FastifyInstance, r: ExportRouting): void {
       config: { operation: `export_${family}` },
       schema: { querystring: ex.query },
       // The reads' handler timeout would cut every export at ~12 s: an export ends itself at
-      // secondsPerRequest (between pages); this backstop cuts a client that stopped reading.
+      // secondsPerRequest (between the store's chunks); this backstop cuts a client that stopped reading.
       handlerTimeout: (r.limits.secondsPerRequest + 60) * 1000,
       ...r.guards(op, ex.query),
       handler: async (req, reply) => {
@@ -123,7 +119,6 @@ export function exportRoutes(app: FastifyInstance, r: ExportRouting): void {
         const startedAt = Date.now();
         let sent = 0;
         let bytes = 0;
-        let budgetLeft = left.rows;
         let cut = false; // ended by a limit rather than by the end of the result
         // The response: the body as the client pulls it; whether a limit ended it and the last row's token, as trailers.
         const respond = (body: AsyncGenerator<Buffer>, token: () => string) => {
@@ -148,176 +143,110 @@ export function exportRoutes(app: FastifyInstance, r: ExportRouting): void {
             if (!ended) reply.raw.destroy();
           }
         }
-        const native = ex.native;
-        if (native) {
-          const { ctx, run } = r.readContext(op, principal, new Date(r.clock()));
-          const stream = ctx.store.stream;
-          const parquet = format === 'parquet';
-          const storeFormat = parquet ? 'Parquet' : format === 'csv' ? 'CSV' : 'JSONEachRow';
-          if (stream && ctx.store.streamFormats?.includes(storeFormat)) {
-            const rows = Math.min(rowsAsked, budgetLeft);
-            // NDJSON, CSV: one more row than may be sent, to know whether rows remain after the last one sent.
-            // Parquet: the CSV statement's columns as the file's, flattened; a look after its last row says.
-            const statement = await run(() => native(ctx, query, resume, parquet ? rows : rows + 1, parquet ? 'csv' : format));
-            const columns = columnsOf(ex.item);
-            const expected = [...columns.map((c) => c.name), RESUME_COLUMN];
-            if (statement.columns.join() !== expected.join())
-              throw new Error(`${op.tool}'s export statement has other columns than its item`);
-            // Read before the rows, as the pages' export reads them.
-            if (ex.headers) reply.headers(await run(() => ex.headers!(ctx, query)));
-            const slot = await r.slot(principal);
-            let source: AsyncIterator<Uint8Array>;
-            let first: IteratorResult<Uint8Array>;
-            try {
-              source = stream
-                .call(ctx.store, parquet ? parquetColumnsSql(statement.sql, columns) : statement.sql, statement.params, storeFormat, {
-                  settings: {
-                    ...NATIVE_SETTINGS,
-                    // The list read's memory bound (the statement reads in key order, holding little); its time bound is the export's own.
-                    max_memory_usage: costOf(op).memoryBytes,
-                    max_execution_time: r.limits.secondsPerRequest + 60,
-                    priority: slot.priority + 1,
-                    ...(parquet ? parquetSettings(r.limits) : {}),
-                    ...statement.settings,
-                  },
-                })
-                [Symbol.asyncIterator]();
-              // What the store refuses before the first row is an error envelope.
-              first = await source.next();
-            } catch (err) {
-              slot.release();
-              throw err;
-            }
-            const closeSource = async () => {
-              await source.return?.();
-              slot.release();
-            };
-            if (parquet) {
-              let last: string | null = null;
-              // The store ends its file at the first bound met (rows, its result's bytes, time), with its footer.
-              async function* parquetBody(): AsyncGenerator<Buffer> {
-                const file = new StoreParquet(ctx.store.parquetFraming ?? 'files');
-                for (let next = first; !next.done; next = await source.next()) {
-                  const out = file.push(next.value);
-                  if (out) {
-                    bytes += out.length;
-                    yield out;
-                  }
-                }
-                await source.return?.();
-                slot.release();
-                const end = await file.last();
-                sent = end.rows;
-                void r.budget.spend(account, sent);
-                last = end.token;
-                // Rows after the last one sent: a bound ended the file, not the result.
-                if (last !== null) {
-                  const after = r.readContext(op, principal, new Date(r.clock()));
-                  const look = await after.run(() => native!(after.ctx, query, last!, 1, 'csv'));
-                  const found = await after.run(() => after.ctx.store.query(`SELECT 1 AS x FROM (${look.sql}) LIMIT 1`, look.params));
-                  cut = found.length > 0;
-                }
-                const rest = file.end({ complete: !cut, resumeToken: last });
-                bytes += rest.length;
-                yield rest;
-              }
-              return respond(guarded(parquetBody(), closeSource), () => last ?? '');
-            }
-            const split = new StoreRows(format as 'ndjson' | 'csv');
-            let last: Buffer | undefined;
-            // Rows of a chunk up to the first bound met; `cut` once one is met with rows left.
-            const take = (chunk: Uint8Array): Buffer | undefined => {
-              const out = split.push(chunk, (row) => {
-                if (sent >= rows) return false;
-                if (sent > 0 && bytes >= r.limits.bytesPerRequest) return false;
-                sent++;
-                bytes += row.length;
-                last = row;
-                return true;
-              });
-              if (out.stopped) cut = true;
-              return out.bytes;
-            };
-            async function* nativeBody(): AsyncGenerator<Buffer> {
-              let spent = 0;
-              if (format === 'csv') yield exportWriter('csv', ex!.item).start();
-              for (let next = first; !next.done; next = await source.next()) {
-                const out = take(next.value);
-                if (sent > spent) void r.budget.spend(account, sent - spent);
-                spent = sent;
-                if (out?.length) yield out;
-                if (cut) break;
-                if (Date.now() - startedAt >= r.limits.secondsPerRequest * 1000) {
-                  // Time is up: whatever the store has not sent yet is left for a resume.
-                  const more = await source.next();
-                  if (!more.done) cut = true;
-                  break;
-                }
-              }
-            }
-            return respond(guarded(nativeBody(), closeSource), () => (last ? StoreRows.token(format as 'ndjson' | 'csv', last) : ''));
-          }
+        const { ctx, run } = r.readContext(op, principal, new Date(r.clock()));
+        const stream = ctx.store.stream;
+        const parquet = format === 'parquet';
+        const storeFormat = parquet ? 'Parquet' : format === 'csv' ? 'CSV' : 'JSONEachRow';
+        if (!stream || !ctx.store.streamFormats?.includes(storeFormat)) throw new Error(`this store does not stream ${storeFormat}`);
+        const rows = Math.min(rowsAsked, left.rows);
+        // NDJSON, CSV: one more row than may be sent, to know whether rows remain after the last one sent.
+        // Parquet: the CSV statement's columns as the file's, flattened; a look after its last row says.
+        const statement = await run(() => ex.native(ctx, query, resume, parquet ? rows : rows + 1, parquet ? 'csv' : format));
+        const columns = columnsOf(ex.item);
+        const expected = [...columns.map((c) => c.name), RESUME_COLUMN];
+        if (statement.columns.join() !== expected.join()) throw new Error(`${op.tool}'s export statement has other columns than its item`);
+        // Read before the rows: a change while they stream comes again in a poll from there.
+        if (ex.headers) reply.headers(await run(() => ex.headers!(ctx, query)));
+        const slot = await r.slot(principal);
+        let source: AsyncIterator<Uint8Array>;
+        let first: IteratorResult<Uint8Array>;
+        try {
+          source = stream
+            .call(ctx.store, parquet ? parquetColumnsSql(statement.sql, columns) : statement.sql, statement.params, storeFormat, {
+              settings: {
+                ...NATIVE_SETTINGS,
+                // The list read's memory bound (the statement reads in key order, holding little); its time bound is the export's own.
+                max_memory_usage: costOf(op).memoryBytes,
+                max_execution_time: r.limits.secondsPerRequest + 60,
+                priority: slot.priority + 1,
+                ...(parquet ? parquetSettings(r.limits) : {}),
+                ...statement.settings,
+              },
+            })
+            [Symbol.asyncIterator]();
+          // What the store refuses before the first row is an error envelope.
+          first = await source.next();
+        } catch (err) {
+          slot.release();
+          throw err;
         }
-        const page = (limit: number, cursor: string | undefined) => {
-          const { ctx, run } = r.readContext(op, principal, new Date(r.clock()));
-          return run(() => op.handler(ctx, { ...query, limit, ...(cursor ? { cursor } : {}) }) as Promise<ListResult<unknown>>);
+        const closeSource = async () => {
+          await source.return?.();
+          slot.release();
         };
-        const chunks = exportChunks({
-          op: op.tool,
-          query,
-          principal,
-          cursors: r.cursors,
-          resume,
-          page,
-          budget: (queued) => Math.min(rowsAsked - sent, budgetLeft) - queued,
-        })[Symbol.asyncIterator]();
-        // Headers wait for the first page: what the read refuses (a resume token of other filters, the store away) is an error envelope.
-        const headers = ex.headers
-          ? await (() => {
-              const { ctx, run } = r.readContext(op, principal, new Date(r.clock()));
-              return run(() => ex.headers!(ctx, query));
-            })()
-          : {};
-        const first = await chunks.next();
-        const writer = exportWriter(format, ex.item);
-        let last: string | null = null;
-        const write = (chunk: ExportChunk): Buffer => {
-          const room = r.limits.bytesPerRequest - bytes;
-          const out = writer.rows(chunk.items, chunk.tokens, room);
-          if (out.rows < chunk.items.length) cut = true;
-          sent += out.rows;
-          bytes += out.bytes.length;
-          budgetLeft -= out.rows;
-          if (out.rows) last = chunk.tokens[out.rows - 1]!;
-          void r.budget.spend(account, out.rows);
+        if (parquet) {
+          let last: string | null = null;
+          // The store ends its file at the first bound met (rows, its result's bytes, time), with its footer.
+          async function* parquetBody(): AsyncGenerator<Buffer> {
+            const file = new StoreParquet(ctx.store.parquetFraming ?? 'files');
+            for (let next = first; !next.done; next = await source.next()) {
+              const out = file.push(next.value);
+              if (out) {
+                bytes += out.length;
+                yield out;
+              }
+            }
+            await closeSource();
+            const end = await file.last();
+            sent = end.rows;
+            void r.budget.spend(account, sent);
+            last = end.token;
+            // Rows after the last one sent: a bound ended the file, not the result.
+            if (last !== null) {
+              const after = r.readContext(op, principal, new Date(r.clock()));
+              const look = await after.run(() => ex!.native(after.ctx, query, last!, 1, 'csv'));
+              const found = await after.run(() => after.ctx.store.query(`SELECT 1 AS x FROM (${look.sql}) LIMIT 1`, look.params));
+              cut = found.length > 0;
+            }
+            const rest = file.end({ complete: !cut, resumeToken: last });
+            bytes += rest.length;
+            yield rest;
+          }
+          return respond(guarded(parquetBody(), closeSource), () => last ?? '');
+        }
+        const split = new StoreRows(format);
+        let last: Buffer | undefined;
+        // Rows of a chunk up to the first bound met; `cut` once one is met with rows left.
+        const take = (chunk: Uint8Array): Buffer | undefined => {
+          const out = split.push(chunk, (row) => {
+            if (sent >= rows) return false;
+            if (sent > 0 && bytes >= r.limits.bytesPerRequest) return false;
+            sent++;
+            bytes += row.length;
+            last = row;
+            return true;
+          });
+          if (out.stopped) cut = true;
           return out.bytes;
         };
-        async function* body(): AsyncGenerator<Buffer> {
-          yield writer.start();
-          let next = first;
-          while (!next.done) {
-            if (next.value.items.length) yield write(next.value);
-            if (!next.value.more) break;
-            // Rows remain: a bound of this request ends it here (the client resumes), else the next page.
-            if (
-              cut ||
-              sent >= rowsAsked ||
-              budgetLeft <= 0 ||
-              bytes >= r.limits.bytesPerRequest ||
-              Date.now() - startedAt >= r.limits.secondsPerRequest * 1000
-            ) {
-              cut = true;
+        async function* rowsBody(): AsyncGenerator<Buffer> {
+          let spent = 0;
+          if (format === 'csv') yield csvHeader(ex!.item);
+          for (let next = first; !next.done; next = await source.next()) {
+            const out = take(next.value);
+            if (sent > spent) void r.budget.spend(account, sent - spent);
+            spent = sent;
+            if (out?.length) yield out;
+            if (cut) break;
+            if (Date.now() - startedAt >= r.limits.secondsPerRequest * 1000) {
+              // Time is up: whatever the store has not sent yet is left for a resume.
+              const more = await source.next();
+              if (!more.done) cut = true;
               break;
             }
-            next = await chunks.next();
           }
-          yield writer.end({ complete: !cut, resumeToken: last });
         }
-        reply.headers(headers);
-        return respond(
-          guarded(body(), () => chunks.return?.(undefined)),
-          () => last ?? '',
-        );
+        return respond(guarded(rowsBody(), closeSource), () => (last ? StoreRows.token(format, last) : ''));
       },
     });
   }

@@ -264,7 +264,6 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
       guards,
       slot: (principal) => exportStreams.acquire(principal.accountId, Date.now() + exportStreams.opts.maxWaitMs),
       readContext,
-      cursors,
       clock,
       limits,
       budget: new ExportRowBudget(

@@ -91,8 +91,8 @@ export class CursorCodec {
   /**
    * Exports (issue 28): every exported row carries a resume token, `seal "." key`. The seal (the
    * window the export resolved, signed with the filters' and the account's fingerprints) is made
-   * once per export; the key is the row's sort key in the clear, so a token costs no signature
-   * per row. A caller who edits a key only moves where its own filtered, policy-bound result
+   * once per export; the key is the row's sort key in the clear, as base64url JSON (written by the
+   * store: apps/reads/exports.ts resumeTokenSql), so a token costs no signature per row. A caller who edits a key only moves where its own filtered, policy-bound result
    * resumes; the list read checks the key and clamps the window as it does a cursor's.
    */
   resumeSeal(w: WindowBounds | undefined, filters: string, policy: string): string {
@@ -103,10 +103,6 @@ export class CursorCodec {
 
   private resumeMac(body: string, filters: string, policy: string): Buffer {
     return this.mac(`resume:${body}:${filters}:${policy}`).subarray(0, RESUME_MAC_BYTES);
-  }
-
-  resumeToken(seal: string, k: Key): string {
-    return `${seal}.${Buffer.from(JSON.stringify(k)).toString('base64url')}`;
   }
 
   /** A resume token of this export's filters and account, as the state of a cursor (its key and window are checked where it is decoded). */

@@ -4,83 +4,14 @@ import type { Params } from '../../storage/port.ts';
 import type { Table } from '../../storage/table.ts';
 import { sourceKeySql } from '../../storage/tables/traders.ts';
 import type { ReadContext } from './context.ts';
-import type { CursorCodec, CursorState, KeyPart } from './cursor.ts';
+import type { CursorState, KeyPart } from './cursor.ts';
 import { fingerprint } from './cursor.ts';
 import type { Facts, Identity } from './facts.ts';
-import { type ListResult, PAGE_FACTS, type PageFacts } from './list.ts';
-import type { Principal } from './principal.ts';
 import { type Window, windowAt, windowRule } from './window.ts';
-
-/**
- * Rows per page an export asks of its list read: large enough that the per-page work (the facts,
- * the version resolution, one query per page) is small against the rows, small enough that a
- * slow client holds little in memory.
- */
-export const EXPORT_PAGE_ROWS = 20_000;
-
-/** One page of an export: the list read's items, and for each the token that resumes after it. */
-export interface ExportChunk {
-  items: unknown[];
-  tokens: string[];
-  /** Whether rows remain after this page (read ahead, or left unread by the budget). */
-  more: boolean;
-}
 
 /** What the list read says of a cursor, said of the resume token it came from. */
 function asResumeError(err: unknown): unknown {
   return err instanceof ApiError && err.code === 'INVALID_CURSOR' ? new ApiError('INVALID_CURSOR', 'Malformed resume token') : err;
-}
-
-/**
- * The rows of a list read as one result set (issue 28): the list read itself, page after page in
- * its keyset order, so an export is exactly the concatenation of the pages a caller would walk,
- * under the same filters, scope, visibility and history window. `page` reads one page of
- * `limit` rows after `cursor` (each in a read context of its own: its own deadline and store slot).
- * A resume token turns back into the cursor of the page after its row; the list read checks it
- * and clamps its window as it does any cursor's.
- */
-export async function* exportChunks(args: {
-  op: string;
-  /** The list read's query, without its paging parameters. */
-  query: Record<string, unknown>;
-  principal: Principal;
-  cursors: CursorCodec;
-  resume: string | undefined;
-  page: (limit: number, cursor: string | undefined) => Promise<ListResult<unknown>>;
-  /** How many more rows the caller may take beyond `queued` (rows read but not yet taken): asked before each page is read. */
-  budget: (queued: number) => number;
-}): AsyncGenerator<ExportChunk> {
-  const filters = fingerprint(args.op, args.query);
-  const policy = args.cursors.policyPrint(args.principal);
-  const first =
-    args.resume === undefined ? undefined : args.cursors.encode(args.cursors.resumed(args.resume, filters, policy), filters, policy);
-  const read = (queued: number, cursor: string | undefined): Promise<ListResult<unknown>> | undefined => {
-    const limit = Math.min(EXPORT_PAGE_ROWS, args.budget(queued));
-    return limit > 0 ? args.page(limit, cursor) : undefined;
-  };
-  let next = read(0, first);
-  let seal: string | undefined;
-  for (let n = 0; next; n++) {
-    let page: ListResult<unknown>;
-    try {
-      page = await next;
-    } catch (err) {
-      throw n === 0 && args.resume !== undefined ? asResumeError(err) : err;
-    }
-    // The next page is read while this one is written and sent: the store and the socket work at once.
-    next = page.meta.hasMore ? read(page.results.length, page.meta.nextCursor ?? undefined) : undefined;
-    // A page read ahead that is never taken (the client left, a bound ended the export) must not fail unheard.
-    next?.catch(() => {});
-    const facts = (page as { [PAGE_FACTS]?: PageFacts })[PAGE_FACTS];
-    if (!facts?.keys) throw new Error(`${args.op} has no sort keys for an export`);
-    seal ??= args.cursors.resumeSeal(facts.w, filters, policy);
-    const s = seal;
-    yield {
-      items: page.results,
-      tokens: facts.keys.map((k) => args.cursors.resumeToken(s, k)),
-      more: next !== undefined || page.meta.hasMore,
-    };
-  }
 }
 
 /**
@@ -182,7 +113,7 @@ export function exportStatement(o: {
     LIMIT {exportRows:UInt64}`;
 }
 
-/** The resume token of a row, as CursorCodec.resumeToken writes it: the seal, then the key [t, id] as base64url JSON. */
+/** The resume token of a row (CursorCodec.resumeSeal's seal, then the key [t, id] as base64url JSON: what CursorCodec.resumed reads back). */
 export const resumeTokenSql = (t: string, idJson: string): string =>
   `concat({seal:String}, '.', base64URLEncode(concat('[', toString(${t}), ',', ${idJson}, ']'))) AS ${RESUME_COLUMN}`;
 

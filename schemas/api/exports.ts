@@ -23,7 +23,7 @@ export interface ExportLimits {
   bytesPerRequest: number;
   /** Rows per minute per account, over all its exports. */
   rowsPerMinute: number;
-  /** Seconds per request: no page is started past it (a client that stops reading is cut a minute later). */
+  /** Seconds per request: no row is sent past it (a client that stops reading is cut a minute later). */
   secondsPerRequest: number;
 }
 export const EXPORT_LIMITS: ExportLimits = {
