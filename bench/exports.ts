@@ -187,8 +187,8 @@ try {
   });
   const slowReader =
     `slow reader (first, on a fresh process): took ${(taken / 1048576).toFixed(1)} MiB of the events export (its size: the table) in 5 s; ` +
-    `this process's resident memory (service and bench) rose ${((peak - rss0) / 1048576).toFixed(1)} MiB at most (the pages read ahead, ` +
-    `the store's first reads), of which ${((peakAfter - rss1) / 1048576).toFixed(1)} MiB after the first second (an export that ignored the ` +
+    `this process's resident memory (service and bench) rose ${((peak - rss0) / 1048576).toFixed(1)} MiB at most (the store's first ` +
+    `reads and chunks), of which ${((peakAfter - rss1) / 1048576).toFixed(1)} MiB after the first second (an export that ignored the ` +
     'reader would have grown by about its size meanwhile)';
   let floorSecs = 0;
   const floorRows: Record<string, number> = {};
