@@ -150,3 +150,12 @@ export function sourceColumns(facts: Facts, p: string): { sql: string; attachmen
     },
   };
 }
+
+/** A row's quote symbol in a native export (events, positions), from the facts as parameter sets: `s.assetId`'s, NULL for none. */
+export function quoteColumn(facts: Facts): { sql: string; params: Params } {
+  const quotes = [...facts.assetQuote];
+  return {
+    sql: 'transform(s.assetId, {quoteAssets:Array(UInt64)}, {quoteSymbols:Array(Nullable(String))}, NULL)',
+    params: { quoteAssets: quotes.map(([id]) => id), quoteSymbols: quotes.map(([, symbol]) => symbol) },
+  };
+}

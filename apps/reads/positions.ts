@@ -9,7 +9,16 @@ import { POSITION_PERFORMANCES_TABLE } from '../../storage/tables/performance.ts
 import { PRICES_TABLE } from '../../storage/tables/prices.ts';
 import { OPEN_POSITIONS_TABLE, POSITIONS_TABLE } from '../../storage/tables/trading.ts';
 import { perDataVersion, type ReadContext } from './context.ts';
-import { exportStatement, leafNames, type NativeExport, nativeStart, resumeTokenSql, type TupleShape, tupleType } from './exports.ts';
+import {
+  exportStatement,
+  leafNames,
+  type NativeExport,
+  nativeStart,
+  quoteColumn,
+  resumeTokenSql,
+  type TupleShape,
+  tupleType,
+} from './exports.ts';
 import { addSignalFilters, factsOf } from './facts.ts';
 import { addWindow, listRead, type StatementRow, statementPage, statementRows, Where } from './list.ts';
 import { timeBasedPerformances } from './performance.ts';
@@ -152,7 +161,7 @@ export async function exportPositions(
   where.when(positionIds, 's.id IN {positionIds:Array(UInt64)}', 'positionIds');
   addWindow(where, 's.openAt', window);
   const b = beforeKey(identifier('s.openAt'), identifier('s.id'), 'UInt64', after as [number, number] | undefined);
-  const quotes = [...facts.assetQuote];
+  const quote = quoteColumn(facts);
   const shape = performancesShape(format);
   const windows = WINDOWS.map((w) => {
     const none = `f_${w}.1 = ''`;
@@ -165,7 +174,7 @@ export async function exportPositions(
   const positions = exportStatement({
     outer: `p_id, p_direction, p_time, p_price, p_quote, p_trader, p_asset, p_t, ${resumeTokenSql('p_t', 'toString(p_id)')}`,
     inner: `s.id AS p_id, s.direction AS p_direction, toTimeZone(s.openAt, 'UTC') AS p_time, s.openPrice AS p_price,
-      transform(s.assetId, {quoteAssets:Array(UInt64)}, {quoteSymbols:Array(Nullable(String))}, NULL) AS p_quote,
+      ${quote.sql} AS p_quote,
       s.traderId AS p_trader, s.assetId AS p_asset, toUnixTimestamp64Milli(s.openAt) AS p_t`,
     table: POSITIONS_TABLE,
     where: where.sql,
@@ -195,8 +204,7 @@ export async function exportPositions(
       seal,
       now: ctx.now.getTime(),
       performancesType: tupleType(shape),
-      quoteAssets: quotes.map(([id]) => id),
-      quoteSymbols: quotes.map(([, symbol]) => symbol),
+      ...quote.params,
       exportRows: rows,
     },
     // The item's columns as columnsOf names them (the CSV ones), whichever the format.
