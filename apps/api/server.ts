@@ -251,13 +251,15 @@ export function buildApi(deps: ApiDeps): FastifyInstance {
   readRoutes(app, deps, { guards, readContext, cursors, changes, slots: admission.opts.slots });
   if (deps.rest !== false) {
     const limits = deps.exportLimits ?? EXPORT_LIMITS;
-    // A native export holds a store session for as long as its client reads (a paused client too):
-    // few at once, one per account, apart from the reads' slots so that exports never take them all.
+    // An export holds a store session for as long as its client reads (a paused client too): few at
+    // once, one per account, apart from the reads' slots so that exports never take them all. An
+    // account's next exports wait their turn (each up to maxWaitMs), a few of them: every export is
+    // one now, so a client that starts three at once is served one after another, not refused.
     const exportStreams = new Admission({
       ...admissionDefaults(EXPORT_STREAMS),
       perAccount: 1,
       queue: 4 * EXPORT_STREAMS,
-      perAccountQueue: 1,
+      perAccountQueue: 4,
       shareMsPerSecond: Number.MAX_SAFE_INTEGER,
     });
     exportRoutes(app, {
