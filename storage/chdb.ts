@@ -1,7 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { formatQueryParams } from '@clickhouse/client-common';
 import { Session } from 'chdb';
-import { bindDatabase, checkIdentifier, INSERT_SETTINGS, type Params, type QueryOptions, type Store, type StreamFormat } from './port.ts';
+import { bindDatabase, checkIdentifier, INSERT_SETTINGS, type Params, type QueryOptions, type Store, type StreamChunk, type StreamFormat } from './port.ts';
 import { parseRows } from './rows.ts';
 
 /**
@@ -210,7 +210,7 @@ export class ChdbStore implements Store {
   readonly streamFormats: readonly StreamFormat[] = ['JSONEachRow', 'CSV', 'Parquet'];
   readonly parquetFraming = 'files' as const;
 
-  async *stream(sql: string, params: Params, format: StreamFormat, opts?: QueryOptions): AsyncGenerator<Uint8Array> {
+  async *stream(sql: string, params: Params, format: StreamFormat, opts?: QueryOptions): AsyncGenerator<StreamChunk> {
     const bound = bindDatabase(sql, this.database);
     const bindings = paramParts(bound, params);
     // A session of the stream's own: a client that stops reading holds it, and must not hold a lane the reads wait for.
@@ -235,7 +235,8 @@ export class ChdbStore implements Store {
         });
       });
       try {
-        for await (const chunk of session.queryStream(bound, { format })) yield chunk.raw();
+        // Each chunk is a block of the answer: whole rows, counted by the store.
+        for await (const chunk of session.queryStream(bound, { format })) yield { bytes: chunk.raw(), rows: chunk.numRows };
       } catch (err) {
         // As in run: what a failed statement wrote of its answer is taken, not handed to the next.
         await session.queryAsync('SELECT 1', { format: 'Null' }).catch(() => {});

@@ -1,5 +1,5 @@
 import { type ClickHouseClient, ClickHouseLogLevel, createClient, type Logger } from '@clickhouse/client';
-import { bindDatabase, checkIdentifier, INSERT_SETTINGS, type Params, type QueryOptions, type Store, type StreamFormat } from './port.ts';
+import { bindDatabase, checkIdentifier, INSERT_SETTINGS, type Params, type QueryOptions, type Store, type StreamChunk, type StreamFormat } from './port.ts';
 import { parseRows } from './rows.ts';
 
 /**
@@ -102,7 +102,7 @@ export class ClickHouseStore implements Store {
   readonly streamFormats: readonly StreamFormat[] = ['JSONEachRow', 'CSV', 'Parquet'];
   readonly parquetFraming = 'bytes' as const;
 
-  async *stream(sql: string, params: Params, format: StreamFormat, opts?: QueryOptions): AsyncGenerator<Uint8Array> {
+  async *stream(sql: string, params: Params, format: StreamFormat, opts?: QueryOptions): AsyncGenerator<StreamChunk> {
     if (format === 'Parquet') {
       // A binary format: the response's bytes as they come (the client's way to a Parquet file).
       const { stream } = await this.client.exec({
@@ -110,7 +110,7 @@ export class ClickHouseStore implements Store {
         query_params: params,
         ...(opts?.settings ? { clickhouse_settings: opts.settings as Record<string, string> } : {}),
       });
-      for await (const chunk of stream as AsyncIterable<Uint8Array>) yield chunk;
+      for await (const chunk of stream as AsyncIterable<Uint8Array>) yield { bytes: chunk };
       return;
     }
     const rs = await this.client.query({
@@ -121,10 +121,11 @@ export class ClickHouseStore implements Store {
     });
     // The client splits the bytes at each line feed and hands out the lines without it (a CSV row
     // may hold one in a quoted field): put back, the lines are the bytes as sent.
+    // An NDJSON line is a row; a CSV line may not be.
     for await (const rows of rs.stream() as AsyncIterable<{ text: string }[]>) {
       let text = '';
       for (const row of rows) text += `${row.text}\n`;
-      yield Buffer.from(text);
+      yield { bytes: Buffer.from(text), ...(format === 'JSONEachRow' ? { rows: rows.length } : {}) };
     }
   }
 

@@ -26,12 +26,18 @@ export interface Store {
    * A statement's answer in one of the store's own output formats, as its bytes, read from the
    * store only as fast as the caller takes them (exports). Ending the iteration early cancels it.
    */
-  stream?(sql: string, params: Params, format: StreamFormat, opts?: QueryOptions): AsyncIterable<Uint8Array>;
+  stream?(sql: string, params: Params, format: StreamFormat, opts?: QueryOptions): AsyncIterable<StreamChunk>;
   /** The formats `stream` gives. */
   readonly streamFormats?: readonly StreamFormat[];
   /** How `stream` gives Parquet: `files`, each chunk a whole file (chdb writes each block of an answer as one); `bytes`, one file in pieces (a ClickHouse server). */
   readonly parquetFraming?: ParquetFraming;
   close(): Promise<void>;
+}
+
+/** A piece of a streamed answer; `rows` when it is that many whole rows (a piece that may end within a row has none). */
+export interface StreamChunk {
+  bytes: Uint8Array;
+  rows?: number;
 }
 
 /** The store's output formats an export streams as they are. */

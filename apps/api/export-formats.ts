@@ -1,5 +1,6 @@
 import type { TSchema } from 'typebox';
 import { RESUME_COLUMN } from '../../schemas/api/exports.ts';
+import type { StreamChunk } from '../../storage/port.ts';
 
 /**
  * An export's columns (issue 28), from the list read's item schema (schemas/api/resources.ts):
@@ -69,22 +70,48 @@ export function parquetMeta(meta: { complete: boolean; resumeToken: string | nul
   ];
 }
 
+/** How much of a row's end is kept for its resume token (the last column: a seal and a short key). */
+const END_BYTES = 1024;
+
 /**
- * Whole rows out of the store's NDJSON or CSV bytes as they stream (native exports): a row ends at
- * a line feed, in CSV one outside quotes (a quoted field may hold one; a doubled quote toggles
- * twice). Bytes, not text: neither byte is ever part of a multi-byte UTF-8 character.
+ * Whole rows out of the store's NDJSON or CSV bytes as they stream (native exports), up to the
+ * export's bounds: at most `rows` rows, and no row once `bytes` were sent (the first row always).
+ * A row ends at a line feed, in CSV one outside quotes (a quoted field may hold one; a doubled
+ * quote toggles twice). Bytes, not text: neither byte is ever part of a multi-byte UTF-8 character.
+ * A chunk that the store says is whole rows, and that no bound reaches into, goes as it is, unread.
  */
 export class StoreRows {
   /** The start of a row the last chunk ended within, scanned up to its end with `quoted` as the state there. */
   private carry: Buffer = Buffer.alloc(0);
   private quoted = false;
+  /** The end of the last row taken (its last column at least). */
+  private end: Buffer | undefined;
+  /** Rows and bytes taken. */
+  rows = 0;
+  bytes = 0;
 
-  constructor(private readonly format: 'ndjson' | 'csv') {}
+  constructor(
+    private readonly format: 'ndjson' | 'csv',
+    private readonly bounds: { rows: number; bytes: number },
+  ) {}
 
-  /** The rows that `keep` takes, in order, up to the first it refuses (`stopped`): their bytes, as sent by the store. */
-  push(chunk: Uint8Array, keep: (row: Buffer) => boolean): { bytes: Buffer | undefined; stopped: boolean } {
+  /** The rows taken of a chunk, in order, up to the first a bound refuses (`stopped`): their bytes, as sent by the store. */
+  push(chunk: StreamChunk): { bytes: Buffer | undefined; stopped: boolean } {
+    const raw = Buffer.from(chunk.bytes.buffer, chunk.bytes.byteOffset, chunk.bytes.byteLength);
+    if (
+      chunk.rows !== undefined &&
+      this.carry.length === 0 &&
+      this.rows + chunk.rows <= this.bounds.rows &&
+      this.bytes + raw.length < this.bounds.bytes
+    ) {
+      if (chunk.rows === 0) return { bytes: undefined, stopped: false };
+      this.rows += chunk.rows;
+      this.bytes += raw.length;
+      this.end = raw.subarray(Math.max(0, raw.length - END_BYTES));
+      return { bytes: raw, stopped: false };
+    }
     const scanned = this.carry.length;
-    const buf = scanned ? Buffer.concat([this.carry, chunk]) : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+    const buf = scanned ? Buffer.concat([this.carry, raw]) : raw;
     const csv = this.format === 'csv';
     let start = 0;
     let i = scanned;
@@ -97,10 +124,13 @@ export class StoreRows {
       if (nl < 0) break;
       i = nl + 1;
       if (quoted) continue;
-      if (!keep(buf.subarray(start, i))) {
+      if (this.rows >= this.bounds.rows || (this.rows > 0 && this.bytes >= this.bounds.bytes)) {
         stopped = true;
         break;
       }
+      this.rows++;
+      this.bytes += i - start;
+      this.end = buf.subarray(Math.max(start, i - END_BYTES), i);
       start = i;
     }
     this.carry = stopped ? Buffer.alloc(0) : Buffer.from(buf.subarray(start));
@@ -108,10 +138,14 @@ export class StoreRows {
     return { bytes: start ? buf.subarray(0, start) : undefined, stopped };
   }
 
-  /** The resume token of a row (its last column). */
-  static token(format: 'ndjson' | 'csv', row: Buffer): string {
-    const text = row.toString('utf8').trimEnd();
-    if (format === 'ndjson') return String(JSON.parse(text)[RESUME_COLUMN]);
-    return text.slice(text.lastIndexOf(',') + 1).replaceAll('"', '');
+  /** The resume token of the last row taken (its last column); '' before any. */
+  token(): string {
+    if (!this.end) return '';
+    const text = this.end.toString('utf8').trimEnd();
+    if (this.format === 'csv') return text.slice(text.lastIndexOf(',') + 1).replaceAll('"', '');
+    // The token's key, quotes unescaped: no string value can hold it (its quotes would be escaped).
+    const key = `"${RESUME_COLUMN}":"`;
+    const at = text.lastIndexOf(key) + key.length;
+    return text.slice(at, text.indexOf('"', at));
   }
 }

@@ -8,6 +8,7 @@ import { costOf, OPERATIONS, type Operation } from '../registry.ts';
 import { type Column, columnsOf, csvHeader, StoreRows } from './export-formats.ts';
 import { PARQUET_HOLD_BYTES, StoreParquet } from './parquet-files.ts';
 import type { ExportRowBudget } from './rate-limit.ts';
+import type { StreamChunk } from '../../storage/port.ts';
 
 /** A route's checks before its handler (buildApi's `guards`): the address count, authentication and admission against `query`, the account count. */
 export type Guards = (
@@ -158,8 +159,8 @@ export function exportRoutes(app: FastifyInstance, r: ExportRouting): void {
         // Read before the rows: a change while they stream comes again in a poll from there.
         if (ex.headers) reply.headers(await run(() => ex.headers!(ctx, query)));
         const slot = await r.slot(principal);
-        let source: AsyncIterator<Uint8Array>;
-        let first: IteratorResult<Uint8Array>;
+        let source: AsyncIterator<StreamChunk>;
+        let first: IteratorResult<StreamChunk>;
         try {
           source = stream
             .call(ctx.store, parquet ? parquetColumnsSql(statement.sql, columns) : statement.sql, statement.params, storeFormat, {
@@ -190,7 +191,7 @@ export function exportRoutes(app: FastifyInstance, r: ExportRouting): void {
           async function* parquetBody(): AsyncGenerator<Buffer> {
             const file = new StoreParquet(ctx.store.parquetFraming ?? 'files');
             for (let next = first; !next.done; next = await source.next()) {
-              const out = file.push(next.value);
+              const out = file.push(next.value.bytes);
               if (out) {
                 bytes += out.length;
                 yield out;
@@ -214,39 +215,30 @@ export function exportRoutes(app: FastifyInstance, r: ExportRouting): void {
           }
           return respond(guarded(parquetBody(), closeSource), () => last ?? '');
         }
-        const split = new StoreRows(format);
-        let last: Buffer | undefined;
-        // Rows of a chunk up to the first bound met; `cut` once one is met with rows left.
-        const take = (chunk: Uint8Array): Buffer | undefined => {
-          const out = split.push(chunk, (row) => {
-            if (sent >= rows) return false;
-            if (sent > 0 && bytes >= r.limits.bytesPerRequest) return false;
-            sent++;
-            bytes += row.length;
-            last = row;
-            return true;
-          });
-          if (out.stopped) cut = true;
-          return out.bytes;
-        };
+        const split = new StoreRows(format, { rows, bytes: r.limits.bytesPerRequest });
         async function* rowsBody(): AsyncGenerator<Buffer> {
-          let spent = 0;
           if (format === 'csv') yield csvHeader(ex!.item);
-          for (let next = first; !next.done; next = await source.next()) {
-            const out = take(next.value);
-            if (sent > spent) void r.budget.spend(account, sent - spent);
-            spent = sent;
-            if (out?.length) yield out;
-            if (cut) break;
+          for (let next = first; !next.done; ) {
+            const before = split.rows;
+            const out = split.push(next.value);
+            sent = split.rows;
+            bytes = split.bytes;
+            if (sent > before) void r.budget.spend(account, sent - before);
+            cut = out.stopped;
+            // The store makes its next chunk while this one goes out (its rejection is met when awaited; unawaited when the client left).
+            const ahead = cut ? undefined : source.next();
+            ahead?.catch(() => {});
+            if (out.bytes?.length) yield out.bytes;
+            if (!ahead) break;
+            next = await ahead;
+            // Time is up: whatever the store has not sent yet is left for a resume.
             if (Date.now() - startedAt >= r.limits.secondsPerRequest * 1000) {
-              // Time is up: whatever the store has not sent yet is left for a resume.
-              const more = await source.next();
-              if (!more.done) cut = true;
+              cut = !next.done;
               break;
             }
           }
         }
-        return respond(guarded(rowsBody(), closeSource), () => (last ? StoreRows.token(format, last) : ''));
+        return respond(guarded(rowsBody(), closeSource), () => split.token());
       },
     });
   }
