@@ -2,16 +2,21 @@
 // a process of its own, as `curl > file` would) against two references measured in the same run, on
 // the same machine and data:
 //   floor:   the same rows written by the store straight to a file in that format: the export's own
-//            NDJSON rows loaded into a plain MergeTree, then `SELECT * ... INTO OUTFILE ... FORMAT F`
-//            (JSONEachRow, CSVWithNames, Parquet): what the store's own writer costs for these rows.
+//            rows loaded into a plain MergeTree (NDJSON's from the NDJSON export, CSV's and Parquet's
+//            from the Parquet export: the same flat columns), then `SELECT * ... INTO OUTFILE ...
+//            FORMAT F` (JSONEachRow, CSVWithNames, Parquet): what the store's own writer costs for them.
+//   send:    the export's own file sent by a bare route (fastify, a file stream) to the same client:
+//            what moving these bytes to a client costs here; `vs both` is the export against the
+//            slower of the two (an export can at best overlap the store's writing and the sending).
 //   paging:  the same filters paged through the list read over HTTP (limit 200, the feed 100) for at
 //            most --paging-seconds, as a client walks them.
 // Usage: npx tsx bench/exports.ts --help
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { createReadStream, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { get } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import Fastify from 'fastify';
 import { parquetMetadata } from 'hyparquet';
 import type { Embedded } from '../apps/embedded.ts';
 import {
@@ -33,8 +38,11 @@ Streams each export (/v2/exports/events, positions, messages, feed) of the last 
 NDJSON, CSV and Parquet over HTTP, one at a time (each downloaded to a file by a client in a
 process of its own), and prints rows/s against
   floor   the store writing the same rows straight to a file in that format (a plain MergeTree
-          holding the export's rows, SELECT * INTO OUTFILE ... FORMAT JSONEachRow / CSVWithNames /
-          Parquet): goal export/floor >= 0.7
+          holding the export's rows: NDJSON's nested, CSV's and Parquet's flat as those exports
+          have them; SELECT * INTO OUTFILE ... FORMAT JSONEachRow / CSVWithNames / Parquet):
+          goal export/floor >= 0.7
+  send    the export's own file sent by a bare route to the same client (what moving the bytes
+          costs); 'vs both' is the export against the slower of floor and send
   paging  the same filters paged through the list read (limit 200; the feed 100) for at most
           --paging-seconds: goal export/paging >= 20
 
@@ -76,11 +84,16 @@ const FORMATS = [
 
 const work = mkdtempSync(join(tmpdir(), 'signalbase-bench-exports-files-'));
 let emb: Embedded | undefined;
+/** The send reference: a bare route sending a file's bytes as they are (GET /send?file=). */
+const bare = Fastify({ logger: false });
+bare.get('/send', (req, reply) => {
+  reply.header('content-type', 'application/octet-stream').send(createReadStream((req.query as { file: string }).file));
+});
 const floors: string[] = [];
 const { cleanup, interrupted } = benchCleanup({
   emb: () => emb,
   measureApp: () => undefined,
-  bareApps: [],
+  bareApps: [bare],
   dropFloors: async (store) => {
     for (const f of floors) await store.exec(`DROP TABLE IF EXISTS $db.${f}`);
   },
@@ -145,6 +158,7 @@ try {
   emb = started.emb;
   const { demoKey, setupSecs } = started;
   const origin = emb.url;
+  const bareUrl = await bare.listen({ port: 0, host: '127.0.0.1' });
   const startTime = new Date(Date.now() - days * 86_400_000).toISOString();
   const rows: string[][] = [];
   // Backpressure: a reader that takes 1 MiB a second of the events export for 5 s, then leaves; first,
@@ -210,54 +224,78 @@ try {
     } while (cursor && performance.now() - tp < pagingSecs * 1000);
     const pagingRate = paged / ((performance.now() - tp) / 1000);
 
-    let ndjsonFile = '';
+    const done: { fmt: (typeof FORMATS)[number]; file: string; rows: number; bytes: number; secs: number; sendSecs: number }[] = [];
     for (const fmt of FORMATS) {
       const file = join(work, `${fam.name}.${fmt.name}`);
       progress(`${fam.name}: exporting ${fmt.name}`);
       const part = await download(`${origin}/v2/exports/${fam.name}?${q}&format=${fmt.name}`, demoKey, file);
       if (part.trailers['x-export-complete'] !== 'true')
         throw new Error(`${fam.name} ${fmt.name}: the export stopped at a limit (${JSON.stringify(part.trailers)}); use a shorter --days`);
-      const n = await rowsOf(file, fmt.name);
-      if (fmt.name === 'ndjson') ndjsonFile = file;
+      // The send reference: the same bytes from a bare route, to the same client (best of two).
+      let sendSecs = Number.POSITIVE_INFINITY;
+      for (let i = 0; i < 2; i++)
+        sendSecs = Math.min(sendSecs, (await download(`${bareUrl}/send?file=${encodeURIComponent(file)}`, '', `${file}.sent`)).secs);
+      rmSync(`${file}.sent`);
+      done.push({ fmt, file, rows: await rowsOf(file, fmt.name), bytes: part.bytes, secs: part.secs, sendSecs });
+    }
 
-      // The floor: the export's rows in a plain MergeTree, written by the store to a file in the format.
-      const floor = `bench_floor_export_${fam.name}`;
-      const tf = performance.now();
-      if (fmt.name === 'ndjson') {
-        floors.push(floor);
-        await emb.store.exec(`DROP TABLE IF EXISTS $db.${floor}`);
-        await emb.store.exec(
-          `CREATE TABLE $db.${floor} ENGINE = MergeTree ORDER BY tuple() AS SELECT * FROM file('${ndjsonFile}', JSONEachRow)
-           SETTINGS input_format_json_read_objects_as_strings = 1, input_format_json_read_arrays_as_strings = 1, max_insert_threads = 1, max_threads = 1`,
-        );
-        await emb.store.exec(`OPTIMIZE TABLE $db.${floor} FINAL`);
-        const [c] = await emb.store.query<{ n: number }>(`SELECT count() AS n FROM $db.${floor}`);
-        floorRows[floor] = Number(c?.n ?? 0);
-        if (floorRows[floor] !== n) throw new Error(`${floor}: ${floorRows[floor]} rows, the export ${n}`);
-      }
-      const out = join(work, `${fam.name}.floor.${fmt.name}`);
+    // The floors: the export's rows in plain MergeTrees, written by the store to a file in each
+    // format. NDJSON from the NDJSON export's rows (its nested objects); CSV and Parquet from the
+    // Parquet export's (the same flat columns and types the CSV and Parquet exports have).
+    const tf = performance.now();
+    const fileOf = (name: string) => done.find((d) => d.fmt.name === name)!.file;
+    const tables = { ndjson: `bench_floor_export_${fam.name}`, flat: `bench_floor_export_${fam.name}_flat` };
+    for (const [shape, from] of [
+      ['ndjson', `file('${fileOf('ndjson')}', JSONEachRow)`],
+      ['flat', `file('${fileOf('parquet')}', Parquet)`],
+    ] as const) {
+      const floor = tables[shape];
+      floors.push(floor);
+      await emb.store.exec(`DROP TABLE IF EXISTS $db.${floor}`);
+      await emb.store.exec(
+        `CREATE TABLE $db.${floor} ENGINE = MergeTree ORDER BY tuple() AS SELECT * FROM ${from}
+         SETTINGS input_format_json_read_objects_as_strings = 1, input_format_json_read_arrays_as_strings = 1, max_insert_threads = 1, max_threads = 1`,
+      );
+      await emb.store.exec(`OPTIMIZE TABLE $db.${floor} FINAL`);
+      const [c] = await emb.store.query<{ n: number }>(`SELECT count() AS n FROM $db.${floor}`);
+      floorRows[floor] = Number(c?.n ?? 0);
+      const n = done[0]!.rows;
+      if (floorRows[floor] !== n) throw new Error(`${floor}: ${floorRows[floor]} rows, the export ${n}`);
+    }
+    for (const d of done) {
+      const floor = d.fmt.name === 'ndjson' ? tables.ndjson : tables.flat;
+      const out = join(work, `${fam.name}.floor.${d.fmt.name}`);
       const reps: number[] = [];
       for (let i = 0; i < 3; i++) {
         const t0 = performance.now();
-        await emb.store.exec(`SELECT * FROM $db.${floor} ORDER BY _part_offset INTO OUTFILE '${out}' TRUNCATE FORMAT ${fmt.store}`);
+        await emb.store.exec(
+          `SELECT * FROM $db.${floor} ORDER BY _part_offset INTO OUTFILE '${out}' TRUNCATE FORMAT ${d.fmt.store}
+           SETTINGS date_time_output_format = 'iso', output_format_csv_crlf_end_of_line = 1, output_format_parquet_compression_method = 'snappy'`,
+        );
         reps.push((performance.now() - t0) / 1000);
       }
-      floorSecs += (performance.now() - tf) / 1000;
-      const floorRate = n / Math.min(...reps);
-      const rate = n / part.secs;
+      const floorRate = d.rows / Math.min(...reps);
+      const sendRate = d.rows / d.sendSecs;
+      const rate = d.rows / d.secs;
       rows.push([
-        `${fam.name} ${fmt.name}`,
-        fmtInt(n),
-        `${(part.bytes / 1048576).toFixed(1)} / ${(statSync(out).size / 1048576).toFixed(1)}`,
+        `${fam.name} ${d.fmt.name}`,
+        fmtInt(d.rows),
+        `${(d.bytes / 1048576).toFixed(1)} / ${(statSync(out).size / 1048576).toFixed(1)}`,
         fmtInt(rate),
         fmtInt(floorRate),
         fmtRatio(rate / floorRate, rate / floorRate < 0.7),
+        fmtInt(sendRate),
+        fmtRatio(rate / Math.min(floorRate, sendRate), false),
         fmtInt(pagingRate),
         fmtRatio(rate / pagingRate, rate / pagingRate < 20),
       ]);
     }
+    floorSecs += (performance.now() - tf) / 1000;
   }
-  printTable(['export', 'rows', 'MiB export / floor', 'rows/s', 'floor rows/s', 'vs floor', 'paging rows/s', 'vs paging'], rows);
+  printTable(
+    ['export', 'rows', 'MiB export / floor', 'rows/s', 'floor rows/s', 'vs floor', 'send rows/s', 'vs both', 'paging rows/s', 'vs paging'],
+    rows,
+  );
   console.log(slowReader);
 
   console.log(
