@@ -1,7 +1,16 @@
 import { mkdirSync } from 'node:fs';
 import { formatQueryParams } from '@clickhouse/client-common';
 import { Session } from 'chdb';
-import { bindDatabase, checkIdentifier, INSERT_SETTINGS, type Params, type QueryOptions, type Store, type StreamChunk, type StreamFormat } from './port.ts';
+import {
+  bindDatabase,
+  checkIdentifier,
+  INSERT_SETTINGS,
+  type Params,
+  type QueryOptions,
+  type Store,
+  type StreamChunk,
+  type StreamFormat,
+} from './port.ts';
 import { parseRows } from './rows.ts';
 
 /**

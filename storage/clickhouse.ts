@@ -1,5 +1,14 @@
 import { type ClickHouseClient, ClickHouseLogLevel, createClient, type Logger } from '@clickhouse/client';
-import { bindDatabase, checkIdentifier, INSERT_SETTINGS, type Params, type QueryOptions, type Store, type StreamChunk, type StreamFormat } from './port.ts';
+import {
+  bindDatabase,
+  checkIdentifier,
+  INSERT_SETTINGS,
+  type Params,
+  type QueryOptions,
+  type Store,
+  type StreamChunk,
+  type StreamFormat,
+} from './port.ts';
 import { parseRows } from './rows.ts';
 
 /**

@@ -480,3 +480,42 @@ describe('issue 28: the bounds of an export', () => {
     expect(Number(second.refused?.headers['retry-after'])).toBeGreaterThan(0);
   });
 });
+
+describe('issue 28: a Parquet export ends at its bytes bound between row groups, and resumes', () => {
+  let h: Harness;
+  let key: string;
+  const N = 70_000;
+  const T0 = NOW - 5 * DAY;
+  beforeAll(async () => {
+    // Enough rows for the store to write them in several blocks (chdb: a Parquet file each).
+    h = await createHarness({
+      clock: () => NOW,
+      exportLimits: { rowsPerRequest: 1_000_000, bytesPerRequest: 200_000, rowsPerMinute: 1_000_000, secondsPerRequest: 600 },
+    });
+    const records: any[] = [build.source('src-1'), build.trader(1), build.asset(1)];
+    for (let i = 1; i <= N; i++) records.push(build.event(i, { traderId: 1, assetId: 1, timeOfEvent: iso(T0 + i * 1000) }));
+    await h.given(records);
+    key = await h.key();
+  });
+  afterAll(async () => {
+    await h?.close();
+  });
+
+  it('each part but the last says it is not complete; together they are every row once, in key order', async () => {
+    const ids: number[] = [];
+    const complete: string[] = [];
+    let resume: string | undefined;
+    for (let part = 0; part < 100; part++) {
+      const ex = await exportOf(h, key, 'events', resume ? { resume } : {}, 'parquet');
+      expect(ex.status).toBe(200);
+      ids.push(...ex.rows.map((r) => Number(r.id)));
+      complete.push(ex.meta?.['signalbase.complete'] ?? '?');
+      if (ex.meta?.['signalbase.complete'] === 'true') break;
+      expect(ex.rows.length, 'an incomplete part has rows').toBeGreaterThan(0);
+      resume = ex.meta?.['signalbase.resumeToken'];
+    }
+    expect(complete.length, 'the bound ended some parts').toBeGreaterThan(1);
+    expect(complete).toEqual([...complete.slice(0, -1).map(() => 'false'), 'true']);
+    expect(ids).toEqual(Array.from({ length: N }, (_, i) => N - i));
+  });
+});
