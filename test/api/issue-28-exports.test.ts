@@ -4,6 +4,7 @@ import { parquetMetadata, parquetReadObjects } from 'hyparquet';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Admission, admissionDefaults } from '../../apps/reads/cost.ts';
 import { generateDemo } from '../../projectors/demo/generate.ts';
+import type { ExportLimits } from '../../schemas/api/exports.ts';
 import { build, createHarness, type Harness } from '../helpers/harness.ts';
 import { type Params, url, walk } from '../oracle/walk.ts';
 
@@ -433,19 +434,25 @@ describe('issue 28: exports', () => {
   });
 });
 
+/** A harness at NOW with these export limits, and `n` events of one trader (ids 1..n) `stepMs` apart from five days ago. */
+async function oneTradersEvents(n: number, stepMs: number, exportLimits: ExportLimits): Promise<{ h: Harness; key: string }> {
+  const h = await createHarness({ clock: () => NOW, exportLimits });
+  const records: any[] = [build.source('src-1'), build.trader(1), build.asset(1)];
+  for (let i = 1; i <= n; i++) records.push(build.event(i, { traderId: 1, assetId: 1, timeOfEvent: iso(NOW - 5 * DAY + i * stepMs) }));
+  await h.given(records);
+  return { h, key: await h.key() };
+}
+
 describe('issue 28: the bounds of an export', () => {
   let h: Harness;
   let key: string;
-  const T0 = NOW - 5 * DAY;
   beforeAll(async () => {
-    h = await createHarness({
-      clock: () => NOW,
-      exportLimits: { rowsPerRequest: 1_000_000, bytesPerRequest: 20_000, rowsPerMinute: 300, secondsPerRequest: 600 },
-    });
-    const records: any[] = [build.source('src-1'), build.trader(1), build.asset(1)];
-    for (let i = 1; i <= 250; i++) records.push(build.event(i, { traderId: 1, assetId: 1, timeOfEvent: iso(T0 + i * 60_000) }));
-    await h.given(records);
-    key = await h.key();
+    ({ h, key } = await oneTradersEvents(250, 60_000, {
+      rowsPerRequest: 1_000_000,
+      bytesPerRequest: 20_000,
+      rowsPerMinute: 300,
+      secondsPerRequest: 600,
+    }));
   });
   afterAll(async () => {
     await h?.close();
@@ -481,21 +488,18 @@ describe('issue 28: the bounds of an export', () => {
   });
 });
 
-describe('issue 28: a Parquet export ends at its bytes bound between row groups, and resumes', () => {
+describe('issue 28: a Parquet export ends at its bytes bound between blocks of rows, and resumes', () => {
   let h: Harness;
   let key: string;
   const N = 70_000;
-  const T0 = NOW - 5 * DAY;
   beforeAll(async () => {
     // Enough rows for the store to write them in several blocks (chdb: a Parquet file each).
-    h = await createHarness({
-      clock: () => NOW,
-      exportLimits: { rowsPerRequest: 1_000_000, bytesPerRequest: 200_000, rowsPerMinute: 1_000_000, secondsPerRequest: 600 },
-    });
-    const records: any[] = [build.source('src-1'), build.trader(1), build.asset(1)];
-    for (let i = 1; i <= N; i++) records.push(build.event(i, { traderId: 1, assetId: 1, timeOfEvent: iso(T0 + i * 1000) }));
-    await h.given(records);
-    key = await h.key();
+    ({ h, key } = await oneTradersEvents(N, 1000, {
+      rowsPerRequest: 1_000_000,
+      bytesPerRequest: 200_000,
+      rowsPerMinute: 1_000_000,
+      secondsPerRequest: 600,
+    }));
   });
   afterAll(async () => {
     await h?.close();
