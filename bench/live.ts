@@ -7,7 +7,7 @@
 // ingest's standard input to a since-poll at the feed's head and to `/v2/events?traderIds=`.
 // Usage: npx tsx bench/live.ts --help
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { cpus, platform, release } from 'node:os';
 import { join, resolve } from 'node:path';
 import { cursorCodec, demoKeyFile, runningServerPid } from '../apps/embedded.ts';
@@ -35,7 +35,9 @@ read load for --seconds: first static (nothing ingested), then one phase per rat
 records/s piped into the ingest (per 4 records: two prices of a known asset, a new message of a
 known trader's source and the open event of a new position on it). Printed per phase: req/s, p50,
 p99 and cache hits (the x-cache header) in all and per read kind, the live/static ratios, the CPU
-the server and the ingest used (cores: CPU seconds per second of the phase), and the
+the server and the ingest used (cores: CPU seconds per second of the phase), the server's CPU by
+kind of thread (its JavaScript thread, the engine's merges, the others: the store's queries; from
+/proc), its CPU per answer, the projector's commits per second (signalbase_data_version), and the
 freshness p50/p99/max from writing a record to the ingest's stdin until (a) its feed group shows in
 a since-poll at the head and (b) its event shows in /v2/events?traderIds=<its trader>.
 
@@ -424,6 +426,10 @@ interface PhaseResult {
   unseen: { groups: number; events: number };
   /** CPU seconds per second of the phase: the server's and the ingest's (null: not ours to read). */
   cpu: { server: number | null; ingest: number | null };
+  /** The server's CPU seconds per second by kind of thread (threadCpu). */
+  threads: ThreadCpu | null;
+  /** Projector commits per second (the data version's moves). */
+  commits: number | null;
 }
 interface Figures {
   n: number;
@@ -462,6 +468,50 @@ function cpuSecs(pid: number | undefined): number | null {
   }
 }
 const perSec = (a: number | null, b: number | null, secs: number): number | null => (a === null || b === null ? null : (b - a) / secs);
+
+/**
+ * A process's CPU seconds by kind of thread (Linux /proc): its JavaScript thread (the thread whose
+ * id is the process's), the engine's background merges (threads named MergeMutate), and every
+ * other thread (the store's queries, which chdb runs on libuv's workers and the engine's pool, and
+ * V8's helpers); null where there is no /proc.
+ */
+type ThreadCpu = { js: number; merges: number; other: number };
+function threadCpu(pid: number | undefined): ThreadCpu | null {
+  if (pid === undefined) return null;
+  try {
+    const out = { js: 0, merges: 0, other: 0 };
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      let stat: string;
+      let name: string;
+      try {
+        stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+        name = readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim();
+      } catch {
+        continue; // the thread ended meanwhile
+      }
+      const f = stat.split(') ')[1]!.split(' ');
+      const secs = (Number(f[11]) + Number(f[12])) / 100;
+      if (tid === String(pid)) out.js += secs;
+      else if (/^MergeMutate/.test(name)) out.merges += secs;
+      else out.other += secs;
+    }
+    return out;
+  } catch {
+    return null;
+  }
+}
+/** Threads' CPU per second between two readings (threads that ended between them are not counted). */
+const threadsPerSec = (a: ThreadCpu | null, b: ThreadCpu | null, secs: number): ThreadCpu | null =>
+  a && b ? { js: (b.js - a.js) / secs, merges: (b.merges - a.merges) / secs, other: (b.other - a.other) / secs } : null;
+
+/** The server's data version (moves on every projector commit), from /metrics on the API port; null when not there. */
+async function dataVersion(): Promise<number | null> {
+  const text = await fetch(`${base}/metrics`)
+    .then((r) => (r.ok ? r.text() : ''))
+    .catch(() => '');
+  const v = /^signalbase_data_version (\d+)/m.exec(text)?.[1];
+  return v === undefined ? null : Number(v);
+}
 
 /** Waits (at most 2 minutes) until the server's projector has nothing left to project (healthz projectorLag 0). */
 async function caughtUp(): Promise<void> {
@@ -632,6 +682,8 @@ try {
     progress(`phase ${name}: ${(phaseMs / 1000).toFixed(0)} s`);
     const samples: Sample[] = [];
     const cpu0 = { server: cpuSecs(server?.pid), ingest: cpuSecs(ingest.pid) };
+    const threads0 = threadCpu(server?.pid);
+    const version0 = await dataVersion();
     const t0 = performance.now();
     const until = t0 + phaseMs;
     const written0 = probes.written.length;
@@ -659,6 +711,9 @@ try {
       server: perSec(cpu0.server, cpuSecs(server?.pid), secs),
       ingest: perSec(cpu0.ingest, cpuSecs(ingest.pid), secs),
     };
+    const threads = threadsPerSec(threads0, threadCpu(server?.pid), secs);
+    const version1 = await dataVersion();
+    const commits = version0 === null || version1 === null ? null : (version1 - version0) / secs;
     // What was written and not seen yet: up to GRACE_MS more (no load; what is still unseen then
     // counts for this phase when a later phase sees it, or as unseen).
     for (const end = performance.now() + GRACE_MS; performance.now() < end && probes.waiting(); ) await sleep(50);
@@ -672,6 +727,8 @@ try {
       written: (probes.written.length - written0) * 4,
       unseen: { groups: 0, events: 0 },
       cpu,
+      threads,
+      commits,
     });
     const f = figures(samples, secs);
     progress(`${name}: ${fmtRps(f.rps)} req/s, p50 ${fmtMs(f.p50)} ms, p99 ${fmtMs(f.p99)} ms, cache hits ${fmtPct(f.hits)}`);
@@ -732,6 +789,23 @@ try {
     .filter(Boolean);
   if (statuses.length) console.log(`errors (not in the latencies): ${statuses.join('; ')}`);
   for (const [st, first] of firstErrors) console.log(`  first ${st}: ${first}`);
+  console.log('');
+  console.log("Where the server's CPU went (cores: CPU seconds per second), per answer, and the projector's commits per second");
+  printTable(
+    ['phase', 'JS thread', 'store & other threads', 'merges', 'CPU ms per answer', 'commits/s'],
+    phases.map((p) => {
+      const f = figures(p.samples, p.secs);
+      const t = p.threads;
+      return [
+        p.name,
+        t ? t.js.toFixed(2) : '-',
+        t ? t.other.toFixed(2) : '-',
+        t ? t.merges.toFixed(2) : '-',
+        p.cpu.server === null || !f.rps ? '-' : ((p.cpu.server / f.rps) * 1000).toFixed(2),
+        p.commits === null ? '-' : p.commits.toFixed(1),
+      ];
+    }),
+  );
   console.log('');
   console.log('Per read kind: req/s  p50 ms / p99 ms  cache hits (of the answers 200; x-cache: hit)');
   printTable(
