@@ -108,6 +108,13 @@ export const SETTINGS = [
     },
   }),
   setting({
+    name: 'STATEMENT_LOG',
+    key: 'statementLog',
+    help: "a file to append a line per store statement to: when it ended, its session, ms waited, ms run, its text's start",
+    in: { start: {} },
+    parse: (v) => resolve(v),
+  }),
+  setting({
     name: 'RATE_LIMITS',
     key: 'rateLimits',
     help: 'requests per minute per account and per client address, e.g. default=600,address=6000,ACCOUNT_ID=6000; off: none',
@@ -323,6 +330,8 @@ export interface Config {
   metrics?: MetricsListen;
   /** CURSOR_SECRET (default: a key kept in DATA_DIR). */
   cursorSecret?: string;
+  /** STATEMENT_LOG: where the store's statements are noted (storage/statement-log.ts). */
+  statementLog?: string;
 }
 
 /** A listen address of its own for /metrics. */
@@ -345,6 +354,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     ...(s.mcpAllowedOrigins ? { mcpAllowedOrigins: s.mcpAllowedOrigins } : {}),
     ...(s.metricsPort !== undefined ? { metrics: { port: s.metricsPort, host: s.metricsHost! } } : {}),
     ...(s.cursorSecret ? { cursorSecret: s.cursorSecret } : {}),
+    ...(s.statementLog ? { statementLog: s.statementLog } : {}),
   };
 }
 

@@ -11,6 +11,7 @@ import { SCOPES } from '../schemas/topics/index.ts';
 import { ChangeLog, localChanges, touches, wholeTables } from '../storage/changes.ts';
 import { type ChdbStore, openChdbStore } from '../storage/chdb.ts';
 import { compactStatements } from '../storage/compaction.ts';
+import { StatementLog } from '../storage/statement-log.ts';
 import { ACCESS_TABLES } from '../storage/tables/access.ts';
 import { feedWatermark } from '../storage/tables/feed-groups.ts';
 import { ALL, createKey, DEMO_ACCOUNT, listAccounts, putAccount } from './admin.ts';
@@ -161,14 +162,19 @@ interface Stores {
 }
 
 /** Opens the store of DATA_DIR, its read models of the current layout (migrated), and the sessions reads and compaction run on. */
-async function openStores(dataDir: string, log: EmbeddedLog, say: Say): Promise<Stores> {
+async function openStores(dataDir: string, log: EmbeddedLog, say: Say, statements?: StatementLog): Promise<Stores> {
+  const noted = (session: string) => (statements ? { statementLog: { log: statements, session } } : {});
   mkdirSync(storePath(dataDir), { recursive: true, mode: 0o700 });
   // The projector's statements run at ClickHouse priority 1, above every API read (2 and lower,
   // apps/reads/cost.ts), on a session of its own. Its reads keep chdb's chained path, and its lanes
   // share the session: on the streaming path, or a session per lane, a live projector took the
   // cores from the API's reads (issue 26: 8 to 14 req/s instead of 24 at 20 records/s on the large
   // seed, for a freshness of 4 s instead of 8 s).
-  const store = await openChdbStore(storePath(dataDir), undefined, { ownSession: true, sessionSettings: { priority: 1 } });
+  const store = await openChdbStore(storePath(dataDir), undefined, {
+    ownSession: true,
+    sessionSettings: { priority: 1 },
+    ...noted('projector'),
+  });
   // Read models of another layout version are rebuilt from the log, never served as they are.
   await migrateReadModels(store, () => log.writeOffsets(PROJECTOR_GROUP, {}), say);
   // The API reads through a session of its own (storage/chdb.ts): one session runs one
@@ -176,9 +182,13 @@ async function openStores(dataDir: string, log: EmbeddedLog, say: Say): Promise<
   // READ_SLOTS sessions of its own, so reads run side by side (an admission slot per session, apps/reads/cost.ts).
   // Four more for what reads without a slot (credentials, the facts loaded once per data version,
   // the planner's background counts), so that they never hold up a read that has one.
-  const reads = await openChdbStore(storePath(dataDir), undefined, { ownSession: true, sessions: READ_SLOTS + 4 });
+  const reads = await openChdbStore(storePath(dataDir), undefined, {
+    ownSession: true,
+    sessions: READ_SLOTS + 4,
+    ...noted('reads'),
+  });
   // Compaction too (OPTIMIZE ... FINAL runs for seconds on the large seed): live batches do not wait behind it.
-  const maintenance = await openChdbStore(storePath(dataDir), undefined, { ownSession: true });
+  const maintenance = await openChdbStore(storePath(dataDir), undefined, { ownSession: true, ...noted('maintenance') });
   return { store, reads, maintenance };
 }
 
@@ -230,7 +240,11 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
   const say = opts.say ?? ((l: string) => console.log(l));
   claimDataDir(cfg.dataDir, say);
   const log = await openLog(cfg.dataDir, { seed: opts.seed !== false, say });
-  const { store, reads, maintenance } = await openStores(cfg.dataDir, log, say);
+  const statements = cfg.statementLog
+    ? new StatementLog(cfg.statementLog, (err) => say(`statement log: cannot append to ${cfg.statementLog}: ${err.message}`))
+    : undefined;
+  if (statements) say(`noting every store statement in ${statements.path}`);
+  const { store, reads, maintenance } = await openStores(cfg.dataDir, log, say, statements);
   // One cache of credential answers (API keys and token owners): every projector commit clears it.
   const authCache = new MemoryCache();
   const auth = new ApiKeyAuthenticator(reads, authCache);
@@ -335,6 +349,7 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
       await reads.close();
       await maintenance.close();
       await store.close();
+      await statements?.close();
       if (runningServerPid(cfg.dataDir) === process.pid) rmSync(pidFile(cfg.dataDir), { force: true });
     },
   };

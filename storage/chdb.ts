@@ -12,6 +12,7 @@ import {
   type StreamFormat,
 } from './port.ts';
 import { parseRows } from './rows.ts';
+import type { StatementLog } from './statement-log.ts';
 
 /**
  * chdb holds one data directory per process, so sessions are shared per path and stores are
@@ -123,7 +124,19 @@ function literalOf(value: unknown): string {
   return literal;
 }
 
+export interface ChdbStoreOptions {
+  /** A session of its own, not the one shared per path. */
+  ownSession?: boolean;
+  /** Sessions of its own that statements take in turn (reads side by side). */
+  sessions?: number;
+  /** Settings of every statement on its sessions. */
+  sessionSettings?: Record<string, number>;
+  /** Where each statement is noted (STATEMENT_LOG), as the session named `session`. */
+  statementLog?: { log: StatementLog; session: string };
+}
+
 export class ChdbStore implements Store {
+  private readonly log: ChdbStoreOptions['statementLog'];
   readonly database: string;
   private readonly session: SessionState;
   private readonly own: boolean;
@@ -143,9 +156,10 @@ export class ChdbStore implements Store {
   constructor(
     readonly path: string,
     database = 'signalbase',
-    opts: { ownSession?: boolean; sessions?: number; sessionSettings?: Record<string, number> } = {},
+    opts: ChdbStoreOptions = {},
   ) {
     this.database = checkIdentifier(database);
+    this.log = opts.statementLog;
     this.sessionSettings = opts.sessionSettings ?? {};
     const n = Math.max(1, Math.floor(opts.sessions ?? 1));
     this.own = opts.ownSession === true || n > 1;
@@ -189,9 +203,13 @@ export class ChdbStore implements Store {
   private async run(sql: string, params: Params, format: string, settings: QueryOptions['settings']): Promise<string> {
     const bound = bindDatabase(sql, this.database);
     const bindings = paramParts(bound, params);
+    const asked = performance.now();
+    let started = Number.NaN;
+    let ok = false;
     const lane = await this.take();
     try {
-      return await inTurn(lane, async (session) => {
+      const text = await inTurn(lane, async (session) => {
+        started = performance.now();
         const set = [...settingsParts(lane.sticky, settings), ...bindings];
         try {
           // The SET in the same call as the statement: under load each call waits its turn on the
@@ -207,9 +225,20 @@ export class ChdbStore implements Store {
           throw err;
         }
       });
+      ok = true;
+      return text;
     } finally {
       this.give(lane);
+      this.noted(asked, started, ok, bound);
     }
+  }
+
+  /** Notes a statement in the statement log: asked for at `asked`, run from `started` until now. */
+  private noted(asked: number, started: number, ok: boolean, statement: string): void {
+    if (!this.log) return;
+    const now = performance.now();
+    const from = Number.isNaN(started) ? now : started;
+    this.log.log.note(this.log.session, from - asked, now - from, ok, statement);
   }
 
   /**
@@ -279,20 +308,26 @@ export class ChdbStore implements Store {
   ): Promise<void> {
     if (!rows.length) return;
     const json = JSON.stringify(rows);
+    const asked = performance.now();
+    let started = Number.NaN;
+    let ok = false;
     // On a lane like any statement.
     const lane = await this.take();
     try {
-      await inTurn(lane, (session) =>
-        session.insert({
+      await inTurn(lane, (session) => {
+        started = performance.now();
+        return session.insert({
           table: `${this.database}.${checkIdentifier(table)}`,
           ...(columns ? { columns: columns.map(checkIdentifier) } : {}),
           values: Buffer.from(format === 'JSONCompactEachRow' ? json.slice(1, -1) : json),
           format,
           settings: INSERT_SETTINGS,
-        }),
-      );
+        });
+      });
+      ok = true;
     } finally {
       this.give(lane);
+      this.noted(asked, started, ok, `INSERT INTO ${table} (${rows.length} rows)`);
     }
   }
 
@@ -320,10 +355,6 @@ export class ChdbStore implements Store {
   }
 }
 
-export async function openChdbStore(
-  path: string,
-  database?: string,
-  opts?: { ownSession?: boolean; sessions?: number; sessionSettings?: Record<string, number> },
-): Promise<ChdbStore> {
+export async function openChdbStore(path: string, database?: string, opts?: ChdbStoreOptions): Promise<ChdbStore> {
   return new ChdbStore(path, database, opts).init();
 }
