@@ -257,9 +257,14 @@ export class ChdbStore implements Store {
     const over = new Promise<void>((resolve) => {
       ended = resolve;
     });
+    const asked = performance.now();
+    let started = Number.NaN;
+    // A stream its reader stops early (an export at its bounds) ends as it should: only a throw is a failure.
+    let threw = false;
     try {
       const session = await new Promise<Session>((resolve, reject) => {
         void inTurn(lane, async (session) => {
+          started = performance.now();
           const set = [...settingsParts(lane.sticky, opts?.settings), ...bindings];
           try {
             if (set.length) await session.queryAsync(`SET ${set.join(', ')}`, { format: 'Null' });
@@ -280,7 +285,11 @@ export class ChdbStore implements Store {
         await session.queryAsync('SELECT 1', { format: 'Null' }).catch(() => {});
         throw err;
       }
+    } catch (err) {
+      threw = true;
+      throw err;
     } finally {
+      this.noted(asked, started, !threw, bound);
       ended();
       if (this.closed || this.streamIdle.length >= MAX_IDLE_STREAM_SESSIONS) lane.session.close();
       else this.streamIdle.push(lane);

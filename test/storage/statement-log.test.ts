@@ -34,6 +34,10 @@ describe('the statement log', () => {
     const rows = await store.query<{ n: number }>('SELECT count() AS n FROM $db.notes WHERE text != {text:String}', { text: SECRET });
     expect(Number(rows[0]!.n)).toBe(2);
     await expect(store.query('SELECT * FROM $db.no_such_table')).rejects.toThrow();
+    let streamed = '';
+    for await (const chunk of store.stream('SELECT id FROM $db.notes ORDER BY id', {}, 'CSV'))
+      streamed += Buffer.from(chunk.bytes).toString();
+    expect(streamed).toBe('1\n2\n');
     await log.flush();
 
     const path = join(dir, 'statements.tsv');
@@ -58,5 +62,6 @@ describe('the statement log', () => {
     expect(find(/^INSERT INTO notes \(2 rows\)$/)?.[4]).toBe('ok');
     expect(find(/^SELECT count\(\) AS n FROM stmtlog\.notes WHERE text != \{text:String\}$/)?.[4]).toBe('ok');
     expect(find(/no_such_table/)?.[4]).toBe('failed');
+    expect(find(/^SELECT id FROM stmtlog\.notes ORDER BY id$/)?.[4]).toBe('ok');
   });
 });
