@@ -203,33 +203,40 @@ export class ChdbStore implements Store {
   private async run(sql: string, params: Params, format: string, settings: QueryOptions['settings']): Promise<string> {
     const bound = bindDatabase(sql, this.database);
     const bindings = paramParts(bound, params);
+    return this.onLane(bound, async (session, lane) => {
+      const set = [...settingsParts(lane.sticky, settings), ...bindings];
+      try {
+        // The SET in the same call as the statement: under load each call waits its turn on the
+        // event loop and the engine's threads, so one call instead of two.
+        return (await session.queryAsync(set.length ? `SET ${set.join(', ')}; ${bound}` : bound, { format })).text();
+      } catch (err) {
+        // Whether the SET took effect is not known: set (or reset) those names again next time.
+        for (const name of Object.keys(settings ?? {})) lane.sticky.set(name, '?');
+        // chdb keeps what a failed statement had written of its answer (its header, rows before a
+        // limit hit) and hands it out at the front of the session's next answer: a statement whose
+        // answer is thrown away takes it.
+        await session.queryAsync('SELECT 1', { format: 'Null' }).catch(() => {});
+        throw err;
+      }
+    });
+  }
+
+  /** Runs `step` on a free lane in its turn, and notes `statement` in the statement log. */
+  private async onLane<T>(statement: string, step: (session: Session, lane: SessionState) => Promise<T>): Promise<T> {
     const asked = performance.now();
     let started = Number.NaN;
     let ok = false;
     const lane = await this.take();
     try {
-      const text = await inTurn(lane, async (session) => {
+      const value = await inTurn(lane, (session) => {
         started = performance.now();
-        const set = [...settingsParts(lane.sticky, settings), ...bindings];
-        try {
-          // The SET in the same call as the statement: under load each call waits its turn on the
-          // event loop and the engine's threads, so one call instead of two.
-          return (await session.queryAsync(set.length ? `SET ${set.join(', ')}; ${bound}` : bound, { format })).text();
-        } catch (err) {
-          // Whether the SET took effect is not known: set (or reset) those names again next time.
-          for (const name of Object.keys(settings ?? {})) lane.sticky.set(name, '?');
-          // chdb keeps what a failed statement had written of its answer (its header, rows before a
-          // limit hit) and hands it out at the front of the session's next answer: a statement whose
-          // answer is thrown away takes it.
-          await session.queryAsync('SELECT 1', { format: 'Null' }).catch(() => {});
-          throw err;
-        }
+        return step(session, lane);
       });
       ok = true;
-      return text;
+      return value;
     } finally {
       this.give(lane);
-      this.noted(asked, started, ok, bound);
+      this.noted(asked, started, ok, statement);
     }
   }
 
@@ -317,27 +324,16 @@ export class ChdbStore implements Store {
   ): Promise<void> {
     if (!rows.length) return;
     const json = JSON.stringify(rows);
-    const asked = performance.now();
-    let started = Number.NaN;
-    let ok = false;
     // On a lane like any statement.
-    const lane = await this.take();
-    try {
-      await inTurn(lane, (session) => {
-        started = performance.now();
-        return session.insert({
-          table: `${this.database}.${checkIdentifier(table)}`,
-          ...(columns ? { columns: columns.map(checkIdentifier) } : {}),
-          values: Buffer.from(format === 'JSONCompactEachRow' ? json.slice(1, -1) : json),
-          format,
-          settings: INSERT_SETTINGS,
-        });
-      });
-      ok = true;
-    } finally {
-      this.give(lane);
-      this.noted(asked, started, ok, `INSERT INTO ${table} (${rows.length} rows)`);
-    }
+    await this.onLane(`INSERT INTO ${table} (${rows.length} rows)`, (session) =>
+      session.insert({
+        table: `${this.database}.${checkIdentifier(table)}`,
+        ...(columns ? { columns: columns.map(checkIdentifier) } : {}),
+        values: Buffer.from(format === 'JSONCompactEachRow' ? json.slice(1, -1) : json),
+        format,
+        settings: INSERT_SETTINGS,
+      }),
+    );
   }
 
   /** Drops this store's database (tests). */
