@@ -37,7 +37,8 @@ known trader's source and the open event of a new position on it). Printed per p
 p99 and cache hits (the x-cache header) in all and per read kind, the live/static ratios, the CPU
 the server and the ingest used (cores: CPU seconds per second of the phase), the server's CPU by
 kind of thread (its JavaScript thread, the engine's merges, the others: the store's queries; from
-/proc), its CPU per answer, the projector's commits per second (signalbase_data_version), and the
+/proc) and how much of it was spent in the kernel (system time: the file system's work for the parts
+that inserts and merges write is most of it), its CPU per answer, the projector's commits per second (signalbase_data_version), and the
 freshness p50/p99/max from writing a record to the ingest's stdin until (a) its feed group shows in
 a since-poll at the head and (b) its event shows in /v2/events?traderIds=<its trader>.
 
@@ -475,11 +476,11 @@ const perSec = (a: number | null, b: number | null, secs: number): number | null
  * other thread (the store's queries, which chdb runs on libuv's workers and the engine's pool, and
  * V8's helpers); null where there is no /proc.
  */
-type ThreadCpu = { js: number; merges: number; other: number };
+type ThreadCpu = { js: number; merges: number; other: number; kernel: number };
 function threadCpu(pid: number | undefined): ThreadCpu | null {
   if (pid === undefined) return null;
   try {
-    const out = { js: 0, merges: 0, other: 0 };
+    const out = { js: 0, merges: 0, other: 0, kernel: 0 };
     for (const tid of readdirSync(`/proc/${pid}/task`)) {
       let stat: string;
       let name: string;
@@ -491,6 +492,7 @@ function threadCpu(pid: number | undefined): ThreadCpu | null {
       }
       const f = stat.split(') ')[1]!.split(' ');
       const secs = (Number(f[11]) + Number(f[12])) / 100;
+      out.kernel += Number(f[12]) / 100;
       if (tid === String(pid)) out.js += secs;
       else if (/^MergeMutate/.test(name)) out.merges += secs;
       else out.other += secs;
@@ -502,7 +504,14 @@ function threadCpu(pid: number | undefined): ThreadCpu | null {
 }
 /** Threads' CPU per second between two readings (threads that ended between them are not counted). */
 const threadsPerSec = (a: ThreadCpu | null, b: ThreadCpu | null, secs: number): ThreadCpu | null =>
-  a && b ? { js: (b.js - a.js) / secs, merges: (b.merges - a.merges) / secs, other: (b.other - a.other) / secs } : null;
+  a && b
+    ? {
+        js: (b.js - a.js) / secs,
+        merges: (b.merges - a.merges) / secs,
+        other: (b.other - a.other) / secs,
+        kernel: (b.kernel - a.kernel) / secs,
+      }
+    : null;
 
 /** The server's data version (moves on every projector commit), from /metrics on the API port; null when not there. */
 async function dataVersion(): Promise<number | null> {
@@ -792,7 +801,7 @@ try {
   console.log('');
   console.log("Where the server's CPU went (cores: CPU seconds per second), per answer, and the projector's commits per second");
   printTable(
-    ['phase', 'JS thread', 'store & other threads', 'merges', 'CPU ms per answer', 'commits/s'],
+    ['phase', 'JS thread', 'store & other threads', 'merges', 'of all: in the kernel', 'CPU ms per answer', 'commits/s'],
     phases.map((p) => {
       const f = figures(p.samples, p.secs);
       const t = p.threads;
@@ -801,6 +810,7 @@ try {
         t ? t.js.toFixed(2) : '-',
         t ? t.other.toFixed(2) : '-',
         t ? t.merges.toFixed(2) : '-',
+        t ? t.kernel.toFixed(2) : '-',
         p.cpu.server === null || !f.rps ? '-' : ((p.cpu.server / f.rps) * 1000).toFixed(2),
         p.commits === null ? '-' : p.commits.toFixed(1),
       ];

@@ -370,11 +370,11 @@ export class ChangeLog {
     return seq < this.floor ? null : this.sets.slice(this.after(seq));
   }
 
-  /** Whether a commit after `seq` (up to the newest known) touched `deps`. */
-  changedSince(deps: Dependencies, seq: number): boolean {
+  /** Whether a commit after `seq` (up to `upTo`, default the newest known) touched `deps`. */
+  changedSince(deps: Dependencies, seq: number, upTo = Number.POSITIVE_INFINITY): boolean {
     if (seq < this.floor) return true;
     if (seq >= this.latest) return false;
-    for (let i = this.after(seq); i < this.sets.length; i++) if (intersects(this.sets[i]!, deps)) return true;
+    for (let i = this.after(seq); i < this.sets.length && this.seqs[i]! <= upTo; i++) if (intersects(this.sets[i]!, deps)) return true;
     return false;
   }
 
@@ -420,8 +420,11 @@ function waitOn(ms: number, signal: AbortSignal | undefined, register: (done: (c
 export interface Changes {
   /** The seq an answer read now is read at; NaN when it cannot be known (nothing read then is kept). */
   current(): number | Promise<number>;
-  /** Whether something read at `seq` from `deps` may differ now (as of the last `current`). */
-  changedSince(deps: Dependencies, seq: number): boolean;
+  /**
+   * Whether something read at `seq` from `deps` may differ now (as of the last `current`), or with
+   * `upTo`, from what it was at that later seq (the commits after it do not count).
+   */
+  changedSince(deps: Dependencies, seq: number, upTo?: number): boolean;
   /** What each commit after `seq` changed (as of the last `current`), or null when that is not known. */
   since(seq: number): readonly ChangeSet[] | null;
   /** The read models' tables and views: what a read naming one depends on. */
@@ -437,7 +440,7 @@ export interface Changes {
 export const localChanges = (log: ChangeLog, graph: TableGraph): Changes => ({
   graph,
   current: () => log.seq,
-  changedSince: (deps, seq) => log.changedSince(deps, seq),
+  changedSince: (deps, seq, upTo) => log.changedSince(deps, seq, upTo),
   since: (seq) => log.since(seq),
   waitFor: (deps, seq, ms, signal) => log.waitFor(deps, seq, ms, signal),
 });
@@ -485,7 +488,7 @@ export function versionChanges(version: () => number | Promise<number>, graph: T
       if (Number.isFinite(v) && v > log.seq) log.add(v, everything());
       return v;
     },
-    changedSince: (deps: Dependencies, seq: number) => log.changedSince(deps, seq),
+    changedSince: (deps: Dependencies, seq: number, upTo?: number) => log.changedSince(deps, seq, upTo),
     since: (seq: number) => log.since(seq),
   };
   return { ...changes, waitFor: polledWaitFor(changes) };

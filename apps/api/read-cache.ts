@@ -294,11 +294,14 @@ export class ReadCache {
   /**
    * Whether an entry still answers a request that reads at `seq`: not expired by the clock, and no
    * commit up to `seq` touched what it was read from (callers check it was read no earlier than the request started).
+   * Commits after `seq` do not count: they landed while the request was under way (a read it waited
+   * for), where its own read could have seen them or not (issue 26: under live ingest, requests that
+   * had waited for a read read again because of a commit newer than themselves).
    */
   private holds(e: Entry, seq: number, changes: Changes): boolean {
     if (e.expires <= this.clock()) return false;
     if (e.checked < seq) {
-      if (changes.changedSince(e.dependencies, e.checked)) return false;
+      if (changes.changedSince(e.dependencies, e.checked, seq)) return false;
       e.checked = seq;
     }
     return true;

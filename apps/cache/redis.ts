@@ -403,8 +403,8 @@ export class SharedChanges implements Changes {
     if (this.log.seq < v) this.log.reset(v);
   }
 
-  changedSince(deps: Dependencies, seq: number): boolean {
-    return this.log.changedSince(deps, seq);
+  changedSince(deps: Dependencies, seq: number, upTo?: number): boolean {
+    return this.log.changedSince(deps, seq, upTo);
   }
 
   since(seq: number): readonly ChangeSet[] | null {

@@ -37,4 +37,37 @@ describe('issue 26: the read cache under commits', () => {
       expect(e).not.toBe(stale);
     }
   });
+
+  it('a request takes the read it waited for when only commits after its own touched what it reads', async () => {
+    const now = 1_000_000;
+    const cache = new ReadCache(new MemoryCache(), () => now);
+    const log = new ChangeLog();
+    const changes = localChanges(log, new TableGraph([]));
+    const deps = { tables: new Set(['events']), traders: null, assets: null };
+    const store = {} as Store;
+    const entry = (seq: number) => cache.put('k', {}, { results: [seq], meta: {} }, { now, seq, deps }, store);
+    const change = (table: string) => ({ all: false, tables: new Map([[table, { traders: null, assets: null, times: null }]]) });
+
+    let release!: () => void;
+    const first = cache.fill('k', now, 0, changes, () => new Promise<void>((r) => (release = r)).then(() => entry(0)));
+    // A commit of another table: the answer being read is still the one at seq 1.
+    log.add(1, change('positions'));
+    let reads = 0;
+    const again = () => {
+      reads++;
+      return entry(log.seq);
+    };
+    const atOne = cache.fill('k', now, 1, changes, again);
+    // A commit of what it reads lands while both wait: after the request at seq 1 began, before the
+    // request at seq 2 did.
+    log.add(2, change('events'));
+    const atTwo = cache.fill('k', now, 2, changes, again);
+    release();
+    const [read, one, two] = await Promise.all([first, atOne, atTwo]);
+    // The request at seq 1 is answered by the read it waited for (a read of its own, under way when
+    // the commit at seq 2 landed, could have missed it too); the one at seq 2 is not, and reads again.
+    expect(one).toBe(read);
+    expect(two).not.toBe(read);
+    expect(reads).toBe(1);
+  });
 });
