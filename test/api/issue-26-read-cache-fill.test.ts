@@ -10,7 +10,8 @@ import type { Store } from '../../storage/port.ts';
  * once for all of them, not once each (16 clients on one default first page made 16 reads).
  */
 describe('issue 26: the read cache under commits', () => {
-  it('requests that waited for a read a commit made stale share one read again', async () => {
+  /** A read cache at a fixed clock over a change log, and `entry(seq)`: the answer of key `k` read at `seq` from the events table. */
+  const given = () => {
     const now = 1_000_000;
     const cache = new ReadCache(new MemoryCache(), () => now);
     const log = new ChangeLog();
@@ -18,6 +19,11 @@ describe('issue 26: the read cache under commits', () => {
     const deps = { tables: new Set(['events']), traders: null, assets: null };
     const store = {} as Store; // an answer without clock rules asks the store nothing
     const entry = (seq: number) => cache.put('k', {}, { results: [seq], meta: {} }, { now, seq, deps }, store);
+    return { now, cache, log, changes, entry };
+  };
+
+  it('requests that waited for a read a commit made stale share one read again', async () => {
+    const { now, cache, log, changes, entry } = given();
 
     let release!: () => void;
     const first = cache.fill('k', now, 0, changes, () => new Promise<void>((r) => (release = r)).then(() => entry(0)));
@@ -39,13 +45,7 @@ describe('issue 26: the read cache under commits', () => {
   });
 
   it('a request takes the read it waited for when only commits after its own touched what it reads', async () => {
-    const now = 1_000_000;
-    const cache = new ReadCache(new MemoryCache(), () => now);
-    const log = new ChangeLog();
-    const changes = localChanges(log, new TableGraph([]));
-    const deps = { tables: new Set(['events']), traders: null, assets: null };
-    const store = {} as Store;
-    const entry = (seq: number) => cache.put('k', {}, { results: [seq], meta: {} }, { now, seq, deps }, store);
+    const { now, cache, log, changes, entry } = given();
     const change = (table: string) => ({ all: false, tables: new Map([[table, { traders: null, assets: null, times: null }]]) });
 
     let release!: () => void;
