@@ -37,10 +37,11 @@ known trader's source and the open event of a new position on it). Printed per p
 p99 and cache hits (the x-cache header) in all and per read kind, the live/static ratios, the CPU
 the server and the ingest used (cores: CPU seconds per second of the phase), the server's CPU by
 kind of thread (its JavaScript thread, the engine's merges, the others: the store's queries; from
-/proc) and how much of it was spent in the kernel (system time: the file system's work for the parts
-that inserts and merges write is most of it), its CPU per answer, the projector's commits per second (signalbase_data_version), and the
-freshness p50/p99/max from writing a record to the ingest's stdin until (a) its feed group shows in
-a since-poll at the head and (b) its event shows in /v2/events?traderIds=<its trader>.
+/proc) and how much of it was system time (in the kernel: mostly the file system creating the parts
+that inserts and merges write), its CPU per answer, the projector's commits per second
+(signalbase_data_version), and the freshness p50/p99/max from writing a record to the ingest's
+stdin until (a) its feed group shows in a since-poll at the head and (b) its event shows in
+/v2/events?traderIds=<its trader>.
 
 Options:
   --data-dir DIR     a seeded DATA_DIR (required; the ingest appends to its log)
