@@ -12,6 +12,7 @@ import {
   PRICE_SERIES_TABLE,
   SAMPLES_DDL,
   SAMPLES_FEED_DDL,
+  SAMPLES_SETTINGS_DDL,
 } from '../../storage/tables/performance.ts';
 import { PRICES_TABLE } from '../../storage/tables/prices.ts';
 import { POSITIONS_TABLE } from '../../storage/tables/trading.ts';
@@ -484,7 +485,7 @@ async function seriesFlags(ctx: ProjectionContext, assetIds: readonly number[]):
 export const performanceProjection: Projection<PerformanceState> = {
   name: 'position-performances',
   canHandle: ['prices'],
-  ddl: [PERFORMANCES_DDL, SAMPLES_DDL, SAMPLES_FEED_DDL, PRICE_SERIES_DDL],
+  ddl: [PERFORMANCES_DDL, SAMPLES_DDL, SAMPLES_SETTINGS_DDL, SAMPLES_FEED_DDL, PRICE_SERIES_DDL],
   // No reset: a take-over drops the counter and the caches, all read again when next needed.
   state: { init: () => ({ seq: null, series: new Map(), samples: 0, unhealed: null, hasSeries: null, evaluations: new Map() }) },
   afterStore: (ctx, batch) => reevaluateForPrices(ctx, batch),

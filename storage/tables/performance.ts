@@ -22,6 +22,15 @@ export const PERFORMANCES_DDL = `CREATE TABLE IF NOT EXISTS ${POSITION_PERFORMAN
     SETTINGS index_granularity = 256, min_compress_block_size = 2048, max_compress_block_size = 8192`;
 
 /**
+ * A partition of position_samples that no insert touched for this long is merged into one part by
+ * the store's own merges. Reads aggregate the table with FINAL, which merges at read time every
+ * partition left in more than one part, and a burst into past months (prices that re-evaluate
+ * positions opened then) left each of them so until the next compaction, minutes later. The
+ * partitions live ingest keeps writing are never that quiet: they keep the store's usual merges.
+ */
+const QUIET_PARTITIONS_MERGED = 'min_age_to_force_merge_seconds = 30, min_age_to_force_merge_on_partition_only = 1';
+
+/**
  * The same rows for the analytics reads: by window and month, ordered by (traderId, assetId,
  * openAt, positionId) (range scans). `isReady` and `readyReturn` are what an aggregate reads of
  * status and return, worked out once at insert: a UInt8 and a plain Float64 instead of an Enum
@@ -34,7 +43,10 @@ export const SAMPLES_DDL = `CREATE TABLE IF NOT EXISTS ${POSITION_SAMPLES_TABLE}
     assetLow UInt16 MATERIALIZED assetId % 65536,
     PROJECTION by_position (SELECT _part_offset ORDER BY positionId))
   ENGINE = ReplacingMergeTree(seq) PARTITION BY (window, toYYYYMM(toDateTime(intDiv(openAt, 1000), 'UTC')))
-    ORDER BY (traderId, assetId, openAt, positionId) SETTINGS deduplicate_merge_projection_mode = 'rebuild'`;
+    ORDER BY (traderId, assetId, openAt, positionId) SETTINGS deduplicate_merge_projection_mode = 'rebuild', ${QUIET_PARTITIONS_MERGED}`;
+
+/** The same settings for a table made by an earlier build (a setting is not a change of layout: no rebuild). */
+export const SAMPLES_SETTINGS_DDL = `ALTER TABLE ${POSITION_SAMPLES_TABLE} MODIFY SETTING ${QUIET_PARTITIONS_MERGED}`;
 
 /** position_samples gets position_performances' rows as they are inserted: one encoding and one parse of them, not two. */
 export const SAMPLES_FEED_DDL = `CREATE MATERIALIZED VIEW IF NOT EXISTS ${POSITION_SAMPLES_FEED_TABLE} TO ${POSITION_SAMPLES_TABLE}
