@@ -594,7 +594,7 @@ function openRows(current: PositionStatement | undefined, stored: readonly Posit
  * in progress, time-based performance rows of positions that changed what they are evaluated on
  * (projectors/performance), then positions, then what open_positions lacks of them, then the feed
  * groups of the changed events (projectors/feed), then events, then the trade_batch row that marks
- * it done. After a crash between two writes the later tables still hold the old state, so the
+ * it done (a small batch's is known to its session only: endTradeBatch). After a crash between two writes the later tables still hold the old state, so the
  * replay touches the same positions and events again; what the earlier tables got alone
  * (open_positions, position_samples) the next batch repairs from the trade_batch row.
  *
@@ -611,7 +611,7 @@ async function writeTradePlan(ctx: ProjectionContext, plan: TradePlan, version: 
   await writeOpenPositions(ctx, plan.open);
   await applyFeedTouches(ctx, plan.feed, version);
   await writeEvents(ctx.store, plan.events);
-  await endTradeBatch(ctx, mark);
+  await endTradeBatch(ctx, mark, plan.touched.length);
 }
 
 /**
@@ -629,10 +629,19 @@ async function beginTradeBatch(ctx: ProjectionContext, plan: TradePlan): Promise
   return mark;
 }
 
-/** Marks the batch of `mark` done in trade_batch, after its last write. */
-async function endTradeBatch(ctx: ProjectionContext, mark: number | null): Promise<void> {
+/**
+ * Positions a batch touches at most for its done mark to be left out of trade_batch: this session
+ * knows the batch finished (`finished`), and a session that reads the mark later (a restart, a
+ * take-over) repairs that many positions once, a read-back of a few rows. A live batch writes one
+ * part less (issue 26: the mark was one of a trade round's costliest inserts under load); a
+ * catch-up batch, whose positions would take seconds to read back, still marks itself done.
+ */
+const UNMARKED_DONE = 100;
+
+/** Marks the batch of `mark`, which touched `touched` positions, done: after its last write, in trade_batch or only in this session (UNMARKED_DONE). */
+async function endTradeBatch(ctx: ProjectionContext, mark: number | null, touched: number): Promise<void> {
   if (mark === null) return;
-  await ctx.store.insertCompact(TRADE_BATCH_TABLE.name, TRADE_BATCH_COLUMNS, [[0, mark + 1, [], 1]]);
+  if (touched > UNMARKED_DONE) await ctx.store.insertCompact(TRADE_BATCH_TABLE.name, TRADE_BATCH_COLUMNS, [[0, mark + 1, [], 1]]);
   ctx.stateOf(tradingProjection).finished = true;
 }
 
