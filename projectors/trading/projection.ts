@@ -594,9 +594,10 @@ function openRows(current: PositionStatement | undefined, stored: readonly Posit
  * in progress, time-based performance rows of positions that changed what they are evaluated on
  * (projectors/performance), then positions, then what open_positions lacks of them, then the feed
  * groups of the changed events (projectors/feed), then events, then the trade_batch row that marks
- * it done (a small batch's is known to its session only: endTradeBatch). After a crash between two writes the later tables still hold the old state, so the
- * replay touches the same positions and events again; what the earlier tables got alone
- * (open_positions, position_samples) the next batch repairs from the trade_batch row.
+ * it done (a small batch's is known to its session only: endTradeBatch). After a crash between two
+ * writes the later tables still hold the old state, so the replay touches the same positions and
+ * events again; what the earlier tables got alone (open_positions, position_samples) the next batch
+ * repairs from the trade_batch row.
  *
  * The families are named writers called here in that order, not projections of their own: they
  * write what one read-back and one fold of the batch planned, the order above is the crash
@@ -638,7 +639,7 @@ async function beginTradeBatch(ctx: ProjectionContext, plan: TradePlan): Promise
  */
 const UNMARKED_DONE = 100;
 
-/** Marks the batch of `mark`, which touched `touched` positions, done: after its last write, in trade_batch or only in this session (UNMARKED_DONE). */
+/** Marks the batch of `mark` (`touched` positions) done after its last write: in trade_batch, or in this session only (UNMARKED_DONE). */
 async function endTradeBatch(ctx: ProjectionContext, mark: number | null, touched: number): Promise<void> {
   if (mark === null) return;
   if (touched > UNMARKED_DONE) await ctx.store.insertCompact(TRADE_BATCH_TABLE.name, TRADE_BATCH_COLUMNS, [[0, mark + 1, [], 1]]);
