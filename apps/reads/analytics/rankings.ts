@@ -21,17 +21,22 @@ import { appliedTimeRange, DAY_MS, explicitBounds, type Window, type WindowRule 
 import { eventCounts as rolledUpEventCounts } from './activity-counts.ts';
 import { keptGroups } from './kept-groups.ts';
 import {
+  averageReturnPercentage,
   clampToHistory,
   currentStatements,
   directionBias,
   firstOpenAfter,
   mayComeOfAge,
+  medianReturnPercentage,
   performanceByTrader,
   sampleClock,
   sampleWhere,
+  sharpeRatio,
   type TraderAggregates,
   timeBasedPerformance,
   traderEligible,
+  type WindowAggregate,
+  winRatePercentage,
 } from './sample.ts';
 
 /**
@@ -88,28 +93,42 @@ export function windowEvaluability(
   );
 }
 
-/** Metric value of a candidate (performance metrics from its timeBasedPerformance). */
-function metricOf(
-  metric: RankingMetric,
-  eventCount: number,
-  positionCount: number,
-  perf: ReturnType<typeof timeBasedPerformance> | undefined,
-): number | null {
+/** Metric value of a candidate: performance metrics as its timeBasedPerformance says them. */
+function metricOf(metric: RankingMetric, eventCount: number, positionCount: number, a: WindowAggregate | undefined): number | null {
   switch (metric) {
     case 'event_count':
       return eventCount;
     case 'position_count':
       return positionCount;
     case 'win_rate':
-      return perf!.winRatePercentage;
+      return winRatePercentage(a);
     case 'avg_return':
-      return perf!.averageReturnPercentage;
+      return averageReturnPercentage(a);
     case 'median_return':
-      return perf!.medianReturnPercentage;
+      return medianReturnPercentage(a);
     case 'sharpe_ratio':
-      return perf!.sharpeRatio;
+      return sharpeRatio(a);
   }
 }
+
+/** A trader that qualifies, with what orders it and what its row is made of. */
+interface Candidate {
+  traderId: number;
+  metricValue: number | null;
+  eventCount: number;
+  positionCount: number;
+  a: WindowAggregate | undefined;
+}
+
+/**
+ * The ranking order (README): metric value descending with nulls last, then more positions, then
+ * the lower trader id; negative when x goes ahead of y (trader ids make it total).
+ */
+const ahead = (x: Candidate, y: Candidate): number =>
+  (x.metricValue === null ? 1 : 0) - (y.metricValue === null ? 1 : 0) ||
+  (y.metricValue ?? 0) - (x.metricValue ?? 0) ||
+  y.positionCount - x.positionCount ||
+  x.traderId - y.traderId;
 
 /**
  * Trader rankings (README "Analytics reads"): the sample positions per trader from the evaluation
@@ -165,45 +184,51 @@ export async function rankTraders(ctx: ReadContext, q: RankingsQuery) {
   ]);
   const perf = aggregates.groups;
   const eventCounts = new Map(eventRows.map((r) => [Number(r.traderId), Number(r.n)]));
-  const candidates: Omit<RankingRow, 'rank'>[] = [];
-  for (const traderId of new Set([...perf.keys(), ...eventCounts.keys()])) {
-    if (!traderEligible(facts, ctx.principal, traderId)) continue;
-    const a = perf.get(traderId)?.get(performance ? w : '1D');
+  // Every candidate is counted and compared, but only the `limit` best become rows: a ranking over
+  // every trader of the large seed built thousands of rows to keep ten (issue 26: milliseconds of
+  // the event loop per ranking read again after a commit).
+  const window = performance ? w : '1D';
+  const best: Candidate[] = [];
+  let totalCandidates = 0;
+  const consider = (traderId: number) => {
+    if (!traderEligible(facts, ctx.principal, traderId)) return;
+    const a = perf.get(traderId)?.get(window);
     const positionCount = a?.sampled ?? 0;
     const eventCount = eventCounts.get(traderId) ?? 0;
-    const tbp = performance ? timeBasedPerformance(w, a) : undefined;
     if (
       performance
-        ? positionCount === 0 || tbp!.positionsCount < q.minPositions
+        ? positionCount === 0 || (a?.scored ?? 0) < q.minPositions
         : (q.metric === 'event_count' ? eventCount : positionCount) === 0
     )
-      continue;
-    const longs = a?.longs ?? 0;
-    candidates.push({
-      traderId,
-      metricValue: metricOf(q.metric, eventCount, positionCount, tbp),
-      eventCount,
-      positionCount,
-      directionBias: directionBias(longs, positionCount - longs),
-      ...(tbp ? { timeBasedPerformance: tbp } : {}),
-    });
-  }
-  candidates.sort(
-    (x, y) =>
-      (x.metricValue === null ? 1 : 0) - (y.metricValue === null ? 1 : 0) ||
-      (y.metricValue ?? 0) - (x.metricValue ?? 0) ||
-      y.positionCount - x.positionCount ||
-      x.traderId - y.traderId,
-  );
-  const results: RankingRow[] = candidates.slice(0, q.limit).map((c, i) => ({
-    traderId: c.traderId,
-    rank: i + 1,
-    metricValue: c.metricValue,
-    eventCount: c.eventCount,
-    positionCount: c.positionCount,
-    directionBias: c.directionBias,
-    ...(c.timeBasedPerformance ? { timeBasedPerformance: c.timeBasedPerformance } : {}),
-  }));
+      return;
+    totalCandidates++;
+    const c: Candidate = { traderId, metricValue: metricOf(q.metric, eventCount, positionCount, a), eventCount, positionCount, a };
+    if (best.length === q.limit && !(ahead(c, best.at(-1)!) < 0)) return;
+    // Kept in order: the place of the first candidate it goes ahead of.
+    let lo = 0;
+    let hi = best.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (ahead(best[mid]!, c) < 0) lo = mid + 1;
+      else hi = mid;
+    }
+    best.splice(lo, 0, c);
+    if (best.length > q.limit) best.pop();
+  };
+  for (const traderId of perf.keys()) consider(traderId);
+  for (const traderId of eventCounts.keys()) if (!perf.has(traderId)) consider(traderId);
+  const results: RankingRow[] = best.map((c, i) => {
+    const longs = c.a?.longs ?? 0;
+    return {
+      traderId: c.traderId,
+      rank: i + 1,
+      metricValue: c.metricValue,
+      eventCount: c.eventCount,
+      positionCount: c.positionCount,
+      directionBias: directionBias(longs, c.positionCount - longs),
+      ...(performance ? { timeBasedPerformance: timeBasedPerformance(w, c.a) } : {}),
+    };
+  });
   const answer = {
     results,
     filtersApplied: {
@@ -215,7 +240,7 @@ export async function rankTraders(ctx: ReadContext, q: RankingsQuery) {
       windowEvaluability: evaluability,
       appliedTimeRange: appliedTimeRange(bounds),
     },
-    meta: { totalCandidates: candidates.length, serverTime: ctx.now.toISOString() },
+    meta: { totalCandidates, serverTime: ctx.now.toISOString() },
   };
   return withFacts(
     ctx,

@@ -530,17 +530,24 @@ export async function performanceByTrader(
 export function timeBasedPerformance(window: WindowName, a: WindowAggregate | undefined): TimeBasedPerformance {
   const sampled = a?.sampled ?? 0;
   const scored = a?.scored ?? 0;
-  const some = scored > 0 && a !== undefined;
   return {
     window,
-    averageReturnPercentage: some ? a.mean : null,
-    medianReturnPercentage: some ? a.median : null,
-    winRatePercentage: some ? (a.wins / scored) * 100 : null,
-    sharpeRatio: some && scored >= 2 && a.sd !== null && a.sd !== 0 && a.mean !== null ? a.mean / a.sd : null,
+    averageReturnPercentage: averageReturnPercentage(a),
+    medianReturnPercentage: medianReturnPercentage(a),
+    winRatePercentage: winRatePercentage(a),
+    sharpeRatio: sharpeRatio(a),
     positionsCount: scored,
     coverage: { sampledPositionsCount: sampled, scoredPositionsCount: scored, ratio: sampled ? scored / sampled : null },
   };
 }
+
+// timeBasedPerformance's metrics one by one (rankings compare them without making the object).
+const isScored = (a: WindowAggregate | undefined): a is WindowAggregate => a !== undefined && a.scored > 0;
+export const averageReturnPercentage = (a: WindowAggregate | undefined): number | null => (isScored(a) ? a.mean : null);
+export const medianReturnPercentage = (a: WindowAggregate | undefined): number | null => (isScored(a) ? a.median : null);
+export const winRatePercentage = (a: WindowAggregate | undefined): number | null => (isScored(a) ? (a.wins / a.scored) * 100 : null);
+export const sharpeRatio = (a: WindowAggregate | undefined): number | null =>
+  isScored(a) && a.scored >= 2 && a.sd !== null && a.sd !== 0 && a.mean !== null ? a.mean / a.sd : null;
 
 /** Long/short split with its label: long or short at 60 % or more, mixed below, none without positions. */
 export function directionBias(longCount: number, shortCount: number): DirectionBias {
