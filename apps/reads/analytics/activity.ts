@@ -7,12 +7,12 @@ import { remember } from '../../../storage/bounded.ts';
 import { MESSAGES_TABLE } from '../../../storage/tables/messages.ts';
 import { EVENTS_TABLE } from '../../../storage/tables/trading.ts';
 import { earliest, firstAfter, withFacts } from '../clock.ts';
-import type { ReadContext } from '../context.ts';
+import { keptUntilChanged, type ReadContext } from '../context.ts';
 import { type Facts, factsOf, permits } from '../facts.ts';
 import type { PageFacts } from '../list.ts';
 import type { Principal } from '../principal.ts';
 import { appliedTimeRange, DAY_MS, explicitBounds, type WindowRule, windowAt } from '../window.ts';
-import { activityCounts, bucketStart, HOUR_MS, type Interval, latestActivity, WEEK_MS } from './activity-counts.ts';
+import { activityCounts, bucketStart, type Count, HOUR_MS, type Interval, latestActivity, WEEK_MS } from './activity-counts.ts';
 import { keptRange } from './kept-range.ts';
 import { clampToHistory, traderEligible } from './sample.ts';
 
@@ -169,13 +169,15 @@ async function groupCounts(ctx: ReadContext, facts: Facts, q: ActivitySummariesQ
   const byTrader = q.groupBy === 'trader';
   const read = async (start: number, end: number, byInstant: boolean): Promise<Map<number, Counts>> => {
     // By instant (seconds of statements), every group is read and those not counted are left here: a parameter of thousands of ids costs more than the rows.
-    const range = byInstant ? { start, end, coarsest: 'none' as const, bucket: 'instant' as const } : bucketed(q, { ...c, start, end });
-    const { events, messages } = await activityCounts(
-      ctx,
-      facts,
-      only.length ? { ...range, types: c.types, ...(byInstant ? {} : { only }) } : null,
-      sources.length ? { ...range, ...(byInstant ? {} : { only: sources }) } : null,
-    );
+    const range = bucketed(q, { ...c, start, end });
+    const { events, messages } = byInstant
+      ? await instantsFrom(ctx, facts, start, end, c.types)
+      : await activityCounts(
+          ctx,
+          facts,
+          only.length ? { ...range, types: c.types, only } : null,
+          sources.length ? { ...range, only: sources } : null,
+        );
     const groups = new Map<number, Counts>();
     const add = (id: number, b: number, kind: 0 | 1, n: number) => {
       let g = groups.get(id);
@@ -214,6 +216,40 @@ async function groupCounts(ctx: ReadContext, facts: Facts, q: ActivitySummariesQ
     bucketStart: (t) => bucketStart(q.interval, t),
   });
 }
+
+/**
+ * The counted statements by instant from `start` to `end` (inclusive), of every group (the caller
+ * keeps its own): read from `start` to the latest row stored, once per data version of the two
+ * tables and facts, and cut at each caller's end. After a commit, every kept summary reads the
+ * instants the commit wrote (keptRange), from the same first instant: the summaries of every
+ * groupBy and interval share that one read (issue 26) instead of one statement each.
+ */
+async function instantsFrom(
+  ctx: ReadContext,
+  facts: Facts,
+  start: number,
+  end: number,
+  types: string[] | undefined,
+): Promise<{ events: Count<number>[]; messages: Count<string>[] }> {
+  // No row is dated after `latest` within a data version: reading up to it (or a later end) reads every row from `start` on.
+  const to = Math.max(end, await latestActivity(ctx));
+  const key = `activity-instants:${factsId(facts)}:${start}:${JSON.stringify(types ?? null)}`;
+  const all = await keptUntilChanged(ctx, key, { tables: INSTANT_TABLES, traders: null, assets: null }, () => {
+    const range = { start, end: to, coarsest: 'none' as const, bucket: 'instant' as const };
+    return activityCounts(ctx, facts, { ...range, types }, range);
+  });
+  return { events: all.events.filter((r) => r.b <= end), messages: all.messages.filter((r) => r.b <= end) };
+}
+const INSTANT_TABLES: ReadonlySet<string> = new Set([EVENTS_TABLE.name, MESSAGES_TABLE.name]);
+
+/** A number per facts (which assets are eligible decides which events count). */
+const factsIds = new WeakMap<Facts, number>();
+let lastFactsId = 0;
+const factsId = (facts: Facts): number => {
+  let id = factsIds.get(facts);
+  if (id === undefined) factsIds.set(facts, (id = ++lastFactsId));
+  return id;
+};
 
 interface CountedGroups {
   /** The traders whose events count, and the sources whose messages count with their trader (frozen: query parameters). */
