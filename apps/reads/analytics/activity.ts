@@ -13,6 +13,7 @@ import type { PageFacts } from '../list.ts';
 import type { Principal } from '../principal.ts';
 import { appliedTimeRange, DAY_MS, explicitBounds, type WindowRule, windowAt } from '../window.ts';
 import { activityCounts, bucketStart, type Count, HOUR_MS, type Interval, latestActivity, WEEK_MS } from './activity-counts.ts';
+import { keepBest } from './best.ts';
 import { keptRange } from './kept-range.ts';
 import { clampToHistory, traderEligible } from './sample.ts';
 
@@ -169,15 +170,15 @@ async function groupCounts(ctx: ReadContext, facts: Facts, q: ActivitySummariesQ
   const byTrader = q.groupBy === 'trader';
   const read = async (start: number, end: number, byInstant: boolean): Promise<Map<number, Counts>> => {
     // By instant (seconds of statements), every group is read and those not counted are left here: a parameter of thousands of ids costs more than the rows.
-    const range = bucketed(q, { ...c, start, end });
-    const { events, messages } = byInstant
-      ? await instantsFrom(ctx, facts, start, end, c.types)
-      : await activityCounts(
+    const range = byInstant ? undefined : bucketed(q, { ...c, start, end });
+    const { events, messages } = range
+      ? await activityCounts(
           ctx,
           facts,
           only.length ? { ...range, types: c.types, only } : null,
           sources.length ? { ...range, only: sources } : null,
-        );
+        )
+      : await instantsFrom(ctx, facts, start, end, c.types);
     const groups = new Map<number, Counts>();
     const add = (id: number, b: number, kind: 0 | 1, n: number) => {
       let g = groups.get(id);
@@ -335,19 +336,15 @@ function topGroups(groups: Map<number, Counts>, limit: number): { top: number[];
   let totalMessages = 0;
   let totalEvents = 0;
   const top: number[] = [];
-  const before = (a: number, b: number) => {
+  const ahead = (a: number, b: number) => {
     const x = groups.get(a)!;
     const y = groups.get(b)!;
-    return x.messages + x.events - (y.messages + y.events) || b - a;
+    return y.messages + y.events - (x.messages + x.events) || a - b;
   };
   for (const [id, g] of groups) {
     totalMessages += g.messages;
     totalEvents += g.events;
-    if (g.messages + g.events === 0 || (top.length === limit && before(id, top[top.length - 1]!) <= 0)) continue;
-    let i = top.length;
-    while (i > 0 && before(id, top[i - 1]!) > 0) i--;
-    top.splice(i, 0, id);
-    if (top.length > limit) top.pop();
+    if (g.messages + g.events > 0) keepBest(top, id, limit, ahead);
   }
   return { top, totalMessages, totalEvents };
 }

@@ -19,6 +19,7 @@ import { type Facts, factsOf } from '../facts.ts';
 import { type PageFacts, Where } from '../list.ts';
 import { appliedTimeRange, DAY_MS, explicitBounds, type Window, type WindowRule } from '../window.ts';
 import { eventCounts as rolledUpEventCounts } from './activity-counts.ts';
+import { keepBest } from './best.ts';
 import { keptGroups } from './kept-groups.ts';
 import {
   averageReturnPercentage,
@@ -202,18 +203,12 @@ export async function rankTraders(ctx: ReadContext, q: RankingsQuery) {
     )
       return;
     totalCandidates++;
-    const c: Candidate = { traderId, metricValue: metricOf(q.metric, eventCount, positionCount, a), eventCount, positionCount, a };
-    if (best.length === q.limit && !(ahead(c, best.at(-1)!) < 0)) return;
-    // Kept in order: the place of the first candidate it goes ahead of.
-    let lo = 0;
-    let hi = best.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (ahead(best[mid]!, c) < 0) lo = mid + 1;
-      else hi = mid;
-    }
-    best.splice(lo, 0, c);
-    if (best.length > q.limit) best.pop();
+    keepBest(
+      best,
+      { traderId, metricValue: metricOf(q.metric, eventCount, positionCount, a), eventCount, positionCount, a },
+      q.limit,
+      ahead,
+    );
   };
   for (const traderId of perf.keys()) consider(traderId);
   for (const traderId of eventCounts.keys()) if (!perf.has(traderId)) consider(traderId);
