@@ -30,6 +30,7 @@ import {
   SharedChanges,
 } from './cache/redis.ts';
 import { ConfigError, type MetricsListen, readSettings } from './config.ts';
+import { tuneServiceHeap } from './heap.ts';
 import { type AuthUrls, TokenVerifier } from './mcp/bearer.ts';
 import { Metrics, serveMetrics } from './metrics.ts';
 import { CursorCodec } from './reads/cursor.ts';
@@ -376,6 +377,7 @@ export async function runReadProcess(
   env: NodeJS.ProcessEnv,
   say: Say,
 ): Promise<{ url: string; stop(): Promise<void> }> {
+  tuneServiceHeap();
   const cfg = readSettings(kind, env);
   const redis = connectRedis(cfg.redisUrl!, cfg.redisCommandTimeoutMs);
   const mcp: ReadAppOptions['mcp'] = kind === 'mcp' ? { mcpUrl: cfg.mcpUrl!, issuer: cfg.authIssuer! } : undefined;

@@ -24,6 +24,7 @@ import { MemoryCache, MemoryWatermarks } from './cache/memory.ts';
 import { DATA_VERSION } from './cache/port.ts';
 import type { Config } from './config.ts';
 import { authUrls, originOf } from './config.ts';
+import { tuneServiceHeap } from './heap.ts';
 import { type AuthUrls, TokenVerifier } from './mcp/bearer.ts';
 import { Metrics, serveMetrics } from './metrics.ts';
 import { Admission, admissionDefaults } from './reads/cost.ts';
@@ -238,6 +239,7 @@ const LIVE_CADENCE_MS = 500;
 /** `signalbase start`: embedded log + chdb + in-process watermarks, REST on one port. */
 export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: Say } = {}): Promise<Embedded> {
   const say = opts.say ?? ((l: string) => console.log(l));
+  tuneServiceHeap();
   claimDataDir(cfg.dataDir, say);
   const log = await openLog(cfg.dataDir, { seed: opts.seed !== false, say });
   const statements = cfg.statementLog

@@ -12,7 +12,7 @@
 //            most --paging-seconds, as a client walks them.
 // Usage: npx tsx bench/exports.ts --help
 import { execFile } from 'node:child_process';
-import { createReadStream, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { createReadStream, existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { get } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -102,10 +102,14 @@ const { cleanup, interrupted } = benchCleanup({
 });
 
 /**
- * The downloading client: another process, as a bulk reader is (`curl > file`), so that its reading
- * and writing do not take turns with the service on one event loop. It times its own request.
+ * The downloading client: another process, as a bulk reader is, so that its reading and writing do
+ * not take turns with the service on one event loop: curl (the README's example) where it is
+ * installed, else a small Node client. On a machine of few cores the client's own CPU competes with
+ * the service's: curl spends little of it, a Node client parsing and writing hundreds of MiB much
+ * more, so the machine line says which one measured.
  */
-const CLIENT = `
+const CURL = ['/usr/bin/curl', '/usr/local/bin/curl'].find((p) => existsSync(p));
+const NODE_CLIENT = `
 const [url, key, file] = process.argv.slice(1);
 const t0 = performance.now();
 require('node:http').get(url, { headers: { 'x-api-key': key }, agent: false }, (res) => {
@@ -120,11 +124,18 @@ require('node:http').get(url, { headers: { 'x-api-key': key }, agent: false }, (
   res.pipe(require('node:fs').createWriteStream(file)).on('finish', () =>
     process.stdout.write(JSON.stringify({ bytes, secs: (performance.now() - t0) / 1000, trailers: res.trailers })));
 }).on('error', (err) => process.stdout.write(JSON.stringify({ error: String(err) })));`;
+const CLIENT_NAME = CURL ? `curl (${CURL})` : 'a Node client (no curl installed)';
+
+type Downloaded = { bytes: number; secs: number; trailers: NodeJS.Dict<string> };
 
 /** Streams one export to `file` from a client process; resolves with its bytes, seconds and trailers. */
-function download(url: string, key: string, file: string): Promise<{ bytes: number; secs: number; trailers: NodeJS.Dict<string> }> {
+function download(url: string, key: string, file: string): Promise<Downloaded> {
+  return CURL ? curlDownload(CURL, url, key, file) : nodeDownload(url, key, file);
+}
+
+function nodeDownload(url: string, key: string, file: string): Promise<Downloaded> {
   return new Promise((resolve, reject) =>
-    execFile(process.execPath, ['-e', CLIENT, url, key, file], { maxBuffer: 1 << 20 }, (err, stdout) => {
+    execFile(process.execPath, ['-e', NODE_CLIENT, url, key, file], { maxBuffer: 1 << 20 }, (err, stdout) => {
       if (err) return reject(err);
       const r = JSON.parse(stdout);
       if (r.error) reject(new Error(`GET ${url}: ${r.error}`));
@@ -133,9 +144,39 @@ function download(url: string, key: string, file: string): Promise<{ bytes: numb
   );
 }
 
+/** curl's own timing (request to last byte); the trailers are the fields after the headers in its header dump. */
+function curlDownload(curl: string, url: string, key: string, file: string): Promise<Downloaded> {
+  const head = `${file}.headers`;
+  const args = [
+    '-sS',
+    '-o',
+    file,
+    '-D',
+    head,
+    '-w',
+    '%{http_code} %{size_download} %{time_total}',
+    ...(key ? ['-H', `x-api-key: ${key}`] : []),
+    url,
+  ];
+  return new Promise((resolve, reject) =>
+    execFile(curl, args, { maxBuffer: 1 << 20 }, (err, stdout) => {
+      if (err) return reject(new Error(`curl ${url}: ${err.message}`));
+      const [code, bytes, secs] = stdout.trim().split(' ');
+      if (code !== '200') return reject(new Error(`GET ${url}: ${code} ${readFileSync(file, 'utf8').slice(0, 300)}`));
+      const dump = readFileSync(head, 'utf8').split(/\r?\n\r?\n/);
+      rmSync(head, { force: true });
+      const trailers: NodeJS.Dict<string> = {};
+      for (const line of (dump[1] ?? '').split(/\r?\n/)) {
+        const at = line.indexOf(':');
+        if (at > 0) trailers[line.slice(0, at).trim().toLowerCase()] = line.slice(at + 1).trim();
+      }
+      resolve({ bytes: Number(bytes), secs: Number(secs), trailers });
+    }),
+  );
+}
+
 /** Counts an export file's rows: NDJSON lines, CSV records (a quoted field may hold a line break), Parquet's own count. */
 async function rowsOf(file: string, format: string): Promise<number> {
-  const { readFileSync } = await import('node:fs');
   const buf = readFileSync(file);
   if (format === 'parquet') return Number(parquetMetadata(new Uint8Array(buf).buffer).num_rows);
   if (format === 'ndjson') {
@@ -302,7 +343,7 @@ try {
     machineLine({
       ownDir,
       dataDir,
-      extra: `last ${days} days, one export at a time, paging ${pagingSecs} s per read`,
+      extra: `last ${days} days, one export at a time, downloaded by ${CLIENT_NAME}, paging ${pagingSecs} s per read`,
       floorRows,
       setupSecs,
       floorSecs,
