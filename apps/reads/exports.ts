@@ -118,21 +118,31 @@ export const resumeTokenSql = (t: string, idJson: string): string =>
   `concat({seal:String}, '.', base64URLEncode(concat('[', toString(${t}), ',', ${idJson}, ']'))) AS ${RESUME_COLUMN}`;
 
 /**
+ * The position (from 1) of `key` in the parameter `keys` of `count` values, 0 when it is not
+ * there: what `arrayElement` takes to read the same position of another parameter (NULL or the
+ * type's default for 0, as `transform`'s default would be).
+ */
+export const lookedUp = (key: string, keys: string, count: string): string =>
+  `transform(${key}, {${keys}}, range(1, {${count}:UInt32} + 1), toUInt32(0))`;
+
+/**
  * A message's source in a native export (the messages and feed exports, over a table `s` with
  * platform, sourceIdentityId and attachment columns), from the facts as parameter sets: the
  * columns `${p}_key`, `${p}_trader` (0: no live trader) and the identity's `${p}_name`,
  * `${p}_handle`, `${p}_avatar`, `${p}_profile`, `${p}_audience` (NULL: none), to select in the
- * inner statement, and the attachments as `{type, url}` objects over them.
+ * inner statement, and the attachments as `{type, url}` objects over them. The identity's keys
+ * are looked up once (its position, then each field by it): the store parses every parameter
+ * where it occurs before the export's first byte, on the service's event loop.
  */
 export function sourceColumns(facts: Facts, p: string): { sql: string; attachments: string; params: Params } {
   const traders = [...facts.sourceTrader];
   const identities = [...facts.identities];
   const field = <K extends keyof Identity>(k: K) => identities.map(([, i]) => i[k]);
-  const identity = (param: string, column: string) =>
-    `transform(${p}_key, {identityKeys:Array(String)}, {${param}}, NULL) AS ${p}_${column}`;
+  const identity = (param: string, column: string) => `arrayElement({${param}}, ${p}_identity) AS ${p}_${column}`;
   return {
     sql: `${sourceKeySql('s').text} AS ${p}_key,
         transform(${p}_key, {traderKeys:Array(String)}, {traderIds:Array(UInt64)}, toUInt64(0)) AS ${p}_trader,
+        ${lookedUp(`${p}_key`, 'identityKeys:Array(String)', 'identityCount')} AS ${p}_identity,
         ${identity('names:Array(Nullable(String))', 'name')}, ${identity('handles:Array(Nullable(String))', 'handle')},
         ${identity('avatars:Array(Nullable(String))', 'avatar')}, ${identity('profiles:Array(Nullable(String))', 'profile')},
         ${identity('audiences:Array(Nullable(Int64))', 'audience')},
@@ -142,6 +152,7 @@ export function sourceColumns(facts: Facts, p: string): { sql: string; attachmen
       traderKeys: traders.map(([k]) => k),
       traderIds: traders.map(([, id]) => id),
       identityKeys: identities.map(([k]) => k),
+      identityCount: identities.length,
       names: field('displayName'),
       handles: field('handle'),
       avatars: field('avatarUrl'),

@@ -24,6 +24,7 @@ import { type CursorCodec, fingerprint } from './cursor.ts';
 import {
   exportStatement,
   leafNames,
+  lookedUp,
   type NativeExport,
   nativeStart,
   resumeTokenSql,
@@ -468,12 +469,14 @@ export async function exportFeed(
   const source = sourceColumns(facts, 'g');
   const looks = [...facts.traderLook];
   const assets = [...facts.assetById.values()];
-  const asset = (values: string, none: string) => `transform(e.assetId, {assetKeys:Array(UInt64)}, {${values}}, ${none})`;
-  const events = `arrayMap(e -> CAST(tuple(e.id, {eventTypes:Array(String)}[e.type + 1], e.price,
-      ${asset('assetQuotes:Array(Nullable(String))', 'NULL')}, fromUnixTimestamp64Milli(e.t, 'UTC'),
+  // Each event's asset looked up once (lookedUp), each field then read at its position.
+  const asset = (values: string) => `arrayElement({${values}}, a)`;
+  const events = `arrayMap((e, a) -> CAST(tuple(e.id, {eventTypes:Array(String)}[e.type + 1], e.price,
+      ${asset('assetQuotes:Array(Nullable(String))')}, fromUnixTimestamp64Milli(e.t, 'UTC'),
       if(e.short = 1, 'short', 'long'), toBool(e.assumed), toBool(e.retrospective), e.positionId, e.traderId, e.assetId,
-      tuple(e.assetId, ${asset('assetNames:Array(String)', "''")}, ${asset('assetSymbols:Array(String)', "''")},
-        ${asset('assetLogos:Array(Nullable(String))', 'NULL')})), {eventType:String}), g_events)`;
+      tuple(e.assetId, ${asset('assetNames:Array(String)')}, ${asset('assetSymbols:Array(String)')},
+        ${asset('assetLogos:Array(Nullable(String))')})), {eventType:String}),
+      g_events, arrayMap(e -> ${lookedUp('e.assetId', 'assetKeys:Array(UInt64)', 'assetCount')}, g_events))`;
   const shapes = groupShapes(format);
   const json = (v: string) => (format === 'csv' ? `toJSONString(${v})` : v);
   return {
@@ -481,13 +484,13 @@ export async function exportFeed(
       outer: `g_id AS id, g_time AS writtenAt,
         CAST(tuple(g_platform, g_url, g_text, ${json(source.attachments)},
           tuple(g_platform, g_source, g_name, g_handle, g_avatar, g_profile, g_audience)), {sourceType:String}) AS source,
-        CAST(tuple(g_trader, transform(g_trader, {lookIds:Array(UInt64)}, {traderNames:Array(String)}, ''),
-          transform(g_trader, {lookIds:Array(UInt64)}, {slugs:Array(Nullable(String))}, NULL),
-          transform(g_trader, {lookIds:Array(UInt64)}, {traderAvatars:Array(Nullable(String))}, NULL)), {traderType:String}) AS trader,
+        CAST(tuple(g_trader, arrayElement({traderNames:Array(String)}, g_look), arrayElement({slugs:Array(Nullable(String))}, g_look),
+          arrayElement({traderAvatars:Array(Nullable(String))}, g_look)), {traderType:String}) AS trader,
         ${json(events)} AS events,
         ${resumeTokenSql('g_t', 'toJSONString(g_id)')}`,
       inner: `s.id AS g_id, toString(s.platform) AS g_platform, s.sourceIdentityId AS g_source,
         ${source.sql},
+        ${lookedUp('g_trader', 'lookIds:Array(UInt64)', 'lookCount')} AS g_look,
         toTimeZone(s.writtenAt, 'UTC') AS g_time, s.url AS g_url, s.text AS g_text,
         arrayFilter(e -> e.traderId IN {visibleTraders:Array(UInt64)} AND e.assetId IN {eligibleAssets:Array(UInt64)},
           ${curatedFeedEventsSql('s.events')}) AS g_events,
@@ -510,10 +513,12 @@ export async function exportFeed(
       eligibleAssets: facts.assetIds,
       ...source.params,
       lookIds: looks.map(([id]) => id),
+      lookCount: looks.length,
       traderNames: looks.map(([id]) => facts.traderName.get(id)!),
       slugs: looks.map(([, l]) => l.slug),
       traderAvatars: looks.map(([, l]) => l.avatarUrl),
       assetKeys: assets.map((a) => a.id),
+      assetCount: assets.length,
       assetQuotes: assets.map((a) => a.quoteSymbol),
       assetNames: assets.map((a) => a.name),
       assetSymbols: assets.map((a) => a.symbol),
