@@ -167,8 +167,8 @@ function curlDownload(curl: string, url: string, key: string, file: string): Pro
       rmSync(head, { force: true });
       const trailers: NodeJS.Dict<string> = {};
       for (const line of (dump[1] ?? '').split(/\r?\n/)) {
-        const at = line.indexOf(':');
-        if (at > 0) trailers[line.slice(0, at).trim().toLowerCase()] = line.slice(at + 1).trim();
+        const field = /^([^:\s]+):\s*(.*)$/.exec(line);
+        if (field) trailers[field[1]!.toLowerCase()] = field[2]!.trim();
       }
       resolve({ bytes: Number(bytes), secs: Number(secs), trailers });
     }),
