@@ -1,6 +1,6 @@
-// Export benchmark (issue 28): rows/s of each export and format (downloaded to a file by a client in
-// a process of its own, as `curl > file` would) against two references measured in the same run, on
-// the same machine and data:
+// Export benchmark (issue 28): rows/s of each export and format (downloaded to a file by curl, or by
+// a Node client where curl is not installed, in a process of its own) against two references
+// measured in the same run, on the same machine and data:
 //   floor:   the same rows written by the store straight to a file in that format: the export's own
 //            rows loaded into a plain MergeTree (NDJSON's from the NDJSON export, CSV's and Parquet's
 //            from the Parquet export: the same flat columns), then `SELECT * ... INTO OUTFILE ...
