@@ -6,15 +6,18 @@
 //            from the Parquet export: the same flat columns), then `SELECT * ... INTO OUTFILE ...
 //            FORMAT F` (JSONEachRow, CSVWithNames, Parquet): what the store's own writer costs for them.
 //   send:    the export's own file sent by a bare route (fastify, a file stream) to the same client:
-//            what moving these bytes to a client costs here; `vs both` is the export against the
-//            slower of the two (an export can at best overlap the store's writing and the sending).
+//            what moving these bytes to a client costs here.
+//   bound:   the least time this machine allows an export: it must make the floor's bytes and move
+//            them as send does, both on the same cores, so at least the slower of the two and at
+//            least their CPU time (this process's and the client's) over the cores. `bound vs
+//            floor` is the best ratio to the floor that any export could reach here.
 //   paging:  the same filters paged through the list read over HTTP (limit 200, the feed 100) for at
 //            most --paging-seconds, as a client walks them.
 // Usage: npx tsx bench/exports.ts --help
 import { execFile } from 'node:child_process';
 import { createReadStream, existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { get } from 'node:http';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Fastify from 'fastify';
 import { parquetMetadata } from 'hyparquet';
@@ -42,7 +45,11 @@ process of its own), and prints rows/s against
           have them; SELECT * INTO OUTFILE ... FORMAT JSONEachRow / CSVWithNames / Parquet):
           goal export/floor >= 0.7
   send    the export's own file sent by a bare route to the same client (what moving the bytes
-          costs); 'vs both' is the export against the slower of floor and send
+          costs)
+  bound   the least time an export can take on this machine: the slower of floor and send, and
+          at least their CPU seconds (this process's and the client's) over the cores; 'bound vs
+          floor' is the best ratio to the floor any export could reach here, 'vs bound' the
+          export against it, and 'CPU s' the export's CPU seconds against floor + send
   paging  the same filters paged through the list read (limit 200; the feed 100) for at most
           --paging-seconds: goal export/paging >= 20
 
@@ -124,9 +131,24 @@ require('node:http').get(url, { headers: { 'x-api-key': key }, agent: false }, (
   res.pipe(require('node:fs').createWriteStream(file)).on('finish', () =>
     process.stdout.write(JSON.stringify({ bytes, secs: (performance.now() - t0) / 1000, trailers: res.trailers })));
 }).on('error', (err) => process.stdout.write(JSON.stringify({ error: String(err) })));`;
+/** The cores the service, the store and the client share. */
+const CORES = availableParallelism();
 const CLIENT_NAME = CURL ? `curl (${CURL})` : 'a Node client (no curl installed)';
 
-type Downloaded = { bytes: number; secs: number; trailers: NodeJS.Dict<string> };
+/** `secs`: the client's own timing; `clientCpu`: the client process's CPU seconds (NaN where unknown). */
+type Downloaded = { bytes: number; secs: number; trailers: NodeJS.Dict<string>; clientCpu: number };
+
+/**
+ * Runs a client under bash, whose `times` then gives the CPU seconds of the children it waited
+ * for (user and system, to the millisecond): the client's CPU, which competes with the service's.
+ */
+function timedClient(cmd: string, args: string[], done: (err: Error | null, stdout: string, clientCpu: number) => void): void {
+  execFile('bash', ['-c', '"$@"; s=$?; times >&2; exit $s', 'bash', cmd, ...args], { maxBuffer: 1 << 20 }, (err, stdout, stderr) => {
+    const child = stderr.trim().split('\n').pop() ?? '';
+    const secs = [...child.matchAll(/(\d+)m([\d.]+)s/g)].map((m) => Number(m[1]) * 60 + Number(m[2]));
+    done(err, stdout, secs.length === 2 ? secs[0]! + secs[1]! : Number.NaN);
+  });
+}
 
 /** Streams one export to `file` from a client process; resolves with its bytes, seconds and trailers. */
 function download(url: string, key: string, file: string): Promise<Downloaded> {
@@ -135,11 +157,11 @@ function download(url: string, key: string, file: string): Promise<Downloaded> {
 
 function nodeDownload(url: string, key: string, file: string): Promise<Downloaded> {
   return new Promise((resolve, reject) =>
-    execFile(process.execPath, ['-e', NODE_CLIENT, url, key, file], { maxBuffer: 1 << 20 }, (err, stdout) => {
+    timedClient(process.execPath, ['-e', NODE_CLIENT, url, key, file], (err, stdout, clientCpu) => {
       if (err) return reject(err);
       const r = JSON.parse(stdout);
       if (r.error) reject(new Error(`GET ${url}: ${r.error}`));
-      else resolve(r);
+      else resolve({ ...r, clientCpu });
     }),
   );
 }
@@ -159,7 +181,7 @@ function curlDownload(curl: string, url: string, key: string, file: string): Pro
     url,
   ];
   return new Promise((resolve, reject) =>
-    execFile(curl, args, { maxBuffer: 1 << 20 }, (err, stdout) => {
+    timedClient(curl, args, (err, stdout, clientCpu) => {
       if (err) return reject(new Error(`curl ${url}: ${err.message}`));
       const [code, bytes, secs] = stdout.trim().split(' ');
       if (code !== '200') return reject(new Error(`GET ${url}: ${code} ${readFileSync(file, 'utf8').slice(0, 300)}`));
@@ -170,9 +192,23 @@ function curlDownload(curl: string, url: string, key: string, file: string): Pro
         const field = /^([^:\s]+):\s*(.*)$/.exec(line);
         if (field) trailers[field[1]!.toLowerCase()] = field[2]!.trim();
       }
-      resolve({ bytes: Number(bytes), secs: Number(secs), trailers });
+      resolve({ bytes: Number(bytes), secs: Number(secs), trailers, clientCpu });
     }),
   );
+}
+
+/** This process's CPU seconds so far (the service's and the bare route's: they run here). */
+const ownCpu = (): number => {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1e6;
+};
+
+/** Runs `f`, with the seconds it took and the CPU seconds this process spent meanwhile. */
+async function timed<T>(f: () => Promise<T>): Promise<{ value: T; secs: number; cpu: number }> {
+  const t0 = performance.now();
+  const c0 = ownCpu();
+  const value = await f();
+  return { value, secs: (performance.now() - t0) / 1000, cpu: ownCpu() - c0 };
 }
 
 /** Counts an export file's rows: NDJSON lines, CSV records (a quoted field may hold a line break), Parquet's own count. */
@@ -265,19 +301,31 @@ try {
     } while (cursor && performance.now() - tp < pagingSecs * 1000);
     const pagingRate = paged / ((performance.now() - tp) / 1000);
 
-    const done: { fmt: (typeof FORMATS)[number]; file: string; rows: number; bytes: number; secs: number; sendSecs: number }[] = [];
+    const done: {
+      fmt: (typeof FORMATS)[number];
+      file: string;
+      rows: number;
+      bytes: number;
+      secs: number;
+      cpu: number;
+      send: { secs: number; cpu: number };
+    }[] = [];
     for (const fmt of FORMATS) {
       const file = join(work, `${fam.name}.${fmt.name}`);
       progress(`${fam.name}: exporting ${fmt.name}`);
-      const part = await download(`${origin}/v2/exports/${fam.name}?${q}&format=${fmt.name}`, demoKey, file);
+      const exported = await timed(() => download(`${origin}/v2/exports/${fam.name}?${q}&format=${fmt.name}`, demoKey, file));
+      const part = exported.value;
       if (part.trailers['x-export-complete'] !== 'true')
         throw new Error(`${fam.name} ${fmt.name}: the export stopped at a limit (${JSON.stringify(part.trailers)}); use a shorter --days`);
-      // The send reference: the same bytes from a bare route, to the same client (best of two).
-      let sendSecs = Number.POSITIVE_INFINITY;
-      for (let i = 0; i < 2; i++)
-        sendSecs = Math.min(sendSecs, (await download(`${bareUrl}/send?file=${encodeURIComponent(file)}`, '', `${file}.sent`)).secs);
+      // The send reference: the same bytes from a bare route, to the same client (best of two, and its CPU).
+      let send = { secs: Number.POSITIVE_INFINITY, cpu: Number.NaN };
+      for (let i = 0; i < 2; i++) {
+        const sent = await timed(() => download(`${bareUrl}/send?file=${encodeURIComponent(file)}`, '', `${file}.sent`));
+        if (sent.value.secs < send.secs) send = { secs: sent.value.secs, cpu: sent.cpu + sent.value.clientCpu };
+      }
       rmSync(`${file}.sent`);
-      done.push({ fmt, file, rows: await rowsOf(file, fmt.name), bytes: part.bytes, secs: part.secs, sendSecs });
+      const cpu = exported.cpu + part.clientCpu;
+      done.push({ fmt, file, rows: await rowsOf(file, fmt.name), bytes: part.bytes, secs: part.secs, cpu, send });
     }
 
     // The floors: the export's rows in plain MergeTrees, written by the store to a file in each
@@ -306,18 +354,22 @@ try {
     for (const d of done) {
       const floor = d.fmt.name === 'ndjson' ? tables.ndjson : tables.flat;
       const out = join(work, `${fam.name}.floor.${d.fmt.name}`);
-      const reps: number[] = [];
+      let best = { secs: Number.POSITIVE_INFINITY, cpu: Number.NaN };
       for (let i = 0; i < 3; i++) {
-        const t0 = performance.now();
-        await emb.store.exec(
-          `SELECT * FROM $db.${floor} ORDER BY _part_offset INTO OUTFILE '${out}' TRUNCATE FORMAT ${d.fmt.store}
-           SETTINGS date_time_output_format = 'iso', output_format_csv_crlf_end_of_line = 1, output_format_parquet_compression_method = 'snappy'`,
+        const rep = await timed(() =>
+          emb!.store.exec(
+            `SELECT * FROM $db.${floor} ORDER BY _part_offset INTO OUTFILE '${out}' TRUNCATE FORMAT ${d.fmt.store}
+             SETTINGS date_time_output_format = 'iso', output_format_csv_crlf_end_of_line = 1, output_format_parquet_compression_method = 'snappy'`,
+          ),
         );
-        reps.push((performance.now() - t0) / 1000);
+        if (rep.secs < best.secs) best = rep;
       }
-      const floorRate = d.rows / Math.min(...reps);
-      const sendRate = d.rows / d.sendSecs;
+      const floorRate = d.rows / best.secs;
+      const sendRate = d.rows / d.send.secs;
       const rate = d.rows / d.secs;
+      // The least time any export of these rows could take here (NaN CPU: the slower of the two only).
+      const cpuBound = (best.cpu + d.send.cpu) / CORES;
+      const bound = Math.max(best.secs, d.send.secs, Number.isNaN(cpuBound) ? 0 : cpuBound);
       rows.push([
         `${fam.name} ${d.fmt.name}`,
         fmtInt(d.rows),
@@ -326,7 +378,9 @@ try {
         fmtInt(floorRate),
         fmtRatio(rate / floorRate, rate / floorRate < 0.7),
         fmtInt(sendRate),
-        fmtRatio(rate / Math.min(floorRate, sendRate), false),
+        `${d.cpu.toFixed(2)} / ${(best.cpu + d.send.cpu).toFixed(2)}`,
+        fmtRatio(best.secs / bound, false),
+        fmtRatio(bound / d.secs, false),
         fmtInt(pagingRate),
         fmtRatio(rate / pagingRate, rate / pagingRate < 20),
       ]);
@@ -334,7 +388,20 @@ try {
     floorSecs += (performance.now() - tf) / 1000;
   }
   printTable(
-    ['export', 'rows', 'MiB export / floor', 'rows/s', 'floor rows/s', 'vs floor', 'send rows/s', 'vs both', 'paging rows/s', 'vs paging'],
+    [
+      'export',
+      'rows',
+      'MiB export / floor',
+      'rows/s',
+      'floor rows/s',
+      'vs floor',
+      'send rows/s',
+      'CPU s export / floor+send',
+      'bound vs floor',
+      'vs bound',
+      'paging rows/s',
+      'vs paging',
+    ],
     rows,
   );
   console.log(slowReader);
@@ -343,7 +410,7 @@ try {
     machineLine({
       ownDir,
       dataDir,
-      extra: `last ${days} days, one export at a time, downloaded by ${CLIENT_NAME}, paging ${pagingSecs} s per read`,
+      extra: `last ${days} days, one export at a time, downloaded by ${CLIENT_NAME}, paging ${pagingSecs} s per read; bound over ${CORES} cores`,
       floorRows,
       setupSecs,
       floorSecs,

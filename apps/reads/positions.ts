@@ -191,7 +191,13 @@ export async function exportPositions(
     FROM (${positions}) AS p
     LEFT ANY JOIN (
       SELECT positionId AS f_id,
-        ${WINDOWS.map((w) => `argMaxIf(tuple(status, returnPercentage), seq, window = '${w}') AS f_${w}`).join(', ')}
+        ${WINDOWS.map((w) => {
+          // The latest evaluation's status and return, as scalars: argMax of a tuple costs about twice
+          // as much, and argMax of a Nullable skips NULLs (a newer NULL return would give an older one).
+          const latest = (value: string) => `argMaxIf(${value}, seq, window = '${w}')`;
+          const ret = `if(${latest('isNull(returnPercentage)')}, NULL, ${latest('assumeNotNull(returnPercentage)')})`;
+          return `tuple(${latest('status')}, ${ret}) AS f_${w}`;
+        }).join(', ')}
       FROM ${POSITION_PERFORMANCES_TABLE}
       WHERE positionId IN (SELECT s.id FROM ${POSITIONS_TABLE} AS s WHERE ${where.sql} AND ${b.text})
       GROUP BY positionId
