@@ -13,12 +13,15 @@
 //            floor` is the best ratio to the floor that any export could reach here.
 //   paging:  the same filters paged through the list read over HTTP (limit 200, the feed 100) for at
 //            most --paging-seconds, as a client walks them.
+//   loop max ms: the longest the service's event loop was held while the export ran (the other
+//            requests on the service wait that long at most).
 // Usage: npx tsx bench/exports.ts --help
 import { execFile } from 'node:child_process';
 import { createReadStream, existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { get } from 'node:http';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import Fastify from 'fastify';
 import { parquetMetadata } from 'hyparquet';
 import type { Embedded } from '../apps/embedded.ts';
@@ -52,6 +55,8 @@ process of its own), and prints rows/s against
           export against it, and 'CPU s' the export's CPU seconds against floor + send
   paging  the same filters paged through the list read (limit 200; the feed 100) for at most
           --paging-seconds: goal export/paging >= 20
+  loop max ms  the longest the service's event loop was held during the export (what every
+          other request on the service waited at most meanwhile)
 
 Options:
   --data-dir DIR        an existing seeded DATA_DIR (e.g. made by 'node bin/signalbase.mjs seed
@@ -308,12 +313,17 @@ try {
       bytes: number;
       secs: number;
       cpu: number;
+      loopMaxMs: number;
       send: { secs: number; cpu: number };
     }[] = [];
     for (const fmt of FORMATS) {
       const file = join(work, `${fam.name}.${fmt.name}`);
       progress(`${fam.name}: exporting ${fmt.name}`);
+      // How long the service's event loop was held at most during the export (other requests wait that long).
+      const loop = monitorEventLoopDelay({ resolution: 1 });
+      loop.enable();
       const exported = await timed(() => download(`${origin}/v2/exports/${fam.name}?${q}&format=${fmt.name}`, demoKey, file));
+      loop.disable();
       const part = exported.value;
       if (part.trailers['x-export-complete'] !== 'true')
         throw new Error(`${fam.name} ${fmt.name}: the export stopped at a limit (${JSON.stringify(part.trailers)}); use a shorter --days`);
@@ -325,7 +335,8 @@ try {
       }
       rmSync(`${file}.sent`);
       const cpu = exported.cpu + part.clientCpu;
-      done.push({ fmt, file, rows: await rowsOf(file, fmt.name), bytes: part.bytes, secs: part.secs, cpu, send });
+      const loopMaxMs = loop.max / 1e6;
+      done.push({ fmt, file, rows: await rowsOf(file, fmt.name), bytes: part.bytes, secs: part.secs, cpu, loopMaxMs, send });
     }
 
     // The floors: the export's rows in plain MergeTrees, written by the store to a file in each
@@ -383,6 +394,7 @@ try {
         fmtRatio(bound / d.secs, false),
         fmtInt(pagingRate),
         fmtRatio(rate / pagingRate, rate / pagingRate < 20),
+        d.loopMaxMs.toFixed(0),
       ]);
     }
     floorSecs += (performance.now() - tf) / 1000;
@@ -401,6 +413,7 @@ try {
       'vs bound',
       'paging rows/s',
       'vs paging',
+      'loop max ms',
     ],
     rows,
   );
