@@ -66,8 +66,8 @@ describe('issue 28: the chdb store streams on a thread of its own', () => {
     expect((await read(store, { k: 2, rows: 10 })).lines).toEqual(expected(2, 10));
   });
 
-  it("binds parameters whatever their text (quotes, backslashes, NUL, line breaks): the answer says them back as given", async () => {
-    const s = "it's \\ a \"test\"\0 with\nlines\tand ' OR 1=1 -- é";
+  it('binds parameters whatever their text (quotes, backslashes, NUL, line breaks): the answer says them back as given', async () => {
+    const s = 'it\'s \\ a "test"\0 with\nlines\tand \' OR 1=1 -- é';
     const a = [s, "'", '\\', '', '[1]', "', 'x"];
     const chunks: Buffer[] = [];
     const sql = 'SELECT {s:String} AS s, {a:Array(String)} AS a, {n:Nullable(Int64)} AS n, {ids:Array(UInt64)} AS ids';
