@@ -5,11 +5,11 @@ import type { StreamChunk } from './port.ts';
 /**
  * The chdb streams of this process, run on a thread of their own (issue 28). chdb starts a stream
  * synchronously: the engine parses the statement and binds its parameters (an export's thousands
- * of ids, names and keys) on the calling thread, which on the service's event loop held every
- * other request 13-90 ms at each export's start. Here a worker thread holds the stream sessions
- * (on the same data directory: one engine per process), starts each stream, fetches each chunk
- * when the reader asks for the next one (the reader's pace: backpressure), and hands it over
- * (its bytes moved, not copied, to the service's thread).
+ * of ids, names and keys) on the calling thread, and formatting those parameters is work of its
+ * own; on the service's event loop both held every other request at each export's start. Here a
+ * worker thread holds the stream sessions (on the same data directory: one engine per process),
+ * formats the parameters, starts each stream, fetches each chunk when the reader asks for the
+ * next one (the reader's pace: backpressure), and hands it over to the service's thread.
  */
 
 /**
@@ -79,7 +79,7 @@ async function step(s, m) {
         s.it = s.session.queryStream(m.sql, { format: m.format })[Symbol.asyncIterator]();
       } catch (err) {
         s.it = null;
-        await s.session.queryAsync('SELECT 1', { format: 'Null' }).catch(() => {});
+        if (s.session) await s.session.queryAsync('SELECT 1', { format: 'Null' }).catch(() => {});
         say({ sid: m.sid, kind: 'error', error: failure(err) });
         return;
       }
@@ -206,7 +206,8 @@ export async function closeStreamSession(sid: number): Promise<void> {
 }
 
 /**
- * The answer of `sql` on session `sid` chunk by chunk, `set` given its session before it: each chunk fetched when the reader asks for it; a reader that stops early ends the stream.
+ * The answer of `sql` on session `sid` chunk by chunk, `set` given its session before it: each
+ * chunk fetched when the reader asks for it; a reader that stops early ends the stream.
  */
 export async function* streamOn(sid: number, set: StreamSet, sql: string, format: string): AsyncGenerator<StreamChunk> {
   const inbox = inboxes.get(sid);

@@ -262,8 +262,7 @@ export class ChdbStore implements Store {
 
   async *stream(sql: string, params: Params, format: StreamFormat, opts?: QueryOptions): AsyncGenerator<StreamChunk> {
     const bound = bindDatabase(sql, this.database);
-    // Bound to their literals on the stream's thread: an export's thousands of names and keys took
-    // the service's thread 40-65 ms to format.
+    // Formatted on the stream's thread: an export's thousands of names and keys are long to format.
     const bindings = checkedParams(bound, params);
     // A session of the stream's own: a client that stops reading holds it, and must not hold a lane the reads wait for.
     const lane = this.streamIdle.pop() ?? {
