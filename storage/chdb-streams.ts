@@ -155,6 +155,11 @@ class Inbox {
   }
 }
 
+/** Waits for the worker to say that an `end` or `close` is done (or that it failed, or is gone). */
+async function ended(inbox: Inbox): Promise<void> {
+  for (let m = await inbox.take(); m.kind !== 'ended' && m.kind !== 'error'; m = await inbox.take());
+}
+
 let worker: Worker | undefined;
 const inboxes = new Map<number, Inbox>();
 let nextSid = 1;
@@ -201,7 +206,7 @@ export async function closeStreamSession(sid: number): Promise<void> {
     return;
   }
   ask({ op: 'close', sid });
-  for (let m = await inbox.take(); m.kind !== 'ended' && m.kind !== 'error'; m = await inbox.take());
+  await ended(inbox);
   inboxes.delete(sid);
 }
 
@@ -233,7 +238,7 @@ export async function* streamOn(sid: number, set: StreamSet, sql: string, format
   } finally {
     if (!over && worker) {
       ask({ op: 'end', sid });
-      for (let m = await inbox.take(); m.kind !== 'ended' && m.kind !== 'error'; m = await inbox.take());
+      await ended(inbox);
     }
     if (--active === 0) worker?.unref();
   }

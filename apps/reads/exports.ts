@@ -132,7 +132,7 @@ export const lookedUp = (key: string, keys: string, count: string): string =>
  * `${p}_handle`, `${p}_avatar`, `${p}_profile`, `${p}_audience` (NULL: none), to select in the
  * inner statement, and the attachments as `{type, url}` objects over them. The identity's keys
  * are looked up once (its position, then each field by it): the store parses every parameter
- * where it occurs before the export's first byte, on the service's event loop.
+ * where it occurs before the export's first byte.
  */
 export function sourceColumns(facts: Facts, p: string): { sql: string; attachments: string; params: Params } {
   const traders = [...facts.sourceTrader];
