@@ -54,7 +54,7 @@ async function projectNow(dataDir: string, total?: number): Promise<void> {
  */
 async function startProjection(dataDir: string, total?: number, bar = true): Promise<{ finish(): Promise<void> } | null> {
   const { runningServerPid, storePath } = await embedded();
-  const { migrateReadModels, PROJECTOR_GROUP, runProjector } = await import('../projectors/runner.ts');
+  const { counted, migrateReadModels, PROJECTOR_GROUP, runProjector } = await import('../projectors/runner.ts');
   const { openChdbStore } = await import('../storage/chdb.ts');
   const pid = runningServerPid(dataDir);
   if (pid) {
@@ -87,8 +87,9 @@ async function startProjection(dataDir: string, total?: number, bar = true): Pro
   progress?.start(total ?? 0, 0);
   const sub = runProjector(log, store, {
     onCommit: (c) => {
-      done += c.applied + c.dead;
-      dead += c.dead;
+      const n = counted(c);
+      done += n.applied + n.dead;
+      dead += n.dead;
       progress?.setTotal(Math.max(total ?? 0, done));
       progress?.update(done);
     },

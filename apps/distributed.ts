@@ -5,7 +5,7 @@ import { READ_MODEL_GRAPH } from '../projectors/index.ts';
 import { RedisGate } from '../projectors/log/gate.ts';
 import { KafkaLog, type PartitionPosition } from '../projectors/log/kafka.ts';
 import type { LogSubscription } from '../projectors/log/port.ts';
-import { migrateReadModels, PROJECTOR_GROUP, runProjector } from '../projectors/runner.ts';
+import { type Commit, migrateReadModels, PROJECTOR_GROUP, runProjector } from '../projectors/runner.ts';
 import type { ExportLimits } from '../schemas/api/exports.ts';
 import { TOPIC_NAMES } from '../schemas/topics/index.ts';
 import { everything, touches } from '../storage/changes.ts';
@@ -139,7 +139,7 @@ export function sharedProjector(
     metrics?: Metrics;
     clientId?: string;
     maxWaitMs?: number;
-    onCommit?: (info: { topic: string; applied: number; dead: number }) => void;
+    onCommit?: (commit: Commit) => void;
   },
 ): { log: KafkaLog; sub: LogSubscription; stop(): Promise<void> } {
   const { redis, keys } = opts;

@@ -6,7 +6,7 @@ import { appendDemo } from '../projectors/demo/append.ts';
 import { READ_MODEL_GRAPH } from '../projectors/index.ts';
 import { EmbeddedLog } from '../projectors/log/embedded.ts';
 import type { LogSubscription } from '../projectors/log/port.ts';
-import { migrateReadModels, PROJECTOR_GROUP, runProjector } from '../projectors/runner.ts';
+import { counted, migrateReadModels, PROJECTOR_GROUP, runProjector } from '../projectors/runner.ts';
 import { SCOPES } from '../schemas/topics/index.ts';
 import { ChangeLog, localChanges, touches, wholeTables } from '../storage/changes.ts';
 import { type ChdbStore, openChdbStore } from '../storage/chdb.ts';
@@ -229,8 +229,9 @@ function compactionQueue(opts: { maintenance: ChdbStore; say: Say; closing: () =
 
 /**
  * Live records are projected in rounds at most this often (issue 26): what arrives within it is one
- * commit per topic, so at any ingest rate the projector's per-batch work and the cached answers a
- * commit ends stay bounded, and a record waits at most this long before its batch starts. A round
+ * batch per topic, and the batches of a round of both lanes are one commit, so at any ingest rate
+ * the projector's per-batch work and the cached answers commits end stay bounded, and a record
+ * waits at most this long before its batch starts. A round
  * costs about the same store statements whatever it holds: shorter, the rounds ran back to back,
  * took more of the cores and left records waiting behind a whole round (figures: stop 43's note).
  */
@@ -276,7 +277,8 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
     onCommit: async (info) => {
       changeLog.add(++commits, info.changes);
       await watermarks.advance(DATA_VERSION, commits);
-      projected += info.applied + info.dead;
+      const n = counted(info);
+      projected += n.applied + n.dead;
       metrics.committed(info);
       // Credentials' answers are read from the accounts and keys: other commits leave them (issue 26).
       if (touches(info.changes, ACCESS_TABLES)) await auth.invalidate();

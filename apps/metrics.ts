@@ -122,11 +122,13 @@ export class Metrics {
     }
   }
 
-  /** A committed projector batch (ProjectorEvents.onCommit). */
-  committed(info: { topic: string; applied: number; dead: number }): void {
-    if (UNCOUNTED_TOPICS.has(info.topic)) return;
-    if (info.applied) this.records.inc({ topic: info.topic, outcome: 'applied' }, info.applied);
-    if (info.dead) this.records.inc({ topic: info.topic, outcome: 'dead_lettered' }, info.dead);
+  /** A projector commit's batches (ProjectorEvents.onCommit). */
+  committed(commit: { batches: readonly { topic: string; applied: number; dead: number }[] }): void {
+    for (const b of commit.batches) {
+      if (UNCOUNTED_TOPICS.has(b.topic)) continue;
+      if (b.applied) this.records.inc({ topic: b.topic, outcome: 'applied' }, b.applied);
+      if (b.dead) this.records.inc({ topic: b.topic, outcome: 'dead_lettered' }, b.dead);
+    }
   }
 }
 

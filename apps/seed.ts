@@ -70,7 +70,7 @@ export async function seedDemo(
     opts.onProgress?.({ written, projected, done: serverPid === null ? projected : written, total: Math.max(total, written) });
   let projector: { sub: import('../projectors/log/port.ts').LogSubscription; close(): Promise<void> } | null = null;
   if (serverPid === null) {
-    const { migrateReadModels, PROJECTOR_GROUP, runProjector } = await import('../projectors/runner.ts');
+    const { counted, migrateReadModels, PROJECTOR_GROUP, runProjector } = await import('../projectors/runner.ts');
     const { openChdbStore } = await import('../storage/chdb.ts');
     // A crash mid-append may have left a torn last line: end it, so it is dead-lettered on its own.
     for (const topic of log.sealTornTails()) say(`${topic}: a torn last line (an interrupted append) goes to the dead-letter table`);
@@ -78,8 +78,9 @@ export async function seedDemo(
     await migrateReadModels(store, () => log.writeOffsets(PROJECTOR_GROUP, {}), say);
     const sub = runProjector(log, store, {
       onCommit: (c) => {
-        projected += c.applied + c.dead;
-        dead += c.dead;
+        const n = counted(c);
+        projected += n.applied + n.dead;
+        dead += n.dead;
         report();
       },
     });

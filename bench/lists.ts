@@ -706,13 +706,15 @@ async function measureProjector(store: ChdbStore): Promise<ProjectorResult> {
         log,
         proj,
         {
-          onCommit: ({ topic, applied, dead: d }) => {
-            const t = byTopic.get(topic) ?? { records: 0, secs: 0 };
-            t.records += applied + d;
-            t.secs = (performance.now() - t0) / 1000;
-            byTopic.set(topic, t);
-            records += applied + d;
-            dead += d;
+          onCommit: ({ batches }) => {
+            for (const { topic, applied, dead: d } of batches) {
+              const t = byTopic.get(topic) ?? { records: 0, secs: 0 };
+              t.records += applied + d;
+              t.secs = (performance.now() - t0) / 1000;
+              byTopic.set(topic, t);
+              records += applied + d;
+              dead += d;
+            }
           },
           onError: (err, topic) => progress(`projector: a batch of ${topic} failed, retried: ${(err as Error).message}`),
         },

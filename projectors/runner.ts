@@ -1,6 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { TOPIC_NAMES } from '../schemas/topics/index.ts';
-import { type ChangeSet, emptyChangeSet, recordChanges, recordingStore } from '../storage/changes.ts';
+import { type ChangeSet, emptyChangeSet, mergeChanges, recordChanges, recordingStore } from '../storage/changes.ts';
 import { checkIdentifier, type Params, type QueryOptions, type Store, wrapStore } from '../storage/port.ts';
 import { DEAD_LETTERS_DDL, DEAD_LETTERS_TABLE, READ_MODEL_VERSION_TABLE, VERSION_DDL } from '../storage/tables/log.ts';
 import { PROJECTIONS, READ_MODEL_GRAPH } from './index.ts';
@@ -198,15 +198,111 @@ export async function applyBatch(
   return { applied, dead: dead.length };
 }
 
+/** What one batch of a topic applied, and sent to the dead-letter table. */
+export interface BatchOutcome {
+  topic: string;
+  applied: number;
+  dead: number;
+}
+
+/** A commit made known: the batches it covers, whether the put-off derived work is in it, and what they all wrote. */
+export interface Commit {
+  batches: readonly BatchOutcome[];
+  /** It holds a run of the live derived work the batches put off (ProjectorSession.settle). */
+  settled: boolean;
+  changes: ChangeSet;
+}
+
+/** The records a commit's batches applied and sent to the dead-letter table. */
+export function counted(commit: Commit): { applied: number; dead: number } {
+  let applied = 0;
+  let dead = 0;
+  for (const b of commit.batches) {
+    applied += b.applied;
+    dead += b.dead;
+  }
+  return { applied, dead };
+}
+
 export interface ProjectorEvents {
   /**
-   * Awaited before the next batch, so what it invalidates is gone before more data lands.
-   * `changes`: what the batch wrote, per table (storage/changes.ts).
+   * A commit: awaited before the next batch, so what it ends is gone before more data lands.
+   * Without a cadence each batch is a commit; with one, a commit is what every lane wrote in a
+   * round (SubscribeOptions.onRest), and the batches of a round go on without waiting for it.
+   * `changes`: what the commit's writes changed, per table (storage/changes.ts).
    */
-  onCommit?: (info: { topic: string; applied: number; dead: number; changes: ChangeSet }) => void | Promise<void>;
+  onCommit?: (commit: Commit) => void | Promise<void>;
   onError?: (err: unknown, topic: string) => void;
   /** The live commit cadence (SubscribeOptions.cadenceMs): the embedded server groups live records into a commit per round. */
   cadenceMs?: number;
+}
+
+/**
+ * The projector's commits. Without a cadence, each batch is announced as it ends. With one, the
+ * batches (and the settled derived work) are gathered and announced together when every lane is
+ * between rounds: each announcement ends the cached answers its changes touch, and a question
+ * asked again after each of a round's three or four batches was read again after each, where one
+ * read after the round gives the same answer. A backlog keeps the lanes busy: then what is
+ * gathered is announced once it is a cadence old, after the batch that makes it so.
+ */
+class Commits {
+  private pending: Commit | undefined;
+  private since = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private turn: Promise<void> = Promise.resolve();
+
+  constructor(private readonly events: ProjectorEvents) {}
+
+  /** A batch ended (or the settled work, `batch` undefined): announced now, or gathered. */
+  async add(changes: ChangeSet, batch?: BatchOutcome): Promise<void> {
+    const cadence = this.events.cadenceMs;
+    if (!cadence) return this.announce({ batches: batch ? [batch] : [], settled: !batch, changes });
+    if (!this.pending) {
+      this.pending = { batches: [], settled: false, changes: emptyChangeSet() };
+      this.since = Date.now();
+      this.arm(cadence);
+    }
+    if (batch) (this.pending.batches as BatchOutcome[]).push(batch);
+    else this.pending.settled = true;
+    mergeChanges(this.pending.changes, changes);
+    // Settled work goes with the next round's commit (or the timer's), not in one of its own.
+    if (Date.now() - this.since >= cadence) await this.flush();
+  }
+
+  /** Announces what was gathered, one announcement at a time; one that fails is gathered again and retried at the next. */
+  flush(): Promise<void> {
+    const run = this.turn.then(async () => {
+      const c = this.pending;
+      if (!c) return;
+      this.pending = undefined;
+      clearTimeout(this.timer);
+      try {
+        await this.announce(c);
+      } catch (err) {
+        const later = this.pending as Commit | undefined;
+        this.pending = c;
+        if (later) {
+          (c.batches as BatchOutcome[]).push(...later.batches);
+          c.settled ||= later.settled;
+          mergeChanges(c.changes, later.changes);
+        }
+        clearTimeout(this.timer);
+        this.arm(this.events.cadenceMs ?? 1000);
+        throw err;
+      }
+    });
+    this.turn = run.catch(() => {});
+    return run;
+  }
+
+  /** However the lanes go, nothing gathered waits longer than `ms` to be announced. */
+  private arm(ms: number): void {
+    this.timer = setTimeout(() => void this.flush().catch((err) => this.events.onError?.(err, 'commit')), ms);
+  }
+
+  private async announce(c: Commit): Promise<void> {
+    await this.events.onCommit?.(c);
+  }
 }
 
 /** The consumer group of the read-model projector. */
@@ -257,7 +353,8 @@ function batchSizedStore(store: Store): Store {
 export function runProjector(log: Log, store: Store, events: ProjectorEvents = {}, group = PROJECTOR_GROUP): LogSubscription {
   // Every write of a batch is noted in the batch's own change set (lanes run batches concurrently).
   const session = new ProjectorSession(batchSizedStore(recordingStore(store, READ_MODEL_GRAPH)), PROJECTIONS);
-  const settler = events.cadenceMs ? settleLater(session, events) : undefined;
+  const commits = new Commits(events);
+  const settler = events.cadenceMs ? settleLater(session, commits, events) : undefined;
   const subscription = log.subscribe<Validated>(
     group,
     TOPIC_NAMES,
@@ -266,12 +363,14 @@ export function runProjector(log: Log, store: Store, events: ProjectorEvents = {
       const res = await oneThread.run(batch.records.length <= ONE_THREAD_BATCH, () =>
         recordChanges(changes, () => applyBatch(session, batch, validated)),
       );
-      await events.onCommit?.({ topic: batch.topic, ...res, changes });
+      await commits.add(changes, { topic: batch.topic, ...res });
     },
     {
       maxBatch: MAX_BATCH,
       prepare: validateBatchAsync,
-      ...(events.cadenceMs ? { cadenceMs: events.cadenceMs } : {}),
+      ...(events.cadenceMs
+        ? { cadenceMs: events.cadenceMs, onRest: () => commits.flush().catch((err) => events.onError?.(err, 'commit')) }
+        : {}),
       lanes: SEPARATE_LANES,
       onError: (err, batch) => events.onError?.(err, batch.topic),
       // Another projector process has written the store since: what the projections keep of it is read again.
@@ -281,27 +380,33 @@ export function runProjector(log: Log, store: Store, events: ProjectorEvents = {
   if (!settler) return subscription;
   return {
     lag: () => subscription.lag(),
-    // Caught up once what the batches put off is done too.
+    // Caught up once what the batches put off is done too, and announced.
     caughtUp: async () => {
       await subscription.caughtUp();
       await settler.now();
+      await commits.flush();
     },
     stop: async () => {
       await subscription.stop();
       await settler.stop();
+      await commits.flush().catch((err) => events.onError?.(err, 'commit'));
     },
   };
 }
 
 /**
  * Live derived work put off by the projections (ProjectorSession.settle: the activity roll-ups)
- * runs SETTLE_MS after it was first put off, with every batch's since, as a commit of its own: a
+ * runs SETTLE_MS after it was first put off, with every batch's since, in the next commit: a
  * trickle of live batches pays it once per SETTLE_MS instead of once per batch, and the cached
  * activity answers it ends last that long.
  */
 export const SETTLE_MS = 2000;
 
-function settleLater(session: ProjectorSession, events: ProjectorEvents): { now(): Promise<void>; stop(): Promise<void> } {
+function settleLater(
+  session: ProjectorSession,
+  commits: Commits,
+  events: ProjectorEvents,
+): { now(): Promise<void>; stop(): Promise<void> } {
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> = Promise.resolve();
   let stopped = false;
@@ -311,11 +416,10 @@ function settleLater(session: ProjectorSession, events: ProjectorEvents): { now(
     running = running.then(async () => {
       const changes = emptyChangeSet();
       try {
-        if (await recordChanges(changes, () => session.settlePending()))
-          await events.onCommit?.({ topic: 'settle', applied: 0, dead: 0, changes });
+        if (await recordChanges(changes, () => session.settlePending())) await commits.add(changes);
       } catch (err) {
-        // What was written before the failure is published all the same; the rest is retried.
-        if (changes.all || changes.tables.size) await events.onCommit?.({ topic: 'settle', applied: 0, dead: 0, changes });
+        // What was written before the failure is announced all the same; the rest is retried.
+        if (changes.all || changes.tables.size) await commits.add(changes).catch(() => {});
         events.onError?.(err, 'settle');
         schedule();
       }

@@ -512,6 +512,35 @@ export function writtenTo(since: readonly ChangeSet[], table: string): TableChan
   return out;
 }
 
+/** Adds what `from` changed to `into`: one commit made of several batches says all they wrote. */
+export function mergeChanges(into: ChangeSet, from: ChangeSet): void {
+  if (into.all) return;
+  if (from.all) {
+    into.all = true;
+    into.tables.clear();
+    return;
+  }
+  for (const [name, b] of from.tables) {
+    const a = into.tables.get(name) ?? {
+      traders: new Set(),
+      assets: new Set(),
+      times: { lo: Number.POSITIVE_INFINITY, hi: Number.NEGATIVE_INFINITY },
+    };
+    const c: TableChange = {
+      traders: merge(a.traders && new Set(a.traders), b.traders),
+      assets: merge(a.assets && new Set(a.assets), b.assets),
+      times: a.times && b.times && { lo: Math.min(a.times.lo, b.times.lo), hi: Math.max(a.times.hi, b.times.hi) },
+    };
+    const had = into.tables.has(name);
+    // Absent in one of them: not known there (a whole-table change says neither), so not known.
+    if (b.sources !== undefined || (had && a.sources !== undefined))
+      c.sources = (had && !a.sources) || !b.sources ? null : merge(new Set(had ? a.sources : []), b.sources);
+    if (b.mark !== undefined || (had && a.mark !== undefined))
+      c.mark = (had && a.mark == null) || b.mark == null ? null : Math.max(had ? a.mark! : Number.NEGATIVE_INFINITY, b.mark);
+    into.tables.set(name, c);
+  }
+}
+
 /** Whether a change set touches any of these tables (everything touches them all). */
 export function touches(set: ChangeSet, tables: readonly { name: string }[]): boolean {
   return set.all || tables.some((t) => set.tables.has(t.name));

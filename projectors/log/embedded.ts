@@ -436,6 +436,8 @@ class EmbeddedSubscription<P> implements LogSubscription {
   private readonly sleepers = new Set<() => void>();
   private unwatch: () => void = () => {};
   private readonly pausers = new Set<() => void>();
+  /** Lanes in a round that handles batches (SubscribeOptions.onRest). */
+  private inRound = 0;
   /** Per topic: `lines` newlines counted in [committed offset, to). Kept up to date by commits and by lag(). */
   private readonly ahead: Record<string, { to: number; lines: number }> = {};
 
@@ -536,6 +538,7 @@ class EmbeddedSubscription<P> implements LogSubscription {
       let progressed = false;
       // Every batch of this round took all there was (live records, not a backlog).
       let live = true;
+      let handling = false;
       const roundStart = Date.now();
       for (const topic of topics) {
         if (!this.running) break;
@@ -550,6 +553,10 @@ class EmbeddedSubscription<P> implements LogSubscription {
         if (next === from) continue;
         const batch: LogBatch = { topic, partition: 0, records };
         if (records.length) {
+          if (!handling) {
+            handling = true;
+            this.inRound++;
+          }
           try {
             prepared ??= this.prepare(batch);
             const handled = prepared ? prepared.then((p) => this.handle(batch, p)) : this.handle(batch);
@@ -578,12 +585,22 @@ class EmbeddedSubscription<P> implements LogSubscription {
           break; // restart from the first topic so that upstream topics stay ahead of downstream ones
         }
       }
+      if (handling && --this.inRound === 0 && cadence) await this.rest();
       this.waiters = this.waiters.filter((w) => (this.reached(w.targets) ? (w.resolve(), false) : true));
       if (!progressed) await this.sleep(this.pollMs);
       // What arrives during the cadence is taken together next round: fewer, larger commits.
       else if (live) await this.pause(roundStart + cadence - Date.now());
     }
     await ahead?.prepared?.catch(() => {});
+  }
+
+  /** Every lane is between rounds: the handler's put-off work (SubscribeOptions.onRest), whose failure is its own to report. */
+  private async rest(): Promise<void> {
+    try {
+      await this.opts.onRest?.();
+    } catch {
+      /* the handler reports and retries it */
+    }
   }
 
   /** Waits `ms` (cut short by stop only: not by appends, which is the point). */

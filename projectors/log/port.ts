@@ -93,6 +93,13 @@ export interface SubscribeOptions<P = unknown> {
    * the per-batch work spread over more records. A backlog is read without pause.
    */
   cadenceMs?: number;
+  /**
+   * With a cadence: called, and awaited, each time a lane ends a round while no other lane is in
+   * one (every batch handled so far has been handled), before `caughtUp` callers are told. The
+   * handler may put off what each batch would announce (the projector's commits, which end cached
+   * answers) to it: one announcement per round of every lane instead of one per batch.
+   */
+  onRest?: () => Promise<void>;
 }
 
 export interface LogSubscription {

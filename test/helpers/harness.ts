@@ -18,10 +18,10 @@ import type { Metrics } from '../../apps/metrics.ts';
 import { Admission, admissionDefaults } from '../../apps/reads/cost.ts';
 import { READ_MODEL_GRAPH } from '../../projectors/index.ts';
 import { EmbeddedLog } from '../../projectors/log/embedded.ts';
-import { ensureSchema, runProjector } from '../../projectors/runner.ts';
+import { type Commit, ensureSchema, runProjector } from '../../projectors/runner.ts';
 import type { ExportLimits } from '../../schemas/api/exports.ts';
 import { type AccountRecord, SCOPES, type Scope, type TopicName, topicByName } from '../../schemas/topics/index.ts';
-import { ChangeLog, type ChangeSet, type Changes, localChanges, touches, wholeTables } from '../../storage/changes.ts';
+import { ChangeLog, type Changes, localChanges, touches, wholeTables } from '../../storage/changes.ts';
 import type { Store } from '../../storage/port.ts';
 import { ACCESS_TABLES } from '../../storage/tables/access.ts';
 import { createDistributedHarness } from './distributed-harness.ts';
@@ -150,7 +150,7 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
   const changeLog = new ChangeLog();
   let projector: ReturnType<typeof runProjector>;
   const metrics = opts.metrics?.({ lag: () => projector.lag(), store });
-  const onCommit = (info: { topic: string; applied: number; dead: number; changes: ChangeSet }) => {
+  const onCommit = (info: Commit) => {
     changeLog.add(++version, info.changes);
     metrics?.committed(info);
     // As the embedded server: credentials' answers end when the accounts or keys change.

@@ -3,8 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { EmbeddedLog } from '../../projectors/log/embedded.ts';
-import { ensureSchema, runProjector, SETTLE_MS } from '../../projectors/runner.ts';
-import type { ChangeSet } from '../../storage/changes.ts';
+import { type Commit, ensureSchema, runProjector, SETTLE_MS } from '../../projectors/runner.ts';
 import { ChdbStore } from '../../storage/chdb.ts';
 import type { Store } from '../../storage/port.ts';
 import { message } from './records.ts';
@@ -12,7 +11,7 @@ import { message } from './records.ts';
 /**
  * Issue 26, commit cadence: a live projector (one with a cadence) puts the activity roll-ups off
  * and runs them at most every SETTLE_MS, so a trickle of small batches does not pay four
- * statements each; the roll-up is a commit of its own that names the activity tables (the cached
+ * statements each; the roll-up goes into a commit that names the activity tables (the cached
  * activity answers end then), and a caught-up waits for it.
  */
 const chdbDir = join(tmpdir(), `signalbase-test-${process.pid}`);
@@ -47,7 +46,7 @@ describe('issue 26: live roll-ups', () => {
     const chdb = await new ChdbStore(chdbDir, `settle_${process.pid}`).init();
     await ensureSchema(chdb);
     const { store, rollUps } = countingRollUps(chdb);
-    const commits: { topic: string; changes: ChangeSet }[] = [];
+    const commits: Commit[] = [];
     const sub = runProjector(log, store, { cadenceMs: 100, onCommit: (c) => void commits.push(c) });
     try {
       const t0 = Date.now();
@@ -58,7 +57,7 @@ describe('issue 26: live roll-ups', () => {
       }
       await sub.caughtUp();
       const elapsed = Date.now() - t0;
-      const batches = commits.filter((c) => c.topic === 'messages').length;
+      const batches = commits.flatMap((c) => c.batches).filter((b) => b.topic === 'messages').length;
       expect(batches).toBeGreaterThan(4);
       // Two statements per roll-up (hours, then days).
       expect(rollUps() / 2).toBeLessThanOrEqual(Math.ceil(elapsed / SETTLE_MS) + 1);
@@ -68,11 +67,11 @@ describe('issue 26: live roll-ups', () => {
         `SELECT start, n FROM $db.activity_messages FINAL WHERE grain = 'hour' ORDER BY start`,
       );
       expect(hours.map((h) => Number(h.n))).toEqual([8, 8, 8]);
-      const settled = commits.filter((c) => c.topic === 'settle');
+      const settled = commits.filter((c) => c.settled);
       expect(settled.length).toBeGreaterThan(0);
       expect(settled.at(-1)!.changes.tables.has('activity_messages')).toBe(true);
       // The batches themselves no longer change the roll-up tables.
-      for (const c of commits.filter((c) => c.topic === 'messages')) expect(c.changes.tables.has('activity_messages')).toBe(false);
+      for (const c of commits.filter((c) => !c.settled)) expect(c.changes.tables.has('activity_messages')).toBe(false);
     } finally {
       await sub.stop();
       await chdb.drop();

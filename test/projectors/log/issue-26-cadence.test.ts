@@ -79,4 +79,40 @@ describe('issue 26: live commit cadence', () => {
     await sub.caughtUp();
     expect(batches.length).toBe(6);
   });
+
+  it('with lanes, says when every lane is between rounds (each batch before it handled, none under way), before caught-up resolves', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'signalbase-cadence-'));
+    const log = new EmbeddedLog(dir, 20);
+    let handling = 0;
+    let handled = 0;
+    const rests: { handling: number; handled: number }[] = [];
+    const sub = log.subscribe(
+      'g',
+      ['up', 'down', 'side'],
+      async () => {
+        handling++;
+        await sleep(15);
+        handling--;
+        handled++;
+      },
+      { cadenceMs: 100, lanes: [['side']], onRest: async () => void rests.push({ handling, handled }) },
+    );
+    cleanup.push(async () => {
+      await sub.stop();
+      rmSync(dir, { recursive: true, force: true });
+    });
+    for (let i = 0; i < 12; i++) {
+      log.appendSync('up', [rec(i)]);
+      log.appendSync('side', [rec(i)]);
+      await sleep(40);
+    }
+    await sub.caughtUp();
+    const last = rests.at(-1);
+    // Caught up: the last rest came after the last batch.
+    expect(last?.handled).toBe(handled);
+    for (const r of rests) expect(r.handling).toBe(0);
+    // One rest per round of the lanes together, not one per batch.
+    expect(rests.length).toBeLessThan(handled);
+    expect(rests.length).toBeGreaterThan(1);
+  });
 });

@@ -1,0 +1,91 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { EmbeddedLog } from '../../projectors/log/embedded.ts';
+import { type Commit, ensureSchema, runProjector } from '../../projectors/runner.ts';
+import { ChdbStore } from '../../storage/chdb.ts';
+import { event, message } from './records.ts';
+
+/**
+ * Issue 26, commit cadence: each commit ends the cached answers its changes touch, so a live
+ * projector announces one commit per round of its lanes (the messages lane and the trade lane),
+ * not one per batch. Every batch is in exactly one commit, a commit says everything its batches
+ * wrote, a caught-up projector has announced all it applied, and an announcement that fails is
+ * made again with the batches after it.
+ */
+const chdbDir = join(tmpdir(), `signalbase-test-${process.pid}`);
+afterAll(() => rmSync(chdbDir, { recursive: true, force: true }));
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+const TRADERS = [1, 2, 3, 4, 5];
+
+async function trickle(failFirst: boolean): Promise<{ commits: Commit[]; errors: string[]; written: number }> {
+  const dir = mkdtempSync(join(tmpdir(), 'signalbase-rounds-'));
+  const log = new EmbeddedLog(dir, 20);
+  const chdb = await new ChdbStore(chdbDir, `rounds_${failFirst ? 'f' : 'ok'}_${process.pid}`).init();
+  await ensureSchema(chdb);
+  const commits: Commit[] = [];
+  const errors: string[] = [];
+  let calls = 0;
+  const sub = runProjector(log, chdb, {
+    cadenceMs: 100,
+    onCommit: (c) => {
+      if (failFirst && calls++ === 0) throw new Error('announcement failed');
+      commits.push(c);
+    },
+    onError: (_err, topic) => void errors.push(topic),
+  });
+  let written = 0;
+  try {
+    for (let i = 1; i <= 24; i++) {
+      // A message and its trade event, as a source posts them: one append each, on the two lanes.
+      const m = message(`m-${i}`, { writtenAt: new Date(Date.UTC(2026, 2, 1, 0, i)).toISOString() });
+      const e = event(i, { traderId: TRADERS[i % TRADERS.length], messageId: `m-${i}`, timeOfEvent: m.value.writtenAt });
+      log.appendSync(m.topic, [{ key: m.value.id, value: m.value }]);
+      log.appendSync(e.topic, [{ key: String(e.value.id), value: e.value }]);
+      written += 2;
+      await sleep(50);
+    }
+    await sub.caughtUp();
+    // Caught up: everything applied was announced by then.
+    return { commits: [...commits], errors, written };
+  } finally {
+    await sub.stop();
+    await chdb.drop();
+    await chdb.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const applied = (commits: readonly Commit[]) => commits.flatMap((c) => c.batches).reduce((n, b) => n + b.applied + b.dead, 0);
+
+describe('issue 26: one commit per round of the lanes', () => {
+  it('a trickle on both lanes is announced as few commits of both lanes, each record once, with every trader it wrote', async () => {
+    const { commits, written } = await trickle(false);
+    const batches = commits.flatMap((c) => c.batches);
+    expect(applied(commits)).toBe(written);
+    expect(batches.filter((b) => b.topic === 'messages').length).toBeGreaterThan(4);
+    // Fewer commits than batches: the lanes' batches of a round are announced together.
+    expect(commits.length).toBeLessThan(batches.length);
+    const bothLanes = commits.filter(
+      (c) => c.batches.some((b) => b.topic === 'messages') && c.batches.some((b) => b.topic === 'trade-events'),
+    );
+    expect(bothLanes.length).toBeGreaterThan(0);
+    // What the commits say they changed covers every trader the events were written for.
+    const traders = new Set<number>();
+    for (const c of commits) {
+      const ch = c.changes.tables.get('events');
+      if (ch?.traders === null) throw new Error('a commit of 24 events names no traders');
+      for (const t of ch?.traders ?? []) traders.add(t);
+    }
+    expect([...traders].sort()).toEqual(TRADERS);
+    expect(commits.some((c) => c.changes.tables.has('messages'))).toBe(true);
+  });
+
+  it('a failed announcement is made again with what came after it: no batch is lost', async () => {
+    const { commits, errors, written } = await trickle(true);
+    expect(errors).toContain('commit');
+    expect(applied(commits)).toBe(written);
+  });
+});
