@@ -250,6 +250,7 @@ class Commits {
   private since = 0;
   private timer: NodeJS.Timeout | undefined;
   private turn: Promise<void> = Promise.resolve();
+  private closed = false;
 
   constructor(private readonly events: ProjectorEvents) {}
 
@@ -295,8 +296,19 @@ class Commits {
     return run;
   }
 
+  /** Announces what is left; nothing is retried after. */
+  async close(): Promise<void> {
+    try {
+      await this.flush();
+    } finally {
+      this.closed = true;
+      clearTimeout(this.timer);
+    }
+  }
+
   /** However the lanes go, nothing gathered waits longer than `ms` to be announced. */
   private arm(ms: number): void {
+    if (this.closed) return;
     this.timer = setTimeout(() => void this.flush().catch((err) => this.events.onError?.(err, 'commit')), ms);
   }
 
@@ -389,7 +401,7 @@ export function runProjector(log: Log, store: Store, events: ProjectorEvents = {
     stop: async () => {
       await subscription.stop();
       await settler.stop();
-      await commits.flush().catch((err) => events.onError?.(err, 'commit'));
+      await commits.close().catch((err) => events.onError?.(err, 'commit'));
     },
   };
 }
