@@ -257,15 +257,9 @@ class Commits {
   /** A batch ended (or the settled work, `batch` undefined): announced now, or gathered. */
   async add(changes: ChangeSet, batch?: BatchOutcome): Promise<void> {
     const cadence = this.events.cadenceMs;
-    if (!cadence) return this.announce({ batches: batch ? [batch] : [], settled: !batch, changes });
-    if (!this.pending) {
-      this.pending = { batches: [], settled: false, changes: emptyChangeSet() };
-      this.since = Date.now();
-      this.arm(cadence);
-    }
-    if (batch) (this.pending.batches as BatchOutcome[]).push(batch);
-    else this.pending.settled = true;
-    mergeChanges(this.pending.changes, changes);
+    const commit = { batches: batch ? [batch] : [], settled: !batch, changes };
+    if (!cadence) return this.announce(commit);
+    this.gather(commit, cadence);
     // Settled work goes with the next round's commit (or the timer's), not in one of its own.
     if (Date.now() - this.since >= cadence) await this.flush();
   }
@@ -281,19 +275,28 @@ class Commits {
         await this.announce(c);
       } catch (err) {
         const later = this.pending as Commit | undefined;
-        this.pending = c;
-        if (later) {
-          (c.batches as BatchOutcome[]).push(...later.batches);
-          c.settled ||= later.settled;
-          mergeChanges(c.changes, later.changes);
-        }
+        this.pending = undefined;
         clearTimeout(this.timer);
-        this.arm(this.events.cadenceMs ?? 1000);
+        const ms = this.events.cadenceMs ?? 1000;
+        this.gather(c, ms);
+        if (later) this.gather(later, ms);
         throw err;
       }
     });
     this.turn = run.catch(() => {});
     return run;
+  }
+
+  /** Adds `c` to what is to be announced, within `ms` at the latest when it is the first. */
+  private gather(c: Commit, ms: number): void {
+    if (!this.pending) {
+      this.pending = { batches: [], settled: false, changes: emptyChangeSet() };
+      this.since = Date.now();
+      this.arm(ms);
+    }
+    (this.pending.batches as BatchOutcome[]).push(...c.batches);
+    this.pending.settled ||= c.settled;
+    mergeChanges(this.pending.changes, c.changes);
   }
 
   /** Announces what is left; nothing is retried after. */

@@ -499,17 +499,13 @@ export function versionChanges(version: () => number | Promise<number>, graph: T
  * null when some commit does not say), or null when one of them changed everything.
  */
 export function writtenTo(since: readonly ChangeSet[], table: string): TableChange | null {
-  const out: TableChange = { traders: new Set(), assets: new Set(), times: { lo: Number.POSITIVE_INFINITY, hi: Number.NEGATIVE_INFINITY } };
+  let out: TableChange | undefined;
   for (const set of since) {
     if (set.all) return null;
     const c = set.tables.get(table);
-    if (!c) continue;
-    out.traders = merge(out.traders, c.traders);
-    out.assets = merge(out.assets, c.assets);
-    out.times = out.times && c.times && { lo: Math.min(out.times.lo, c.times.lo), hi: Math.max(out.times.hi, c.times.hi) };
-    out.mark = out.mark === null || c.mark == null ? null : Math.max(out.mark ?? Number.NEGATIVE_INFINITY, c.mark);
+    if (c) out = joinChange(out, c);
   }
-  return out;
+  return out ?? { traders: new Set(), assets: new Set(), times: { lo: Number.POSITIVE_INFINITY, hi: Number.NEGATIVE_INFINITY } };
 }
 
 /** Adds what `from` changed to `into`: one commit made of several batches says all they wrote. */
@@ -520,25 +516,25 @@ export function mergeChanges(into: ChangeSet, from: ChangeSet): void {
     into.tables.clear();
     return;
   }
-  for (const [name, b] of from.tables) {
-    const a = into.tables.get(name) ?? {
-      traders: new Set(),
-      assets: new Set(),
-      times: { lo: Number.POSITIVE_INFINITY, hi: Number.NEGATIVE_INFINITY },
-    };
-    const c: TableChange = {
-      traders: merge(a.traders && new Set(a.traders), b.traders),
-      assets: merge(a.assets && new Set(a.assets), b.assets),
-      times: a.times && b.times && { lo: Math.min(a.times.lo, b.times.lo), hi: Math.max(a.times.hi, b.times.hi) },
-    };
-    const had = into.tables.has(name);
-    // Absent in one of them: not known there (a whole-table change says neither), so not known.
-    if (b.sources !== undefined || (had && a.sources !== undefined))
-      c.sources = (had && !a.sources) || !b.sources ? null : merge(new Set(had ? a.sources : []), b.sources);
-    if (b.mark !== undefined || (had && a.mark !== undefined))
-      c.mark = (had && a.mark == null) || b.mark == null ? null : Math.max(had ? a.mark! : Number.NEGATIVE_INFINITY, b.mark);
-    into.tables.set(name, c);
-  }
+  for (const [name, b] of from.tables) into.tables.set(name, joinChange(into.tables.get(name), b));
+}
+
+/**
+ * What `a` (undefined: nothing yet) and `b` changed in one table together. What one of them does
+ * not know (null, or absent where the other says it) is not known.
+ */
+function joinChange(a: TableChange | undefined, b: TableChange): TableChange {
+  const from = a ?? { traders: new Set(), assets: new Set(), times: { lo: Number.POSITIVE_INFINITY, hi: Number.NEGATIVE_INFINITY } };
+  const c: TableChange = {
+    traders: merge(from.traders && new Set(from.traders), b.traders),
+    assets: merge(from.assets && new Set(from.assets), b.assets),
+    times: from.times && b.times && { lo: Math.min(from.times.lo, b.times.lo), hi: Math.max(from.times.hi, b.times.hi) },
+  };
+  if (b.sources !== undefined || a?.sources !== undefined)
+    c.sources = (a && !a.sources) || !b.sources ? null : merge(new Set(a?.sources ?? []), b.sources);
+  if (b.mark !== undefined || a?.mark !== undefined)
+    c.mark = (a && a.mark == null) || b.mark == null ? null : Math.max(a?.mark ?? Number.NEGATIVE_INFINITY, b.mark);
+  return c;
 }
 
 /** Whether a change set touches any of these tables (everything touches them all). */
