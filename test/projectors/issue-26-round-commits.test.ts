@@ -5,6 +5,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { EmbeddedLog } from '../../projectors/log/embedded.ts';
 import { type Commit, ensureSchema, runProjector } from '../../projectors/runner.ts';
 import { ChdbStore } from '../../storage/chdb.ts';
+import { MESSAGES_TABLE } from '../../storage/tables/messages.ts';
+import { EVENTS_TABLE } from '../../storage/tables/trading.ts';
 import { event, message } from './records.ts';
 
 /**
@@ -75,12 +77,12 @@ describe('issue 26: one commit per round of the lanes', () => {
     // What the commits say they changed covers every trader the events were written for.
     const traders = new Set<number>();
     for (const c of commits) {
-      const ch = c.changes.tables.get('events');
+      const ch = c.changes.tables.get(EVENTS_TABLE.name);
       if (ch?.traders === null) throw new Error('a commit of 24 events names no traders');
       for (const t of ch?.traders ?? []) traders.add(t);
     }
     expect([...traders].sort()).toEqual(TRADERS);
-    expect(commits.some((c) => c.changes.tables.has('messages'))).toBe(true);
+    expect(commits.some((c) => c.changes.tables.has(MESSAGES_TABLE.name))).toBe(true);
   });
 
   it('a failed announcement is made again with what came after it: no batch is lost', async () => {
