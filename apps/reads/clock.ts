@@ -1,7 +1,7 @@
 import type { Changes } from '../../storage/changes.ts';
 import { baseStore, checkIdentifier, type Store } from '../../storage/port.ts';
 import type { Table } from '../../storage/table.ts';
-import { keptFor, type ReadContext, type Seen } from './context.ts';
+import { keptFor, type ReadContext, type Seen, unchangedSince } from './context.ts';
 import { PAGE_FACTS, type PageFacts } from './list.ts';
 
 /**
@@ -31,21 +31,38 @@ export async function keptFirstAfter(
   find: () => Promise<number | null>,
 ): Promise<number | null> {
   const deps = { tables: new Set([at.table.name]), traders: null, assets: null };
-  // What was found stays the first after `now` unless a row dated after `now` and before it was written since.
-  const between = (t: number | null) =>
-    at.table.changes?.time === at.column ? { ...deps, times: [{ lo: now + 1, hi: t === null ? Number.POSITIVE_INFINITY : t - 1 }] } : deps;
+  // What was found stays the first after `after` unless a row dated after `after` and before it was written since.
+  const between = (after: number, t: number | null) =>
+    at.table.changes?.time === at.column
+      ? { ...deps, times: [{ lo: after + 1, hi: t === null ? Number.POSITIVE_INFINITY : t - 1 }] }
+      : deps;
   const known = seen && Number.isFinite(seen.seq) ? seen : undefined;
   if (!known) return find();
   const per = keptFor(firsts, known.changes, baseStore(store));
   const key = `${at.table.name}.${at.column}${at.key ? `:${at.key}` : ''}`;
   const kept = per.get(key) ?? [];
   per.set(key, kept);
-  const hit = kept.find((e) => e.from <= now && (e.t === null || now < e.t) && !known.changes.changedSince(between(e.t), e.seq));
-  if (hit) return hit.t;
+  // Newest first. Each commit is looked at once per instant kept (issue 26: an instant that
+  // outlives thousands of commits was checked against all of them again on every read): one that
+  // wrote no row dated within what an instant covers moves it to the caller's seq; one that wrote
+  // rows dated before this request's clock leaves it, and the instant as of this request is kept.
+  for (let i = kept.length - 1; i >= 0; i--) {
+    const e = kept[i]!;
+    if (!(e.from <= now && (e.t === null || now < e.t))) continue;
+    if (unchangedSince(known.changes, between(e.from, e.t), e, known.seq)) return e.t;
+    if (!known.changes.changedSince(between(now, e.t), e.seq, known.seq)) {
+      keep(kept, { from: now, t: e.t, seq: known.seq });
+      return e.t;
+    }
+  }
   const t = await find();
-  kept.push({ from: now, t, seq: known.seq });
-  if (kept.length > FIRSTS_KEPT) kept.shift();
+  keep(kept, { from: now, t, seq: known.seq });
   return t;
+}
+
+function keep(kept: { from: number; t: number | null; seq: number }[], e: { from: number; t: number | null; seq: number }): void {
+  kept.push(e);
+  if (kept.length > FIRSTS_KEPT) kept.shift();
 }
 
 /**

@@ -68,6 +68,19 @@ interface Memo {
 const memos = new WeakMap<Changes, WeakMap<Store, Map<object, Memo>>>();
 
 /**
+ * Whether no commit up to `seq` (the caller's) touched what a memo was made from; if none did, the
+ * memo is as of `seq` from then on, so each commit is looked at once per memo (issue 26: a memo
+ * that outlives thousands of commits, as the facts do under a trickle of trades, was checked
+ * against all of them again on every read).
+ */
+export function unchangedSince(changes: Changes, deps: Dependencies, memo: { seq: number }, seq: number): boolean {
+  if (memo.seq >= seq) return true;
+  if (changes.changedSince(deps, memo.seq, seq)) return false;
+  memo.seq = seq;
+  return true;
+}
+
+/**
  * What is kept for one change log and store (issue 26). Per change log: a seq means what its log
  * says, and two apps on one store (a test's cached app and the fresh one it is checked against)
  * each keep their own.
@@ -108,7 +121,7 @@ export function perDataVersion<T>(
     if (!changes || !Number.isFinite(seq)) return make(store) as Awaited<T>;
     const held = keptFor(memos, changes, store);
     const had = held.get(id);
-    if (had && !changes.changedSince(had.deps, had.seq)) {
+    if (had && unchangedSince(changes, had.deps, had, seq)) {
       for (const t of had.deps.tables) ctx.reads?.add(t);
       return had.value as Awaited<T>;
     }
@@ -164,7 +177,7 @@ export async function keptUntilChanged<T>(ctx: ReadContext, key: string, deps: D
   if (!changes || !Number.isFinite(seq)) return make();
   const held = keptFor(keyedMemos, changes, baseStore(ctx.store));
   const had = held.get(key);
-  if (had && !changes.changedSince(had.deps, had.seq)) return had.value as Promise<T>;
+  if (had && unchangedSince(changes, had.deps, had, seq)) return had.value as Promise<T>;
   const value = make();
   const memo: Memo = { seq, deps, value };
   remember(held, key, memo, KEYED_MAX);

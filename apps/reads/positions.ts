@@ -8,7 +8,7 @@ import { beforeKey } from '../../storage/statements.ts';
 import { POSITION_PERFORMANCES_TABLE } from '../../storage/tables/performance.ts';
 import { PRICES_TABLE } from '../../storage/tables/prices.ts';
 import { OPEN_POSITIONS_TABLE, POSITIONS_TABLE } from '../../storage/tables/trading.ts';
-import { perDataVersion, type ReadContext } from './context.ts';
+import { perDataVersion, type ReadContext, unchangedSince } from './context.ts';
 import {
   exportStatement,
   leafNames,
@@ -258,8 +258,11 @@ async function latestMarks(ctx: ReadContext, assetIds: number[]): Promise<Map<nu
   ctx.reads?.add(PRICES_TABLE.name);
   const out = new Map<number, number>();
   const missing: number[] = [];
+  // A mark no commit up to `seq` repriced is as of `seq` from then on: each commit is looked at once per mark.
   const unchanged = (m: Mark, a: number) =>
-    Number.isFinite(m.seq) && !ctx.changes!.changedSince({ tables: PRICE_TABLES, traders: null, assets: [a] }, m.seq);
+    Number.isFinite(m.seq) &&
+    Number.isFinite(seq) &&
+    unchangedSince(ctx.changes!, { tables: PRICE_TABLES, traders: null, assets: [a] }, m, seq);
   for (const a of assetIds) {
     const m = marks.get(a);
     if (m && m.from <= now && now < m.until && unchanged(m, a)) {
