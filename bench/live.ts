@@ -687,8 +687,11 @@ try {
   }
 
   const phases: PhaseResult[] = [];
-  for (const rate of [0, ...rates]) {
-    const name = rate === 0 ? 'static' : `live ${rate}/s`;
+  for (const [i, rate] of [0, ...rates].entries()) {
+    // A rate given twice (a longer look at one rate: --rates 20,20,20) is two phases, each with its own figures.
+    const base = rate === 0 ? 'static' : `live ${rate}/s`;
+    const nth = rate === 0 ? 1 : rates.slice(0, i).filter((r) => r === rate).length;
+    const name = nth > 1 ? `${base} (${nth})` : base;
     progress(`phase ${name}: ${(phaseMs / 1000).toFixed(0)} s`);
     const samples: Sample[] = [];
     const cpu0 = { server: cpuSecs(server?.pid), ingest: cpuSecs(ingest.pid) };
