@@ -70,6 +70,16 @@ export function parseOrigins(v: string): string[] {
  */
 export const READ_STORE_TIMEOUT_MS = 10_000;
 
+/**
+ * The live projector's default cadence (LIVE_CADENCE_MS, issue 26): what arrives within it is one
+ * batch per topic, and the batches of a round of both lanes are one commit, so at any ingest rate
+ * the projector's per-batch work and the cached answers commits end stay bounded, and a record
+ * waits at most this long before its batch starts. Shorter, the rounds ran back to back under load
+ * and left records waiting behind a whole round; longer, reads keep more of the cores under ingest
+ * and new records show later (figures: bench/README, live.ts).
+ */
+export const DEFAULT_LIVE_CADENCE_MS = 500;
+
 export const SETTINGS = [
   setting({
     name: 'PORT',
@@ -113,6 +123,17 @@ export const SETTINGS = [
     help: "a file to append a line per store statement to: when it ended, its session, ms waited, ms run, its text's start",
     in: { start: {} },
     parse: (v) => resolve(v),
+  }),
+  setting({
+    name: 'LIVE_CADENCE_MS',
+    key: 'liveCadenceMs',
+    help: 'how often the projector takes live records (a round of the topics and one commit at most this often, 50..10000): longer leaves more of the cores to reads under ingest, shorter shows new records sooner',
+    in: { start: { default: String(DEFAULT_LIVE_CADENCE_MS) } },
+    parse: (v) => {
+      const n = positiveMs(v);
+      if (n < 50 || n > 10_000) throw new Error(`must be 50..10000 milliseconds, got ${v}`);
+      return n;
+    },
   }),
   setting({
     name: 'RATE_LIMITS',
@@ -332,6 +353,8 @@ export interface Config {
   cursorSecret?: string;
   /** STATEMENT_LOG: where the store's statements are noted (storage/statement-log.ts). */
   statementLog?: string;
+  /** LIVE_CADENCE_MS: the live projector's rounds and commits at most this often (default DEFAULT_LIVE_CADENCE_MS). */
+  liveCadenceMs?: number;
 }
 
 /** A listen address of its own for /metrics. */
@@ -355,6 +378,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     ...(s.metricsPort !== undefined ? { metrics: { port: s.metricsPort, host: s.metricsHost! } } : {}),
     ...(s.cursorSecret ? { cursorSecret: s.cursorSecret } : {}),
     ...(s.statementLog ? { statementLog: s.statementLog } : {}),
+    liveCadenceMs: s.liveCadenceMs!,
   };
 }
 

@@ -23,7 +23,7 @@ import { readPasswords, setPassword } from './auth/passwords.ts';
 import { MemoryCache, MemoryWatermarks } from './cache/memory.ts';
 import { DATA_VERSION } from './cache/port.ts';
 import type { Config } from './config.ts';
-import { authUrls, originOf } from './config.ts';
+import { authUrls, DEFAULT_LIVE_CADENCE_MS, originOf } from './config.ts';
 import { tuneServiceHeap } from './heap.ts';
 import { type AuthUrls, TokenVerifier } from './mcp/bearer.ts';
 import { Metrics, serveMetrics } from './metrics.ts';
@@ -227,16 +227,6 @@ function compactionQueue(opts: { maintenance: ChdbStore; say: Say; closing: () =
   return { run, idle: () => compacting };
 }
 
-/**
- * Live records are projected in rounds at most this often (issue 26): what arrives within it is one
- * batch per topic, and the batches of a round of both lanes are one commit, so at any ingest rate
- * the projector's per-batch work and the cached answers commits end stay bounded, and a record
- * waits at most this long before its batch starts. A round
- * costs about the same store statements whatever it holds: shorter, the rounds ran back to back,
- * took more of the cores and left records waiting behind a whole round (figures: stop 43's note).
- */
-const LIVE_CADENCE_MS = 500;
-
 /** `signalbase start`: embedded log + chdb + in-process watermarks, REST on one port. */
 export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: Say } = {}): Promise<Embedded> {
   const say = opts.say ?? ((l: string) => console.log(l));
@@ -273,7 +263,7 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
     dataVersion: () => watermarks.get(DATA_VERSION),
   });
   const projector = runProjector(log, store, {
-    cadenceMs: LIVE_CADENCE_MS,
+    cadenceMs: cfg.liveCadenceMs ?? DEFAULT_LIVE_CADENCE_MS,
     onCommit: async (info) => {
       changeLog.add(++commits, info.changes);
       await watermarks.advance(DATA_VERSION, commits);

@@ -49,6 +49,11 @@ describe('issue 25: one configuration', () => {
     expect(() => loadConfig({ LOG_LEVEL: 'loud' })).toThrow(/LOG_LEVEL must be one of/);
     expect(() => loadConfig({ CURSOR_SECRET: 'short' })).toThrow(/CURSOR_SECRET must be 32 bytes or more/);
     expect(() => loadConfig({ MCP_ALLOWED_ORIGINS: 'https://app.example/path' })).toThrow(/MCP_ALLOWED_ORIGINS/);
+    // The live projector's cadence (issue 26): milliseconds within bounds, 500 unless given.
+    for (const bad of ['0', '20', '10001', 'soon', '0.5'])
+      expect(() => loadConfig({ LIVE_CADENCE_MS: bad }), bad).toThrow(/LIVE_CADENCE_MS must be/);
+    expect(loadConfig({ LIVE_CADENCE_MS: '1000' }).liveCadenceMs).toBe(1000);
+    expect(loadConfig({}).liveCadenceMs).toBe(500);
     // Unset and empty both mean the default.
     expect(loadConfig({ PORT: '' }).port).toBe(8080);
     expect(loadConfig({}).host).toBe('127.0.0.1');
