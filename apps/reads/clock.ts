@@ -10,8 +10,14 @@ import { PAGE_FACTS, type PageFacts } from './list.ts';
  * be earlier than the true instant (the entry then ends early and is read again), never later.
  */
 
-/** What firstAfter found per store and column: each the first time after `from`, as of `seq`. */
-const firsts = new WeakMap<Changes, WeakMap<Store, Map<string, { from: number; t: number | null; seq: number }[]>>>();
+/** What firstAfter found: the first time after `from` (null: none), as of `seq`. */
+interface FirstKept {
+  from: number;
+  t: number | null;
+  seq: number;
+}
+/** What firstAfter found per store and column. */
+const firsts = new WeakMap<Changes, WeakMap<Store, Map<string, FirstKept[]>>>();
 /** Instants kept per column (reads ask from now, and from the start of a trailing window). */
 const FIRSTS_KEPT = 8;
 
@@ -60,7 +66,7 @@ export async function keptFirstAfter(
   return t;
 }
 
-function keep(kept: { from: number; t: number | null; seq: number }[], e: { from: number; t: number | null; seq: number }): void {
+function keep(kept: FirstKept[], e: FirstKept): void {
   kept.push(e);
   if (kept.length > FIRSTS_KEPT) kept.shift();
 }
