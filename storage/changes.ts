@@ -46,6 +46,12 @@ export interface ChangeSet {
 const MAX_IDS = 1_000;
 
 export const emptyChangeSet = (): ChangeSet => ({ all: false, tables: new Map() });
+/** A table's change before any row is noted in it: no trader, asset or time yet. */
+const nothingYet = (): TableChange => ({
+  traders: new Set(),
+  assets: new Set(),
+  times: { lo: Number.POSITIVE_INFINITY, hi: Number.NEGATIVE_INFINITY },
+});
 /** A change of every row of these tables (a compaction rewrote them). */
 export const wholeTables = (tables: readonly string[]): ChangeSet => ({
   all: false,
@@ -118,7 +124,7 @@ function touch(set: ChangeSet, graph: TableGraph, table: string, values: (column
     const ids = (column: string | undefined) => (column ? (values(column)?.map(Number) ?? null) : null);
     let c = set.tables.get(name);
     if (!c) {
-      c = { traders: new Set(), assets: new Set(), times: { lo: Number.POSITIVE_INFINITY, hi: Number.NEGATIVE_INFINITY } };
+      c = nothingYet();
       set.tables.set(name, c);
     }
     c.traders = merge(c.traders, ids(dims?.trader));
@@ -505,7 +511,7 @@ export function writtenTo(since: readonly ChangeSet[], table: string): TableChan
     const c = set.tables.get(table);
     if (c) out = joinChange(out, c);
   }
-  return out ?? { traders: new Set(), assets: new Set(), times: { lo: Number.POSITIVE_INFINITY, hi: Number.NEGATIVE_INFINITY } };
+  return out ?? nothingYet();
 }
 
 /** Adds what `from` changed to `into`: one commit made of several batches says all they wrote. */
@@ -524,7 +530,7 @@ export function mergeChanges(into: ChangeSet, from: ChangeSet): void {
  * not know (null, or absent where the other says it) is not known.
  */
 function joinChange(a: TableChange | undefined, b: TableChange): TableChange {
-  const from = a ?? { traders: new Set(), assets: new Set(), times: { lo: Number.POSITIVE_INFINITY, hi: Number.NEGATIVE_INFINITY } };
+  const from = a ?? nothingYet();
   const c: TableChange = {
     traders: merge(from.traders && new Set(from.traders), b.traders),
     assets: merge(from.assets && new Set(from.assets), b.assets),

@@ -74,6 +74,8 @@ const memos = new WeakMap<Changes, WeakMap<Store, Map<object, Memo>>>();
  * against all of them again on every read).
  */
 export function unchangedSince(changes: Changes, deps: Dependencies, memo: { seq: number }, seq: number): boolean {
+  // A seq that is not known (NaN: Redis away) says nothing: the memo is made again.
+  if (!Number.isFinite(seq) || !Number.isFinite(memo.seq)) return false;
   if (memo.seq >= seq) return true;
   if (changes.changedSince(deps, memo.seq, seq)) return false;
   memo.seq = seq;

@@ -259,10 +259,7 @@ async function latestMarks(ctx: ReadContext, assetIds: number[]): Promise<Map<nu
   const out = new Map<number, number>();
   const missing: number[] = [];
   // A mark no commit up to `seq` repriced is as of `seq` from then on: each commit is looked at once per mark.
-  const unchanged = (m: Mark, a: number) =>
-    Number.isFinite(m.seq) &&
-    Number.isFinite(seq) &&
-    unchangedSince(ctx.changes!, { tables: PRICE_TABLES, traders: null, assets: [a] }, m, seq);
+  const unchanged = (m: Mark, a: number) => unchangedSince(ctx.changes!, { tables: PRICE_TABLES, traders: null, assets: [a] }, m, seq);
   for (const a of assetIds) {
     const m = marks.get(a);
     if (m && m.from <= now && now < m.until && unchanged(m, a)) {
