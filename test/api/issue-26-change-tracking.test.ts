@@ -267,18 +267,20 @@ describe('issue 26: change tracking', () => {
   });
 
   it('events on eligible assets keep the held events of an ineligible asset; an event on it ends them', async () => {
-    // Asset 9 has no active market: the activity counts take its events back, held in memory.
+    // Asset 9 has no active market: the activity counts take its events back, held in memory. They
+    // are taken back from the rolled-up rows of whole hours: the events lie hours back, not in the
+    // current hour, which is read from the statements (eligible assets only) when a commit lands in it.
     await h.given([
       build.asset(9, { markets: [{ quoteSymbol: 'USD', active: false, preferred: true }] }),
-      build.event(nextEvent++, { traderId: 1, assetId: 9, timeOfEvent: iso(clock.now - 5 * MIN) }),
-      build.event(nextEvent++, { traderId: 2, assetId: 9, timeOfEvent: iso(clock.now - 4 * MIN) }),
+      build.event(nextEvent++, { traderId: 1, assetId: 9, timeOfEvent: iso(clock.now - 3 * HOUR - 5 * MIN) }),
+      build.event(nextEvent++, { traderId: 2, assetId: 9, timeOfEvent: iso(clock.now - 3 * HOUR - 4 * MIN) }),
     ]);
     const url = '/v2/activity-summaries?groupBy=trader&interval=hour';
     const heldRead = (spy: { mock: { calls: unknown[][] } }) =>
       spy.mock.calls.some(([, params]) => ((params as { excludedAssets?: number[] } | undefined)?.excludedAssets ?? []).includes(9));
     expect(comparable(await get(cached, url))).toEqual(comparable(await get(fresh, url)));
 
-    await h.given([build.event(nextEvent++, { traderId: 2, assetId: 1, timeOfEvent: iso(clock.now - 3 * MIN) })]);
+    await h.given([build.event(nextEvent++, { traderId: 2, assetId: 1, timeOfEvent: iso(clock.now - 3 * HOUR - 3 * MIN) })]);
     let spy = vi.spyOn(h.store, 'query');
     const afterEligible = await get(cached, url);
     expect(spy).toHaveBeenCalled(); // the answer was read again: a commit changed its events
@@ -286,7 +288,7 @@ describe('issue 26: change tracking', () => {
     spy.mockRestore();
     expect(comparable(afterEligible)).toEqual(comparable(await get(fresh, url)));
 
-    await h.given([build.event(nextEvent++, { traderId: 1, assetId: 9, timeOfEvent: iso(clock.now - 2 * MIN) })]);
+    await h.given([build.event(nextEvent++, { traderId: 1, assetId: 9, timeOfEvent: iso(clock.now - 3 * HOUR - 2 * MIN) })]);
     spy = vi.spyOn(h.store, 'query');
     const afterIneligible = await get(cached, url);
     expect(heldRead(spy)).toBe(true);
