@@ -13,8 +13,11 @@ import { MESSAGES_TABLE } from '../../storage/tables/messages.ts';
 import { EVENTS_TABLE } from '../../storage/tables/trading.ts';
 import type { ProjectionContext } from '../projection.ts';
 
-/** Hour buckets to count again at most for a roll-up to run on one thread. */
-const ONE_THREAD_BUCKETS = 1000;
+/**
+ * Hour buckets to count again at most for a roll-up to run on one thread and to insert its rows as
+ * rows, which name their owners (a live trickle); with more, it runs in the store (a catch-up).
+ */
+export const ROLLUP_LIMITS = { fewBuckets: 1000 };
 
 /** Rolls the statement tables up into the activity tables (storage/tables/activity.ts says how and why). */
 interface RollUp {
@@ -74,18 +77,31 @@ async function rollUp(store: Store, table: Table): Promise<number> {
   const top = Number(fresh?.top ?? 0);
   if (!fresh || !Number(fresh.buckets) || top <= since) return 0;
   const owner = r.owner.join(', ');
+  const few = Number(fresh.buckets) <= ROLLUP_LIMITS.fewBuckets;
   // A live trickle's few buckets are read on one thread (a second costs more than it saves, as in a
   // live batch's reads: projectors/runner.ts); a catch-up's many keep every thread.
-  const settings = Number(fresh.buckets) <= ONE_THREAD_BUCKETS ? 'SETTINGS max_threads = 1' : '';
+  const settings = few ? 'SETTINGS max_threads = 1' : '';
   const zeros = r.counts.map(() => 'toUInt32(0)').join(', ');
   const sums = r.counts.map((c) => `sum(${c}) AS ${c}`).join(', ');
   const params = { since, top };
+  const columns = ['grain', 'start', ...r.owner, ...r.counts, 'firstAt', 'lastAt', 'seq'];
+  // A live trickle's rows come back and are inserted as rows, which name their owners: the commit
+  // then ends only what was read of those owners' buckets (storage/changes.ts). A catch-up's many
+  // stay in the store (INSERT ... SELECT: a change of every owner).
+  const write = async (select: string) => {
+    if (!few) return store.exec(`INSERT INTO ${r.target} (${columns.join(', ')}) ${select}`, params);
+    const rows = await store.query<Record<string, unknown>>(select, params);
+    await store.insertCompact(
+      r.target.name,
+      columns,
+      rows.map((row) => columns.map((c) => row[c])),
+    );
+  };
   // Hours: the current, live statements of each bucket with a row written since the mark, and a
   // zero row per such bucket (so a bucket left empty still gets its row).
-  await store.exec(
+  await write(
     `
-    INSERT INTO ${r.target} (grain, start, ${owner}, ${r.counts.join(', ')}, firstAt, lastAt, seq)
-    SELECT 'hour', h, ${owner}, ${sums}, minIf(at, c = 1), maxIf(at, c = 1), {top:UInt64} FROM (
+    SELECT 'hour' AS grain, h AS start, ${owner}, ${sums}, minIf(at, c = 1) AS firstAt, maxIf(at, c = 1) AS lastAt, {top:UInt64} AS seq FROM (
       SELECT ${hourOf(r.time)} AS h, ${owner}, ${r.counted.map((e, i) => `${e} AS ${r.counts[i]}`).join(', ')},
         toUnixTimestamp64Milli(${r.time}) AS at, 1 AS c
       FROM ${r.source} FINAL
@@ -95,19 +111,16 @@ async function rollUp(store: Store, table: Table): Promise<number> {
       SELECT DISTINCT ${hourOf(r.time)} AS h, ${owner}, ${zeros}, toInt64(0) AS at, 0 AS c FROM ${r.source} WHERE seq > {since:UInt64}
     )
     GROUP BY h, ${owner} ${settings}`,
-    params,
   );
   // Days: the sum of their hour rows, for each day of those buckets.
-  await store.exec(
+  await write(
     `
-    INSERT INTO ${r.target} (grain, start, ${owner}, ${r.counts.join(', ')}, firstAt, lastAt, seq)
-    SELECT 'day', d, ${owner}, ${sums}, minIf(firstAt, c = 1), maxIf(lastAt, c = 1), {top:UInt64} FROM (
+    SELECT 'day' AS grain, d AS start, ${owner}, ${sums}, minIf(firstAt, c = 1) AS firstAt, maxIf(lastAt, c = 1) AS lastAt, {top:UInt64} AS seq FROM (
       SELECT intDiv(start, ${DAY_MS}) * ${DAY_MS} AS d, ${owner}, ${r.counts.join(', ')}, firstAt, lastAt, (${r.counts.join(' + ')}) > 0 AS c
       FROM ${r.target} FINAL
       WHERE grain = 'hour' AND (${owner}, intDiv(start, ${DAY_MS}) * ${DAY_MS}) IN (SELECT ${owner}, intDiv(toUnixTimestamp64Milli(${r.time}), ${DAY_MS}) * ${DAY_MS} FROM ${r.source} WHERE seq > {since:UInt64})
     )
     GROUP BY d, ${owner} ${settings}`,
-    params,
   );
   await store.insert(ACTIVITY_ROLLUP_TABLE.name, [{ source, seq: top }]);
   return Number(fresh.buckets);

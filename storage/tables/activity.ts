@@ -1,10 +1,15 @@
 import { DIRECTIONS, EVENT_TYPES } from '../../schemas/topics/common.ts';
 import { table } from '../table.ts';
 
-export const ACTIVITY_EVENTS_TABLE = table('activity_events');
-export const ACTIVITY_MESSAGES_TABLE = table('activity_messages');
-export const ACTIVITY_EVENTS_BY_TRADER_TABLE = table('activity_events_by_trader');
-export const ACTIVITY_MESSAGES_BY_SOURCE_TABLE = table('activity_messages_by_source');
+// A bucket's row belongs to its owner, and a roll-up rewrites the rows of the owners whose buckets
+// it counts again: a live roll-up's rows name them (projectors/activity/rollup.ts), so a commit of
+// one ends only what was read of those owners' rows (issue 26).
+const BY_TRADER = { changes: { trader: 'traderId' } } as const;
+const BY_SOURCE = { changes: { source: ['platform', 'sourceIdentityId'] } } as const;
+export const ACTIVITY_EVENTS_TABLE = table('activity_events', BY_TRADER);
+export const ACTIVITY_MESSAGES_TABLE = table('activity_messages', BY_SOURCE);
+export const ACTIVITY_EVENTS_BY_TRADER_TABLE = table('activity_events_by_trader', BY_TRADER);
+export const ACTIVITY_MESSAGES_BY_SOURCE_TABLE = table('activity_messages_by_source', BY_SOURCE);
 export const ACTIVITY_EVENTS_BY_TRADER_FEED_TABLE = table('activity_events_by_trader_feed');
 export const ACTIVITY_MESSAGES_BY_SOURCE_FEED_TABLE = table('activity_messages_by_source_feed');
 export const ACTIVITY_ROLLUP_TABLE = table('activity_rollup');

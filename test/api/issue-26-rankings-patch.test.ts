@@ -171,4 +171,20 @@ describe("rankings: counted events kept across commits follow a live server's ro
     await h.settle();
     expect(await counts(T0 + 2000)).toEqual({ 1: 2, 2: 2 });
   });
+
+  it("a roll-up names the traders it rolled up: after trader 1's event and its roll-up, only trader 1's counts are read again", async () => {
+    await counts(T0 + 3000);
+    await h.given([build.event(5, { traderId: 1, assetId: 1, timeOfEvent: iso(T0 - 2 * DAY) })]);
+    await h.settle();
+    // The cached app's read alone (counts() reads the fresh app too, which reads every trader).
+    clock.now = T0 + 4000;
+    const url = '/v2/traders/rankings?metric=event_count';
+    const { reads } = await groupReads(h, /activity_events/, 'eOnlyGroups', () =>
+      cached.inject({ method: 'GET', url, headers: { 'x-api-key': key, 'x-request-id': 'r' } }),
+    );
+    const result = await counts(T0 + 4000);
+    expect(result).toEqual({ 1: 3, 2: 2 });
+    expect(reads.length).toBeGreaterThan(0);
+    for (const ids of reads) expect(ids).toEqual([1]);
+  });
 });

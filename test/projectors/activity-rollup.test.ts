@@ -4,6 +4,7 @@
 // direction, deleted, a position losing its open) and across batches, replays and a crash that
 // stops a batch between its inserts and its roll-up.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ROLLUP_LIMITS } from '../../projectors/activity/rollup.ts';
 import { applyBatch } from '../../projectors/runner.ts';
 import { ProjectorSession } from '../../projectors/session.ts';
 import type { ChdbStore } from '../../storage/chdb.ts';
@@ -15,12 +16,6 @@ import * as O from '../oracle/oracle.ts';
 let db: Awaited<ReturnType<typeof openSchemaStore>>;
 let store: ChdbStore;
 let spec: ReturnType<typeof projectionSpec>;
-beforeAll(async () => {
-  db = await openSchemaStore('rollup');
-  store = db.store;
-  spec = projectionSpec(db.session);
-});
-afterAll(() => db?.close());
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -160,7 +155,23 @@ const CHANGES: TopicRecord[] = [
   build.message('r-3', 'src-72', '2026-03-01T11:00:00.000Z', { version: 2, deleted: true }),
 ];
 
-describe('activity roll-up (issue 7)', () => {
+// Both ways a roll-up writes: a live trickle's rows inserted as rows, a catch-up's INSERT ... SELECT.
+describe.each([
+  { way: 'rows inserted as rows', fewBuckets: ROLLUP_LIMITS.fewBuckets },
+  { way: 'INSERT ... SELECT', fewBuckets: 0 },
+])('activity roll-up (issue 7): $way', ({ fewBuckets }) => {
+  const before = ROLLUP_LIMITS.fewBuckets;
+  beforeAll(async () => {
+    ROLLUP_LIMITS.fewBuckets = fewBuckets;
+    db = await openSchemaStore(`rollup${fewBuckets}`);
+    store = db.store;
+    spec = projectionSpec(db.session);
+  });
+  afterAll(async () => {
+    ROLLUP_LIMITS.fewBuckets = before;
+    await db?.close();
+  });
+
   it('counts each hour and day of the current, live events (per type and direction) and messages, a batch at a time', () =>
     spec
       .given(RECORDS)
@@ -206,6 +217,12 @@ describe('activity roll-up (issue 7)', () => {
     // A store that goes down at the batch's first roll-up insert: the batch has written its statements and writes nothing more (as a crash would leave it).
     let down = false;
     const up = <T>(f: () => Promise<T>): Promise<T> => (down ? Promise.reject(new Error('store down')) : f());
+    // A live roll-up's few rows are inserted as rows, a catch-up's by INSERT ... SELECT: either is its first write.
+    const rollUpInsert = (table: string) =>
+      up(() => {
+        down = true;
+        return Promise.reject(new Error(`store down at ${table}`));
+      });
     const stopping: Store = {
       get database() {
         return store.database;
@@ -219,8 +236,9 @@ describe('activity roll-up (issue 7)', () => {
           }
           return store.exec(sql, params);
         }),
-      insert: (table, rows) => up(() => store.insert(table, rows)),
-      insertCompact: (table, columns, rows) => up(() => store.insertCompact(table, columns, rows)),
+      insert: (table, rows) => (table.startsWith('activity_') ? rollUpInsert(table) : up(() => store.insert(table, rows))),
+      insertCompact: (table, columns, rows) =>
+        table.startsWith('activity_') ? rollUpInsert(table) : up(() => store.insertCompact(table, columns, rows)),
       close: async () => {},
     };
     const batch = (r: TopicRecord, offset: number) => ({

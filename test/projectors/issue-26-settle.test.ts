@@ -11,8 +11,9 @@ import { message } from './records.ts';
 /**
  * Issue 26, commit cadence: a live projector (one with a cadence) puts the activity roll-ups off
  * and runs them at most every SETTLE_MS, so a trickle of small batches does not pay four
- * statements each; the roll-up goes into a commit that names the activity tables (the cached
- * activity answers end then), and a caught-up waits for it.
+ * statements each; the roll-up goes into a commit that names the activity tables and the owners
+ * whose rows it rolled up (the cached activity answers read of them end then), and a caught-up
+ * waits for it.
  */
 const chdbDir = join(tmpdir(), `signalbase-test-${process.pid}`);
 afterAll(() => rmSync(chdbDir, { recursive: true, force: true }));
@@ -33,7 +34,11 @@ function countingRollUps(store: Store): { store: Store; rollUps: () => number } 
         return store.exec(sql, params);
       },
       insert: (table, rows) => store.insert(table, rows),
-      insertCompact: (table, columns, rows) => store.insertCompact(table, columns, rows),
+      // A live roll-up's few rows are inserted as rows (naming their sources).
+      insertCompact: (table, columns, rows) => {
+        if (table === 'activity_messages') n++;
+        return store.insertCompact(table, columns, rows);
+      },
       close: () => store.close(),
     },
   };
@@ -70,6 +75,8 @@ describe('issue 26: live roll-ups', () => {
       const settled = commits.filter((c) => c.settled);
       expect(settled.length).toBeGreaterThan(0);
       expect(settled.at(-1)!.changes.tables.has('activity_messages')).toBe(true);
+      // ... and says whose rows it rolled up: the one source's (what was read of other sources' rows stays).
+      for (const c of settled) expect(c.changes.tables.get('activity_messages')?.sources).toEqual(new Set(['TELEGRAM:src']));
       // The batches themselves no longer change the roll-up tables.
       for (const c of commits.filter((c) => !c.settled)) expect(c.changes.tables.has('activity_messages')).toBe(false);
     } finally {

@@ -1,5 +1,5 @@
 import { remember } from '../../../storage/bounded.ts';
-import { type Changes, writtenTo } from '../../../storage/changes.ts';
+import { type ChangeSet, type Changes, writtenTo } from '../../../storage/changes.ts';
 import { baseStore, type Store } from '../../../storage/port.ts';
 import type { Table } from '../../../storage/table.ts';
 import { keptFor, type ReadContext, type Seen } from '../context.ts';
@@ -43,8 +43,8 @@ export async function keptGroups<V>(
     key: string;
     table: Table;
     by: 'traders' | 'assets';
-    /** Tables the groups are read from too whose writes do not say which groups they change: any write to one reads every group again. */
-    whole?: readonly Table[];
+    /** Tables the groups are read from too, whose changes name the groups as `table`'s do (one that does not: every group is read again). */
+    also?: readonly Table[];
     read: (ids: readonly number[] | null) => Promise<Map<number, V>>;
     until: (groups: ReadonlyMap<number, V>, now: number, seen: Seen) => Promise<number>;
     /**
@@ -72,17 +72,15 @@ export async function keptGroups<V>(
   const held = keptFor(kept, changes, store) as Map<string, KeptGroups<V>>;
   const had = held.get(spec.key);
   if (had && now < had.from) return null;
-  ctx.reads?.add(spec.table.name);
-  for (const t of spec.whole ?? []) ctx.reads?.add(t.name);
+  const tables = [spec.table, ...(spec.also ?? [])];
+  for (const t of tables) ctx.reads?.add(t.name);
   // The groups written since what is kept (null: not known, read every group); none when it is as new as this request's commit.
   let written: Set<number> | null = null;
   // Past `until`, only the groups the clock changed are read again, where `due` names them.
   const due = had && now >= had.until && spec.due ? await spec.due(had.groups, had.at, now, { changes, seq }) : undefined;
   if (had && (now < had.until || due)) {
     const since = had.seq >= seq ? [] : changes.since(had.seq);
-    const w = since && writtenTo(since, spec.table.name);
-    const whole = since?.some((set) => (spec.whole ?? []).some((t) => set.tables.has(t.name)));
-    written = whole ? null : (w?.[spec.by] ?? null);
+    written = since && writtenOf(since, tables, spec.by);
     if (written && due) written = new Set([...written, ...due]);
   }
   if (had && written?.size === 0 && now < had.until) {
@@ -98,6 +96,17 @@ export async function keptGroups<V>(
   } finally {
     if (under.get(spec.key) === made) under.delete(spec.key);
   }
+}
+
+/** The groups the commits `since` wrote into any of `tables`, or null when one of them does not say. */
+function writtenOf(since: readonly ChangeSet[], tables: readonly Table[], by: 'traders' | 'assets'): Set<number> | null {
+  const out = new Set<number>();
+  for (const t of tables) {
+    const ids = writtenTo(since, t.name)?.[by];
+    if (!ids) return null;
+    for (const id of ids) out.add(id);
+  }
+  return out;
 }
 
 /** What is kept of a question after the commits since `had` wrote `written` (null: unknown, or nothing kept): patched, or read in full. */

@@ -247,10 +247,10 @@ export async function rankTraders(ctx: ReadContext, q: RankingsQuery) {
 
 /**
  * Counted events per trader from the rolled-up activity (activity-counts.ts), kept across requests
- * and commits (keptGroups): a commit has only the traders whose events it wrote counted again. A
- * live server rolls activity up in commits of their own (projectors/runner.ts settleLater), whose
- * writes do not say which traders they roll up, and the counts follow them: those read every
- * trader again. Read in full too when an event dated after what is kept enters a range that ends
+ * and commits (keptGroups): a commit has only the traders whose events or rolled-up rows it wrote
+ * counted again (a live server rolls activity up in commits of their own, projectors/runner.ts
+ * settleLater, whose rows name their traders; a catch-up's roll-up does not, and every trader is
+ * read again). Read in full too when an event dated after what is kept enters a range that ends
  * at serverTime (`endAtNow`); not kept where the start trails the clock (the account's history
  * window) or the eligible assets differ.
  */
@@ -276,7 +276,7 @@ async function eventCountsByTrader(
           key: JSON.stringify(['eventCounts', q.start, endAtNow ? null : q.end, q.direction ?? null, facts.assetIds]),
           table: EVENTS_TABLE,
           by: 'traders',
-          whole: [ACTIVITY_EVENTS_TABLE, ACTIVITY_EVENTS_BY_TRADER_TABLE],
+          also: [ACTIVITY_EVENTS_TABLE, ACTIVITY_EVENTS_BY_TRADER_TABLE],
           read,
           until: async (_groups, at, seen) =>
             endAtNow
