@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, expect, it, vi } from 'vitest';
 import { cachedAndFresh } from '../helpers/cached-and-fresh.ts';
 import { build, createHarness, type Harness } from '../helpers/harness.ts';
+import { specStart } from '../helpers/spec-clock.ts';
 
 /**
  * Issue 26: under live ingest every commit ends the activity summaries, and each one kept reads
@@ -11,7 +12,7 @@ import { build, createHarness, type Harness } from '../helpers/harness.ts';
 
 const MIN = 60_000;
 const HOUR = 60 * MIN;
-const T0 = Math.floor(Date.now() / MIN) * MIN;
+const T0 = specStart();
 const iso = (ms: number) => new Date(ms).toISOString();
 const SUMMARIES = [
   'groupBy=trader&interval=hour',

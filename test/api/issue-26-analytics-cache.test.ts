@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { cachedAndFresh } from '../helpers/cached-and-fresh.ts';
 import { build, createHarness, type Harness, type TopicRecord } from '../helpers/harness.ts';
 import { prng, type Rng } from '../helpers/prng.ts';
+import { specStart } from '../helpers/spec-clock.ts';
 
 /**
  * Issue 26 item 2: the analytics reads (rankings, trader stats, asset stats, activity summaries,
@@ -22,7 +23,7 @@ const MIN = 60_000;
 const HOUR = 60 * MIN;
 const DAY = 24 * HOUR;
 /** A whole minute near today, so that every instant below is exact. */
-const T0 = Math.floor(Date.now() / MIN) * MIN;
+const T0 = specStart();
 const iso = (ms: number) => new Date(ms).toISOString();
 const hourOf = (t: number) => Math.floor(t / HOUR) * HOUR;
 

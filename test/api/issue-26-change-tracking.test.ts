@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { cachedAndFresh } from '../helpers/cached-and-fresh.ts';
 import { build, createHarness, type Harness, type TopicRecord } from '../helpers/harness.ts';
 import { prng, type Rng } from '../helpers/prng.ts';
+import { specStart } from '../helpers/spec-clock.ts';
 
 /**
  * Issue 26: a commit ends exactly the cached answers that it touches, and a cached answer is never
@@ -16,7 +17,7 @@ import { prng, type Rng } from '../helpers/prng.ts';
 
 const MIN = 60_000;
 const HOUR = 60 * MIN;
-const T0 = Math.floor(Date.now() / MIN) * MIN;
+const T0 = specStart();
 const iso = (ms: number) => new Date(ms).toISOString();
 const TRADERS = [1, 2, 3, 4];
 const ASSETS = [1, 2, 3];

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { cachedPair, groupReads } from '../helpers/cached-and-fresh.ts';
 import { build } from '../helpers/harness.ts';
+import { specStart } from '../helpers/spec-clock.ts';
 
 /**
  * Issue 26: under live ingest, requests overlap, and one whose clock was taken a moment before
@@ -15,7 +16,7 @@ import { build } from '../helpers/harness.ts';
 
 const MIN = 60_000;
 const DAY = 24 * 60 * MIN;
-const T0 = Math.floor(Date.now() / MIN) * MIN;
+const T0 = specStart();
 const iso = (ms: number) => new Date(ms).toISOString();
 
 /** The per-trader aggregate over the sample's rows (the query that is kept), and which traders it was asked for. */

@@ -1,6 +1,7 @@
 import { describe, expect, it, vi } from 'vitest';
 import { cachedPair } from '../helpers/cached-and-fresh.ts';
 import { build } from '../helpers/harness.ts';
+import { specStart } from '../helpers/spec-clock.ts';
 
 /**
  * Issue 26 ("facts maintained incrementally"): after every commit the API read the feed's
@@ -13,7 +14,7 @@ import { build } from '../helpers/harness.ts';
 
 const MIN = 60_000;
 const DAY = 24 * 60 * MIN;
-const T0 = Math.floor(Date.now() / MIN) * MIN;
+const T0 = specStart();
 const iso = (ms: number) => new Date(ms).toISOString();
 
 const WATERMARK = /max\(fseq\)[\s\S]*feed_watermark/;

@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cachedAndFresh, groupReads } from '../helpers/cached-and-fresh.ts';
 import { appendGiven, build, createHarness, type Harness } from '../helpers/harness.ts';
+import { specStart } from '../helpers/spec-clock.ts';
 
 /**
  * Issue 26: under live ingest every trade commit ended every ranking, and each was read again from
@@ -16,7 +17,7 @@ import { appendGiven, build, createHarness, type Harness } from '../helpers/harn
 const MIN = 60_000;
 const HOUR = 60 * MIN;
 const DAY = 24 * HOUR;
-const T0 = Math.floor(Date.now() / MIN) * MIN;
+const T0 = specStart();
 const iso = (ms: number) => new Date(ms).toISOString();
 
 /** The aggregate over the sample's rows (the query that is kept), and which traders it was asked for. */

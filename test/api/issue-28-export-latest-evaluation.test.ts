@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { build, createHarness, type Harness } from '../helpers/harness.ts';
+import { specStart } from '../helpers/spec-clock.ts';
 
 /**
  * Issue 28: the positions export reads each position's latest evaluation per window. When a
@@ -10,7 +11,7 @@ import { build, createHarness, type Harness } from '../helpers/harness.ts';
 
 const MIN = 60_000;
 const DAY = 24 * 60 * MIN;
-const NOW = Math.floor(Date.now() / MIN) * MIN;
+const NOW = specStart();
 const iso = (ms: number) => new Date(ms).toISOString();
 const OPEN = NOW - 3 * DAY;
 const FORWARD = iso(OPEN + DAY + 5 * MIN);

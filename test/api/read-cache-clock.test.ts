@@ -6,6 +6,7 @@ import { ApiKeyAuthenticator } from '../../apps/auth/keys.ts';
 import { MemoryCache } from '../../apps/cache/memory.ts';
 import { CursorCodec } from '../../apps/reads/cursor.ts';
 import { build, createHarness, type Harness, type TopicRecord } from '../helpers/harness.ts';
+import { specStart } from '../helpers/spec-clock.ts';
 
 /**
  * DESIGN 9: reads that depend on the clock (default windows ending at serverTime, live marks)
@@ -23,7 +24,7 @@ const HOUR = 60 * MIN;
 const DAY = 24 * HOUR;
 const WINDOW = 90 * DAY;
 /** A whole minute near today, so that every instant below is exact. */
-const T0 = Math.floor(Date.now() / MIN) * MIN;
+const T0 = specStart();
 const iso = (ms: number) => new Date(ms).toISOString();
 
 interface Pair {
