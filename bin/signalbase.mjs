@@ -6,6 +6,10 @@ import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 
+// chdb runs each statement on a thread of libuv's pool (4 by default): the API's read slots, the
+// projector, compaction and each export (for as long as its client reads) take one at once.
+process.env.UV_THREADPOOL_SIZE ??= '16';
+
 const root = join(import.meta.dirname, '..');
 const built = join(root, 'dist', 'apps', 'cli.js');
 

@@ -1,16 +1,37 @@
+import { execFile } from 'node:child_process';
+import { closeSync, constants, mkdtempSync, openSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { Worker } from 'node:worker_threads';
+import { formatQueryParams } from '@clickhouse/client-common';
 import type { StreamChunk } from './port.ts';
 
 /**
- * The chdb streams of this process, run on a thread of their own (issue 28). chdb starts a stream
- * synchronously: the engine parses the statement and binds its parameters (an export's thousands
- * of ids, names and keys) on the calling thread, and formatting those parameters is work of its
- * own; on the service's event loop both held every other request at each export's start. Here a
- * worker thread holds the stream sessions (on the same data directory: one engine per process),
- * formats the parameters, starts each stream, fetches each chunk when the reader asks for the
- * next one (the reader's pace: backpressure), and hands it over to the service's thread.
+ * The chdb streams of this process (issue 28): the store writes each answer with its own writer
+ * (`INTO OUTFILE`, formatted on its threads, in parallel) into a named pipe that this thread reads
+ * as the export's reader asks for more: a reader that stops reading stops the writer when the
+ * pipe is full (backpressure), and one that leaves has the statement cancelled. A
+ * worker thread formats each statement's parameters (an export's thousands of ids, names and keys)
+ * and starts it on a session of its own (on the same data directory: one engine per process): on
+ * the service's event loop that formatting held every other request at each export's start.
  */
+
+/** Where this process's pipes are (made on the first stream, removed at exit). */
+let pipeDir: string | undefined;
+function pipesDir(): string {
+  if (pipeDir) return pipeDir;
+  const dir = mkdtempSync(join(tmpdir(), 'signalbase-streams-'));
+  process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+  pipeDir = dir;
+  return dir;
+}
+const run = promisify(execFile);
+
+/** How much of a pipe's bytes the reader takes at once (the pipe holds 64 KiB): fewer, larger chunks. */
+const CHUNK_BYTES = 1024 * 1024;
 
 /**
  * What a stream's SET gives its session first: settings as SET parts, and the statement's
@@ -38,14 +59,12 @@ export function paramLiteral(
 /** What the service's thread asks of a stream session (`sid`): in order per session. */
 type Ask =
   | { op: 'open'; sid: number; path: string; set: string }
-  | { op: 'start'; sid: number; set: StreamSet; sql: string; format: string }
-  | { op: 'next'; sid: number }
-  | { op: 'end'; sid: number }
+  | { op: 'start'; sid: number; set: StreamSet; sql: string; mark: string }
+  | { op: 'stop'; sid: number; mark: string }
   | { op: 'close'; sid: number };
 
-/** What the worker says of a session: a chunk, the stream's end, its failure, or that an `end` or `close` is done. */
+/** What the worker says of a session: the statement's end, its failure, or that a `close` is done. */
 type Said =
-  | { sid: number; kind: 'chunk'; bytes: Uint8Array; rows: number }
   | { sid: number; kind: 'done' }
   | { sid: number; kind: 'error'; error: { message: string; name?: string; code?: unknown; clickhouseCode?: unknown } }
   | { sid: number; kind: 'ended' };
@@ -59,73 +78,58 @@ const { parentPort, workerData } = require('node:worker_threads');
 const { Session } = require(workerData.chdb);
 const { formatQueryParams } = require(workerData.clientCommon);
 const paramLiteral = ${paramLiteral.toString()};
-const setOf = (set) => {
-  const parts = [...set.settings, ...set.params.map(([name, value]) => 'param_' + name + ' = ' + paramLiteral(value, formatQueryParams))];
-  return parts.length ? 'SET ' + parts.join(', ') : '';
-};
+const setOf = (set, mark) =>
+  'SET ' + [...set.settings, ...set.params.map(([name, value]) => 'param_' + name + ' = ' + paramLiteral(value, formatQueryParams)), 'log_comment = ' + mark].join(', ');
 const sessions = new Map();
 const say = (m, moved) => parentPort.postMessage(m, moved);
 const failure = (err) => ({ message: String((err && err.message) || err), name: err && err.name, code: err && err.code, clickhouseCode: err && err.clickhouseCode });
 async function step(s, m) {
   switch (m.op) {
     case 'open':
+      s.path = m.path;
       s.session = new Session(m.path);
       await s.session.queryAsync(m.set, { format: 'Null' });
       return;
     case 'start':
       try {
-        const set = setOf(m.set);
-        if (set) await s.session.queryAsync(set, { format: 'Null' });
-        s.it = s.session.queryStream(m.sql, { format: m.format })[Symbol.asyncIterator]();
+        await s.session.queryAsync(setOf(m.set, m.mark), { format: 'Null' });
+        await s.session.queryAsync(m.sql, { format: 'Null' });
       } catch (err) {
-        s.it = null;
-        if (s.session) await s.session.queryAsync('SELECT 1', { format: 'Null' }).catch(() => {});
         say({ sid: m.sid, kind: 'error', error: failure(err) });
         return;
       }
-      return step(s, { op: 'next', sid: m.sid });
-    case 'next': {
-      if (!s.it) return;
-      let r;
-      try {
-        r = await s.it.next();
-      } catch (err) {
-        s.it = null;
-        // What a failed statement wrote of its answer is taken, not handed to the next.
-        await s.session.queryAsync('SELECT 1', { format: 'Null' }).catch(() => {});
-        say({ sid: m.sid, kind: 'error', error: failure(err) });
-        return;
-      }
-      if (r.done) {
-        s.it = null;
-        say({ sid: m.sid, kind: 'done' });
-        return;
-      }
-      // The chunk's bytes copied into a buffer of their own, then moved to the service's thread (the
-      // chunk's own memory is chdb's, freed with the chunk: moving it crashes the process).
-      const bytes = new Uint8Array(r.value.raw());
-      say({ sid: m.sid, kind: 'chunk', bytes, rows: r.value.numRows }, [bytes.buffer]);
-      return;
-    }
-    case 'end':
-      if (s.it) {
-        const it = s.it;
-        s.it = null;
-        await it.return().catch(() => {});
-      }
-      say({ sid: m.sid, kind: 'ended' });
+      say({ sid: m.sid, kind: 'done' });
       return;
     case 'close':
-      if (s.it) await s.it.return().catch(() => {});
       if (s.session) s.session.close();
+      if (killer && sessions.size === 1) {
+        await killing;
+        killer.close();
+        killer = null;
+      }
       sessions.delete(m.sid);
       say({ sid: m.sid, kind: 'ended' });
       return;
   }
 }
+// A statement whose reader left is cancelled, by its mark (its log_comment), from a session of its
+// own (the statement's is busy with it): the store goes on past a broken pipe.
+let killer = null;
+let killing = Promise.resolve();
+async function stop(m) {
+  const s = sessions.get(m.sid);
+  if (!s || !s.path) return;
+  killer ??= new Session(s.path);
+  await killer.queryAsync("KILL QUERY WHERE Settings['log_comment'] = " + m.mark + " ASYNC", { format: 'Null' });
+}
 parentPort.on('message', (m) => {
+  if (m.op === 'stop') {
+    // Failed: the statement ends at its own bounds.
+    killing = killing.then(() => stop(m)).catch(() => {});
+    return;
+  }
   let s = sessions.get(m.sid);
-  if (!s) sessions.set(m.sid, (s = { session: null, it: null, tail: Promise.resolve() }));
+  if (!s) sessions.set(m.sid, (s = { session: null, tail: Promise.resolve() }));
   s.tail = s.tail.then(() => step(s, m)).catch((err) => say({ sid: m.sid, kind: 'error', error: failure(err) }));
 });
 `;
@@ -163,6 +167,7 @@ async function ended(inbox: Inbox): Promise<void> {
 let worker: Worker | undefined;
 const inboxes = new Map<number, Inbox>();
 let nextSid = 1;
+let nextStatement = 1;
 /** Streams under way: while there is one the worker keeps the process alive; else it does not. */
 let active = 0;
 
@@ -188,18 +193,28 @@ function theWorker(): Worker {
 
 const ask = (m: Ask): void => theWorker().postMessage(m);
 
-/** A stream session on the worker: its own chdb session on `path`, `set` (a SET statement) run on it first. */
+/** The stream sessions' pipes (made when the session opens). */
+const pipes = new Map<number, Promise<string>>();
+
+/** A stream session on the worker: its own chdb session on `path`, `set` (a SET statement) run on it first, and its pipe. */
 export function openStreamSession(path: string, set: string): number {
   const sid = nextSid++;
   inboxes.set(sid, new Inbox());
+  const pipe = join(pipesDir(), `${sid}.pipe`);
+  const made = run('mkfifo', ['-m', '600', pipe]).then(() => pipe);
+  made.catch(() => {}); // met by the session's first stream
+  pipes.set(sid, made);
   ask({ op: 'open', sid, path, set });
   return sid;
 }
 
-/** Closes a stream session (its stream, if one is under way, first). */
+/** Closes a stream session (after its stream: streamOn waits for its statement's end). */
 export async function closeStreamSession(sid: number): Promise<void> {
   const inbox = inboxes.get(sid);
   if (!inbox) return;
+  const pipe = pipes.get(sid);
+  pipes.delete(sid);
+  void pipe?.then((p) => rmSync(p, { force: true })).catch(() => {});
   // A worker gone took its sessions with it.
   if (!worker) {
     inboxes.delete(sid);
@@ -210,36 +225,84 @@ export async function closeStreamSession(sid: number): Promise<void> {
   inboxes.delete(sid);
 }
 
+/** Waits for the statement's end (or failure, or the worker's). */
+async function outcome(inbox: Inbox): Promise<Extract<Said, { kind: 'done' | 'error' }>> {
+  for (;;) {
+    const m = await inbox.take();
+    if (m.kind === 'done' || m.kind === 'error') return m;
+  }
+}
+
 /**
- * The answer of `sql` on session `sid` chunk by chunk, `set` given its session before it: each
- * chunk fetched when the reader asks for it; a reader that stops early ends the stream.
+ * The answer of `sql` in `format` on session `sid`, `set` given its session before it, chunk by
+ * chunk as the store writes it into the session's pipe, read as the reader asks for more. A
+ * chunk may end within a row (StreamChunk without `rows`); a Parquet answer is one file. A reader
+ * that stops early cancels the statement; the stream ends once it has.
  */
 export async function* streamOn(sid: number, set: StreamSet, sql: string, format: string): AsyncGenerator<StreamChunk> {
   const inbox = inboxes.get(sid);
-  if (!inbox) throw new Error(`no stream session ${sid}`);
+  const made = pipes.get(sid);
+  if (!inbox || !made) throw new Error(`no stream session ${sid}`);
+  const path = await made;
+  // This thread holds a writing end too until the statement is over: the pipe's end of file is
+  // then the end of the answer, not the statement's opening or closing of its own end.
+  const readFd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
+  let writeFd: number | undefined = openSync(path, constants.O_WRONLY | constants.O_NONBLOCK);
+  const closeWriter = () => {
+    if (writeFd === undefined) return;
+    closeSync(writeFd);
+    writeFd = undefined;
+  };
+  const pipe = new Socket({ fd: readFd, readable: true, writable: false, readableHighWaterMark: CHUNK_BYTES } as never);
+  let failed: Error | undefined;
+  pipe.on('error', (err) => (failed ??= err));
+  let ended = false;
+  pipe.once('end', () => (ended = true));
+  /** Until the pipe has news: bytes, its end, a failure. */
+  const news = () =>
+    new Promise<void>((resolve) => {
+      const go = () => {
+        pipe.off('readable', go).off('end', go).off('error', go).off('close', go);
+        resolve();
+      };
+      pipe.on('readable', go).on('end', go).on('error', go).on('close', go);
+    });
   if (active++ === 0) theWorker().ref();
-  let over = false;
+  let settled = false;
+  const over = outcome(inbox).then((m) => {
+    settled = true;
+    closeWriter();
+    return m;
+  });
+  // The statement's mark (its log_comment), by which it is cancelled (and no other).
+  const mark = formatQueryParams({ value: `signalbase stream ${nextStatement++}`, wrapStringInQuotes: true });
   try {
-    ask({ op: 'start', sid, set, sql, format });
+    const into = formatQueryParams({ value: path, wrapStringInQuotes: true });
+    ask({ op: 'start', sid, set, mark, sql: `${sql} INTO OUTFILE ${into} TRUNCATE FORMAT ${format}` });
     for (;;) {
-      const m = await inbox.take();
-      if (m.kind === 'done') {
-        over = true;
-        return;
+      const bytes = pipe.read() as Buffer | null;
+      if (bytes) {
+        yield { bytes };
+        continue;
       }
-      if (m.kind === 'error') {
-        over = true;
-        throw asError(m.error);
-      }
-      if (m.kind !== 'chunk') continue;
-      yield { bytes: m.bytes, rows: m.rows };
-      ask({ op: 'next', sid });
+      if (ended || failed) break;
+      await news();
     }
+    if (failed) throw failed;
+    const m = await over;
+    if (m.kind === 'error') throw asError(m.error);
   } finally {
-    if (!over && worker) {
-      ask({ op: 'end', sid });
-      await ended(inbox);
+    if (!settled) {
+      // The reader stopped early: the statement is cancelled, and its bytes meanwhile taken and
+      // dropped (a pipe nobody reads would hold it at its next write, or at its opening).
+      ask({ op: 'stop', sid, mark });
+      pipe.on('data', () => {});
+      pipe.resume();
     }
+    // The session's next statement starts after this one is over.
+    await over;
+    pipe.destroy();
+    closeWriter();
     if (--active === 0) worker?.unref();
   }
 }

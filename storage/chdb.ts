@@ -253,12 +253,11 @@ export class ChdbStore implements Store {
   }
 
   /**
-   * The statement's answer chunk by chunk (chdb's queryStream, on the stream worker's thread:
-   * storage/chdb-streams.ts), its SET first on the same session: a session of streams, the
-   * stream's until it ends (kept for the next one afterwards).
+   * The statement's answer chunk by chunk, as the store's own writer makes it (storage/chdb-streams.ts:
+   * into a pipe, a Parquet answer one file), its SET first on the same session: a session of
+   * streams, the stream's until it ends (kept for the next one afterwards).
    */
   readonly streamFormats: readonly StreamFormat[] = ['JSONEachRow', 'CSV', 'Parquet'];
-  readonly parquetFraming = 'files' as const;
 
   async *stream(sql: string, params: Params, format: StreamFormat, opts?: QueryOptions): AsyncGenerator<StreamChunk> {
     const bound = bindDatabase(sql, this.database);
@@ -274,7 +273,6 @@ export class ChdbStore implements Store {
     // A stream its reader stops early (an export at its bounds) ends as it should: only a throw is a failure.
     let threw = false;
     try {
-      // Each chunk is a block of the answer: whole rows, counted by the store.
       yield* streamOn(lane.sid, { settings, params: bindings }, bound, format);
     } catch (err) {
       threw = true;

@@ -109,7 +109,6 @@ export class ClickHouseStore implements Store {
 
   /** The statement's answer as the server sends it, line by line as the client reads them. */
   readonly streamFormats: readonly StreamFormat[] = ['JSONEachRow', 'CSV', 'Parquet'];
-  readonly parquetFraming = 'bytes' as const;
 
   async *stream(sql: string, params: Params, format: StreamFormat, opts?: QueryOptions): AsyncGenerator<StreamChunk> {
     if (format === 'Parquet') {

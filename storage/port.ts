@@ -24,13 +24,12 @@ export interface Store {
   insertCompact(table: string, columns: readonly string[], rows: readonly unknown[][]): Promise<void>;
   /**
    * A statement's answer in one of the store's own output formats, as its bytes, read from the
-   * store only as fast as the caller takes them (exports). Ending the iteration early cancels it.
+   * store only as fast as the caller takes them (exports); a Parquet answer is one file, in pieces.
+   * Ending the iteration early cancels it.
    */
   stream?(sql: string, params: Params, format: StreamFormat, opts?: QueryOptions): AsyncIterable<StreamChunk>;
   /** The formats `stream` gives. */
   readonly streamFormats?: readonly StreamFormat[];
-  /** How `stream` gives Parquet: `files`, each chunk a whole file (chdb writes each block of an answer as one); `bytes`, one file in pieces (a ClickHouse server). */
-  readonly parquetFraming?: ParquetFraming;
   close(): Promise<void>;
 }
 
@@ -42,7 +41,6 @@ export interface StreamChunk {
 
 /** The store's output formats an export streams as they are. */
 export type StreamFormat = 'JSONEachRow' | 'CSV' | 'Parquet';
-export type ParquetFraming = 'files' | 'bytes';
 
 /**
  * `store` with some of its methods replaced (a wrapper that records, bounds or tunes what goes
@@ -62,7 +60,7 @@ export function wrapStore(
     exec: over.exec ?? ((sql, params) => store.exec(sql, params)),
     insert: over.insert ?? ((table, rows) => store.insert(table, rows)),
     insertCompact: over.insertCompact ?? ((table, columns, rows) => store.insertCompact(table, columns, rows)),
-    ...(store.stream ? { stream: store.stream.bind(store), streamFormats: store.streamFormats, parquetFraming: store.parquetFraming } : {}),
+    ...(store.stream ? { stream: store.stream.bind(store), streamFormats: store.streamFormats } : {}),
     close: over.close ?? (() => store.close()),
   };
 }

@@ -72,18 +72,25 @@ export function parquetMeta(meta: { complete: boolean; resumeToken: string | nul
 
 /** How much of a row's end is kept for its resume token (the last column: a seal and a short key). */
 const END_BYTES = 1024;
+/** The end of a CSV row: its token's closing quote, then CRLF. */
+const CSV_ROW_END = Buffer.from('"\r\n');
+const QUOTE = 34;
+const COMMA = 44;
+const LF = 10;
 
 /**
  * Whole rows out of the store's NDJSON or CSV bytes as they stream (native exports), up to the
  * export's bounds: at most `rows` rows, and no row once `bytes` were sent (the first row always).
- * A row ends at a line feed, in CSV one outside quotes (a quoted field may hold one; a doubled
- * quote toggles twice). Bytes, not text: neither byte is ever part of a multi-byte UTF-8 character.
- * A chunk that the store says is whole rows, and that no bound reaches into, goes as it is, unread.
+ * An NDJSON row ends at a line feed (JSON escapes one in a string). A CSV row ends with its resume
+ * token, a quoted string that is never empty nor holds a quote, then CRLF (the store quotes every
+ * string and doubles the quotes within): at a `"\r\n` whose quote is neither a field's opening one
+ * (after a comma or at a row's start) nor the second of a doubled one. Bytes, not text: none of
+ * these is ever part of a multi-byte UTF-8 character. A chunk that
+ * the store says is whole rows, and that no bound reaches into, goes as it is, unread.
  */
 export class StoreRows {
-  /** The start of a row the last chunk ended within, scanned up to its end with `quoted` as the state there. */
+  /** The start of a row the last chunk ended within (no row end in it). */
   private carry: Buffer = Buffer.alloc(0);
-  private quoted = false;
   /** The end of the last row taken (its last column at least). */
   private end: Buffer | undefined;
   /** Rows and bytes taken. */
@@ -114,27 +121,39 @@ export class StoreRows {
     const buf = scanned ? Buffer.concat([this.carry, raw]) : raw;
     const csv = this.format === 'csv';
     let start = 0;
-    let i = scanned;
-    let quoted = this.quoted;
+    /** Where the last row taken starts (-1: none in this chunk). */
+    let last = -1;
+    // A row end may begin in the carry's last two bytes (`"\r` of `"\r\n`).
+    let i = csv ? Math.max(0, scanned - 2) : scanned;
     let stopped = false;
     for (;;) {
-      const nl = buf.indexOf(10, i);
-      const end = nl < 0 ? buf.length : nl;
-      if (csv) for (let q = buf.indexOf(34, i); q >= 0 && q < end; q = buf.indexOf(34, q + 1)) quoted = !quoted;
-      if (nl < 0) break;
-      i = nl + 1;
-      if (quoted) continue;
+      let next: number;
+      if (csv) {
+        const at = buf.indexOf(CSV_ROW_END, i);
+        if (at < 0) break;
+        i = at + 1;
+        // Within a quoted field: the quote is a field's opening one (after a comma, or at a row's
+        // start) or the second of a doubled one.
+        const before = at === 0 ? LF : buf[at - 1];
+        if (before === QUOTE || before === COMMA || before === LF) continue;
+        next = at + CSV_ROW_END.length;
+      } else {
+        const nl = buf.indexOf(LF, i);
+        if (nl < 0) break;
+        next = nl + 1;
+      }
+      i = next;
       if (this.rows >= this.bounds.rows || (this.rows > 0 && this.bytes >= this.bounds.bytes)) {
         stopped = true;
         break;
       }
       this.rows++;
-      this.bytes += i - start;
-      this.end = buf.subarray(Math.max(start, i - END_BYTES), i);
-      start = i;
+      this.bytes += next - start;
+      last = start;
+      start = next;
     }
+    if (last >= 0) this.end = buf.subarray(Math.max(last, start - END_BYTES), start);
     this.carry = stopped ? Buffer.alloc(0) : Buffer.from(buf.subarray(start));
-    this.quoted = quoted;
     return { bytes: start ? buf.subarray(0, start) : undefined, stopped };
   }
 

@@ -1,7 +1,7 @@
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { EXPORT_CONTENT_TYPES, type ExportFormat, type ExportLimits, RESUME_COLUMN } from '../../schemas/api/exports.ts';
-import type { ParquetFraming, StreamChunk } from '../../storage/port.ts';
+import type { StreamChunk } from '../../storage/port.ts';
 import type { ReadContext } from '../reads/context.ts';
 import type { Slot } from '../reads/cost.ts';
 import type { Principal } from '../reads/principal.ts';
@@ -47,29 +47,24 @@ const NATIVE_SETTINGS = {
 } as const;
 
 /**
- * A native Parquet export's file (issue 28), made one by StoreParquet: Snappy (what readers all
- * have), row groups of a page's rows or fewer (what the export holds back of the store's one file:
- * its footer and last group), no page indexes (their offsets could not move) nor bloom filters.
- * A store that writes one file in pieces (`bytes`) ends it at the request's bounds itself: at the
- * first block past its result bytes, or at its seconds (no bound cuts a Parquet file mid-row
- * group); one that writes a file a block (`files`) is ended between them by the route.
+ * A native Parquet export's file (issue 28), written by the store as one file (StoreParquet holds
+ * its footer and last row group back): Snappy (what readers all have), row groups of a page's rows
+ * or fewer, no page indexes (their offsets could not move) nor bloom filters. The store ends the
+ * file at the request's bounds itself: at the first block past its result bytes, or at its
+ * seconds (no bound cuts a Parquet file mid-row group).
  */
 const PARQUET_ROW_GROUP_BYTES = PARQUET_HOLD_BYTES / 2;
-function parquetSettings(limits: ExportLimits, framing: ParquetFraming) {
+function parquetSettings(limits: ExportLimits) {
   return {
     output_format_parquet_row_group_size: 20_000,
     output_format_parquet_row_group_size_bytes: PARQUET_ROW_GROUP_BYTES,
     output_format_parquet_compression_method: 'snappy',
     output_format_parquet_write_page_index: 0,
     output_format_parquet_write_bloom_filter: 0,
-    ...(framing === 'bytes'
-      ? {
-          max_result_bytes: limits.bytesPerRequest,
-          result_overflow_mode: 'break',
-          max_execution_time: limits.secondsPerRequest,
-          timeout_overflow_mode: 'break',
-        }
-      : {}),
+    max_result_bytes: limits.bytesPerRequest,
+    result_overflow_mode: 'break',
+    max_execution_time: limits.secondsPerRequest,
+    timeout_overflow_mode: 'break',
   } as const;
 }
 
@@ -93,7 +88,7 @@ function parquetColumnsSql(sql: string, columns: readonly Column[]): string {
  * cuts the connection and the last row received resumes it. Rows are read only as fast as the
  * client takes them (the store's stream pulled by the socket). In NDJSON and CSV the route sends
  * whole rows only and ends at its bounds; in Parquet the store ends its file at them and the route
- * makes its files one. An export that ends at a limit says so in its trailers
+ * completes its footer. An export that ends at a limit says so in its trailers
  * (`x-export-complete: false`, `x-resume-token`) and, in Parquet, in the file's key-value metadata;
  * a resume that returns no rows is the end of the result in any format.
  */
@@ -152,7 +147,6 @@ export function exportRoutes(app: FastifyInstance, r: ExportRouting): void {
         const { ctx, run } = r.readContext(op, principal, new Date(r.clock()));
         const stream = ctx.store.stream;
         const parquet = format === 'parquet';
-        const framing = ctx.store.parquetFraming ?? 'files';
         const storeFormat = parquet ? 'Parquet' : format === 'csv' ? 'CSV' : 'JSONEachRow';
         if (!stream || !ctx.store.streamFormats?.includes(storeFormat)) throw new Error(`this store does not stream ${storeFormat}`);
         const rows = Math.min(rowsAsked, left.rows);
@@ -176,7 +170,7 @@ export function exportRoutes(app: FastifyInstance, r: ExportRouting): void {
                 max_memory_usage: costOf(op).memoryBytes,
                 max_execution_time: r.limits.secondsPerRequest + 60,
                 priority: slot.priority + 1,
-                ...(parquet ? parquetSettings(r.limits, framing) : {}),
+                ...(parquet ? parquetSettings(r.limits) : {}),
                 ...statement.settings,
               },
             })
@@ -193,35 +187,25 @@ export function exportRoutes(app: FastifyInstance, r: ExportRouting): void {
         };
         if (parquet) {
           let last: string | null = null;
-          // The file ends at the first bound met (rows, bytes, time): files between the store's files
-          // (`stopped` when more remain), bytes by the store itself, with its footer.
+          // The store ends its file at the first bound met (rows, bytes, time); the route completes its footer.
           async function* parquetBody(): AsyncGenerator<Buffer> {
-            const file = new StoreParquet(framing);
-            let stopped = false;
+            const file = new StoreParquet();
             for (let next = first; !next.done; ) {
               const out = file.push(next.value.bytes);
               if (out) bytes += out.length;
-              const over =
-                framing === 'files' && (bytes >= r.limits.bytesPerRequest || Date.now() - startedAt >= r.limits.secondsPerRequest * 1000);
-              // The store makes its next file while this one goes out (see rowsBody).
+              // The store writes on while this piece goes out (see rowsBody).
               const ahead = source.next();
               ahead.catch(() => {});
               if (out) yield out;
               next = await ahead;
-              if (over) {
-                stopped = !next.done;
-                break;
-              }
             }
             await closeSource();
             const end = await file.last();
             sent = end.rows;
             void r.budget.spend(account, sent);
             last = end.token;
-            // Rows after the last one sent, when only a look can tell: the file has all the rows asked,
-            // or the store may have ended it at a bound (bytes).
-            if (stopped) cut = true;
-            else if (last !== null && (framing === 'bytes' || sent >= rows)) {
+            // Rows after the last one sent: only a look can tell (the store may have ended the file at a bound).
+            if (last !== null) {
               const after = r.readContext(op, principal, new Date(r.clock()));
               const look = await after.run(() => ex!.native(after.ctx, query, last!, 1, 'csv'));
               const found = await after.run(() => after.ctx.store.query(`SELECT 1 AS x FROM (${look.sql}) LIMIT 1`, look.params));

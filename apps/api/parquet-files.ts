@@ -1,6 +1,5 @@
 import { parquetMetadata, parquetReadObjects } from 'hyparquet';
 import { RESUME_COLUMN } from '../../schemas/api/exports.ts';
-import type { ParquetFraming } from '../../storage/port.ts';
 import { parquetMeta } from './export-formats.ts';
 
 /**
@@ -146,11 +145,8 @@ function setField(s: Node, id: number, node: Node): void {
   s.fields = [...s.fields!.filter((f) => f.id !== id), { id, node }];
 }
 
-/** Parquet's FileMetaData, RowGroup, ColumnChunk and ColumnMetaData fields that this file changes. */
-const FILE = { numRows: 3, rowGroups: 4, keyValues: 5 } as const;
-const ROW_GROUP = { columns: 1, fileOffset: 5, ordinal: 7 } as const;
-const CHUNK = { fileOffset: 2, metaData: 3, offsetIndexOffset: 4, columnIndexOffset: 6 } as const;
-const META = { dataPageOffset: 9, indexPageOffset: 10, dictionaryPageOffset: 11, bloomFilterOffset: 14 } as const;
+/** Parquet's FileMetaData fields that this file reads or changes. */
+const FILE = { numRows: 3, keyValues: 5 } as const;
 const MAGIC = Buffer.from('PAR1');
 
 /** A KeyValue struct (key, value) of the footer's key-value metadata. */
@@ -197,40 +193,28 @@ function footerOf(b: Buffer): { meta: Node; start: number } {
 export const PARQUET_HOLD_BYTES = 8 * 1024 * 1024;
 
 /**
- * The store's Parquet as it streams (native exports, issue 28), made one file whose footer also
- * says what the pages' writer says in its key-value metadata (whether the export is complete, the
- * last row's resume token). The files must have no page indexes (their pages' offsets are inside
- * them): the store is asked for none.
- * - `files` (chdb): each block of the answer is a whole file of its own. Each file's row groups
- *   (its bytes between the magic and the footer) go on as they come, moved to where they land in
- *   the one file; their descriptions are kept, shifted by as much, for the one footer at the end.
- * - `bytes` (a ClickHouse server): the answer is one file, in pieces. Everything goes on but the
- *   last `hold` bytes, which keep its footer and its last row group (whose last column, the
- *   tokens, ends where the footer starts); at the end its footer gets the metadata.
+ * The store's Parquet as it streams (native exports, issue 28): one file, in pieces, whose footer
+ * also says what the pages' writer says in its key-value metadata (whether the export is
+ * complete, the last row's resume token). Everything goes on but the last `hold` bytes, which keep
+ * its footer and its last row group (whose last column, the tokens, ends where the footer starts);
+ * at the end its footer gets the metadata. The file must have no page indexes (the store is asked
+ * for none).
  */
 export class StoreParquet {
   private footer: Node | undefined;
-  private groups: Node[] = [];
-  private rows = 0n;
-  /** Bytes passed on so far: where the next file's row groups land. */
+  /** Bytes passed on so far. */
   private at = 0;
-  /** `files`: the last file that had rows, and how many: its last row's token is the export's. */
-  private lastFile: { bytes: Buffer; rows: number } | undefined;
-  /** `bytes`: what is held back, and (once it has ended) the part of it before the footer. */
+  /** What is held back, and (once it has ended) the part of it before the footer. */
   private held: Buffer[] = [];
   private heldBytes = 0;
   private beforeFooter: Buffer | undefined;
 
-  constructor(
-    private readonly framing: ParquetFraming,
-    private readonly hold = PARQUET_HOLD_BYTES,
-  ) {}
+  constructor(private readonly hold = PARQUET_HOLD_BYTES) {}
 
-  /** A chunk of the store's: the bytes that go now. */
+  /** A piece of the store's file: the bytes that go now. */
   push(chunk: Uint8Array): Buffer | undefined {
     // A copy: the store may reuse a chunk's memory, and parts of it are kept.
     const b = Buffer.from(chunk);
-    if (this.framing === 'files') return this.pushFile(b);
     this.held.push(b);
     this.heldBytes += b.length;
     const go: Buffer[] = [];
@@ -243,59 +227,20 @@ export class StoreParquet {
     return go.length ? Buffer.concat(go) : undefined;
   }
 
-  private pushFile(b: Buffer): Buffer {
-    if (!b.subarray(0, 4).equals(MAGIC)) throw new Error('the store sent a Parquet chunk that is not a whole file');
-    const { meta, start: footerStart } = footerOf(b);
-    // The first file goes from its magic on; the next ones' row groups follow it.
-    const from = this.footer ? 4 : 0;
-    const shift = BigInt(this.at - from);
-    this.footer ??= meta;
-    for (const group of field(meta, FILE.rowGroups)?.list?.items ?? []) {
-      const move = (n: Node | undefined) => {
-        if (n?.int !== undefined) n.int += shift;
-      };
-      move(field(group, ROW_GROUP.fileOffset));
-      for (const chunk of field(group, ROW_GROUP.columns)?.list?.items ?? []) {
-        if (field(chunk, CHUNK.offsetIndexOffset) || field(chunk, CHUNK.columnIndexOffset))
-          throw new Error('the store wrote page indexes into an export file');
-        move(field(chunk, CHUNK.fileOffset));
-        const m = field(chunk, CHUNK.metaData);
-        for (const id of Object.values(META)) move(m && field(m, id));
-      }
-      setField(group, ROW_GROUP.ordinal, { type: I16, int: BigInt(this.groups.length) });
-      this.groups.push(group);
-    }
-    const rows = field(meta, FILE.numRows)?.int ?? 0n;
-    if (rows > 0n) this.lastFile = { bytes: b, rows: Number(rows) };
-    this.rows += rows;
-    const out = b.subarray(from, footerStart);
-    this.at += out.length;
-    return out;
-  }
-
   /** Once the store's answer has ended: the rows passed on, and the last one's resume token (null: none). */
   async last(): Promise<{ rows: number; token: string | null }> {
-    if (this.framing === 'bytes') {
-      const tail = Buffer.concat(this.held);
-      const { meta, start } = footerOf(tail);
-      this.footer = meta;
-      this.groups = field(meta, FILE.rowGroups)?.list?.items ?? [];
-      this.rows = field(meta, FILE.numRows)?.int ?? 0n;
-      this.beforeFooter = tail.subarray(0, start);
-      const rows = Number(this.rows);
-      return { rows, token: rows > 0 ? await lastToken(tail, this.at, rows) : null };
-    }
-    if (!this.lastFile) return { rows: 0, token: null };
-    const { bytes, rows } = this.lastFile;
-    return { rows: Number(this.rows), token: await lastToken(bytes, 0, rows) };
+    const tail = Buffer.concat(this.held);
+    const { meta, start } = footerOf(tail);
+    this.footer = meta;
+    this.beforeFooter = tail.subarray(0, start);
+    const rows = Number(field(meta, FILE.numRows)?.int ?? 0n);
+    return { rows, token: rows > 0 ? await lastToken(tail, this.at, rows) : null };
   }
 
   /** The file's end (after `last`): the one footer, with `meta` in its key-value metadata. */
   end(meta: { complete: boolean; resumeToken: string | null }): Buffer {
     if (!this.footer) throw new Error('the store sent no Parquet file');
     const footer = this.footer;
-    setField(footer, FILE.numRows, { type: I64, int: this.rows });
-    setField(footer, FILE.rowGroups, { type: LIST, list: { element: STRUCT, items: this.groups } });
     const had = field(footer, FILE.keyValues)?.list?.items ?? [];
     setField(footer, FILE.keyValues, {
       type: LIST,
