@@ -72,11 +72,11 @@ export function parquetMeta(meta: { complete: boolean; resumeToken: string | nul
 
 /** How much of a row's end is kept for its resume token (the last column: a seal and a short key). */
 const END_BYTES = 1024;
-/** The end of a CSV row: its token's closing quote, then CRLF. */
-const CSV_ROW_END = Buffer.from('"\r\n');
 const QUOTE = 34;
-const COMMA = 44;
+const CR = 13;
 const LF = 10;
+/** Whether a byte before a `"` then CRLF ends a token: not a quote, a comma or a line feed (the quote is then a doubled one's second, or a field's opening one). */
+const endsToken = (b: number) => b !== QUOTE && b !== 44 && b !== LF;
 
 /**
  * Whole rows out of the store's NDJSON or CSV bytes as they stream (native exports), up to the
@@ -123,26 +123,15 @@ export class StoreRows {
     let start = 0;
     /** Where the last row taken starts (-1: none in this chunk). */
     let last = -1;
-    // A row end may begin in the carry's last two bytes (`"\r` of `"\r\n`).
-    let i = csv ? Math.max(0, scanned - 2) : scanned;
+    let i = scanned;
     let stopped = false;
     for (;;) {
-      let next: number;
-      if (csv) {
-        const at = buf.indexOf(CSV_ROW_END, i);
-        if (at < 0) break;
-        i = at + 1;
-        // Within a quoted field: the quote is a field's opening one (after a comma, or at a row's
-        // start) or the second of a doubled one.
-        const before = at === 0 ? LF : buf[at - 1];
-        if (before === QUOTE || before === COMMA || before === LF) continue;
-        next = at + CSV_ROW_END.length;
-      } else {
-        const nl = buf.indexOf(LF, i);
-        if (nl < 0) break;
-        next = nl + 1;
-      }
+      const nl = buf.indexOf(LF, i);
+      if (nl < 0) break;
+      const next = nl + 1;
       i = next;
+      // CSV: not within a quoted field (a line feed there ends no row: see above).
+      if (csv && !(nl >= 3 && buf[nl - 1] === CR && buf[nl - 2] === QUOTE && endsToken(buf[nl - 3]!))) continue;
       if (this.rows >= this.bounds.rows || (this.rows > 0 && this.bytes >= this.bounds.bytes)) {
         stopped = true;
         break;
