@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { closeSync, constants, mkdtempSync, openSync, rmSync } from 'node:fs';
+import { closeSync, constants, mkdtempSync, openSync, readdirSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -19,14 +19,32 @@ import type { StreamChunk } from './port.ts';
  * the service's event loop that formatting held every other request at each export's start.
  */
 
-/** Where this process's pipes are (made on the first stream, removed at exit). */
+/**
+ * Where this process's pipes are (made on the first stream, removed at exit). A process killed
+ * before its exit left its directory: those of processes that are gone are removed here.
+ */
 let pipeDir: string | undefined;
+const PIPES_PREFIX = 'signalbase-streams-';
+const PIPES_NAME = /^signalbase-streams-(\d+)-/;
 function pipesDir(): string {
   if (pipeDir) return pipeDir;
-  const dir = mkdtempSync(join(tmpdir(), 'signalbase-streams-'));
+  const base = tmpdir();
+  for (const name of readdirSync(base)) {
+    const pid = PIPES_NAME.exec(name)?.[1];
+    if (pid && !alive(Number(pid))) rmSync(join(base, name), { recursive: true, force: true });
+  }
+  const dir = mkdtempSync(join(base, `${PIPES_PREFIX}${process.pid}-`));
   process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
   pipeDir = dir;
   return dir;
+}
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
 }
 const run = promisify(execFile);
 

@@ -3,7 +3,8 @@
 // statement's whole answer with its parameters bound, in chunks as the reader asks; a reader that
 // stops early ends it and leaves nothing behind for the next stream; a failure is an error that
 // names the bound it met; streams side by side each get their own rows.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -36,7 +37,12 @@ const expected = (k: number, rows: number) => Array.from({ length: rows }, (_, n
 describe("issue 28: the chdb store streams its own writer's bytes", () => {
   let dir: string;
   let store: ChdbStore;
+  /** The pipes' directory of a process that is gone (killed before its exit handler ran). */
+  let gone: string;
   beforeAll(async () => {
+    const pid = spawnSync(process.execPath, ['-e', '']).pid!;
+    gone = join(tmpdir(), `signalbase-streams-${pid}-test`);
+    mkdirSync(join(gone, 'x.pipe'), { recursive: true });
     dir = mkdtempSync(join(tmpdir(), 'sb-streams-'));
     store = await openChdbStore(join(dir, 'chdb'), 'streams', { ownSession: true, sessions: 2 });
   }, 60_000);
@@ -85,5 +91,10 @@ describe("issue 28: the chdb store streams its own writer's bytes", () => {
   it('streams side by side each get their own rows', async () => {
     const all = await Promise.all([1, 2, 3].map((k) => read(store, { k, rows: 100_000 + k })));
     for (const [i, got] of all.entries()) expect(got.lines).toEqual(expected(i + 1, 100_001 + i));
+  });
+
+  it("removes the pipes of a process that is gone, not this process's own", () => {
+    expect(existsSync(gone)).toBe(false);
+    expect(readdirSync(tmpdir()).filter((n) => n.startsWith(`signalbase-streams-${process.pid}-`))).toHaveLength(1);
   });
 });
