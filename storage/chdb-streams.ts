@@ -177,7 +177,7 @@ class Inbox {
   }
 }
 
-/** Waits for the worker to say that an `end` or `close` is done (or that it failed, or is gone). */
+/** Waits for the worker to say that a `close` is done (or that it failed, or is gone). */
 async function ended(inbox: Inbox): Promise<void> {
   for (let m = await inbox.take(); m.kind !== 'ended' && m.kind !== 'error'; m = await inbox.take());
 }

@@ -73,10 +73,11 @@ export function parquetMeta(meta: { complete: boolean; resumeToken: string | nul
 /** How much of a row's end is kept for its resume token (the last column: a seal and a short key). */
 const END_BYTES = 1024;
 const QUOTE = 34;
+const COMMA = 44;
 const CR = 13;
 const LF = 10;
 /** Whether a byte before a `"` then CRLF ends a token: not a quote, a comma or a line feed (the quote is then a doubled one's second, or a field's opening one). */
-const endsToken = (b: number) => b !== QUOTE && b !== 44 && b !== LF;
+const endsToken = (b: number) => b !== QUOTE && b !== COMMA && b !== LF;
 
 /**
  * Whole rows out of the store's NDJSON or CSV bytes as they stream (native exports), up to the
@@ -85,8 +86,8 @@ const endsToken = (b: number) => b !== QUOTE && b !== 44 && b !== LF;
  * token, a quoted string that is never empty nor holds a quote, then CRLF (the store quotes every
  * string and doubles the quotes within): at a `"\r\n` whose quote is neither a field's opening one
  * (after a comma or at a row's start) nor the second of a doubled one. Bytes, not text: none of
- * these is ever part of a multi-byte UTF-8 character. A chunk that
- * the store says is whole rows, and that no bound reaches into, goes as it is, unread.
+ * these is ever part of a multi-byte UTF-8 character. A chunk that the store says is whole rows,
+ * and that no bound reaches into, goes as it is, unread.
  */
 export class StoreRows {
   /** The start of a row the last chunk ended within (no row end in it). */

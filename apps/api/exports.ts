@@ -149,6 +149,7 @@ export function exportRoutes(app: FastifyInstance, r: ExportRouting): void {
         const parquet = format === 'parquet';
         const storeFormat = parquet ? 'Parquet' : format === 'csv' ? 'CSV' : 'JSONEachRow';
         if (!stream || !ctx.store.streamFormats?.includes(storeFormat)) throw new Error(`this store does not stream ${storeFormat}`);
+        const streamed = stream; // narrowed, for the bodies below
         const rows = Math.min(rowsAsked, left.rows);
         // NDJSON, CSV: one more row than may be sent, to know whether rows remain after the last one sent.
         // Parquet: the CSV statement's columns as the file's, flattened; a look after its last row says.
@@ -208,8 +209,21 @@ export function exportRoutes(app: FastifyInstance, r: ExportRouting): void {
             if (last !== null) {
               const after = r.readContext(op, principal, new Date(r.clock()));
               const look = await after.run(() => ex!.native(after.ctx, query, last!, 1, 'csv'));
-              const found = await after.run(() => after.ctx.store.query(`SELECT 1 AS x FROM (${look.sql}) LIMIT 1`, look.params));
-              cut = found.length > 0;
+              // As the store's stream, like the export: its parameter sets are formatted off the event loop.
+              cut = await after.run(async () => {
+                let found = false;
+                const answer = streamed.call(after.ctx.store, `SELECT 1 AS x FROM (${look.sql}) LIMIT 1`, look.params, 'CSV', {
+                  settings: {
+                    ...NATIVE_SETTINGS,
+                    max_memory_usage: costOf(op).memoryBytes,
+                    max_execution_time: costOf(op).timeMs / 1000,
+                    priority: slot.priority + 1,
+                    ...look.settings,
+                  },
+                });
+                for await (const chunk of answer) found ||= chunk.bytes.length > 0;
+                return found;
+              });
             }
             const rest = file.end({ complete: !cut, resumeToken: last });
             bytes += rest.length;
