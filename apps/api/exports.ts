@@ -160,20 +160,23 @@ export function exportRoutes(app: FastifyInstance, r: ExportRouting): void {
         // Read before the rows: a change while they stream comes again in a poll from there.
         if (ex.headers) reply.headers(await run(() => ex.headers!(ctx, query)));
         const slot = await r.slot(principal);
+        // A stream's settings: the list read's memory bound (the statement reads in key order, holding little), a time bound of its own.
+        const storeSettings = (seconds: number, more?: Readonly<Record<string, string | number>>) => ({
+          ...NATIVE_SETTINGS,
+          max_memory_usage: costOf(op).memoryBytes,
+          max_execution_time: seconds,
+          priority: slot.priority + 1,
+          ...more,
+        });
         let source: AsyncIterator<StreamChunk>;
         let first: IteratorResult<StreamChunk>;
         try {
           source = stream
             .call(ctx.store, parquet ? parquetColumnsSql(statement.sql, columns) : statement.sql, statement.params, storeFormat, {
-              settings: {
-                ...NATIVE_SETTINGS,
-                // The list read's memory bound (the statement reads in key order, holding little); its time bound is the export's own.
-                max_memory_usage: costOf(op).memoryBytes,
-                max_execution_time: r.limits.secondsPerRequest + 60,
-                priority: slot.priority + 1,
+              settings: storeSettings(r.limits.secondsPerRequest + 60, {
                 ...(parquet ? parquetSettings(r.limits) : {}),
                 ...statement.settings,
-              },
+              }),
             })
             [Symbol.asyncIterator]();
           // What the store refuses before the first row is an error envelope.
@@ -213,13 +216,7 @@ export function exportRoutes(app: FastifyInstance, r: ExportRouting): void {
               cut = await after.run(async () => {
                 let found = false;
                 const answer = streamed.call(after.ctx.store, `SELECT 1 AS x FROM (${look.sql}) LIMIT 1`, look.params, 'CSV', {
-                  settings: {
-                    ...NATIVE_SETTINGS,
-                    max_memory_usage: costOf(op).memoryBytes,
-                    max_execution_time: costOf(op).timeMs / 1000,
-                    priority: slot.priority + 1,
-                    ...look.settings,
-                  },
+                  settings: storeSettings(costOf(op).timeMs / 1000, look.settings),
                 });
                 for await (const chunk of answer) found ||= chunk.bytes.length > 0;
                 return found;
