@@ -27,8 +27,8 @@ export interface TableChange {
   sources?: Set<string> | null;
   /** The range (ms, inclusive) of the times of its rows (the table's `changes.time`), null when any. */
   times: TimeRange | null;
-  /** For a table with a `changes.mark`: the highest value of it written, null when not known. */
-  mark?: number | null;
+  /** For a table with `changes.marks`: per mark column, the highest value of it written, null when not known. */
+  marks?: Record<string, number | null>;
 }
 
 export interface TimeRange {
@@ -130,7 +130,11 @@ function touch(set: ChangeSet, graph: TableGraph, table: string, values: (column
     c.traders = merge(c.traders, ids(dims?.trader));
     c.assets = merge(c.assets, ids(dims?.asset));
     c.times = widen(c.times, dims?.time ? values(dims.time) : null);
-    if (tableNamed(name)?.changes?.mark) c.mark = highest(c.mark ?? Number.NEGATIVE_INFINITY, dims?.mark ? values(dims.mark) : null);
+    const marks = tableNamed(name)?.changes?.marks;
+    if (marks) {
+      c.marks ??= {};
+      for (const m of marks) c.marks[m] = highest(c.marks[m] ?? Number.NEGATIVE_INFINITY, dims?.marks ? values(m) : null);
+    }
     if (tableNamed(name)?.changes?.source)
       c.sources = merge(c.sources === undefined ? new Set() : c.sources, dims?.source ? sourcesOf(values, dims.source) : null);
   }
@@ -240,7 +244,7 @@ export function encodeChangeSet(set: ChangeSet): string {
       a: c.assets && [...c.assets],
       s: c.times && [c.times.lo, c.times.hi],
       ...(c.sources !== undefined ? { src: c.sources && [...c.sources] } : {}),
-      ...(c.mark !== undefined ? { m: c.mark } : {}),
+      ...(c.marks !== undefined ? { m: c.marks } : {}),
     };
   return JSON.stringify({ all: set.all, tables });
 }
@@ -255,7 +259,9 @@ export function decodeChangeSet(json: string): ChangeSet {
       times: c.s ? { lo: c.s[0], hi: c.s[1] } : null,
       ...(c.src !== undefined ? { sources: c.src && new Set(c.src) } : {}),
       // A mark that did not travel is not known.
-      ...(c.m !== undefined ? { mark: typeof c.m === 'number' ? c.m : null } : {}),
+      ...(c.m !== undefined
+        ? { marks: Object.fromEntries(Object.entries(c.m ?? {}).map(([k, v]) => [k, typeof v === 'number' ? v : null])) }
+        : {}),
     });
   return { all: o.all, tables };
 }
@@ -266,7 +272,7 @@ interface WireChange {
   a: number[] | null;
   s?: [number, number] | null;
   src?: string[] | null;
-  m?: number | null;
+  m?: Record<string, number | null> | null;
 }
 
 /** What a cached answer or a derived fact was read from: tables, and the traders and assets it is narrowed to (null: all). */
@@ -538,8 +544,14 @@ function joinChange(a: TableChange | undefined, b: TableChange): TableChange {
   };
   if (b.sources !== undefined || a?.sources !== undefined)
     c.sources = (a && !a.sources) || !b.sources ? null : merge(new Set(a?.sources ?? []), b.sources);
-  if (b.mark !== undefined || a?.mark !== undefined)
-    c.mark = (a && a.mark == null) || b.mark == null ? null : Math.max(a?.mark ?? Number.NEGATIVE_INFINITY, b.mark);
+  if (b.marks !== undefined || a?.marks !== undefined) {
+    c.marks = {};
+    for (const k of new Set([...Object.keys(a?.marks ?? {}), ...Object.keys(b.marks ?? {})])) {
+      const x = a?.marks?.[k];
+      const y = b.marks?.[k];
+      c.marks[k] = (a && x == null) || y == null ? null : Math.max(x ?? Number.NEGATIVE_INFINITY, y);
+    }
+  }
   return c;
 }
 

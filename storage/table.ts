@@ -20,8 +20,8 @@ export interface Table {
     readonly trader?: string;
     readonly asset?: string;
     readonly time?: string;
-    /** A column whose written values only grow (a sequence): a change says the highest one written. */
-    readonly mark?: string;
+    /** Columns whose written values only grow (sequences): a change says the highest of each written. */
+    readonly marks?: readonly string[];
     readonly source?: readonly [platform: string, sourceIdentityId: string];
   };
   /** `$db.<name>`, for SQL. */

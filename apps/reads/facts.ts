@@ -1,9 +1,10 @@
 import { splitIds, splitList } from '../../schemas/api/common-params.ts';
 import type { AssetRow } from '../../schemas/api/resources.ts';
 import type { VisibilityPolicy } from '../../schemas/topics/index.ts';
-import type { Store } from '../../storage/port.ts';
+import { baseStore, type Store } from '../../storage/port.ts';
 import type { Sql } from '../../storage/sql.ts';
 import { ASSETS_TABLE } from '../../storage/tables/assets.ts';
+import { type FeedMarks, feedMarks } from '../../storage/tables/feed-groups.ts';
 import { SOURCE_IDENTITIES_TABLE, sourceKey, TRADERS_TABLE } from '../../storage/tables/traders.ts';
 import { perDataVersion, type ReadContext } from './context.ts';
 import type { Where } from './list.ts';
@@ -45,6 +46,11 @@ export interface Facts {
   /** Traders and assets the tables know, deleted or not (how selective a set of them is). */
   knownTraders: number;
   knownAssets: number;
+  /**
+   * The feed's marks as read just before these facts: the feed's stamps up to their watermark may
+   * be judged by these facts, and so may later ones while the facts mark has not moved (apps/reads/feed.ts).
+   */
+  feedMarks: FeedMarks;
 }
 
 export interface Identity {
@@ -56,6 +62,8 @@ export interface Identity {
 }
 
 async function load(store: Store): Promise<Facts> {
+  // Read before the tables, and not as a dependency: the facts last until the tables change, not the feed.
+  const marks = await feedMarks(baseStore(store));
   const [traders, assets, identities] = await Promise.all([
     store.query<{
       id: number;
@@ -87,6 +95,7 @@ async function load(store: Store): Promise<Facts> {
     visible: new Map(),
     knownTraders: traders.length,
     knownAssets: assets.length,
+    feedMarks: marks,
   };
   for (const t of traders) {
     if (t.deleted) continue;

@@ -15,7 +15,8 @@ import {
   FEED_EVENT_TYPES,
   FEED_GROUPS_TABLE,
   FEED_WATERMARK_TABLE,
-  feedWatermark,
+  type FeedMarks,
+  feedMarks,
 } from '../../storage/tables/feed-groups.ts';
 import { MESSAGES_TABLE } from '../../storage/tables/messages.ts';
 import { parseSourceKey, sourceKey, sourceKeySql } from '../../storage/tables/traders.ts';
@@ -271,16 +272,34 @@ export async function listFeed(ctx: ReadContext, q: FeedQuery): Promise<{ result
 }
 
 /**
- * The feed's watermark, per data version: the projector writes it before it commits, so the one
- * read during a data version is at least that version's (a 2 ms query of every since-poll before).
- * Then it follows the commits: each says the highest watermark it wrote (issue 26: no read per commit).
+ * The feed's marks, per data version: the projector writes them before it commits, so the ones
+ * read during a data version are at least that version's (a 2 ms query of every since-poll before).
+ * Then they follow the commits: each says the highest marks it wrote (issue 26: no read per commit).
  */
-const watermarkOf = perDataVersion((store) => feedWatermark(store), {
-  update: (w, since) => {
-    const mark = writtenTo(since, FEED_WATERMARK_TABLE.name)?.mark;
-    return typeof mark === 'number' && Number.isFinite(mark) ? Math.max(w, mark) : null;
+const marksOf = perDataVersion((store) => feedMarks(store), {
+  update: (m, since) => {
+    const c = writtenTo(since, FEED_WATERMARK_TABLE.name)?.marks;
+    if (!c) return null;
+    const watermark = c.fseq === undefined ? m.watermark : c.fseq;
+    const facts = c.facts === undefined ? m.facts : c.facts;
+    if (typeof watermark !== 'number' || typeof facts !== 'number' || !Number.isFinite(watermark) || !Number.isFinite(facts)) return null;
+    return { watermark: Math.max(m.watermark, watermark), facts: Math.max(m.facts, facts) };
   },
 });
+
+/**
+ * How far a since-poll may go with these facts: a stamp is judged by the traders, assets and
+ * identities (groupAsSeen, mayName), so it must not be passed with facts older than it. A batch
+ * stores those tables before its feed step takes a facts mark and stamps after it; the facts hold
+ * the marks read just before they were loaded. While the facts mark has not moved past theirs,
+ * every stamp up to the watermark is theirs to judge; once it has, they are older than a change
+ * the stamps after their own watermark were made under (a commit of the feed announced before the
+ * one of that change: lanes, commit rounds), and the poll stops at their watermark until they are
+ * loaded again (issue 28: a held poll passed a group's removal, judged by facts without it).
+ */
+export function judgedUpTo(marks: FeedMarks, facts: Facts): number {
+  return marks.facts <= facts.feedMarks.facts ? marks.watermark : Math.min(marks.watermark, facts.feedMarks.watermark);
+}
 
 /**
  * The stamps above `after` up to `watermark`, `n` at most, in key order. Read by every poll for
@@ -342,11 +361,15 @@ async function sincePoll(ctx: ReadContext, q: FeedQuery): Promise<{ results: Fee
   const { since: _s, cursor: _c, limit: _l, wait: _w, ...filters } = q;
   const fp = fingerprint('list_feed:since', filters);
   const policy = ctx.cursors.policyPrint(ctx.principal);
-  const watermark = await watermarkOf(ctx);
+  const marks = await marksOf(ctx);
+  const facts = await factsOf(ctx);
   // `now`: the head, so that a new poller starts with what changes next instead of replaying history (issue 28).
-  let from = q.since === '0' ? 0 : q.since === 'now' ? watermark : Number(ctx.cursors.decode(q.since!, ['seq'], fp, policy, false).k[0]);
+  let from =
+    q.since === '0' ? 0 : q.since === 'now' ? marks.watermark : Number(ctx.cursors.decode(q.since!, ['seq'], fp, policy, false).k[0]);
   // A watermark from before the read models were rebuilt (their sequence starts again): everything is new.
-  if (from > watermark) from = 0;
+  if (from > marks.watermark) from = 0;
+  // Never behind where the caller is (a cursor of a process whose facts are newer).
+  const watermark = Math.max(from, judgedUpTo(marks, facts));
   const rule = windowRule(q, ctx.principal, { unboundedDefault: true });
   const window = windowAt(rule, ctx.now.getTime());
   const traderIds = splitIds(q.traderIds);
@@ -361,7 +384,6 @@ async function sincePoll(ctx: ReadContext, q: FeedQuery): Promise<{ results: Fee
   const hasMore = changes.length > q.limit;
   const page = changes.slice(0, q.limit);
 
-  const facts = await factsOf(ctx);
   const results: FeedItem[] = [];
   const removed: Stamp[] = [];
   for (const r of page) {

@@ -1,6 +1,5 @@
 import type { AssetRecord, SourceIdentityRecord, TraderRecord } from '../../schemas/topics/index.ts';
 import { remember } from '../../storage/bounded.ts';
-import type { Store } from '../../storage/port.ts';
 import { param, type Sql, sql } from '../../storage/sql.ts';
 import { batchSeq, inJsonIds, newestById, type Statement, sameFields, statementRows } from '../../storage/statements.ts';
 import {
@@ -11,6 +10,7 @@ import {
   FEED_GROUPS_DDL,
   FEED_GROUPS_TABLE,
   FEED_WATERMARK_DDL,
+  FEED_WATERMARK_FACTS_DDL,
   FEED_WATERMARK_TABLE,
   type FeedEventState,
 } from '../../storage/tables/feed-groups.ts';
@@ -219,6 +219,8 @@ type StampKey = Pick<ChangeStatement, 'fseq' | 'seq' | 'tomb'>;
  */
 interface FeedState {
   fseq: number | null;
+  /** The sequence number the last step after a change of traders, assets or source identities took (feedMarks). */
+  facts: number;
   published: number;
   lock: Promise<void>;
   groups: Map<string, GroupStatement | null>;
@@ -249,19 +251,27 @@ async function locked<T>(ctx: ProjectionContext, step: () => Promise<T>): Promis
   return run;
 }
 
+/** The sequence counter (and the facts mark), read from the store once per session. */
+async function counter(ctx: ProjectionContext): Promise<FeedState & { fseq: number }> {
+  const s = stateOf(ctx);
+  if (s.fseq === null) {
+    const [r] = await ctx.store.query<{ f: number; facts: number }>(
+      `SELECT greatest((SELECT max(fseq) FROM ${FEED_CHANGES_TABLE}), (SELECT max(fseq) FROM ${FEED_WATERMARK_TABLE})) AS f,
+        (SELECT max(facts) FROM ${FEED_WATERMARK_TABLE}) AS facts`,
+    );
+    s.fseq = Number(r?.f ?? 0);
+    s.facts = Number(r?.facts ?? 0);
+  }
+  return s as FeedState & { fseq: number };
+}
+
 /**
  * Writes group rows that changed and stamps every group in `restamp` and every changed group:
  * stamps first, then rows, then the watermark (see above).
  */
 async function writeAndStamp(ctx: ProjectionContext, rows: GroupStatement[], restamp: Iterable<string>, base: number): Promise<void> {
   const { store } = ctx;
-  const s = stateOf(ctx);
-  if (s.fseq === null) {
-    const [r] = await store.query<{ f: number }>(
-      `SELECT greatest((SELECT max(fseq) FROM ${FEED_CHANGES_TABLE}), (SELECT max(fseq) FROM ${FEED_WATERMARK_TABLE})) AS f`,
-    );
-    s.fseq = Number(r?.f ?? 0);
-  }
+  const s = await counter(ctx);
   // The stamped content: the rows written now, else (a restamp) the group's current statement.
   const content = new Map<string, GroupStatement>();
   for (const r of rows) if (r.tomb === 0) content.set(r.id, r);
@@ -289,7 +299,7 @@ async function writeAndStamp(ctx: ProjectionContext, rows: GroupStatement[], res
   // Also when nothing changed: a replay after a crash before the watermark publishes it here.
   if (s.fseq > s.published) {
     // As rows: the commit's changes carry the watermark (storage/changes.ts `mark`), so the API's is kept without a read.
-    await store.insert(FEED_WATERMARK_TABLE.name, [{ k: 0, fseq: s.fseq }]);
+    await store.insert(FEED_WATERMARK_TABLE.name, [{ k: 0, fseq: s.fseq, facts: s.facts }]);
     s.published = s.fseq;
   }
 }
@@ -338,7 +348,6 @@ export interface FeedTouch {
  */
 export function applyFeedTouches(ctx: ProjectionContext, touches: readonly FeedTouch[], version: bigint): Promise<void> {
   if (!touches.length) return Promise.resolve();
-  const { store } = ctx;
   return locked(ctx, async () => {
     const ids = new Set<string>();
     for (const { event, before } of touches) {
@@ -399,7 +408,6 @@ export function applyFeedTouches(ctx: ProjectionContext, touches: readonly FeedT
 
 /** After messages are stored: the groups of these messages take their current fields. */
 function applyFeedMessages(ctx: ProjectionContext, batch: readonly ValidRecord[], version: bigint): Promise<void> {
-  const { store } = ctx;
   return locked(ctx, async () => {
     const ids = [...new Set(batch.map((r) => (r.value as { id: string }).id))];
     const stored = await currentGroups(ctx, ids);
@@ -445,6 +453,11 @@ function restampEmbedding(ctx: ProjectionContext, topic: string, batch: readonly
     // Every group that has or had a row matching; its current statement decides nothing here: a stamp too many only repeats an upsert.
     const groups = sql`SELECT DISTINCT id FROM ${FEED_GROUPS_TABLE} WHERE ${embedding}`;
     const ids = (await store.query<{ id: string }>(groups.text, groups.params)).map((r) => r.id);
+    // A number of its own, also when no group embeds what changed: every stamp after it (these,
+    // and any later group's) is judged by the tables as they are now (feedMarks), so it is published
+    // with the watermark.
+    const s = await counter(ctx);
+    s.facts = ++s.fseq;
     await writeAndStamp(ctx, [], ids, batchSeq(version));
   });
 }
@@ -452,9 +465,9 @@ function restampEmbedding(ctx: ProjectionContext, topic: string, batch: readonly
 export const feedProjection: Projection<FeedState> = {
   name: 'feed',
   canHandle: ['messages', 'traders', 'assets', 'source-identities'],
-  ddl: [FEED_GROUPS_DDL, FEED_CHANGES_DDL, FEED_WATERMARK_DDL],
+  ddl: [FEED_GROUPS_DDL, FEED_CHANGES_DDL, FEED_WATERMARK_DDL, FEED_WATERMARK_FACTS_DDL],
   state: {
-    init: () => ({ fseq: null, published: -1, lock: Promise.resolve(), groups: new Map(), stamps: new Map() }),
+    init: () => ({ fseq: null, facts: 0, published: -1, lock: Promise.resolve(), groups: new Map(), stamps: new Map() }),
     // The counter, the watermark and the groups are read again; the lock stays, so a step in flight still runs alone.
     reset: (s) => {
       s.fseq = null;

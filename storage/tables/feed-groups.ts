@@ -4,7 +4,7 @@ import { table } from '../table.ts';
 
 export const FEED_GROUPS_TABLE = table('feed_groups', { changes: { time: 'writtenAt' } });
 export const FEED_CHANGES_TABLE = table('feed_changes');
-export const FEED_WATERMARK_TABLE = table('feed_watermark', { changes: { mark: 'fseq' } });
+export const FEED_WATERMARK_TABLE = table('feed_watermark', { changes: { marks: ['fseq', 'facts'] } });
 
 /**
  * A feed group's events as stored: the live events linked to one source message, as the trade
@@ -106,8 +106,23 @@ export const FEED_EVENT_TYPES = TYPES;
 
 /** The feed's watermark: every stamp up to it has its group row written (0: nothing yet). */
 export async function feedWatermark(store: Store): Promise<number> {
-  const [r] = await store.query<{ w: number }>('SELECT max(fseq) AS w FROM $db.feed_watermark');
-  return Number(r?.w ?? 0);
+  return (await feedMarks(store)).watermark;
+}
+
+/**
+ * The feed's marks, from one row: the watermark, and `facts`, the sequence number the last step
+ * after a change of traders, assets or source identities took (the tables a group is judged by
+ * when read: DESIGN 6). Every stamp above `facts` was made after that change was stored, so a
+ * reader judging stamps up to `watermark` needs those tables as they were read after these marks
+ * (apps/reads/feed.ts).
+ */
+export async function feedMarks(store: Store): Promise<FeedMarks> {
+  const [r] = await store.query<{ w: number; f: number }>(`SELECT max(fseq) AS w, max(facts) AS f FROM ${FEED_WATERMARK_TABLE}`);
+  return { watermark: Number(r?.w ?? 0), facts: Number(r?.f ?? 0) };
+}
+export interface FeedMarks {
+  watermark: number;
+  facts: number;
 }
 
 /** A group's columns (feed_groups, and the stamps of feed_changes, which carry the group as stamped). */
@@ -156,5 +171,7 @@ export const FEED_CHANGES_DDL = `CREATE TABLE IF NOT EXISTS ${FEED_CHANGES_TABLE
     PROJECTION by_id (SELECT _part_offset ORDER BY id)
   ) ${statementEngine('fseq, id')}`;
 
-export const FEED_WATERMARK_DDL = `CREATE TABLE IF NOT EXISTS ${FEED_WATERMARK_TABLE} (k UInt8, fseq UInt64)
+export const FEED_WATERMARK_DDL = `CREATE TABLE IF NOT EXISTS ${FEED_WATERMARK_TABLE} (k UInt8, fseq UInt64, facts UInt64)
   ENGINE = ReplacingMergeTree(fseq) ORDER BY k`;
+/** The facts mark for a table made by an earlier build (an added column is not a change of layout: no rebuild). */
+export const FEED_WATERMARK_FACTS_DDL = `ALTER TABLE ${FEED_WATERMARK_TABLE} ADD COLUMN IF NOT EXISTS facts UInt64`;

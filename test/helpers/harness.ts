@@ -121,6 +121,11 @@ export interface HarnessOptions {
   metrics?: (h: { lag: () => Promise<number>; store: Store }) => Metrics;
   /** Mounts the MCP tool server and the dev authorization server (real HTTP: call `listen`). */
   mcp?: boolean | { jwksCooldownMs?: number; issuer?: string };
+  /**
+   * Awaited before each commit is made known to the app (embedded wiring): a test holds one back,
+   * as a commit round or a busy lane does, while the projector's other lane goes on.
+   */
+  beforeAnnounce?: (commit: Commit) => Promise<void>;
 }
 
 /** `clock`: the server's clock in ms (read cache expiry, serverTime); the real one when omitted. */
@@ -150,12 +155,19 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
   const changeLog = new ChangeLog();
   let projector: ReturnType<typeof runProjector>;
   const metrics = opts.metrics?.({ lag: () => projector.lag(), store });
-  const onCommit = (info: Commit) => {
+  const announce = (info: Commit) => {
     changeLog.add(++version, info.changes);
     metrics?.committed(info);
     // As the embedded server: credentials' answers end when the accounts or keys change.
     return touches(info.changes, ACCESS_TABLES) ? auth.invalidate() : undefined;
   };
+  const held = opts.beforeAnnounce;
+  const onCommit = held
+    ? async (info: Commit) => {
+        await held(info);
+        await announce(info);
+      }
+    : announce;
   projector = runProjector(log, store, { onCommit, ...(opts.cadenceMs ? { cadenceMs: opts.cadenceMs } : {}) });
   const projectorStores: TestStore[] = [];
   const app = buildApi({

@@ -41,25 +41,26 @@ describe('change sets by source', () => {
 });
 
 describe('change sets by mark (a sequence only written upwards)', () => {
-  it('the highest mark a commit wrote travels through the shared change log; an unknown one stays unknown, and a table without marks stays without', () => {
+  it('the highest marks a commit wrote travel through the shared change log; an unknown one stays unknown, and a table without marks stays without', () => {
     const before = set({
-      feed_watermark: change({ mark: 812 }),
+      feed_watermark: change({ marks: { fseq: 812, facts: 790 } }),
       prices: change({ times: { lo: 5, hi: 9 } }),
     });
     const after = decodeChangeSet(encodeChangeSet(before));
     expect(after).toEqual(before);
-    expect('mark' in after.tables.get('prices')!).toBe(false);
-    const unknown = decodeChangeSet(encodeChangeSet(set({ feed_watermark: change({ mark: null }) })));
-    expect(unknown.tables.get('feed_watermark')!.mark).toBeNull();
+    expect('marks' in after.tables.get('prices')!).toBe(false);
+    const unknown = decodeChangeSet(encodeChangeSet(set({ feed_watermark: change({ marks: { fseq: null, facts: 3 } }) })));
+    expect(unknown.tables.get('feed_watermark')!.marks).toEqual({ fseq: null, facts: 3 });
   });
 
-  it('what several commits wrote into a table is the highest of their marks, or not known when one of them does not say', () => {
-    const wrote = (...marks: (number | null)[]) =>
+  it('what several commits wrote into a table is the highest of each mark, or not known when one of them does not say it', () => {
+    const wrote = (...marks: Record<string, number | null>[]) =>
       writtenTo(
-        marks.map((mark) => set({ feed_watermark: change({ mark }) })),
+        marks.map((m) => set({ feed_watermark: change({ marks: m }) })),
         'feed_watermark',
       );
-    expect(wrote(4, 9, 7)?.mark).toBe(9);
-    expect(wrote(4, null, 7)?.mark).toBeNull();
+    expect(wrote({ fseq: 4, facts: 2 }, { fseq: 9, facts: 2 }, { fseq: 7, facts: 6 })?.marks).toEqual({ fseq: 9, facts: 6 });
+    expect(wrote({ fseq: 4, facts: 1 }, { fseq: null, facts: 1 }, { fseq: 7, facts: 1 })?.marks).toEqual({ fseq: null, facts: 1 });
+    expect(wrote({ fseq: 4, facts: 1 }, { fseq: 7 })?.marks).toEqual({ fseq: 7, facts: null });
   });
 });

@@ -1,0 +1,102 @@
+// Issue 28, the long-poll failure of CI run d95fa02: a held since-poll kept a group that a change
+// of its trader had removed. A group is judged by the traders, assets and identities when a poll
+// reads its stamp; the API kept those facts until a commit said they changed, and took the feed's
+// watermark from any commit. The projector's lanes commit apart: a messages commit made known
+// before the commit of a trader's deletion carried a watermark above the deletion's stamps, so a
+// poll passed them judged by facts from before it, and nothing stamped those groups again.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Commit } from '../../projectors/runner.ts';
+import { cachedAndFresh } from '../helpers/cached-and-fresh.ts';
+import { appendGiven, build, createHarness, type Harness } from '../helpers/harness.ts';
+
+const NOW = Date.parse('2026-06-15T12:00:00.000Z');
+const clock = { now: NOW };
+const iso = (t: number) => new Date(t).toISOString();
+
+/** While set, the commit of a traders batch is held back here (its writes are stored). */
+let gate: { reached: () => void; release: Promise<void> } | undefined;
+const beforeAnnounce = async (c: Commit) => {
+  const g = gate;
+  if (g && c.batches.some((b) => b.topic === 'traders')) {
+    g.reached();
+    await g.release;
+  }
+};
+
+let h: Harness;
+let apps: Awaited<ReturnType<typeof cachedAndFresh>>;
+let key: string;
+
+beforeAll(async () => {
+  h = await createHarness({ clock: () => clock.now, beforeAnnounce });
+  await h.given([
+    build.source('src-1'),
+    build.source('src-2', { platform: 'X' }),
+    build.trader(1),
+    build.trader(2, { source: { platform: 'X', sourceIdentityId: 'src-2' } }),
+    build.asset(1),
+    build.message('m-1', 'src-1', iso(NOW - 3_600_000)),
+    build.message('m-2', 'src-2', iso(NOW - 1_800_000), { platform: 'X' }),
+    build.event(101, { traderId: 1, assetId: 1, messageId: 'm-1', timeOfEvent: iso(NOW - 3_600_000) }),
+    build.event(102, { traderId: 2, assetId: 1, messageId: 'm-2', timeOfEvent: iso(NOW - 1_800_000) }),
+  ]);
+  key = await h.key();
+  apps = await cachedAndFresh(h, clock);
+});
+afterAll(async () => {
+  await apps?.close();
+  await h?.close();
+});
+
+async function feed(app: 'cached' | 'fresh', query: string): Promise<{ results: { id: string }[]; meta: any }> {
+  const res = await apps[app].inject({ method: 'GET', url: `/v2/feed?${query}`, headers: { 'x-api-key': key } });
+  expect(res.statusCode, res.body).toBe(200);
+  return res.json().data;
+}
+
+/** Polls the cached app from `since` until nothing is new; applies each answer to `held`. */
+async function pollAll(held: Set<string>, since: string): Promise<string> {
+  for (let i = 0; i < 100; i++) {
+    const { results, meta } = await feed('cached', `since=${encodeURIComponent(since)}&limit=100`);
+    for (const g of results) held.add(g.id);
+    for (const id of meta.removedIds) held.delete(id);
+    since = meta.nextCursor;
+    if (!meta.hasMore && !results.length && !meta.removedIds.length) return since;
+  }
+  throw new Error('the feed did not settle');
+}
+
+describe('issue 28: a since-poll never passes a stamp judged by facts older than it', () => {
+  it("a trader's deletion committed after a later messages commit still removes its groups from a poller", async () => {
+    const held = new Set<string>();
+    let since = await pollAll(held, '0');
+    expect([...held].sort()).toEqual(['m-1', 'm-2']);
+
+    // Trader 1 is deleted; its batch is stored, and its commit is held back.
+    let reached!: () => void;
+    let release!: () => void;
+    const atGate = new Promise<void>((resolve) => (reached = resolve));
+    gate = { reached, release: new Promise<void>((resolve) => (release = resolve)) };
+    try {
+      appendGiven(h.log, [build.trader(1, { version: 2, deleted: true })]);
+      await atGate;
+      // Meanwhile the messages lane commits an edit of m-2, stamped after the deletion's stamps.
+      const version = h.dataVersion();
+      appendGiven(h.log, [build.message('m-2', 'src-2', iso(NOW - 1_800_000), { platform: 'X', version: 2, text: 'edited' })]);
+      for (let i = 0; i < 500 && h.dataVersion() === version; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+      expect(h.dataVersion(), 'the messages commit is made known').toBeGreaterThan(version);
+      // A poll now, with the deletion stored but not yet known to the app.
+      since = await pollAll(held, since);
+    } finally {
+      release();
+      gate = undefined;
+    }
+    await h.settle();
+    await pollAll(held, since);
+
+    // Contract 4: a deleted trader's groups leave the feed, and a poller learns it.
+    const fresh = await feed('fresh', 'limit=100&startTime=2000-01-01T00:00:00.000Z');
+    expect(fresh.results.map((g) => g.id)).toEqual(['m-2']);
+    expect([...held].sort(), 'the groups the poller holds').toEqual(['m-2']);
+  });
+});
