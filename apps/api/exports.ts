@@ -151,14 +151,16 @@ export function exportRoutes(app: FastifyInstance, r: ExportRouting): void {
         if (!stream || !ctx.store.streamFormats?.includes(storeFormat)) throw new Error(`this store does not stream ${storeFormat}`);
         const streamed = stream; // narrowed, for the bodies below
         const rows = Math.min(rowsAsked, left.rows);
+        // Read before the rows and before the statement takes the facts it judges them by (they only
+        // get newer): a change while they stream comes again in a poll from there (issue 28).
+        const headers = ex.headers && (await run(() => ex.headers!(ctx, query)));
         // NDJSON, CSV: one more row than may be sent, to know whether rows remain after the last one sent.
         // Parquet: the CSV statement's columns as the file's, flattened; a look after its last row says.
         const statement = await run(() => ex.native(ctx, query, resume, parquet ? rows : rows + 1, parquet ? 'csv' : format));
         const columns = columnsOf(ex.item);
         const expected = [...columns.map((c) => c.name), RESUME_COLUMN];
         if (statement.columns.join() !== expected.join()) throw new Error(`${op.tool}'s export statement has other columns than its item`);
-        // Read before the rows: a change while they stream comes again in a poll from there.
-        if (ex.headers) reply.headers(await run(() => ex.headers!(ctx, query)));
+        if (headers) reply.headers(headers);
         const slot = await r.slot(principal);
         // A stream's settings: the list read's memory bound (the statement reads in key order, holding little), a time bound of its own.
         const storeSettings = (seconds: number, more?: Readonly<Record<string, string | number>>) => ({

@@ -363,13 +363,14 @@ async function sincePoll(ctx: ReadContext, q: FeedQuery): Promise<{ results: Fee
   const policy = ctx.cursors.policyPrint(ctx.principal);
   const marks = await marksOf(ctx);
   const facts = await factsOf(ctx);
-  // `now`: the head, so that a new poller starts with what changes next instead of replaying history (issue 28).
-  let from =
-    q.since === '0' ? 0 : q.since === 'now' ? marks.watermark : Number(ctx.cursors.decode(q.since!, ['seq'], fp, policy, false).k[0]);
+  const judged = judgedUpTo(marks, facts);
+  // `now`: the head, so that a new poller starts with what changes next instead of replaying
+  // history (issue 28); the head these facts judge up to, as what an export read with them holds.
+  let from = q.since === '0' ? 0 : q.since === 'now' ? judged : Number(ctx.cursors.decode(q.since!, ['seq'], fp, policy, false).k[0]);
   // A watermark from before the read models were rebuilt (their sequence starts again): everything is new.
   if (from > marks.watermark) from = 0;
   // Never behind where the caller is (a cursor of a process whose facts are newer).
-  const watermark = Math.max(from, judgedUpTo(marks, facts));
+  const watermark = Math.max(from, judged);
   const rule = windowRule(q, ctx.principal, { unboundedDefault: true });
   const window = windowAt(rule, ctx.now.getTime());
   const traderIds = splitIds(q.traderIds);

@@ -39,6 +39,15 @@ beforeAll(async () => {
     build.message('m-2', 'src-2', iso(NOW - 1_800_000), { platform: 'X' }),
     build.event(101, { traderId: 1, assetId: 1, messageId: 'm-1', timeOfEvent: iso(NOW - 3_600_000) }),
     build.event(102, { traderId: 2, assetId: 1, messageId: 'm-2', timeOfEvent: iso(NOW - 1_800_000) }),
+    // The export's case: trader 3's group, and m-4 of trader 4 edited meanwhile.
+    build.source('src-3'),
+    build.source('src-4', { platform: 'X' }),
+    build.trader(3),
+    build.trader(4, { source: { platform: 'X', sourceIdentityId: 'src-4' } }),
+    build.message('m-3', 'src-3', iso(NOW - 3_000_000)),
+    build.message('m-4', 'src-4', iso(NOW - 1_200_000), { platform: 'X' }),
+    build.event(103, { traderId: 3, assetId: 1, messageId: 'm-3', timeOfEvent: iso(NOW - 3_000_000) }),
+    build.event(104, { traderId: 4, assetId: 1, messageId: 'm-4', timeOfEvent: iso(NOW - 1_200_000) }),
   ]);
   key = await h.key();
   apps = await cachedAndFresh(h, clock);
@@ -66,37 +75,61 @@ async function pollAll(held: Set<string>, since: string): Promise<string> {
   throw new Error('the feed did not settle');
 }
 
+/**
+ * Runs `during` while trader `traderId`'s deletion is stored and its commit held back, after a
+ * later messages commit (an edit of `edited`, stamped after the deletion's stamps) is made known.
+ */
+async function whileDeletionHeld(traderId: number, edited: { id: string; source: string; at: number }, during: () => Promise<void>) {
+  let reached!: () => void;
+  let release!: () => void;
+  const atGate = new Promise<void>((resolve) => (reached = resolve));
+  gate = { reached, release: new Promise<void>((resolve) => (release = resolve)) };
+  try {
+    appendGiven(h.log, [build.trader(traderId, { version: 2, deleted: true })]);
+    await atGate;
+    const version = h.dataVersion();
+    appendGiven(h.log, [build.message(edited.id, edited.source, iso(edited.at), { platform: 'X', version: 2, text: 'edited' })]);
+    for (let i = 0; i < 500 && h.dataVersion() === version; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(h.dataVersion(), 'the messages commit is made known').toBeGreaterThan(version);
+    await during();
+  } finally {
+    release();
+    gate = undefined;
+  }
+  await h.settle();
+}
+
 describe('issue 28: a since-poll never passes a stamp judged by facts older than it', () => {
   it("a trader's deletion committed after a later messages commit still removes its groups from a poller", async () => {
     const held = new Set<string>();
     let since = await pollAll(held, '0');
-    expect([...held].sort()).toEqual(['m-1', 'm-2']);
+    expect([...held].sort()).toEqual(['m-1', 'm-2', 'm-3', 'm-4']);
 
-    // Trader 1 is deleted; its batch is stored, and its commit is held back.
-    let reached!: () => void;
-    let release!: () => void;
-    const atGate = new Promise<void>((resolve) => (reached = resolve));
-    gate = { reached, release: new Promise<void>((resolve) => (release = resolve)) };
-    try {
-      appendGiven(h.log, [build.trader(1, { version: 2, deleted: true })]);
-      await atGate;
-      // Meanwhile the messages lane commits an edit of m-2, stamped after the deletion's stamps.
-      const version = h.dataVersion();
-      appendGiven(h.log, [build.message('m-2', 'src-2', iso(NOW - 1_800_000), { platform: 'X', version: 2, text: 'edited' })]);
-      for (let i = 0; i < 500 && h.dataVersion() === version; i++) await new Promise((resolve) => setTimeout(resolve, 10));
-      expect(h.dataVersion(), 'the messages commit is made known').toBeGreaterThan(version);
-      // A poll now, with the deletion stored but not yet known to the app.
+    // Trader 1 is deleted (stored, its commit held back); meanwhile the messages lane commits an
+    // edit of m-2, stamped after the deletion's stamps, and the poller polls.
+    await whileDeletionHeld(1, { id: 'm-2', source: 'src-2', at: NOW - 1_800_000 }, async () => {
       since = await pollAll(held, since);
-    } finally {
-      release();
-      gate = undefined;
-    }
-    await h.settle();
+    });
     await pollAll(held, since);
 
     // Contract 4: a deleted trader's groups leave the feed, and a poller learns it.
     const fresh = await feed('fresh', 'limit=100&startTime=2000-01-01T00:00:00.000Z');
-    expect(fresh.results.map((g) => g.id)).toEqual(['m-2']);
-    expect([...held].sort(), 'the groups the poller holds').toEqual(['m-2']);
+    expect(fresh.results.map((g) => g.id)).toEqual(['m-4', 'm-2', 'm-3']);
+    expect([...held].sort(), 'the groups the poller holds').toEqual(['m-2', 'm-3', 'm-4']);
+  });
+
+  it("a new partner's export and its x-feed-since, taken while a trader's deletion is not yet known, lead to its removal", async () => {
+    const held = new Set<string>();
+    let since = '';
+    await whileDeletionHeld(3, { id: 'm-4', source: 'src-4', at: NOW - 1_200_000 }, async () => {
+      const res = await apps.cached.inject({ method: 'GET', url: '/v2/exports/feed?format=ndjson', headers: { 'x-api-key': key } });
+      expect(res.statusCode, res.body).toBe(200);
+      for (const line of res.payload.split('\n').filter(Boolean)) held.add(JSON.parse(line).id);
+      since = String(res.headers['x-feed-since']);
+    });
+    await pollAll(held, since);
+    const fresh = await feed('fresh', 'limit=100&startTime=2000-01-01T00:00:00.000Z');
+    expect(fresh.results.map((g) => g.id)).toEqual(['m-4', 'm-2']);
+    expect([...held].sort(), 'the groups the partner holds').toEqual(['m-2', 'm-4']);
   });
 });
