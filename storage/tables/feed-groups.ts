@@ -110,15 +110,17 @@ export async function feedWatermark(store: Store): Promise<number> {
 }
 
 /**
- * The feed's marks, from one row: the watermark, and `facts`, the sequence number the last step
+ * The feed's marks, from its newest row: the watermark, and `facts`, the sequence number the last step
  * after a change of traders, assets or source identities took (the tables a group is judged by
  * when read: DESIGN 6). Every stamp above `facts` was made after that change was stored, so a
  * reader judging stamps up to `watermark` needs those tables as they were read after these marks
  * (apps/reads/feed.ts).
  */
 export async function feedMarks(store: Store): Promise<FeedMarks> {
-  const [r] = await store.query<{ w: number; f: number }>(`SELECT max(fseq) AS w, max(facts) AS f FROM ${FEED_WATERMARK_TABLE}`);
-  return { watermark: Number(r?.w ?? 0), facts: Number(r?.f ?? 0) };
+  // The newest row whole (`*`): an API process may read a store whose projector has not added the
+  // facts column yet (a rolling upgrade); its facts mark is then 0, as an older projector's.
+  const [r] = await store.query<{ fseq: number; facts?: number }>(`SELECT * FROM ${FEED_WATERMARK_TABLE} ORDER BY fseq DESC LIMIT 1`);
+  return { watermark: Number(r?.fseq ?? 0), facts: Number(r?.facts ?? 0) };
 }
 export interface FeedMarks {
   watermark: number;

@@ -17,7 +17,7 @@ const DAY = 24 * 60 * MIN;
 const T0 = specStart();
 const iso = (ms: number) => new Date(ms).toISOString();
 
-const WATERMARK = /max\(fseq\)[\s\S]*feed_watermark/;
+const WATERMARK = /FROM \S*feed_watermark/;
 const LATEST_PRICE = /max\(toUnixTimestamp64Milli\(at\)\)[\s\S]*prices/;
 /** The first group after serverTime (when one enters a page whose range ends at serverTime). */
 const FIRST_GROUP_AFTER = /toUnixTimestamp64Milli\(writtenAt\) AS t FROM \S*feed_groups\s+WHERE writtenAt >/;
