@@ -54,6 +54,16 @@ export function leafNames(shape: TupleShape, prefix: string): string[] {
 }
 
 /**
+ * The list read's cursor after a resume token's row (the same filters and account): the page it
+ * starts is where the export resumes (a Parquet export's look: is there a row after its last one?).
+ */
+export function resumeCursor(ctx: ReadContext, op: string, query: Record<string, unknown>, resume: string): string {
+  const filters = fingerprint(op, query);
+  const policy = ctx.cursors.policyPrint(ctx.principal);
+  return ctx.cursors.encode(ctx.cursors.resumed(resume, filters, policy), filters, policy);
+}
+
+/**
  * Where a native export starts, as the list read's pages would: the key after the resume token's
  * row (checked as the list read checks a cursor, its window clamped alike), the window of a
  * historical read, and the seal every row's resume token carries.
@@ -72,9 +82,9 @@ export function nativeStart(
   const policy = ctx.cursors.policyPrint(ctx.principal);
   let cur: CursorState | undefined;
   if (resume !== undefined) {
-    const state = ctx.cursors.resumed(resume, filters, policy);
+    const cursor = resumeCursor(ctx, spec.op, spec.query, resume);
     try {
-      cur = ctx.cursors.decode(ctx.cursors.encode(state, filters, policy), spec.keyParts, filters, policy, true);
+      cur = ctx.cursors.decode(cursor, spec.keyParts, filters, policy, true);
     } catch (err) {
       throw asResumeError(err);
     }
