@@ -12,6 +12,8 @@ import { appendGiven, build, createHarness, type Harness } from '../helpers/harn
 const NOW = Date.parse('2026-06-15T12:00:00.000Z');
 const clock = { now: NOW };
 const iso = (t: number) => new Date(t).toISOString();
+/** How long before NOW group m-n was written (the feed's order: m-4, m-2, m-3, m-1). */
+const groupAge = (n: number) => [3_600_000, 1_800_000, 3_000_000, 1_200_000][n - 1]!;
 
 /** While set, the commit of a traders batch is held back here (its writes are stored). */
 let gate: { reached: () => void; release: Promise<void> } | undefined;
@@ -30,24 +32,18 @@ let key: string;
 beforeAll(async () => {
   h = await createHarness({ clock: () => clock.now, beforeAnnounce });
   await h.given([
-    build.source('src-1'),
-    build.source('src-2', { platform: 'X' }),
-    build.trader(1),
-    build.trader(2, { source: { platform: 'X', sourceIdentityId: 'src-2' } }),
     build.asset(1),
-    build.message('m-1', 'src-1', iso(NOW - 3_600_000)),
-    build.message('m-2', 'src-2', iso(NOW - 1_800_000), { platform: 'X' }),
-    build.event(101, { traderId: 1, assetId: 1, messageId: 'm-1', timeOfEvent: iso(NOW - 3_600_000) }),
-    build.event(102, { traderId: 2, assetId: 1, messageId: 'm-2', timeOfEvent: iso(NOW - 1_800_000) }),
-    // The export's case: trader 3's group, and m-4 of trader 4 edited meanwhile.
-    build.source('src-3'),
-    build.source('src-4', { platform: 'X' }),
-    build.trader(3),
-    build.trader(4, { source: { platform: 'X', sourceIdentityId: 'src-4' } }),
-    build.message('m-3', 'src-3', iso(NOW - 3_000_000)),
-    build.message('m-4', 'src-4', iso(NOW - 1_200_000), { platform: 'X' }),
-    build.event(103, { traderId: 3, assetId: 1, messageId: 'm-3', timeOfEvent: iso(NOW - 3_000_000) }),
-    build.event(104, { traderId: 4, assetId: 1, messageId: 'm-4', timeOfEvent: iso(NOW - 1_200_000) }),
+    // Traders 1 and 3 on Telegram, 2 and 4 on X; each with its source and one group (m-n, event 100 + n).
+    ...[1, 2, 3, 4].flatMap((n) => {
+      const platform = n % 2 ? 'TELEGRAM' : 'X';
+      const at = iso(NOW - groupAge(n));
+      return [
+        build.source(`src-${n}`, { platform }),
+        build.trader(n, { source: { platform, sourceIdentityId: `src-${n}` } }),
+        build.message(`m-${n}`, `src-${n}`, at, { platform }),
+        build.event(100 + n, { traderId: n, assetId: 1, messageId: `m-${n}`, timeOfEvent: at }),
+      ];
+    }),
   ]);
   key = await h.key();
   apps = await cachedAndFresh(h, clock);
@@ -107,7 +103,7 @@ describe('issue 28: a since-poll never passes a stamp judged by facts older than
 
     // Trader 1 is deleted (stored, its commit held back); meanwhile the messages lane commits an
     // edit of m-2, stamped after the deletion's stamps, and the poller polls.
-    await whileDeletionHeld(1, { id: 'm-2', source: 'src-2', at: NOW - 1_800_000 }, async () => {
+    await whileDeletionHeld(1, { id: 'm-2', source: 'src-2', at: NOW - groupAge(2) }, async () => {
       since = await pollAll(held, since);
     });
     await pollAll(held, since);
@@ -121,7 +117,7 @@ describe('issue 28: a since-poll never passes a stamp judged by facts older than
   it("a new partner's export and its x-feed-since, taken while a trader's deletion is not yet known, lead to its removal", async () => {
     const held = new Set<string>();
     let since = '';
-    await whileDeletionHeld(3, { id: 'm-4', source: 'src-4', at: NOW - 1_200_000 }, async () => {
+    await whileDeletionHeld(3, { id: 'm-4', source: 'src-4', at: NOW - groupAge(4) }, async () => {
       const res = await apps.cached.inject({ method: 'GET', url: '/v2/exports/feed?format=ndjson', headers: { 'x-api-key': key } });
       expect(res.statusCode, res.body).toBe(200);
       for (const line of res.payload.split('\n').filter(Boolean)) held.add(JSON.parse(line).id);
