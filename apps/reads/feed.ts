@@ -278,10 +278,10 @@ export async function listFeed(ctx: ReadContext, q: FeedQuery): Promise<{ result
  */
 const marksOf = perDataVersion((store) => feedMarks(store), {
   update: (m, since) => {
+    // Both, or not known (a change set of an older projector says neither): read again.
     const c = writtenTo(since, FEED_WATERMARK_TABLE.name)?.marks;
-    if (!c) return null;
-    const watermark = c.fseq === undefined ? m.watermark : c.fseq;
-    const facts = c.facts === undefined ? m.facts : c.facts;
+    const watermark = c?.fseq;
+    const facts = c?.facts;
     if (typeof watermark !== 'number' || typeof facts !== 'number' || !Number.isFinite(watermark) || !Number.isFinite(facts)) return null;
     return { watermark: Math.max(m.watermark, watermark), facts: Math.max(m.facts, facts) };
   },

@@ -63,4 +63,9 @@ describe('change sets by mark (a sequence only written upwards)', () => {
     expect(wrote({ fseq: 4, facts: 1 }, { fseq: null, facts: 1 }, { fseq: 7, facts: 1 })?.marks).toEqual({ fseq: null, facts: 1 });
     expect(wrote({ fseq: 4, facts: 1 }, { fseq: 7 })?.marks).toEqual({ fseq: 7, facts: null });
   });
+
+  it('a change set of an older build (its one mark a number) says no mark, so what follows the marks is read again', () => {
+    const older = decodeChangeSet(JSON.stringify({ all: false, tables: { feed_watermark: { t: null, a: null, s: null, m: 812 } } }));
+    expect(writtenTo([older], 'feed_watermark')?.marks?.fseq).toBeUndefined();
+  });
 });
