@@ -211,8 +211,8 @@ export function exportRoutes(app: FastifyInstance, r: ExportRouting): void {
             void r.budget.spend(account, sent);
             last = end.token;
             // Rows after the last one sent: only a look can tell (the store may have ended the file at a
-            // bound). The list read's page after that row, of one: the export's rows are its pages'
-            // (a statement of the export's own took 200 ms for the feed: its parameter sets and events).
+            // bound). The list read's page of one after that row: the export's rows are its pages', and
+            // a page costs far less than a statement of the export's own (its parameter sets, its rows' work).
             if (last !== null) {
               const after = r.readContext(op, principal, new Date(r.clock()));
               const cursor = resumeCursor(after.ctx, op.tool, query, last);

@@ -297,7 +297,7 @@ const marksOf = perDataVersion((store) => feedMarks(store), {
  * one of that change: lanes, commit rounds), and the poll stops at their watermark until they are
  * loaded again (issue 28: a held poll passed a group's removal, judged by facts without it).
  */
-export function judgedUpTo(marks: FeedMarks, facts: Facts): number {
+function judgedUpTo(marks: FeedMarks, facts: Facts): number {
   return marks.facts <= facts.feedMarks.facts ? marks.watermark : Math.min(marks.watermark, facts.feedMarks.watermark);
 }
 

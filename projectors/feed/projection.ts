@@ -298,7 +298,7 @@ async function writeAndStamp(ctx: ProjectionContext, rows: GroupStatement[], res
   for (const [id, g] of newestById(rows, (r) => r.id)) remember(s.groups, id, g, KNOWN_GROUPS);
   // Also when nothing changed: a replay after a crash before the watermark publishes it here.
   if (s.fseq > s.published) {
-    // As rows: the commit's changes carry the watermark (storage/changes.ts `mark`), so the API's is kept without a read.
+    // As rows: the commit's changes carry the marks (storage/changes.ts `marks`), so the API's are kept without a read.
     await store.insert(FEED_WATERMARK_TABLE.name, [{ k: 0, fseq: s.fseq, facts: s.facts }]);
     s.published = s.fseq;
   }
