@@ -240,14 +240,17 @@ export interface ProjectorEvents {
 /**
  * The projector's commits. Without a cadence, each batch is announced as it ends. With one, the
  * batches (and the settled derived work) are gathered and announced together when every lane is
- * between rounds: each announcement ends the cached answers its changes touch, and a question
- * asked again after each of a round's three or four batches was read again after each, where one
- * read after the round gives the same answer. A backlog keeps the lanes busy: then what is
- * gathered is announced once it is a cadence old, after the batch that makes it so.
+ * between rounds, and at most once per cadence: each announcement ends the cached answers its
+ * changes touch, and a question asked again after each of a round's three or four batches was
+ * read again after each, where one read after the round gives the same answer. A backlog keeps the
+ * lanes busy: then what is gathered is announced once it is a cadence old, after the batch that
+ * makes it so.
  */
 class Commits {
   private pending: Commit | undefined;
   private since = 0;
+  /** When the last announcement began. */
+  private announced = 0;
   private timer: NodeJS.Timeout | undefined;
   private turn: Promise<void> = Promise.resolve();
   private closed = false;
@@ -264,6 +267,20 @@ class Commits {
     if (Date.now() - this.since >= cadence) await this.flush();
   }
 
+  /**
+   * Every lane is between rounds: what was gathered is announced now, or, when the last
+   * announcement is not yet a cadence old, once it is. Lanes whose rounds end apart would
+   * otherwise announce a commit each, and each commit ends the cached answers it touches.
+   */
+  rest(): Promise<void> {
+    const cadence = this.events.cadenceMs ?? 0;
+    const wait = this.announced + cadence - Date.now();
+    if (!this.pending || wait <= 0) return this.flush();
+    clearTimeout(this.timer);
+    this.arm(wait);
+    return Promise.resolve();
+  }
+
   /** Announces what was gathered, one announcement at a time; one that fails is gathered again and retried at the next. */
   flush(): Promise<void> {
     const run = this.turn.then(async () => {
@@ -271,6 +288,7 @@ class Commits {
       if (!c) return;
       this.pending = undefined;
       clearTimeout(this.timer);
+      this.announced = Date.now();
       try {
         await this.announce(c);
       } catch (err) {
@@ -384,7 +402,7 @@ export function runProjector(log: Log, store: Store, events: ProjectorEvents = {
       maxBatch: MAX_BATCH,
       prepare: validateBatchAsync,
       ...(events.cadenceMs
-        ? { cadenceMs: events.cadenceMs, onRest: () => commits.flush().catch((err) => events.onError?.(err, 'commit')) }
+        ? { cadenceMs: events.cadenceMs, onRest: () => commits.rest().catch((err) => events.onError?.(err, 'commit')) }
         : {}),
       lanes: SEPARATE_LANES,
       onError: (err, batch) => events.onError?.(err, batch.topic),

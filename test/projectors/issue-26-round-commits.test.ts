@@ -12,7 +12,9 @@ import { event, message } from './records.ts';
 /**
  * Issue 26, commit cadence: each commit ends the cached answers its changes touch, so a live
  * projector announces one commit per round of its lanes (the messages lane and the trade lane),
- * not one per batch. Every batch is in exactly one commit, a commit says everything its batches
+ * not one per batch, and at most one per cadence (LIVE_CADENCE_MS says so: rounds of the two lanes
+ * that end apart were a commit each, 2.2 commits a second at a cadence of 500 ms in bench/live.ts).
+ * Every batch is in exactly one commit, a commit says everything its batches
  * wrote, a caught-up projector has announced all it applied, and an announcement that fails is
  * made again with the batches after it.
  */
@@ -22,17 +24,23 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 const TRADERS = [1, 2, 3, 4, 5];
 
-async function trickle(failFirst: boolean): Promise<{ commits: Commit[]; errors: string[]; written: number }> {
+const CADENCE_MS = 100;
+
+async function trickle(failFirst: boolean): Promise<{ commits: Commit[]; errors: string[]; written: number; gaps: number[] }> {
   const dir = mkdtempSync(join(tmpdir(), 'signalbase-rounds-'));
   const log = new EmbeddedLog(dir, 20);
   const chdb = await new ChdbStore(chdbDir, `rounds_${failFirst ? 'f' : 'ok'}_${process.pid}`).init();
   await ensureSchema(chdb);
   const commits: Commit[] = [];
   const errors: string[] = [];
+  // When each announcement was made while records arrived (the caught-up's last one is made at once).
+  const times: number[] = [];
+  let trickling = true;
   let calls = 0;
   const sub = runProjector(log, chdb, {
-    cadenceMs: 100,
+    cadenceMs: CADENCE_MS,
     onCommit: (c) => {
+      if (trickling) times.push(performance.now());
       if (failFirst && calls++ === 0) throw new Error('announcement failed');
       commits.push(c);
     },
@@ -49,9 +57,10 @@ async function trickle(failFirst: boolean): Promise<{ commits: Commit[]; errors:
       written += 2;
       await sleep(50);
     }
+    trickling = false;
     await sub.caughtUp();
     // Caught up: everything applied was announced by then.
-    return { commits: [...commits], errors, written };
+    return { commits: [...commits], errors, written, gaps: times.slice(1).map((t, i) => t - times[i]!) };
   } finally {
     await sub.stop();
     await chdb.drop();
@@ -83,6 +92,14 @@ describe('issue 26: one commit per round of the lanes', () => {
     }
     expect([...traders].sort()).toEqual(TRADERS);
     expect(commits.some((c) => c.changes.tables.has(MESSAGES_TABLE.name))).toBe(true);
+  });
+
+  it('commits are announced at most once per cadence, also when the lanes end their rounds apart', async () => {
+    const { gaps, commits, written } = await trickle(false);
+    expect(gaps.length).toBeGreaterThan(1);
+    // A millisecond of timer slack: each announcement a cadence after the one before it at least.
+    expect(Math.min(...gaps)).toBeGreaterThanOrEqual(CADENCE_MS - 1);
+    expect(applied(commits)).toBe(written);
   });
 
   it('a failed announcement is made again with what came after it: no batch is lost', async () => {
