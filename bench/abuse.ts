@@ -16,13 +16,13 @@ import { benchArgs, fmtMs, freePort, pct, printTable, progress, sortNum } from '
 
 const USAGE = `Usage: npx tsx bench/abuse.ts --data-dir DIR [options]
 
-Starts 'signalbase start' on DIR (seed it first: node bin/signalbase.mjs seed --scale large
+Starts 'signalbase start' on DIR (seed it first: node bin/signalbase.cjs seed --scale large
 --data-dir DIR) and measures, from outside over HTTP, the noisy-neighbour p99 ratio, a JSON-RPC
 batch on /mcp, the heaviest single read, junk-key requests and the server's peak memory.
 
 Options:
   --data-dir DIR     a seeded DATA_DIR; no server may be running on it
-  --server FILE      the signalbase CLI to start (default: bin/signalbase.mjs of this checkout;
+  --server FILE      the signalbase CLI to start (default: bin/signalbase.cjs of this checkout;
                      give another checkout's to measure that version on the same data)
   --seconds S        length of each noisy-neighbour leg (default 20)
   --rate N           the quiet client's requests per second (default 20)
@@ -46,7 +46,7 @@ const {
 });
 if (!argv['data-dir']) die(`--data-dir is required\n\n${USAGE}`);
 const dataDir = resolve(argv['data-dir']!);
-const cli = resolve(argv.server ?? join(import.meta.dirname, '..', 'bin', 'signalbase.mjs'));
+const cli = resolve(argv.server ?? join(import.meta.dirname, '..', 'bin', 'signalbase.cjs'));
 const legMs = posInt('seconds', argv.seconds) * 1000;
 const rate = posInt('rate', argv.rate);
 const noisyN = posInt('noisy', argv.noisy);

@@ -46,7 +46,7 @@ export function benchArgs<const O extends ParseArgsOptionsConfig>(bench: string,
 export function benchDataDir(given: string | undefined, prefix: string, die: (msg: string) => never): { ownDir: boolean; dataDir: string } {
   if (given === undefined) return { ownDir: true, dataDir: mkdtempSync(join(tmpdir(), prefix)) };
   const dataDir = resolve(given);
-  if (!existsSync(dataDir)) die(`--data-dir ${dataDir} does not exist (seed it first: node bin/signalbase.mjs seed --data-dir ${dataDir})`);
+  if (!existsSync(dataDir)) die(`--data-dir ${dataDir} does not exist (seed it first: node bin/signalbase.cjs seed --data-dir ${dataDir})`);
   const pid = runningServerPid(dataDir);
   if (pid !== null) {
     die(

@@ -43,7 +43,7 @@ read (the SelectedRows and SelectedBytes profile events around it), store time (
 
 Options:
   --data-dir DIR      an existing seeded DATA_DIR (required; e.g. made by
-                      'node bin/signalbase.mjs seed --scale large --data-dir /tmp/sblarge').
+                      'node bin/signalbase.cjs seed --scale large --data-dir /tmp/sblarge').
                       No server may be running on DIR (chdb: one process per data directory).
   --reps N            timed replays of each query; the median counts (default 3)
   -h, --help          this text

@@ -59,7 +59,7 @@ process of its own), and prints rows/s against
           other request on the service waited at most meanwhile)
 
 Options:
-  --data-dir DIR        an existing seeded DATA_DIR (e.g. made by 'node bin/signalbase.mjs seed
+  --data-dir DIR        an existing seeded DATA_DIR (e.g. made by 'node bin/signalbase.cjs seed
                         --scale large --data-dir /tmp/sblarge'); default: a fresh temp dir seeded
                         with the small demo set, removed afterwards. No server may run on DIR.
   --days N              the exports' window: startTime = now - N days (default 30)

@@ -71,7 +71,7 @@ floors built in the same run in the same store:
 
 Options:
   --data-dir DIR      an existing seeded DATA_DIR (e.g. made by
-                      'node bin/signalbase.mjs seed --scale large --data-dir /tmp/sblarge');
+                      'node bin/signalbase.cjs seed --scale large --data-dir /tmp/sblarge');
                       default: a fresh temp dir seeded with the small demo set, removed afterwards.
                       No server may be running on DIR (chdb: one process per data directory).
   --reps N            measured handler calls, HTTP requests and floor queries per case (default 30)

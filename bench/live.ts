@@ -26,7 +26,7 @@ const GRACE_MS = 30_000;
 const COMPACTION_WAIT_MS = 20 * 60_000;
 const USAGE = `Usage: npx tsx bench/live.ts --data-dir DIR [options]
 
-Starts 'signalbase start --no-seed' on DIR (seed it first: node bin/signalbase.mjs seed --scale
+Starts 'signalbase start --no-seed' on DIR (seed it first: node bin/signalbase.cjs seed --scale
 large --data-dir DIR; the server and the ingest write to DIR: use a copy), and one streaming
 'signalbase ingest - --data-dir DIR', through which it first writes one price of now for each
 asset the records use (the seed's prices end when it was made; a running server's do not). Then,
@@ -88,14 +88,14 @@ const {
 });
 if (!argv['data-dir']) die(`--data-dir is required\n\n${USAGE}`);
 const dataDir = resolve(argv['data-dir']!);
-if (!existsSync(join(dataDir, 'log'))) die(`${dataDir} holds no log: seed it first (node bin/signalbase.mjs seed --data-dir ${dataDir})`);
+if (!existsSync(join(dataDir, 'log'))) die(`${dataDir} holds no log: seed it first (node bin/signalbase.cjs seed --data-dir ${dataDir})`);
 if (!existsSync(demoKeyFile(dataDir))) die(`no demo key in ${demoKeyFile(dataDir)}: seed the data dir first`);
 const phaseMs = posInt('seconds', argv.seconds) * 1000;
 const clients = argv.clients === '0' ? 0 : posInt('clients', argv.clients);
 const warmupMs = Number(argv.warmup) * 1000;
 if (!(warmupMs >= 0)) die(`--warmup takes a number of seconds (got ${argv.warmup})`);
 const rates = argv.rates!.split(',').map((r) => posInt('rates', r.trim()));
-const cli = join(import.meta.dirname, '..', 'bin', 'signalbase.mjs');
+const cli = join(import.meta.dirname, '..', 'bin', 'signalbase.cjs');
 const tStart = performance.now();
 
 let server: ChildProcess | undefined;

@@ -46,12 +46,12 @@ const {
 if (!argv['data-dir']) die(`--data-dir is required\n\n${USAGE}`);
 const dataDir = resolve(argv['data-dir']!);
 if (!existsSync(join(dataDir, 'log')) || !existsSync(demoKeyFile(dataDir)))
-  die(`${dataDir} is not a seeded DATA_DIR (node bin/signalbase.mjs seed --data-dir DIR)`);
+  die(`${dataDir} is not a seeded DATA_DIR (node bin/signalbase.cjs seed --data-dir DIR)`);
 if (runningServerPid(dataDir) !== null) die(`a signalbase server runs on ${dataDir}: stop it first`);
 const polls = posInt('polls', argv.polls);
 const accountCount = posInt('accounts', argv.accounts);
 const rounds = posInt('rounds', argv.rounds);
-const cli = join(import.meta.dirname, '..', 'bin', 'signalbase.mjs');
+const cli = join(import.meta.dirname, '..', 'bin', 'signalbase.cjs');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 type Json = any;
 

@@ -25,7 +25,7 @@ Benchmarks the REST v2 reads against two floors measured in the same run:
 
 Options:
   --data-dir DIR      an existing seeded DATA_DIR (e.g. made by
-                      'node bin/signalbase.mjs seed --scale large --data-dir /tmp/sblarge');
+                      'node bin/signalbase.cjs seed --scale large --data-dir /tmp/sblarge');
                       default: a fresh temp dir seeded with the small demo set, removed afterwards.
                       No server may be running on DIR (chdb: one process per data directory).
   --requests N        measured HTTP requests per read and per floor (default 200)

@@ -11,7 +11,7 @@ import { ConfigError, loadConfig, type ProcessKind, readSettings } from '../../a
 const ROOT = join(import.meta.dirname, '..', '..');
 const cli = (args: string[], env: Record<string, string> = {}) => {
   // Only what the test gives (and what node needs to run), so the machine's own variables do not leak in.
-  const r = spawnSync(process.execPath, [join(ROOT, 'bin', 'signalbase.mjs'), ...args], {
+  const r = spawnSync(process.execPath, [join(ROOT, 'bin', 'signalbase.cjs'), ...args], {
     encoding: 'utf8',
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env },
     timeout: 60_000,

@@ -41,7 +41,7 @@ describe('issue 25: the compiled build', () => {
 
   it('the compiled CLI gives the same help as the TypeScript one', () => {
     const compiled = run(join(out, 'apps', 'cli.js'), ['--help']);
-    const source = run(join(ROOT, 'bin', 'signalbase.mjs'), ['--help'], { SIGNALBASE_RUN_SOURCE: '1' });
+    const source = run(join(ROOT, 'bin', 'signalbase.cjs'), ['--help'], { SIGNALBASE_RUN_SOURCE: '1' });
     expect(compiled).toContain('Usage:');
     expect(compiled).toBe(source);
   });

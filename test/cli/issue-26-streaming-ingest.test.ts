@@ -38,7 +38,7 @@ interface Streaming {
 }
 /** `signalbase ARGS` with a pipe on its standard input that the test writes to piece by piece. */
 function spawnCli(args: readonly string[], env: Record<string, string>): Streaming {
-  const child = spawn(process.execPath, ['bin/signalbase.mjs', ...args], {
+  const child = spawn(process.execPath, ['bin/signalbase.cjs', ...args], {
     cwd: REPO_ROOT,
     env: { ...process.env, LOG_LEVEL: 'warn', ...env },
     stdio: ['pipe', 'pipe', 'pipe'],

@@ -2,9 +2,9 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 
-/** The repository root (where bin/signalbase.mjs lives). */
+/** The repository root (where bin/signalbase.cjs lives). */
 export const REPO_ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const BIN = 'bin/signalbase.mjs';
+const BIN = 'bin/signalbase.cjs';
 
 export interface CliResult {
   code: number | null;

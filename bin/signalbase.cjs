@@ -2,15 +2,19 @@
 // The signalbase CLI. Runs the compiled JavaScript under dist/ (`npm run build`; `npm start` and
 // `npm ci` build it) when it is there and no source is newer than it; otherwise the TypeScript as
 // it is, through tsx's loader, so a checkout being edited never runs a stale build.
-import { existsSync, readdirSync, statSync } from 'node:fs';
-import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
-
-// chdb runs each statement on a thread of libuv's pool (4 by default): the API's read slots, the
-// projector, compaction and each export (for as long as its client reads) take one at once.
+//
+// CommonJS, so that this runs before anything uses libuv's thread pool, whose size is read when it
+// is first used (reading an ES module entry uses it: the pool then had its default 4 threads).
+// chdb runs each statement on a thread of it: the API's read slots, the projector's lanes,
+// compaction and the reads without a slot, and password checks hash on it too.
+'use strict';
 process.env.UV_THREADPOOL_SIZE ??= '16';
 
-const root = join(import.meta.dirname, '..');
+const { existsSync, readdirSync, statSync } = require('node:fs');
+const { join } = require('node:path');
+const { pathToFileURL } = require('node:url');
+
+const root = join(__dirname, '..');
 const built = join(root, 'dist', 'apps', 'cli.js');
 
 /** The newest modification time of the sources the build is made of (a few hundred files: about a millisecond). */
@@ -26,9 +30,10 @@ function newestSource() {
 }
 
 if (process.env.SIGNALBASE_RUN_SOURCE !== '1' && existsSync(built) && statSync(built).mtimeMs >= newestSource()) {
-  await import(pathToFileURL(built).href);
+  import(pathToFileURL(built).href);
 } else {
-  const { register } = await import('tsx/esm/api');
-  register();
-  await import('../apps/cli.ts');
+  import('tsx/esm/api').then(({ register }) => {
+    register();
+    return import(pathToFileURL(join(root, 'apps', 'cli.ts')).href);
+  });
 }
