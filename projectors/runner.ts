@@ -249,8 +249,8 @@ export interface ProjectorEvents {
 class Commits {
   private pending: Commit | undefined;
   private since = 0;
-  /** When the last announcement began. */
-  private announced = 0;
+  /** When the last announcement began (performance.now(): Date.now()'s whole milliseconds made a wait up to one short). */
+  private announced = -Infinity;
   private timer: NodeJS.Timeout | undefined;
   private turn: Promise<void> = Promise.resolve();
   private closed = false;
@@ -264,7 +264,7 @@ class Commits {
     if (!cadence) return this.announce(commit);
     this.gather(commit, cadence);
     // Settled work goes with the next round's commit (or the timer's), not in one of its own.
-    if (Date.now() - this.since >= cadence) await this.flush();
+    if (performance.now() - this.since >= cadence) await this.flush();
   }
 
   /**
@@ -274,7 +274,7 @@ class Commits {
    */
   rest(): Promise<void> {
     const cadence = this.events.cadenceMs ?? 0;
-    const wait = this.announced + cadence - Date.now();
+    const wait = this.announced + cadence - performance.now();
     if (!this.pending || wait <= 0) return this.flush();
     clearTimeout(this.timer);
     this.arm(wait);
@@ -288,7 +288,7 @@ class Commits {
       if (!c) return;
       this.pending = undefined;
       clearTimeout(this.timer);
-      this.announced = Date.now();
+      this.announced = performance.now();
       try {
         await this.announce(c);
       } catch (err) {
@@ -309,7 +309,7 @@ class Commits {
   private gather(c: Commit, ms: number): void {
     if (!this.pending) {
       this.pending = { batches: [], settled: false, changes: emptyChangeSet() };
-      this.since = Date.now();
+      this.since = performance.now();
       this.arm(ms);
     }
     (this.pending.batches as BatchOutcome[]).push(...c.batches);

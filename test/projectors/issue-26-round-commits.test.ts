@@ -97,8 +97,9 @@ describe('issue 26: one commit per round of the lanes', () => {
   it('commits are announced at most once per cadence, also when the lanes end their rounds apart', async () => {
     const { gaps, commits, written } = await trickle(false);
     expect(gaps.length).toBeGreaterThan(1);
-    // A millisecond of timer slack: each announcement a cadence after the one before it at least.
-    expect(Math.min(...gaps)).toBeGreaterThanOrEqual(CADENCE_MS - 1);
+    // Each announcement a cadence after the one before it at least, give or take timers' slack:
+    // libuv's clock counts whole milliseconds, so a timer may fire up to one early (CI saw 98.8).
+    expect(Math.min(...gaps)).toBeGreaterThanOrEqual(CADENCE_MS - 2);
     expect(applied(commits)).toBe(written);
   });
 
