@@ -48,6 +48,10 @@ Options:
   --server URL       bench a server already running on DIR at URL (not started nor stopped)
   --seconds S        length of each phase (default 30)
   --rates LIST       records per second of the live phases (default 2,20,200)
+  --rounds N         the static phase and the live phases N times over (default 1): each live
+                     phase is compared with the static phase of its own round, and the ratios of
+                     the rounds and their median are printed (runs on one machine differ by up
+                     to a third in static req/s; adjacent phases share what drifts)
   --clients N        concurrent clients of the mixed load (default 16; 0: only the probes and
                      the ingest, to see what the live data costs the server by itself)
   --no-probes        no freshness probes (no freshness figures): with --clients 0, the CPU the
@@ -80,6 +84,7 @@ const {
   server: { type: 'string' },
   seconds: { type: 'string', default: '30' },
   rates: { type: 'string', default: '2,20,200' },
+  rounds: { type: 'string', default: '1' },
   clients: { type: 'string', default: '16' },
   warmup: { type: 'string', default: '15' },
   only: { type: 'string' },
@@ -95,6 +100,7 @@ const clients = argv.clients === '0' ? 0 : posInt('clients', argv.clients);
 const warmupMs = Number(argv.warmup) * 1000;
 if (!(warmupMs >= 0)) die(`--warmup takes a number of seconds (got ${argv.warmup})`);
 const rates = argv.rates!.split(',').map((r) => posInt('rates', r.trim()));
+const rounds = posInt('rounds', argv.rounds);
 const cli = join(import.meta.dirname, '..', 'bin', 'signalbase.cjs');
 const tStart = performance.now();
 
@@ -420,6 +426,8 @@ class Probes {
 interface PhaseResult {
   name: string;
   rate: number;
+  /** Its round (--rounds): compared with the static phase of the same round. */
+  round: number;
   secs: number;
   samples: Sample[];
   feedMs: number[];
@@ -687,10 +695,11 @@ try {
   }
 
   const phases: PhaseResult[] = [];
-  for (const [i, rate] of [0, ...rates].entries()) {
-    // A rate given twice (a longer look at one rate: --rates 20,20,20) is two phases, each with its own figures.
+  const plan = Array.from({ length: rounds }, () => [0, ...rates]).flat();
+  for (const [i, rate] of plan.entries()) {
+    // A rate given twice (a longer look at one rate: --rates 20,20,20), or a later round, is a phase with figures of its own.
     const base = rate === 0 ? 'static' : `live ${rate}/s`;
-    const nth = rate === 0 ? 1 : rates.slice(0, i).filter((r) => r === rate).length;
+    const nth = plan.slice(0, i + 1).filter((r) => r === rate).length;
     const name = nth > 1 ? `${base} (${nth})` : base;
     progress(`phase ${name}: ${(phaseMs / 1000).toFixed(0)} s`);
     const samples: Sample[] = [];
@@ -733,6 +742,7 @@ try {
     phases.push({
       name,
       rate,
+      round: Math.floor(i / (rates.length + 1)) + 1,
       secs,
       samples,
       feedMs: [],
@@ -757,8 +767,11 @@ try {
   const ingestSummary = /appended \d+ records from standard input, refused \d+ lines?/.exec(ingestErr)?.[0] ?? 'no summary';
 
   // --- Output
-  const stat = phases[0]!;
-  const sf = figures(stat.samples, stat.secs);
+  const staticOf = (p: PhaseResult) => phases.find((s) => s.rate === 0 && s.round === p.round)!;
+  const staticFigures = (p: PhaseResult) => {
+    const s = staticOf(p);
+    return figures(s.samples, s.secs);
+  };
   console.log(
     `Mixed load, ${clients} clients, ${(phaseMs / 1000).toFixed(0)} s per phase; live phases pipe records into one \`signalbase ingest -\``,
   );
@@ -786,8 +799,8 @@ try {
         fmtMs(f.p99),
         fmtPct(f.hits),
         String(f.errors),
-        p === stat ? '-' : fmtX(f.rps / sf.rps),
-        p === stat ? '-' : fmtX(f.p99 / sf.p99),
+        p.rate === 0 ? '-' : fmtX(f.rps / staticFigures(p).rps),
+        p.rate === 0 ? '-' : fmtX(f.p99 / staticFigures(p).p99),
         p.cpu.server === null ? '-' : p.cpu.server.toFixed(2),
         p.cpu.ingest === null ? '-' : p.cpu.ingest.toFixed(2),
       ];
@@ -802,6 +815,20 @@ try {
     .filter(Boolean);
   if (statuses.length) console.log(`errors (not in the latencies): ${statuses.join('; ')}`);
   for (const [st, first] of firstErrors) console.log(`  first ${st}: ${first}`);
+  if (rounds > 1) {
+    console.log('');
+    console.log(`Each live phase against the static phase of its own round (${rounds} rounds)`);
+    const median = (xs: number[]) => sortNum(xs)[Math.floor((xs.length - 1) / 2)]!;
+    printTable(
+      ['rate', 'req/s vs static, by round', 'median', 'p99 vs static, by round', 'median'],
+      [...new Set(rates)].map((rate) => {
+        const live = phases.filter((p) => p.rate === rate);
+        const rps = live.map((p) => figures(p.samples, p.secs).rps / staticFigures(p).rps);
+        const p99 = live.map((p) => figures(p.samples, p.secs).p99 / staticFigures(p).p99);
+        return [`live ${rate}/s`, rps.map(fmtX).join(' '), fmtX(median(rps)), p99.map(fmtX).join(' '), fmtX(median(p99))];
+      }),
+    );
+  }
   console.log('');
   console.log("Where the server's CPU went (cores: CPU seconds per second), per answer, and the projector's commits per second");
   printTable(
@@ -841,18 +868,34 @@ try {
     console.log('Freshness: from the write to the ingest stdin until seen (p50 / p99 / max; measured of written)');
     printTable(
       ['phase', 'feed since-poll', 'events?traderIds='],
-      phases
-        .filter((p) => p.rate)
-        .map((p) => {
-          const fm = sortNum(p.feedMs);
-          const em = sortNum(p.eventMs);
-          const units = p.written / 4;
-          return [
-            p.name,
-            `${fmtS(pct(fm, 50))} / ${fmtS(pct(fm, 99))} / ${fmtS(fm.at(-1) ?? NaN)}  (${fm.length} of ${units}${p.unseen.groups ? `, ${p.unseen.groups} unseen` : ''})`,
-            `${fmtS(pct(em, 50))} / ${fmtS(pct(em, 99))} / ${fmtS(em.at(-1) ?? NaN)}  (${em.length} sampled of ${units}${p.unseen.events ? `, ${p.unseen.events} sampled unseen` : ''})`,
-          ];
-        }),
+      [
+        ...phases.filter((p) => p.rate),
+        // With rounds, each rate's phases together too.
+        ...(rounds > 1
+          ? [...new Set(rates)].map((rate) => {
+              const of = phases.filter((p) => p.rate === rate);
+              return {
+                name: `live ${rate}/s, all rounds`,
+                feedMs: of.flatMap((p) => p.feedMs),
+                eventMs: of.flatMap((p) => p.eventMs),
+                written: of.reduce((n, p) => n + p.written, 0),
+                unseen: of.reduce((u, p) => ({ groups: u.groups + p.unseen.groups, events: u.events + p.unseen.events }), {
+                  groups: 0,
+                  events: 0,
+                }),
+              };
+            })
+          : []),
+      ].map((p) => {
+        const fm = sortNum(p.feedMs);
+        const em = sortNum(p.eventMs);
+        const units = p.written / 4;
+        return [
+          p.name,
+          `${fmtS(pct(fm, 50))} / ${fmtS(pct(fm, 99))} / ${fmtS(fm.at(-1) ?? NaN)}  (${fm.length} of ${units}${p.unseen.groups ? `, ${p.unseen.groups} unseen` : ''})`,
+          `${fmtS(pct(em, 50))} / ${fmtS(pct(em, 99))} / ${fmtS(em.at(-1) ?? NaN)}  (${em.length} sampled of ${units}${p.unseen.events ? `, ${p.unseen.events} sampled unseen` : ''})`,
+        ];
+      }),
     );
   }
   console.log('');
