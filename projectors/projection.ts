@@ -51,6 +51,8 @@ export interface Projection<S = unknown> {
   state?: ProjectionState<S>;
   /** Runs after the rows of the batch are stored; `version` is monotonic across batches. */
   afterStore?(ctx: ProjectionContext, batch: readonly ValidRecord[], version: bigint): Promise<void>;
+  /** Finishes what a projector that stopped left undone of this projection's settled work (a live projector runs it when its session starts, and after a take-over). */
+  resume?(ctx: ProjectionContext): Promise<void>;
 }
 
 export const bool = (b: boolean | null | undefined): number | null => (b == null ? null : b ? 1 : 0);

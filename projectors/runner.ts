@@ -44,8 +44,9 @@ export async function ensureSchema(store: Store, projections: readonly Projectio
  *  23: activity by trader and by source in compressed blocks of at most 16 KiB (issue 7)
  *  24: position_samples.assetLow, the low 16 bits of assetId (issue 7)
  *  25: accounts.scopes, the scopes an account may hold (issue 24)
+ *  26: position_samples copied by the projector with its settled work, no longer by a materialized view (issue 26)
  */
-export const READ_MODEL_VERSION = 25;
+export const READ_MODEL_VERSION = 26;
 
 /**
  * Brings the store to READ_MODEL_VERSION: read models of another version (or of none, from before
@@ -407,10 +408,15 @@ export function runProjector(log: Log, store: Store, events: ProjectorEvents = {
       lanes: SEPARATE_LANES,
       onError: (err, batch) => events.onError?.(err, batch.topic),
       // Another projector process has written the store since: what the projections keep of it is read again.
-      onTakeOver: () => session.reset(),
+      onTakeOver: () => {
+        session.reset();
+        if (settler) void session.resume();
+      },
     },
   );
   if (!settler) return subscription;
+  // Settled work a stopped projector left undone (projections' `resume`), done with the first settled work.
+  void session.resume();
   return {
     lag: () => subscription.lag(),
     // Caught up once what the batches put off is done too, and announced.
@@ -472,10 +478,11 @@ function settleLater(
         await new Promise((resolve) => setTimeout(resolve, 1000));
       }
     },
+    // What is put off is done before the projector stops (once: a failure is reported, not retried).
     stop: async () => {
       stopped = true;
       clearTimeout(timer);
-      await running;
+      await run();
     },
   };
 }

@@ -58,6 +58,13 @@ export class ProjectorSession implements ProjectionContext {
     return true;
   }
 
+  /** Runs every projection's `resume` (what a stopped projector left undone), as settled work of its own. */
+  resume(): Promise<void> {
+    return this.settle('resume', async () => {
+      for (const p of this.projections) await p.resume?.(this);
+    });
+  }
+
   /** Whether work put off by `settle` is waiting. */
   get unsettled(): boolean {
     return this.pending.size > 0;

@@ -10,8 +10,9 @@ import {
   POSITION_SAMPLES_TABLE,
   PRICE_SERIES_DDL,
   PRICE_SERIES_TABLE,
+  SAMPLES_COPIED_DDL,
+  SAMPLES_COPIED_TABLE,
   SAMPLES_DDL,
-  SAMPLES_FEED_DDL,
   SAMPLES_SETTINGS_DDL,
 } from '../../storage/tables/performance.ts';
 import { PRICES_TABLE } from '../../storage/tables/prices.ts';
@@ -123,12 +124,19 @@ interface PerformanceState {
   series: Map<number, PriceSeries>;
   samples: number;
   /**
-   * Seqs of evaluation inserts that may have reached position_performances without their view's
-   * rows in position_samples (an insert that failed; null: not known yet, as at the start of a
-   * session, when the last insert of a killed projector may be such a one). healSamples copies
-   * what they lack before evaluations are compared with position_performances.
+   * Seqs of evaluation inserts that may have reached position_performances without being copied
+   * into position_samples (an insert that failed; null: not known yet, as at the start of a
+   * session, when a stopped projector may have left rows uncopied). healSamples copies what they
+   * lack before evaluations are compared with position_performances.
    */
   unhealed: number[] | null;
+  /**
+   * Rows written to position_performances and not yet copied into position_samples (with their
+   * seq). A live projector copies them with its settled work (copySamples): a commit that writes
+   * position_samples has every cached analytics answer over the traders it names read again, and
+   * a round's commit every 500 ms had them read again twice as often as anything else.
+   */
+  uncopied: unknown[][];
   /** Whether each asset has a price series, as price_series says (null: not read yet; seriesFlags). */
   hasSeries: Map<number, number> | null;
   /**
@@ -265,7 +273,7 @@ async function seriesOf(ctx: ProjectionContext, assetIds: readonly number[]): Pr
 
 /**
  * Evaluates every window of the given positions and writes their rows (one seq for the call) to
- * both tables (position_samples through position_samples_feed), with, in position_samples, a row of live = 0 for every window of each `retired`
+ * position_performances and then to position_samples (copySamples), with, in position_samples at once, a row of live = 0 for every window of each `retired`
  * statement: a position's earlier (traderId, assetId, openAt), whose rows would otherwise stay at
  * that key (position_performances is keyed by positionId and needs none).
  */
@@ -308,53 +316,104 @@ export async function writePerformances(
       if (had) known.set(id, had);
       evaluations.delete(id);
     }
+    const written = rows.map((r) => [...r, seq]);
     try {
-      await store.insertCompact(
-        POSITION_PERFORMANCES_TABLE.name,
-        PERFORMANCE_COLUMNS,
-        rows.map((r) => [...r, seq]),
-      );
+      await store.insertCompact(POSITION_PERFORMANCES_TABLE.name, PERFORMANCE_COLUMNS, written);
     } catch (err) {
       stateOf(ctx).unhealed?.push(seq);
       throw err;
     }
+    const { uncopied } = stateOf(ctx);
+    for (const r of written) uncopied.push(r);
     // Kept when every window's newest row is known: all written now, or the others known before.
-    const written = new Map<number, Map<string, string>>();
+    const kept = new Map<number, Map<string, string>>();
     for (const r of rows) {
       const id = Number(r[0]);
-      let byWindow = written.get(id);
-      if (!byWindow) written.set(id, (byWindow = new Map(known.get(id))));
+      let byWindow = kept.get(id);
+      if (!byWindow) kept.set(id, (byWindow = new Map(known.get(id))));
       byWindow.set(String(r[1]), evaluationText(r));
     }
-    for (const [id, byWindow] of written)
+    for (const [id, byWindow] of kept)
       if (known.has(id) || byWindow.size === WINDOWS.length) remember(evaluations, id, byWindow, KEPT_EVALUATIONS);
+    await ctx.settle(COPY_SAMPLES, () => copySamples(ctx));
   }
+}
+
+/** The settled work that copies evaluations into position_samples (ProjectionContext.settle). */
+const COPY_SAMPLES = 'copy position_samples';
+
+/**
+ * Copies into position_samples the rows written to position_performances since the last copy, and
+ * then marks the highest seq copied (position_samples_copied): at once while catching up, with
+ * the settled work of a live projector (at most every SETTLE_MS, projectors/runner.ts), so the
+ * analytics reads may trail position_performances by that much, as the activity reads trail the
+ * statement tables. Rows that fail to be copied stay to be copied.
+ */
+async function copySamples(ctx: ProjectionContext): Promise<void> {
+  const s = stateOf(ctx);
+  const rows = s.uncopied;
+  if (!rows.length) return;
+  s.uncopied = [];
+  try {
+    await ctx.store.insertCompact(POSITION_SAMPLES_TABLE.name, PERFORMANCE_COLUMNS, rows);
+    let seq = 0;
+    for (const r of rows) seq = Math.max(seq, Number(r[PERFORMANCE_COLUMNS.length - 1]));
+    await ctx.store.insertCompact(SAMPLES_COPIED_TABLE.name, ['k', 'seq'], [[0, seq]]);
+  } catch (err) {
+    s.uncopied = [...rows, ...s.uncopied];
+    throw err;
+  }
+}
+
+/**
+ * position_samples as position_performances has it: what a stopped projector left uncopied, and
+ * what this session has not copied yet. Before position_samples is read by position
+ * (countedSampleKeys): an evaluation written at a key the position never came to hold must be
+ * there to be retired.
+ */
+export async function samplesCopied(ctx: ProjectionContext): Promise<void> {
+  await healSamples(ctx);
+  await copySamples(ctx);
 }
 
 /** An evaluation row (PERFORMANCE_COLUMNS but seq) as text, to compare with another. */
 const evaluationText = (r: readonly unknown[]) => JSON.stringify(r.map((v) => (v === null || typeof v === 'string' ? v : Number(v))));
 
 /**
- * Makes position_samples hold every row of the evaluation inserts that may have landed in
- * position_performances alone (PerformanceState.unhealed: at the start of a session, the newest
- * insert). An insert writes position_performances' part and then its view's part in
- * position_samples, so a projector killed or failing in between left rows in the table only;
- * after this, the two tables agree on every evaluation key and either can be compared with.
+ * Makes position_samples hold every row of the evaluation inserts that may have reached
+ * position_performances without being copied: at the start of a session, every row above the
+ * last seq marked copied (a projector stopped before its settled work); later, the inserts that
+ * failed (PerformanceState.unhealed: one may have landed all the same). After this, the two tables
+ * agree on every evaluation key but this session's uncopied rows, and either can be compared with.
  */
 async function healSamples(ctx: ProjectionContext): Promise<void> {
   const s = stateOf(ctx);
   if (s.unhealed?.length === 0) return;
-  const seqs =
-    s.unhealed ??
-    (await ctx.store.query<{ seq: number }>(`SELECT max(seq) AS seq FROM ${POSITION_PERFORMANCES_TABLE}`)).map((r) => Number(r.seq));
-  const key = 'positionId, window, traderId, assetId, openAt, seq';
   const columns = PERFORMANCE_COLUMNS.join(', ');
-  await ctx.store.exec(
-    `INSERT INTO ${POSITION_SAMPLES_TABLE} (${columns})
-     SELECT ${columns} FROM ${POSITION_PERFORMANCES_TABLE}
-     WHERE seq IN {seqs:Array(UInt64)} AND (${key}) NOT IN (SELECT ${key} FROM ${POSITION_SAMPLES_TABLE} WHERE seq IN {seqs:Array(UInt64)})`,
-    { seqs },
-  );
+  if (s.unhealed === null) {
+    const [r] = await ctx.store.query<{ copied: number; top: number }>(
+      `SELECT (SELECT max(seq) FROM ${SAMPLES_COPIED_TABLE}) AS copied, (SELECT max(seq) FROM ${POSITION_PERFORMANCES_TABLE}) AS top`,
+    );
+    const copied = Number(r?.copied ?? 0);
+    const top = Number(r?.top ?? 0);
+    if (top > copied) {
+      // Rows of this session's not copied yet may be among them: a row copied twice is one row (the same key and seq).
+      await ctx.store.exec(
+        `INSERT INTO ${POSITION_SAMPLES_TABLE} (${columns})
+         SELECT ${columns} FROM ${POSITION_PERFORMANCES_TABLE} WHERE seq > {copied:UInt64} AND seq <= {top:UInt64}`,
+        { copied, top },
+      );
+      await ctx.store.insertCompact(SAMPLES_COPIED_TABLE.name, ['k', 'seq'], [[0, top]]);
+    }
+  } else {
+    const key = 'positionId, window, traderId, assetId, openAt, seq';
+    await ctx.store.exec(
+      `INSERT INTO ${POSITION_SAMPLES_TABLE} (${columns})
+       SELECT ${columns} FROM ${POSITION_PERFORMANCES_TABLE}
+       WHERE seq IN {seqs:Array(UInt64)} AND (${key}) NOT IN (SELECT ${key} FROM ${POSITION_SAMPLES_TABLE} WHERE seq IN {seqs:Array(UInt64)})`,
+      { seqs: s.unhealed },
+    );
+  }
   s.unhealed = [];
 }
 
@@ -368,8 +427,8 @@ async function healSamples(ctx: ProjectionContext): Promise<void> {
  *
  * Compared with position_performances, ordered by positionId for point reads (a third of the cost
  * of reading position_samples by position, issue 26), once healSamples has made position_samples
- * hold all of it (writePerformances heals before it compares): an evaluation found in position_performances alone (a projector killed between
- * its part and its view's) would otherwise never reach the analytics (stopped-price-batch test).
+ * hold all of it (writePerformances heals before it compares): an evaluation found in position_performances alone (a projector stopped
+ * before it copied it) would otherwise never reach the analytics (stopped-price-batch test).
  * What the session keeps (PerformanceState.evaluations) is compared with instead where it has them.
  */
 async function changedEvaluations(ctx: ProjectionContext, positions: readonly PositionState[], rows: unknown[][]): Promise<unknown[][]> {
@@ -485,8 +544,11 @@ async function seriesFlags(ctx: ProjectionContext, assetIds: readonly number[]):
 export const performanceProjection: Projection<PerformanceState> = {
   name: 'position-performances',
   canHandle: ['prices'],
-  ddl: [PERFORMANCES_DDL, SAMPLES_DDL, SAMPLES_SETTINGS_DDL, SAMPLES_FEED_DDL, PRICE_SERIES_DDL],
+  ddl: [PERFORMANCES_DDL, SAMPLES_DDL, SAMPLES_SETTINGS_DDL, SAMPLES_COPIED_DDL, PRICE_SERIES_DDL],
   // No reset: a take-over drops the counter and the caches, all read again when next needed.
-  state: { init: () => ({ seq: null, series: new Map(), samples: 0, unhealed: null, hasSeries: null, evaluations: new Map() }) },
+  state: {
+    init: () => ({ seq: null, series: new Map(), samples: 0, unhealed: null, uncopied: [], hasSeries: null, evaluations: new Map() }),
+  },
   afterStore: (ctx, batch) => reevaluateForPrices(ctx, batch),
+  resume: (ctx) => healSamples(ctx),
 };

@@ -27,7 +27,7 @@ import {
 } from '../../storage/tables/trading.ts';
 import { rollUpActivity } from '../activity/rollup.ts';
 import { applyFeedTouches, type FeedTouch } from '../feed/projection.ts';
-import { countedSampleKeys, EVALUATED_FIELDS, type PositionState, writePerformances } from '../performance/projection.ts';
+import { countedSampleKeys, EVALUATED_FIELDS, type PositionState, samplesCopied, writePerformances } from '../performance/projection.ts';
 import type { Projection, ProjectionContext, ValidRecord } from '../projection.ts';
 
 export interface EventStatement extends Statement {
@@ -349,6 +349,8 @@ async function planTradeEvents(ctx: ProjectionContext, batch: readonly ValidReco
   // Positions that a batch which did not finish wrote to (usually none): their rows in
   // open_positions and position_samples are read back and repaired (see openRows).
   const suspects = await unfinishedPositions(ctx);
+  // The keys where position_samples counts a suspect are read from it: with every evaluation copied.
+  if (suspects.length) await samplesCopied(ctx);
   const untouched = suspects.filter((p) => !touched.has(p));
   const stored = await readBackPositions(store, positionIds, suspects, untouched, bounds);
   const current = await currentEvents(store, stored.eventRows);

@@ -6,7 +6,7 @@ import { table } from '../table.ts';
 const EVALUATION_CHANGES = { trader: 'traderId', asset: 'assetId', time: 'openAt' } as const;
 export const POSITION_PERFORMANCES_TABLE = table('position_performances', { changes: EVALUATION_CHANGES });
 export const POSITION_SAMPLES_TABLE = table('position_samples', { changes: EVALUATION_CHANGES });
-export const POSITION_SAMPLES_FEED_TABLE = table('position_samples_feed');
+export const SAMPLES_COPIED_TABLE = table('position_samples_copied');
 export const PRICE_SERIES_TABLE = table('price_series');
 
 /** A ClickHouse Enum8 of these names, numbered from `first` (cheaper to insert than LowCardinality strings). */
@@ -48,9 +48,13 @@ export const SAMPLES_DDL = `CREATE TABLE IF NOT EXISTS ${POSITION_SAMPLES_TABLE}
 /** The same settings for a table made by an earlier build (a setting is not a change of layout: no rebuild). */
 export const SAMPLES_SETTINGS_DDL = `ALTER TABLE ${POSITION_SAMPLES_TABLE} MODIFY SETTING ${QUIET_PARTITIONS_MERGED}`;
 
-/** position_samples gets position_performances' rows as they are inserted: one encoding and one parse of them, not two. */
-export const SAMPLES_FEED_DDL = `CREATE MATERIALIZED VIEW IF NOT EXISTS ${POSITION_SAMPLES_FEED_TABLE} TO ${POSITION_SAMPLES_TABLE}
-  AS SELECT * FROM ${POSITION_PERFORMANCES_TABLE}`;
+/**
+ * The highest seq of position_performances' rows copied into position_samples (every row at or
+ * below it is there): a live projector copies them a little after it writes them
+ * (projectors/performance), and a projector that stopped in between copies what is above it.
+ */
+export const SAMPLES_COPIED_DDL = `CREATE TABLE IF NOT EXISTS ${SAMPLES_COPIED_TABLE} (k UInt8, seq UInt64)
+  ENGINE = ReplacingMergeTree(seq) ORDER BY k`;
 
 export const PRICE_SERIES_DDL = `CREATE TABLE IF NOT EXISTS ${PRICE_SERIES_TABLE} (
     assetId UInt64, hasSeries UInt8, seq UInt64
