@@ -358,12 +358,15 @@ async function copySamples(ctx: ProjectionContext): Promise<void> {
     await ctx.store.insertCompact(POSITION_SAMPLES_TABLE.name, PERFORMANCE_COLUMNS, rows);
     let seq = 0;
     for (const r of rows) seq = Math.max(seq, Number(r[PERFORMANCE_COLUMNS.length - 1]));
-    await ctx.store.insertCompact(SAMPLES_COPIED_TABLE.name, ['k', 'seq'], [[0, seq]]);
+    await markCopied(ctx, seq);
   } catch (err) {
     s.uncopied = [...rows, ...s.uncopied];
     throw err;
   }
 }
+
+/** Every row of position_performances at or below `seq` is in position_samples now. */
+const markCopied = (ctx: ProjectionContext, seq: number) => ctx.store.insertCompact(SAMPLES_COPIED_TABLE.name, ['k', 'seq'], [[0, seq]]);
 
 /**
  * position_samples as position_performances has it: what a stopped projector left uncopied, and
@@ -403,7 +406,7 @@ async function healSamples(ctx: ProjectionContext): Promise<void> {
          SELECT ${columns} FROM ${POSITION_PERFORMANCES_TABLE} WHERE seq > {copied:UInt64} AND seq <= {top:UInt64}`,
         { copied, top },
       );
-      await ctx.store.insertCompact(SAMPLES_COPIED_TABLE.name, ['k', 'seq'], [[0, top]]);
+      await markCopied(ctx, top);
     }
   } else {
     const key = 'positionId, window, traderId, assetId, openAt, seq';
