@@ -241,11 +241,13 @@ export interface ProjectorEvents {
 /**
  * The projector's commits. Without a cadence, each batch is announced as it ends. With one, the
  * batches (and the settled derived work) are gathered and announced together when every lane is
- * between rounds, and at most once per cadence: each announcement ends the cached answers its
- * changes touch, and a question asked again after each of a round's three or four batches was
- * read again after each, where one read after the round gives the same answer. A backlog keeps the
- * lanes busy: then what is gathered is announced once it is a cadence old, after the batch that
- * makes it so.
+ * between rounds: each announcement ends the cached answers its changes touch, and a question
+ * asked again after each of a round's three or four batches was read again after each, where one
+ * read after the round gives the same answer. Live lanes begin their rounds together at most once
+ * per cadence (SubscribeOptions.onRest `together`), so each such rest is announced at once; lanes
+ * that run apart (a backlog in one) are announced at most once per cadence. A backlog keeps the
+ * lanes busy: then what is gathered is announced once it is two cadences old, after the batch that
+ * makes it so, or by a timer.
  */
 class Commits {
   private pending: Commit | undefined;
@@ -263,20 +265,22 @@ class Commits {
     const cadence = this.events.cadenceMs;
     const commit = { batches: batch ? [batch] : [], settled: !batch, changes };
     if (!cadence) return this.announce(commit);
-    this.gather(commit, cadence);
+    // A round longer than a cadence (under load) is not cut in two: the wait is two cadences.
+    this.gather(commit, 2 * cadence);
     // Settled work goes with the next round's commit (or the timer's), not in one of its own.
-    if (performance.now() - this.since >= cadence) await this.flush();
+    if (performance.now() - this.since >= 2 * cadence) await this.flush();
   }
 
   /**
-   * Every lane is between rounds: what was gathered is announced now, or, when the last
-   * announcement is not yet a cadence old, once it is. Lanes whose rounds end apart would
-   * otherwise announce a commit each, and each commit ends the cached answers it touches.
+   * Every lane is between rounds: what was gathered is announced now when the lanes' rounds began
+   * together (`together`), else now or, when the last announcement is not yet a cadence old, once
+   * it is: lanes whose rounds end apart would otherwise announce a commit each, and each commit
+   * ends the cached answers it touches.
    */
-  rest(): Promise<void> {
+  rest(together = false): Promise<void> {
     const cadence = this.events.cadenceMs ?? 0;
     const wait = this.announced + cadence - performance.now();
-    if (!this.pending || wait <= 0) return this.flush();
+    if (!this.pending || together || wait <= 0) return this.flush();
     clearTimeout(this.timer);
     this.arm(wait);
     return Promise.resolve();
@@ -403,7 +407,7 @@ export function runProjector(log: Log, store: Store, events: ProjectorEvents = {
       maxBatch: MAX_BATCH,
       prepare: validateBatchAsync,
       ...(events.cadenceMs
-        ? { cadenceMs: events.cadenceMs, onRest: () => commits.rest().catch((err) => events.onError?.(err, 'commit')) }
+        ? { cadenceMs: events.cadenceMs, onRest: (together) => commits.rest(together).catch((err) => events.onError?.(err, 'commit')) }
         : {}),
       lanes: SEPARATE_LANES,
       onError: (err, batch) => events.onError?.(err, batch.topic),

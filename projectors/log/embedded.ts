@@ -316,8 +316,9 @@ export class EmbeddedLog implements Log {
    * Reads complete lines from `from`: at most `max` lines within BATCH_BYTES, or one line of up
    * to MAX_LINE_BYTES, or one oversized line (skipped in chunks, delivered as a bounded
    * prefix). `lines` counts the lines consumed, blank ones included; `next` is the offset after them.
+   * `upTo`: only the lines that end before this offset (what the topic held at a moment).
    */
-  read(topic: string, from: number, max: number): { records: LogRecord[]; next: number; lines: number } {
+  read(topic: string, from: number, max: number, upTo = Number.POSITIVE_INFINITY): { records: LogRecord[]; next: number; lines: number } {
     const none = { records: [], next: from, lines: 0 };
     let fd: number;
     try {
@@ -326,7 +327,7 @@ export class EmbeddedLog implements Log {
       return none;
     }
     try {
-      const size = fstatSync(fd).size;
+      const size = Math.min(fstatSync(fd).size, upTo);
       if (size <= from) return none;
       const seen = this.incomplete.get(topic);
       if (seen && seen.from === from && seen.size === size) return none;
@@ -435,9 +436,16 @@ class EmbeddedSubscription<P> implements LogSubscription {
   /** The lanes' sleeps that a wake-up (new waiter, stop) cuts short. */
   private readonly sleepers = new Set<() => void>();
   private unwatch: () => void = () => {};
-  private readonly pausers = new Set<() => void>();
+  private readonly pausers = new Set<(ends?: Record<string, number>) => void>();
   /** Lanes in a round that handles batches (SubscribeOptions.onRest). */
   private inRound = 0;
+  /** Per lane: its last round took all there was, or found nothing (a lane reading a backlog is not live). */
+  private laneLive: boolean[] = [];
+  /** When the last round that handled a batch began (performance.now()): the lanes' next begins a cadence after. */
+  private roundBegan = Number.NEGATIVE_INFINITY;
+  /** Lanes waiting to begin the next round together (nextRound). */
+  private aligned: ((ends: Record<string, number>) => void)[] = [];
+  private alignTimer: NodeJS.Timeout | undefined;
   /** Per topic: `lines` newlines counted in [committed offset, to). Kept up to date by commits and by lag(). */
   private readonly ahead: Record<string, { to: number; lines: number }> = {};
 
@@ -458,8 +466,9 @@ class EmbeddedSubscription<P> implements LogSubscription {
       ...(this.opts.lanes ?? []).map((l) => this.topics.filter((t) => l.includes(t))),
       this.topics.filter((t) => !laned.has(t)),
     ].filter((l) => l.length);
+    this.laneLive = lanes.map(() => true);
     this.unwatch = this.log.watchAppends(() => this.wake());
-    this.loop = Promise.all(lanes.map((l) => this.run(l)));
+    this.loop = Promise.all(lanes.map((l, i) => this.run(l, i)));
   }
 
   private wake(): void {
@@ -530,10 +539,12 @@ class EmbeddedSubscription<P> implements LogSubscription {
    * next batch is read and prepared (read-ahead): it is used if the loop comes back to that topic
    * at that offset, dropped otherwise (an upstream topic went first, or the handler failed).
    */
-  private async run(topics: readonly string[]): Promise<void> {
+  private async run(topics: readonly string[], lane: number): Promise<void> {
     const max = this.opts.maxBatch ?? 5000;
     let ahead: ReadAhead<P> | undefined;
     const cadence = this.opts.cadenceMs ?? 0;
+    /** A round of the lanes together reads what the topics held when it began (nextRound), and no more. */
+    let ends: Record<string, number> | undefined;
     while (this.running) {
       let progressed = false;
       // Every batch of this round took all there was (live records, not a backlog).
@@ -548,21 +559,22 @@ class EmbeddedSubscription<P> implements LogSubscription {
         if (ahead && ahead.topic === topic && ahead.from === from) {
           ({ read, prepared } = ahead);
           ahead = undefined;
-        } else read = this.log.read(topic, from, max);
+        } else read = this.log.read(topic, from, max, ends?.[topic]);
         const { records, next, lines } = read;
         if (next === from) continue;
         const batch: LogBatch = { topic, partition: 0, records };
         if (records.length) {
           if (!handling) {
             handling = true;
-            this.inRound++;
+            // The first lane to handle a batch begins the lanes' round (a round that finds nothing is none).
+            if (this.inRound++ === 0) this.roundBegan = performance.now();
           }
           try {
             prepared ??= this.prepare(batch);
             const handled = prepared ? prepared.then((p) => this.handle(batch, p)) : this.handle(batch);
             handled.catch(() => {}); // awaited below
             await null; // the handler starts (up to its first store call) before the read-ahead
-            const more = this.log.read(topic, next, max);
+            const more = this.log.read(topic, next, max, ends?.[topic]);
             if (more.next !== next) {
               live = false;
               ahead = { topic, from: next, read: more, prepared: this.prepare({ topic, partition: 0, records: more.records }) };
@@ -585,22 +597,74 @@ class EmbeddedSubscription<P> implements LogSubscription {
           break; // restart from the first topic so that upstream topics stay ahead of downstream ones
         }
       }
-      if (handling && --this.inRound === 0 && cadence) await this.rest();
+      // A round that found nothing is live too: the lane is not behind.
+      this.laneLive[lane] = live;
+      const together = cadence > 0 && this.laneLive.every(Boolean);
+      if (handling && --this.inRound === 0 && cadence) {
+        await this.rest(together);
+        this.release(cadence);
+      }
       this.waiters = this.waiters.filter((w) => (this.reached(w.targets) ? (w.resolve(), false) : true));
-      if (!progressed) await this.sleep(this.pollMs);
-      // What arrives during the cadence is taken together next round: fewer, larger commits.
+      ends = undefined;
+      if (!progressed) {
+        await this.sleep(this.pollMs);
+        if (together && this.running) ends = await this.nextRound(cadence);
+      }
+      // What arrives during the cadence is taken together next round: fewer, larger commits. Live
+      // lanes begin their rounds together, so that one rest (one commit) ends a round of each.
+      else if (live && together) ends = await this.nextRound(cadence);
       else if (live) await this.pause(roundStart + cadence - Date.now());
     }
     await ahead?.prepared?.catch(() => {});
   }
 
   /** Every lane is between rounds: the handler's put-off work (SubscribeOptions.onRest), whose failure is its own to report. */
-  private async rest(): Promise<void> {
+  private async rest(together: boolean): Promise<void> {
     try {
-      await this.opts.onRest?.();
+      await this.opts.onRest?.(together);
     } catch {
       /* the handler reports and retries it */
     }
+  }
+
+  /**
+   * Waits for the next round of the live lanes together: it begins once no lane is in a round and
+   * a cadence has passed since the last one began (cut short by stop only). Lanes whose rounds
+   * began apart ended them apart, and were between rounds together only now and then (issue 26:
+   * under load, a round's commit waited up to a cadence for the other lane's round to end).
+   */
+  private nextRound(cadence: number): Promise<Record<string, number> | undefined> {
+    if (!this.running) return Promise.resolve(undefined);
+    return new Promise((resolve) => {
+      const done = (ends?: Record<string, number>) => {
+        this.pausers.delete(done);
+        resolve(ends);
+      };
+      this.aligned.push(done);
+      this.pausers.add(done);
+      this.release(cadence);
+    });
+  }
+
+  /** Lets the waiting lanes begin a round together when they may (nextRound), or when they may later. */
+  private release(cadence: number): void {
+    clearTimeout(this.alignTimer);
+    if (!this.aligned.length || this.inRound > 0) return;
+    const wait = this.roundBegan + cadence - performance.now();
+    if (wait > 0) {
+      this.alignTimer = setTimeout(() => this.release(cadence), wait);
+      return;
+    }
+    const go = this.aligned;
+    this.aligned = [];
+    // Where each topic ends now, downstream topics first: a record a round takes has the records
+    // appended before it (a trade event's message, its prices) in that round too, whichever lane
+    // reads them. The trade lane reads its events after the prices, later than the messages lane
+    // reads the messages: an event appended in between went a round ahead of its message, and its
+    // feed group was written twice, first without the message, which no poll may show (issue 26).
+    const ends: Record<string, number> = {};
+    for (const t of [...this.topics].reverse()) ends[t] = this.log.end(t);
+    for (const g of go) g(ends);
   }
 
   /** Waits `ms` (cut short by stop only: not by appends, which is the point). */
@@ -633,6 +697,7 @@ class EmbeddedSubscription<P> implements LogSubscription {
     this.running = false;
     this.unwatch();
     this.wake();
+    clearTimeout(this.alignTimer);
     for (const p of [...this.pausers]) p();
     await this.loop;
     for (const w of this.waiters) w.resolve();

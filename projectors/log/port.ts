@@ -98,8 +98,10 @@ export interface SubscribeOptions<P = unknown> {
    * one (every batch handled so far has been handled), before `caughtUp` callers are told. The
    * handler may put off what each batch would announce (the projector's commits, which end cached
    * answers) to it: one announcement per round of every lane instead of one per batch.
+   * `together`: the lanes are live and begin their rounds together, at most once per cadence, so
+   * this rest ends a round of every lane (a backlog in any lane: they run apart).
    */
-  onRest?: () => Promise<void>;
+  onRest?: (together: boolean) => Promise<void>;
 }
 
 export interface LogSubscription {

@@ -97,9 +97,13 @@ describe('issue 26: one commit per round of the lanes', () => {
   it('commits are announced at most once per cadence, also when the lanes end their rounds apart', async () => {
     const { gaps, commits, written } = await trickle(false);
     expect(gaps.length).toBeGreaterThan(1);
-    // Each announcement a cadence after the one before it at least, give or take timers' slack:
-    // libuv's clock counts whole milliseconds, so a timer may fire up to one early (CI saw 98.8).
-    expect(Math.min(...gaps)).toBeGreaterThanOrEqual(CADENCE_MS - 2);
+    // The lanes begin their rounds together at most once per cadence and a round is announced as it
+    // ends, so two announcements may come closer than a cadence (a long round, then a short one),
+    // but never more of them than rounds: over the trickle, one per cadence and one more at most,
+    // give or take timers' slack (libuv's clock counts whole milliseconds). Lanes announcing a
+    // round each made about twice as many.
+    const span = gaps.reduce((a, b) => a + b, 0);
+    expect(gaps.length + 1).toBeLessThanOrEqual(Math.floor(span / (CADENCE_MS - 2)) + 2);
     expect(applied(commits)).toBe(written);
   });
 
