@@ -443,8 +443,8 @@ class EmbeddedSubscription<P> implements LogSubscription {
   private laneLive: boolean[] = [];
   /** When the last round that handled a batch began (performance.now()): the lanes' next begins a cadence after. */
   private roundBegan = Number.NEGATIVE_INFINITY;
-  /** Lanes waiting to begin the next round together (nextRound). */
-  private aligned: ((ends: Record<string, number>) => void)[] = [];
+  /** Lanes waiting to begin their next round (nextRound): together, or each from `at` while a lane reads a backlog. */
+  private aligned: { at: number; go: (ends?: Record<string, number>) => void }[] = [];
   private alignTimer: NodeJS.Timeout | undefined;
   /** Per topic: `lines` newlines counted in [committed offset, to). Kept up to date by commits and by lag(). */
   private readonly ahead: Record<string, { to: number; lines: number }> = {};
@@ -550,7 +550,7 @@ class EmbeddedSubscription<P> implements LogSubscription {
       // Every batch of this round took all there was (live records, not a backlog).
       let live = true;
       let handling = false;
-      const roundStart = Date.now();
+      const roundStart = performance.now();
       for (const topic of topics) {
         if (!this.running) break;
         const from = this.offsets[topic] ?? 0;
@@ -600,20 +600,20 @@ class EmbeddedSubscription<P> implements LogSubscription {
       // A round that found nothing is live too: the lane is not behind.
       this.laneLive[lane] = live;
       const together = cadence > 0 && this.laneLive.every(Boolean);
-      if (handling && --this.inRound === 0 && cadence) {
-        await this.rest(together);
-        this.release(cadence);
-      }
+      if (handling && --this.inRound === 0 && cadence) await this.rest(together);
+      // A lane reading a backlog: the others go on apart. Live lanes begin the next round once the
+      // last of them waits for it (nextRound): released before, the first would begin it alone.
+      if (cadence && !together) this.release(cadence);
       this.waiters = this.waiters.filter((w) => (this.reached(w.targets) ? (w.resolve(), false) : true));
       ends = undefined;
       if (!progressed) {
         await this.sleep(this.pollMs);
-        if (together && this.running) ends = await this.nextRound(cadence);
+        if (together && this.running) ends = await this.nextRound(cadence, performance.now());
       }
       // What arrives during the cadence is taken together next round: fewer, larger commits. Live
       // lanes begin their rounds together, so that one rest (one commit) ends a round of each.
-      else if (live && together) ends = await this.nextRound(cadence);
-      else if (live) await this.pause(roundStart + cadence - Date.now());
+      else if (live && together) ends = await this.nextRound(cadence, roundStart + cadence);
+      else if (live) await this.pause(roundStart + cadence - performance.now());
     }
     await ahead?.prepared?.catch(() => {});
   }
@@ -633,24 +633,37 @@ class EmbeddedSubscription<P> implements LogSubscription {
    * began apart ended them apart, and were between rounds together only now and then (issue 26:
    * under load, a round's commit waited up to a cadence for the other lane's round to end).
    */
-  private nextRound(cadence: number): Promise<Record<string, number> | undefined> {
+  private nextRound(cadence: number, at: number): Promise<Record<string, number> | undefined> {
     if (!this.running) return Promise.resolve(undefined);
     return new Promise((resolve) => {
       const done = (ends?: Record<string, number>) => {
         this.pausers.delete(done);
         resolve(ends);
       };
-      this.aligned.push(done);
+      this.aligned.push({ at, go: done });
       this.pausers.add(done);
       this.release(cadence);
     });
   }
 
-  /** Lets the waiting lanes begin a round together when they may (nextRound), or when they may later. */
+  /**
+   * Lets the waiting lanes begin a round together when they may (nextRound), or when they may
+   * later. While a lane reads a backlog, the others go on apart, each when its own cadence is over
+   * (`at`, reading to the topics' ends): they are not held until the backlog is read.
+   */
   private release(cadence: number): void {
     clearTimeout(this.alignTimer);
-    if (!this.aligned.length || this.inRound > 0) return;
-    const wait = this.roundBegan + cadence - performance.now();
+    if (!this.aligned.length) return;
+    const now = performance.now();
+    if (!this.laneLive.every(Boolean)) {
+      const due = this.aligned.filter((w) => w.at <= now);
+      this.aligned = this.aligned.filter((w) => w.at > now);
+      for (const w of due) w.go();
+      if (this.aligned.length) this.alignTimer = setTimeout(() => this.release(cadence), Math.min(...this.aligned.map((w) => w.at)) - now);
+      return;
+    }
+    if (this.inRound > 0) return;
+    const wait = this.roundBegan + cadence - now;
     if (wait > 0) {
       this.alignTimer = setTimeout(() => this.release(cadence), wait);
       return;
@@ -664,7 +677,7 @@ class EmbeddedSubscription<P> implements LogSubscription {
     // feed group was written twice, first without the message, which no poll may show (issue 26).
     const ends: Record<string, number> = {};
     for (const t of [...this.topics].reverse()) ends[t] = this.log.end(t);
-    for (const g of go) g(ends);
+    for (const w of go) w.go(ends);
   }
 
   /** Waits `ms` (cut short by stop only: not by appends, which is the point). */

@@ -115,4 +115,45 @@ describe('issue 26: live commit cadence', () => {
     expect(rests.length).toBeLessThan(handled);
     expect(rests.length).toBeGreaterThan(1);
   });
+
+  it('a live lane goes on while another lane reads a backlog: its records are not held until the backlog is read', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'signalbase-cadence-'));
+    const log = new EmbeddedLog(dir, 20);
+    const handled: { topic: string; values: number[] }[] = [];
+    const sub = log.subscribe(
+      'g',
+      ['up', 'side'],
+      async (b: LogBatch) => {
+        // The side lane's batches take a while: its backlog takes about a second.
+        if (b.topic === 'side') await sleep(30);
+        handled.push({ topic: b.topic, values: b.records.map((r) => (JSON.parse(r.value) as { i: number }).i) });
+      },
+      { cadenceMs: 100, maxBatch: 10, lanes: [['side']] },
+    );
+    cleanup.push(async () => {
+      await sub.stop();
+      rmSync(dir, { recursive: true, force: true });
+    });
+    // Both lanes live, taking rounds together.
+    for (let i = 0; i < 3; i++) {
+      log.appendSync('up', [rec(i)]);
+      log.appendSync('side', [rec(i)]);
+      await sleep(60);
+    }
+    await sub.caughtUp();
+    log.appendSync(
+      'side',
+      Array.from({ length: 300 }, (_, i) => rec(1000 + i)),
+    );
+    // The up lane's next record comes once the side lane is well into its backlog.
+    await sleep(250);
+    log.appendSync('up', [rec(99)]);
+    await sub.caughtUp();
+    const up = handled.findIndex((b) => b.topic === 'up' && b.values.includes(99));
+    const lastSide = handled.findLastIndex((b) => b.topic === 'side');
+    expect(handled.filter((b) => b.topic === 'side').reduce((n, b) => n + b.values.length, 0)).toBe(303);
+    expect(up).toBeGreaterThan(-1);
+    // Well before the backlog's last batch (about thirty of them), not after it.
+    expect(up).toBeLessThan(lastSide - 10);
+  });
 });
