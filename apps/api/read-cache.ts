@@ -255,7 +255,7 @@ export class ReadCache {
   /**
    * Decoded entries by unhashed key, so that a hit parses nothing: entries never change (the key
    * holds the data version), and each keeps its own expiry. Bounded in entries and in bytes (heads
-   * and free slabs); the oldest go first.
+   * and free slabs); the least recently used go first.
    */
   private readonly decoded = new Map<string, Entry>();
   private decodedBytes = 0;
@@ -315,6 +315,9 @@ export class ReadCache {
       this.forget(key, e);
       return undefined;
     }
+    // Used: to the back of the eviction order (an answer asked again outlives those asked once).
+    this.decoded.delete(key);
+    this.decoded.set(key, e);
     // A request that started before the answer was read (and got here later) cannot use it.
     return e.from <= now ? e : undefined;
   }

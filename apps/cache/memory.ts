@@ -1,6 +1,10 @@
 import type { Cache, Watermarks } from './port.ts';
 
-/** In-process adapter: a map bounded in entries and bytes, with per-entry expiry (oldest entries go first when full). */
+/**
+ * In-process adapter: a map bounded in entries and bytes, with per-entry expiry. When full, the
+ * entries used least recently go first: answers asked once (stats of a random set of traders) do
+ * not push out the ones asked again and again.
+ */
 export class MemoryCache implements Cache {
   private readonly map = new Map<string, { value: string; expires: number }>();
   private bytes = 0;
@@ -25,13 +29,16 @@ export class MemoryCache implements Cache {
       this.remove(key);
       return undefined;
     }
+    // Map order is the eviction order: a used entry moves to the back.
+    this.map.delete(key);
+    this.map.set(key, e);
     return e.value;
   }
 
   async set(key: string, value: string, ttlMs: number): Promise<void> {
     const size = value.length * 2; // UTF-16 code units
     if (size > this.maxBytes) return;
-    this.remove(key); // re-insert so Map order stays oldest-first
+    this.remove(key); // re-inserted at the back of the eviction order
     while (this.map.size && (this.map.size >= this.maxEntries || this.bytes + size > this.maxBytes))
       this.remove(this.map.keys().next().value!);
     this.map.set(key, { value, expires: this.clock() + ttlMs });
