@@ -227,6 +227,14 @@ function compactionQueue(opts: { maintenance: ChdbStore; say: Say; closing: () =
   return { run, idle: () => compacting };
 }
 
+/**
+ * The embedded read cache's budget (values counted at two bytes a character). A page of each list
+ * for each of a thousand traders (20-40 kB each) took most of the former 256 MB: pages asked again
+ * every half minute were pushed out by answers asked once (issue 26).
+ */
+const READ_CACHE_ENTRIES = 200_000;
+const READ_CACHE_BYTES = 1 << 30;
+
 /** `signalbase start`: embedded log + chdb + in-process watermarks, REST on one port. */
 export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: Say } = {}): Promise<Embedded> {
   const say = opts.say ?? ((l: string) => console.log(l));
@@ -279,7 +287,7 @@ export async function startEmbedded(cfg: Config, opts: { seed?: boolean; say?: S
   // Listen at once, whatever the log holds: healthz says `starting` (503) until the first catch-up.
   let caughtUp = false;
   let closing = false;
-  const readCache = new ReadCache(new MemoryCache());
+  const readCache = new ReadCache(new MemoryCache(READ_CACHE_ENTRIES, READ_CACHE_BYTES));
   const app = buildApi({
     store: reads,
     auth,
