@@ -229,8 +229,8 @@ function compactionQueue(opts: { maintenance: ChdbStore; say: Say; closing: () =
 
 /**
  * The embedded read cache's budget (values counted at two bytes a character). A page of each list
- * for each of a thousand traders (20-40 kB each) took most of the former 256 MB: pages asked again
- * every half minute were pushed out by answers asked once (issue 26).
+ * for each of a thousand traders (8 to 32 thousand characters each) took most of the former 256 MB:
+ * pages asked again every half minute were pushed out by answers asked once (issue 26).
  */
 const READ_CACHE_ENTRIES = 200_000;
 const READ_CACHE_BYTES = 1 << 30;
