@@ -162,17 +162,21 @@ interface Stores {
   maintenance: ChdbStore;
 }
 
+/** The projector's sessions: its two lanes' (projectors/runner.ts SEPARATE_LANES) and its settled work's. */
+const PROJECTOR_SESSIONS = 3;
+
 /** Opens the store of DATA_DIR, its read models of the current layout (migrated), and the sessions reads and compaction run on. */
 async function openStores(dataDir: string, log: EmbeddedLog, say: Say, statements?: StatementLog): Promise<Stores> {
   const noted = (session: string) => (statements ? { statementLog: { log: statements, session } } : {});
   mkdirSync(storePath(dataDir), { recursive: true, mode: 0o700 });
   // The projector's statements run at ClickHouse priority 1, above every API read (2 and lower,
-  // apps/reads/cost.ts), on a session of its own. Its reads keep chdb's chained path, and its lanes
-  // share the session: on the streaming path, or a session per lane, a live projector took the
-  // cores from the API's reads (issue 26: 8 to 14 req/s instead of 24 at 20 records/s on the large
-  // seed, for a freshness of 4 s instead of 8 s).
+  // apps/reads/cost.ts), on sessions of its own: one for each of its two lanes and one for its
+  // settled work (the activity roll-ups, the copy to position_samples), so that none waits for
+  // another's statements: on one shared session a live round waited behind the other lane's round
+  // and behind the roll-ups (issue 26: bench/README, live.ts).
   const store = await openChdbStore(storePath(dataDir), undefined, {
     ownSession: true,
+    sessions: PROJECTOR_SESSIONS,
     sessionSettings: { priority: 1 },
     ...noted('projector'),
   });
