@@ -69,7 +69,7 @@ and passes its log lines to stderr, to see what a 500 was. BENCH_SERVER_PROFILE=
 started server's CPU profile (node --cpu-prof) into DIR when it stops.
 
 Each client reads with an account and key of its own (bench-live-0..N-1, created through the
-log at start; admission shares the server between accounts as between real users), the probes
+log at start; admission shares the server between accounts as between real users), each probe
 with one more. The server runs with RATE_LIMITS=default=100000000,address=100000000 and
 LOG_LEVEL=silent. Probes poll besides the clients, in every phase (static too, so that the load
 is the same): a since-poll at the feed head, and ${EVENT_PROBES} probes of the events page of the
@@ -326,14 +326,17 @@ class Probes {
   readonly written: Written[] = [];
   /** Message id -> written record, until its group is seen. */
   private readonly pendingGroups = new Map<string, Written>();
-  feedMs: { phase: string; ms: number }[] = [];
-  eventMs: { phase: string; ms: number }[] = [];
+  /** Per record seen: from its write until seen (ms), and how long the poll that saw it took (ms). */
+  feedMs: { phase: string; ms: number; pollMs: number }[] = [];
+  eventMs: { phase: string; ms: number; pollMs: number }[] = [];
   private running = true;
   private loops: Promise<void>[] = [];
 
+  /** Each probe polls with a key of its own account (the feed probe's, then each events probe's). */
   constructor(
     private since: string,
     private readonly apiKey: string,
+    private readonly eventKeys: readonly string[],
   ) {}
 
   wrote(w: Written): void {
@@ -344,7 +347,7 @@ class Probes {
 
   start(): void {
     this.running = true;
-    this.loops = [this.feedLoop(), ...Array.from({ length: EVENT_PROBES }, () => this.eventLoop())];
+    this.loops = [this.feedLoop(), ...this.eventKeys.map((key) => this.eventLoop(key))];
   }
 
   async stop(): Promise<void> {
@@ -369,12 +372,13 @@ class Probes {
     while (this.running) {
       let more = false;
       try {
+        const sent = performance.now();
         const body = await getJson(`/v2/feed?since=${encodeURIComponent(this.since)}&limit=100`, this.apiKey);
         const now = performance.now();
         for (const g of body.data.results as Json[]) {
           const w = this.pendingGroups.get(g.id);
           if (w) {
-            this.feedMs.push({ phase: w.phase, ms: now - w.at });
+            this.feedMs.push({ phase: w.phase, ms: now - w.at, pollMs: now - sent });
             this.pendingGroups.delete(g.id);
           }
         }
@@ -393,7 +397,7 @@ class Probes {
   /** The events being probed. */
   private readonly probing = new Set<Written>();
 
-  private async eventLoop(): Promise<void> {
+  private async eventLoop(apiKey: string): Promise<void> {
     let target: Written | undefined;
     while (this.running) {
       if (!target && this.unprobed.length) {
@@ -403,9 +407,11 @@ class Probes {
       }
       try {
         // With nothing to measure, the same poll (the probes' load does not depend on the phase).
-        const body = await getJson(`/v2/events?traderIds=${target?.traderId ?? writers[0]!.traderId}&limit=20`, this.apiKey);
+        const sent = performance.now();
+        const body = await getJson(`/v2/events?traderIds=${target?.traderId ?? writers[0]!.traderId}&limit=20`, apiKey);
         if (target && (body.data.results as Json[]).some((e) => String(e.id) === String(target!.eventId))) {
-          this.eventMs.push({ phase: target.phase, ms: performance.now() - target.at });
+          const now = performance.now();
+          this.eventMs.push({ phase: target.phase, ms: now - target.at, pollMs: now - sent });
           this.probing.delete(target);
           target = undefined;
           continue;
@@ -432,6 +438,9 @@ interface PhaseResult {
   samples: Sample[];
   feedMs: number[];
   eventMs: number[];
+  /** How long each seeing poll took (ms). */
+  feedPollMs: number[];
+  eventPollMs: number[];
   written: number;
   unseen: { groups: number; events: number };
   /** CPU seconds per second of the phase: the server's and the ingest's (null: not ours to read). */
@@ -643,10 +652,10 @@ try {
       codec.policyPrint({ accountId, messageVisibility: all, signalVisibility: all, historyWindowDays: null } as unknown as Principal),
     );
 
-  // One account per client and one for the probes, all-visibility, every scope, each with a key
+  // One account per client and per probe, all-visibility, every scope, each with a key
   // (through the log, as \`signalbase accounts create\` and \`keys create\` do; the server projects them).
   const log = new EmbeddedLog(dataDir);
-  const accounts = benchAccounts(log, 'bench-live', clients + 1);
+  const accounts = benchAccounts(log, 'bench-live', clients + 1 + EVENT_PROBES);
   for (const a of accounts) {
     for (let i = 0; ; i++) {
       const r = await fetch(`${base}/v2/feed?since=${encodeURIComponent(headCursor(a.id))}&limit=100`, { headers: { 'x-api-key': a.key } });
@@ -660,6 +669,7 @@ try {
   await caughtUp();
   const states: ClientState[] = accounts.slice(0, clients).map((a) => ({ key: a.key, since: headCursor(a.id) }));
   const probeAccount = accounts[clients]!;
+  const eventProbeKeys = accounts.slice(clients + 1).map((a) => a.key);
   progress(`feed head: watermark ${wm}; ${accounts.length} accounts with a key each (the clients' and the probes')`);
 
   // The streaming ingest, one process for the whole run (static phase included: the same processes in every phase).
@@ -687,7 +697,7 @@ try {
   await caughtUp();
   progress(`${priced.length} assets of the records priced at ${primedAt} (the seed's prices end when it was made)`);
 
-  const probes = new Probes(headCursor(probeAccount.id), probeAccount.key);
+  const probes = new Probes(headCursor(probeAccount.id), probeAccount.key, eventProbeKeys);
   if (!argv['no-probes']) probes.start();
   if (warmupMs > 0) {
     progress(`warm-up: ${(warmupMs / 1000).toFixed(0)} s of load, not measured`);
@@ -747,6 +757,8 @@ try {
       samples,
       feedMs: [],
       eventMs: [],
+      feedPollMs: [],
+      eventPollMs: [],
       written: (probes.written.length - written0) * 4,
       unseen: { groups: 0, events: 0 },
       cpu,
@@ -761,6 +773,8 @@ try {
     p.unseen = probes.unseen(p.name);
     p.feedMs = probes.feedMs.filter((x) => x.phase === p.name).map((x) => x.ms);
     p.eventMs = probes.eventMs.filter((x) => x.phase === p.name).map((x) => x.ms);
+    p.feedPollMs = probes.feedMs.filter((x) => x.phase === p.name).map((x) => x.pollMs);
+    p.eventPollMs = probes.eventMs.filter((x) => x.phase === p.name).map((x) => x.pollMs);
   }
   ingest.stdin!.end();
   const ingestCode = await ingestExit;
@@ -867,7 +881,7 @@ try {
   else {
     console.log('Freshness: from the write to the ingest stdin until seen (p50 / p99 / max; measured of written)');
     printTable(
-      ['phase', 'feed since-poll', 'events?traderIds='],
+      ['phase', 'feed since-poll', 'its poll', 'events?traderIds=', 'its poll'],
       [
         ...phases.filter((p) => p.rate),
         // With rounds, each rate's phases together too.
@@ -878,6 +892,8 @@ try {
                 name: `live ${rate}/s, all rounds`,
                 feedMs: of.flatMap((p) => p.feedMs),
                 eventMs: of.flatMap((p) => p.eventMs),
+                feedPollMs: of.flatMap((p) => p.feedPollMs),
+                eventPollMs: of.flatMap((p) => p.eventPollMs),
                 written: of.reduce((n, p) => n + p.written, 0),
                 unseen: of.reduce((u, p) => ({ groups: u.groups + p.unseen.groups, events: u.events + p.unseen.events }), {
                   groups: 0,
@@ -889,11 +905,15 @@ try {
       ].map((p) => {
         const fm = sortNum(p.feedMs);
         const em = sortNum(p.eventMs);
+        const fp = sortNum(p.feedPollMs);
+        const ep = sortNum(p.eventPollMs);
         const units = p.written / 4;
         return [
           p.name,
           `${fmtS(pct(fm, 50))} / ${fmtS(pct(fm, 99))} / ${fmtS(fm.at(-1) ?? NaN)}  (${fm.length} of ${units}${p.unseen.groups ? `, ${p.unseen.groups} unseen` : ''})`,
+          `${fmtS(pct(fp, 50))} / ${fmtS(pct(fp, 99))}`,
           `${fmtS(pct(em, 50))} / ${fmtS(pct(em, 99))} / ${fmtS(em.at(-1) ?? NaN)}  (${em.length} sampled of ${units}${p.unseen.events ? `, ${p.unseen.events} sampled unseen` : ''})`,
+          `${fmtS(pct(ep, 50))} / ${fmtS(pct(ep, 99))}`,
         ];
       }),
     );
